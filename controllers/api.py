@@ -1,0 +1,115 @@
+"""OS-Ken app serving the controller's JSON API on 127.0.0.1 for the orchestrator.
+
+Endpoints (JSON bodies and answers; times are CLOCK_MONOTONIC seconds, shared by every
+network namespace on the machine):
+
+- ``GET /status``: ``{"switches": {name: connected}, "ready": bool}``
+- ``GET /circuits``: the current configuration ``{ocs: [[[gpu, port], [gpu, port]], ...]}``
+- ``POST /configuration`` ``{"configuration": {...}, "dark_window_s": float}``: reconfigure;
+  answers when the new circuits carry traffic, with the phase timestamps (see
+  :meth:`controllers.circuit_switch.CircuitSwitch.apply`); 400 on a bad configuration.
+- ``GET /events?since=N``: the event log from sequence number N.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+from os_ken import cfg
+from os_ken.base import app_manager
+from os_ken.lib import hub
+
+from controllers.circuit_switch import CircuitSwitch
+from controllers.state import FabricState
+from emulation.fabric import Configuration, FabricError
+
+LOG = logging.getLogger("ocslab.api")
+
+
+class JsonApi(app_manager.OSKenApp):
+    """Runs the HTTP server in a hub thread; delegates to the circuit-switch app."""
+
+    _CONTEXTS = {"ocslab_state": FabricState}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.state: FabricState = kwargs["ocslab_state"]
+        self.server: ThreadingHTTPServer | None = None
+
+    def start(self):
+        thread = super().start()
+        port = cfg.CONF.ocslab.api_port
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
+        self.server.daemon_threads = True
+        self.state.log_event("api-listening", port=self.server.server_address[1])
+        hub.spawn(self.server.serve_forever)
+        return thread
+
+    def stop(self):
+        if self.server is not None:
+            self.server.shutdown()
+        super().stop()
+
+    def _circuit_switch(self) -> CircuitSwitch:
+        app = app_manager.lookup_service_brick("CircuitSwitch")
+        if app is None:
+            raise RuntimeError("the circuit_switch app is not loaded")
+        return app
+
+    def _handler_class(self):
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, fmt, *args):  # route to our logger, not stderr
+                LOG.debug(fmt, *args)
+
+            def _send(self, code: int, body: object) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):  # noqa: N802 - http.server API
+                url = urlparse(self.path)
+                st = api.state
+                if url.path == "/status":
+                    names = st.expected_dpids()
+                    with st.lock:
+                        up = set(st.datapaths)
+                    sw = {name: dpid in up for dpid, name in sorted(names.items())}
+                    self._send(200, {"switches": sw, "ready": all(sw.values())})
+                elif url.path == "/circuits":
+                    with st.lock:
+                        self._send(200, st.circuits.to_json())
+                elif url.path == "/events":
+                    since = int(parse_qs(url.query).get("since", ["0"])[0])
+                    self._send(200, st.events(since))
+                else:
+                    self._send(404, {"error": f"no endpoint {url.path}"})
+
+            def do_POST(self):  # noqa: N802
+                url = urlparse(self.path)
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                except json.JSONDecodeError as e:
+                    self._send(400, {"error": f"bad JSON: {e}"})
+                    return
+                if url.path != "/configuration":
+                    self._send(404, {"error": f"no endpoint {url.path}"})
+                    return
+                try:
+                    config = Configuration.from_json(body["configuration"])
+                    dark = float(body.get("dark_window_s", 0.0))
+                    self._send(200, api._circuit_switch().apply(config, dark))
+                except (KeyError, TypeError, ValueError, FabricError) as e:
+                    self._send(400, {"error": str(e)})
+                except Exception as e:  # a switch that fails mid-way: report, keep serving
+                    LOG.exception("apply failed")
+                    self._send(500, {"error": f"{type(e).__name__}: {e}"})
+
+        return Handler

@@ -1,0 +1,178 @@
+"""OS-Ken app emulating optical circuit switches on Open vSwitch bridges.
+
+Each OCS bridge holds only port-to-port flows (``in_port=a -> output:b`` and back) derived
+from the circuit table. A reconfiguration removes the circuits that change, keeps them dark for
+the requested window R, and installs the new ones; every phase is acknowledged by an OpenFlow
+barrier and timestamped with CLOCK_MONOTONIC, so the dark window is measured, not assumed.
+Unchanged circuits keep carrying traffic throughout.
+
+Spec: ``shared/DESIGN.md`` (packet-level backend), ``specs/fabrics.md`` (OCS).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from os_ken.base import app_manager
+from os_ken.controller import ofp_event
+from os_ken.lib import hub
+from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.ofproto import ofproto_v1_3
+
+from controllers.state import FabricState
+from emulation import dataplane as dpn
+from emulation.fabric import Circuit, Configuration, FabricError
+
+PRIO_CIRCUIT = 100
+
+
+class CircuitSwitch(app_manager.OSKenApp):
+    """Holds the circuit table and applies configurations with a measured dark window."""
+
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+    _CONTEXTS = {"ocslab_state": FabricState}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.state: FabricState = kwargs["ocslab_state"]
+        self._apply_lock = threading.Lock()
+
+    # ---- switch life cycle -----------------------------------------------------------------
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def _features(self, ev):
+        # Programming waits for barrier replies, which this app's event thread delivers:
+        # do it in a thread of its own.
+        hub.spawn(self._connect, ev.msg.datapath)
+
+    def _connect(self, dp):
+        names = self.state.expected_dpids()
+        if dp.id not in names:
+            self.logger.warning("ignoring unknown datapath %#x", dp.id)
+            return
+        parser, ofp = dp.ofproto_parser, dp.ofproto
+        wipe = parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
+                                 out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=parser.OFPMatch())
+        msgs = [wipe]
+        k = self._ocs_index(dp.id)
+        if k is not None:
+            ocs = self.state.fabric.ocs[k]
+            with self.state.lock:
+                current = self.state.circuits[ocs.name]
+            msgs += [m for c in sorted(current) for m in self._circuit_mods(dp, k, c, add=True)]
+        self.state.send_with_barrier(dp, msgs)
+        with self.state.lock:
+            self.state.datapaths[dp.id] = dp
+        if k is None and self.state.router is not None:
+            self.state.router.program_switch(dp, fresh=True)
+        self.state.log_event("switch-connected", dpid=dp.id, name=names[dp.id])
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
+    def _dead(self, ev):
+        dp = ev.datapath
+        if dp is not None and dp.id is not None:
+            with self.state.lock:
+                gone = self.state.datapaths.pop(dp.id, None)
+            if gone is not None:
+                self.state.log_event("switch-disconnected", dpid=dp.id)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _barrier(self, ev):
+        self.state.barrier_replied(ev.msg.datapath.id, ev.msg.xid)
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _port_status(self, ev):
+        msg = ev.msg
+        ofp = msg.datapath.ofproto
+        reason = {ofp.OFPPR_ADD: "add", ofp.OFPPR_DELETE: "delete", ofp.OFPPR_MODIFY: "modify"}
+        self.state.log_event(
+            "port-status", dpid=msg.datapath.id, port=msg.desc.port_no,
+            reason=reason.get(msg.reason, str(msg.reason)),
+            link_down=bool(msg.desc.state & ofp.OFPPS_LINK_DOWN),
+        )
+
+    # ---- circuits --------------------------------------------------------------------------
+    def _ocs_index(self, dpid: int) -> int | None:
+        k = dpid - dpn.DPID_OCS
+        return k if 0 <= k < len(self.state.fabric.ocs) else None
+
+    def _circuit_mods(self, dp, k: int, c: Circuit, add: bool) -> list:
+        ocs = self.state.fabric.ocs[k]
+        parser, ofp = dp.ofproto_parser, dp.ofproto
+        pa, pb = ocs.port_number(c.a), ocs.port_number(c.b)
+        mods = []
+        for src, dst in ((pa, pb), (pb, pa)):
+            match = parser.OFPMatch(in_port=src)
+            if add:
+                act = [parser.OFPActionOutput(dst)]
+                inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, act)]
+                mods.append(parser.OFPFlowMod(dp, priority=PRIO_CIRCUIT, match=match, instructions=inst))
+            else:
+                mods.append(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE_STRICT, priority=PRIO_CIRCUIT,
+                                              out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=match))
+        return mods
+
+    def _ocs_dp(self, k: int):
+        with self.state.lock:
+            dp = self.state.datapaths.get(dpn.DPID_OCS + k)
+        if dp is None:
+            raise RuntimeError(f"OCS {self.state.fabric.ocs[k].name} is not connected")
+        return dp
+
+    def apply(self, config: Configuration, dark_window_s: float) -> dict:
+        """Reconfigure every OCS to ``config``.
+
+        Phases (CLOCK_MONOTONIC seconds): ``t_request``; ``t_dark`` when the removal of the
+        changed circuits is acknowledged (barrier); routes are recomputed while dark; after
+        ``dark_window_s`` the new circuits are installed and ``t_live`` is their barrier ack.
+        ``dark_window_measured_s = t_live - t_dark``. Unchanged circuits stay up.
+
+        :returns: the timestamps, the requested and measured dark window, circuits removed/added.
+        :raises FabricError: ``config`` is not a valid configuration of this fabric.
+        """
+        self.state.fabric.check_configuration(config)
+        with self._apply_lock:
+            t_request = time.monotonic()
+            with self.state.lock:
+                old = self.state.circuits
+            removed = {o.name: old[o.name] - config[o.name] for o in self.state.fabric.ocs}
+            added = {o.name: config[o.name] - old[o.name] for o in self.state.fabric.ocs}
+            n_rm = sum(map(len, removed.values()))
+            n_add = sum(map(len, added.values()))
+            if not n_rm and not n_add:
+                return {"changed": False, "t_request": t_request, "t_live": time.monotonic(),
+                        "dark_window_requested_s": 0.0, "dark_window_measured_s": 0.0,
+                        "removed": 0, "added": 0}
+            t_dark = t_request
+            for k, ocs in enumerate(self.state.fabric.ocs):
+                if removed[ocs.name]:
+                    dp = self._ocs_dp(k)
+                    mods = [m for c in sorted(removed[ocs.name]) for m in self._circuit_mods(dp, k, c, add=False)]
+                    t_dark = max(t_dark, self.state.send_with_barrier(dp, mods))
+            with self.state.lock:
+                self.state.circuits = config
+            if self.state.router is not None:
+                self.state.router.program_all()
+            t_routed = time.monotonic()
+            wait = t_dark + dark_window_s - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            t_install = time.monotonic()
+            t_live = t_install
+            for k, ocs in enumerate(self.state.fabric.ocs):
+                if added[ocs.name]:
+                    dp = self._ocs_dp(k)
+                    mods = [m for c in sorted(added[ocs.name]) for m in self._circuit_mods(dp, k, c, add=True)]
+                    t_live = max(t_live, self.state.send_with_barrier(dp, mods))
+            out = {
+                "changed": True, "t_request": t_request, "t_dark": t_dark, "t_routed": t_routed,
+                "t_install": t_install, "t_live": t_live,
+                "dark_window_requested_s": dark_window_s,
+                "dark_window_measured_s": t_live - t_dark,
+                "removed": n_rm, "added": n_add,
+            }
+            self.state.log_event("reconfigured", **out)
+            return out
+
+
+__all__ = ["CircuitSwitch", "FabricError"]

@@ -1,0 +1,118 @@
+"""OS-Ken app programming multi-hop forwarding on the GPUs' NIC bridges (and EPS bridges).
+
+Next hops come from :class:`emulation.routing.Routes` over the current circuit graph, the same
+function the flow simulator uses. A NIC bridge forwards on (IPv4 destination, DSCP = channel);
+packets for its own GPU go to the host port; transit packets leave by the next fabric port
+without entering the host. On every circuit change the rules are diffed and only the changed
+ones are sent, followed by a barrier.
+
+Spec: ``shared/DESIGN.md`` (packet-level backend: hop-by-hop through intermediate GPUs).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from os_ken.base import app_manager
+from os_ken.ofproto import ofproto_v1_3
+
+from controllers.state import FabricState
+from emulation import dataplane as dpn
+from emulation.routing import Routes
+
+PRIO_LOCAL = 200
+PRIO_CHANNEL = 100
+PRIO_DEFAULT = 90
+
+RuleKey = tuple  # ("ip", dst, channel | None) or ("arp", dst)
+
+
+class Routing(app_manager.OSKenApp):
+    """Keeps every NIC and EPS bridge's forwarding rules equal to the routes of the circuits."""
+
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+    _CONTEXTS = {"ocslab_state": FabricState}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.state: FabricState = kwargs["ocslab_state"]
+        self.state.router = self
+        self._lock = threading.Lock()
+        self._installed: dict[int, dict[RuleKey, tuple[int, int]]] = {}
+        self._routes_for = None
+        self._routes: Routes | None = None
+
+    def _current_routes(self) -> Routes:
+        with self.state.lock:
+            config = self.state.circuits
+        if self._routes is None or self._routes_for is not config:
+            self._routes = Routes(self.state.fabric, config, self.state.fabric.ports_per_gpu)
+            self._routes_for = config
+        return self._routes
+
+    def rules_for(self, dpid: int) -> dict[RuleKey, tuple[int, int]]:
+        """Desired rules of bridge ``dpid``: ``{key: (priority, out port)}``."""
+        fabric = self.state.fabric
+        routes = self._current_routes()
+        if dpid - dpn.DPID_NIC in range(fabric.gpus):
+            node = dpid - dpn.DPID_NIC
+            port_of = dpn.nic_port
+        elif dpid - dpn.DPID_EPS in range(len(fabric.eps)):
+            node = fabric.eps_node(dpid - dpn.DPID_EPS)
+            port_of = lambda p: p + 1  # noqa: E731 - EPS ports are 1-based
+        else:
+            return {}
+        rules: dict[RuleKey, tuple[int, int]] = {}
+        for dst in range(fabric.gpus):
+            if dst == node:
+                rules[("ip", dst, None)] = (PRIO_LOCAL, dpn.NIC_HOST_PORT)
+                rules[("arp", dst)] = (PRIO_LOCAL, dpn.NIC_HOST_PORT)
+                continue
+            first = routes.next_hop(node, dst, 0)
+            if first is None:
+                continue
+            rules[("ip", dst, None)] = (PRIO_DEFAULT, port_of(first.up))
+            rules[("arp", dst)] = (PRIO_DEFAULT, port_of(first.up))
+            for ch in range(routes.channels):
+                hop = routes.next_hop(node, dst, ch)
+                rules[("ip", dst, ch)] = (PRIO_CHANNEL, port_of(hop.up))
+        return rules
+
+    @staticmethod
+    def _match(parser, key: RuleKey):
+        if key[0] == "arp":
+            return parser.OFPMatch(eth_type=0x0806, arp_tpa=dpn.gpu_ip(key[1]))
+        if key[2] is None:
+            return parser.OFPMatch(eth_type=0x0800, ipv4_dst=dpn.gpu_ip(key[1]))
+        return parser.OFPMatch(eth_type=0x0800, ipv4_dst=dpn.gpu_ip(key[1]), ip_dscp=key[2])
+
+    def program_switch(self, dp, fresh: bool = False) -> float | None:
+        """Bring bridge ``dp`` to its desired rules (only the differences; ``fresh``: the bridge
+        was just wiped); return the barrier ack time, or None if nothing changed."""
+        with self._lock:
+            want = self.rules_for(dp.id)
+            have = {} if fresh else self._installed.get(dp.id, {})
+            parser, ofp = dp.ofproto_parser, dp.ofproto
+            msgs = []
+            for key, (prio, _) in have.items():
+                if key not in want or want[key][0] != prio:
+                    msgs.append(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE_STRICT, priority=prio,
+                                                  out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
+                                                  match=self._match(parser, key)))
+            for key, (prio, port) in want.items():
+                if have.get(key) != (prio, port):
+                    act = [parser.OFPActionOutput(port)]
+                    inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, act)]
+                    msgs.append(parser.OFPFlowMod(dp, priority=prio, match=self._match(parser, key),
+                                                  instructions=inst))
+            self._installed[dp.id] = want
+            if not msgs:
+                return None
+            return self.state.send_with_barrier(dp, msgs)
+
+    def program_all(self) -> None:
+        """Reprogram every connected NIC and EPS bridge for the current circuits."""
+        with self.state.lock:
+            dps = [dp for dpid, dp in self.state.datapaths.items() if dpid < dpn.DPID_OCS or dpid >= dpn.DPID_EPS]
+        for dp in sorted(dps, key=lambda d: d.id):
+            self.program_switch(dp)

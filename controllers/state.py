@@ -1,0 +1,98 @@
+"""Shared controller state (an OS-Ken context): the fabric, the circuit table, connected
+datapaths, barrier bookkeeping and the event log.
+
+OS-Ken's native hub runs handlers in real threads: every field is guarded by ``lock`` and
+readers take snapshots.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable
+
+from os_ken import cfg
+
+from emulation import dataplane as dpn
+from emulation.fabric import Configuration, Fabric
+
+LOG = logging.getLogger("ocslab.controller")
+
+#: Options the launcher registers (group ``ocslab``): ``--ocslab-fabric``, ``--ocslab-api-port``.
+OPTS = [
+    cfg.StrOpt("fabric", help="fabric JSON written by the emulator (emulation.fabric.Fabric)"),
+    cfg.IntOpt("api-port", default=0, help="port of the JSON API on 127.0.0.1"),
+]
+
+
+class BarrierTimeout(RuntimeError):
+    """A switch did not answer an OpenFlow barrier in time."""
+
+
+class FabricState:
+    """Everything the apps share. Created once by OS-Ken from ``_CONTEXTS``."""
+
+    def __init__(self) -> None:
+        path = cfg.CONF.ocslab.fabric
+        if not path:
+            raise SystemExit("controllers: --ocslab-fabric FILE is required")
+        with open(path) as fh:
+            self.fabric = Fabric.from_json(json.load(fh))
+        self.lock = threading.RLock()
+        self.circuits: Configuration = self.fabric.initial
+        self.datapaths: dict[int, object] = {}
+        self.router = None  # the Routing app registers itself here
+        self._barriers: dict[tuple[int, int], threading.Event] = {}
+        self._events: list[dict] = []
+
+    # ---- naming ---------------------------------------------------------------------------
+    def expected_dpids(self) -> dict[int, str]:
+        """``{dpid: bridge name}`` of every bridge the fabric has."""
+        out = {dpn.DPID_NIC + g: dpn.nic_name(g) for g in range(self.fabric.gpus)}
+        out.update({dpn.DPID_OCS + k: dpn.ocs_name(k) for k in range(len(self.fabric.ocs))})
+        out.update({dpn.DPID_EPS + k: dpn.eps_name(k) for k in range(len(self.fabric.eps))})
+        return out
+
+    # ---- events ---------------------------------------------------------------------------
+    def log_event(self, kind: str, **fields: object) -> dict:
+        """Append ``{"seq", "t" (CLOCK_MONOTONIC s), "kind", ...}`` to the event log."""
+        with self.lock:
+            ev = {"seq": len(self._events), "t": time.monotonic(), "kind": kind, **fields}
+            self._events.append(ev)
+        LOG.info("%s %s", kind, json.dumps(fields, default=str))
+        return ev
+
+    def events(self, since: int = 0) -> list[dict]:
+        """Events with ``seq >= since``."""
+        with self.lock:
+            return list(self._events[since:])
+
+    # ---- barriers -------------------------------------------------------------------------
+    def send_with_barrier(self, dp, msgs: Iterable, timeout: float = 5.0) -> float:
+        """Send ``msgs`` to ``dp`` followed by a barrier; return the CLOCK_MONOTONIC time the
+        barrier reply arrived (all earlier messages processed).
+
+        :raises BarrierTimeout: no reply within ``timeout`` seconds.
+        """
+        for m in msgs:
+            dp.send_msg(m)
+        req = dp.ofproto_parser.OFPBarrierRequest(dp)
+        dp.set_xid(req)
+        ev = threading.Event()
+        with self.lock:
+            self._barriers[(dp.id, req.xid)] = ev
+        dp.send_msg(req)
+        if not ev.wait(timeout):
+            with self.lock:
+                self._barriers.pop((dp.id, req.xid), None)
+            raise BarrierTimeout(f"no barrier reply from dpid {dp.id:#x} in {timeout} s")
+        return time.monotonic()
+
+    def barrier_replied(self, dpid: int, xid: int) -> None:
+        """Called by the app that receives ``OFPBarrierReply``."""
+        with self.lock:
+            ev = self._barriers.pop((dpid, xid), None)
+        if ev is not None:
+            ev.set()

@@ -1,0 +1,212 @@
+"""GPU agent: ``python -m emulation.agent SCHEDULE.json`` inside one Mininet host.
+
+Executes its rank's transfers over TCP on the fabric and synchronises steps with the
+orchestrator over a Unix socket (the control channel never crosses the fabric; all namespaces
+share the filesystem and CLOCK_MONOTONIC).
+
+Schedule file (written by :mod:`emulation.emulator.orchestrator`)::
+
+    {"rank": r, "ips": [ip of every rank], "port": 5001, "channels": p, "alpha_s": emulated s,
+     "control": "/path/ctl.sock",
+     "steps": [{"send": [[tid, dst, bytes], ...], "recv": [[tid, src, bytes], ...]}, ...]}
+
+A transfer is split evenly over ``channels`` TCP connections to its destination; connection
+``c`` carries IP DSCP ``c`` so the fabric routes channels separately (parallel circuits,
+ECMP). Each part is framed as ``!QQ`` (transfer id, part bytes) followed by the payload.
+
+Control protocol (newline-delimited JSON), agent -> orchestrator: ``{"listening": r}``, then
+``{"ready": r}`` after connecting to its peers, ``{"done": step, "send": {tid: [t_start,
+t_sent]}, "recv": {tid: t_end}}`` per step; orchestrator -> agent: ``{"connect": true}``,
+``{"go": step}``, ``{"exit": true}``. Times are CLOCK_MONOTONIC seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import struct
+import sys
+import threading
+import time
+
+HEADER = struct.Struct("!QQ")
+PAYLOAD = memoryview(bytes(1 << 20))
+
+
+class Receiver:
+    """Accepts fabric connections and records when each expected transfer has fully arrived."""
+
+    def __init__(self, ip: str, port: int):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((ip, port))
+        self.sock.listen(256)
+        self.cond = threading.Condition()
+        self.got: dict[int, int] = {}
+        self.last: dict[int, float] = {}
+        self.done_at: dict[int, float] = {}
+        self.expect: dict[int, int] = {}
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            conn, _ = self.sock.accept()
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn: socket.socket) -> None:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        buf = bytearray(1 << 18)
+        view = memoryview(buf)
+        hdr = bytearray(HEADER.size)
+        while True:
+            if not _read_exact(conn, memoryview(hdr)):
+                return
+            tid, part = HEADER.unpack(hdr)
+            n = part
+            while n:
+                k = conn.recv_into(view, min(n, len(buf)))
+                if not k:
+                    return
+                n -= k
+            now = time.monotonic()
+            with self.cond:
+                self.got[tid] = self.got.get(tid, 0) + part
+                self.last[tid] = now
+                if tid in self.expect and self.got[tid] >= self.expect[tid]:
+                    self.done_at[tid] = now
+                    self.cond.notify_all()
+
+    def expect_transfers(self, recv: list[list[int]]) -> None:
+        """Declare the transfers of the next step (``[tid, src, bytes]``)."""
+        with self.cond:
+            for tid, _src, nbytes in recv:
+                self.expect[tid] = nbytes
+                if self.got.get(tid, 0) >= nbytes:
+                    self.done_at[tid] = self.last[tid]
+
+    def wait(self, tids: list[int], timeout: float) -> dict[int, float]:
+        """Block until every transfer in ``tids`` has arrived; ``{tid: t_end}``.
+
+        :raises TimeoutError: not all arrived within ``timeout`` seconds.
+        """
+        with self.cond:
+            ok = self.cond.wait_for(lambda: all(t in self.done_at for t in tids), timeout)
+            if not ok:
+                missing = [t for t in tids if t not in self.done_at]
+                raise TimeoutError(f"transfers {missing[:5]} did not arrive in {timeout} s")
+            return {t: self.done_at[t] for t in tids}
+
+
+def _read_exact(conn: socket.socket, view: memoryview) -> bool:
+    while len(view):
+        k = conn.recv_into(view)
+        if not k:
+            return False
+        view = view[k:]
+    return True
+
+
+class Channel:
+    """One TCP connection to a peer on one channel, with a sender thread fed by a queue."""
+
+    def __init__(self, ip: str, port: int, channel: int):
+        self.sock = socket.create_connection((ip, port), timeout=30)
+        self.sock.settimeout(None)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, channel << 2)
+        self.jobs: queue.Queue = queue.Queue()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            tid, nbytes, not_before, report = self.jobs.get()
+            delay = not_before - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            t_start = time.monotonic()
+            self.sock.sendall(HEADER.pack(tid, nbytes))
+            left = nbytes
+            while left:
+                k = min(left, len(PAYLOAD))
+                self.sock.sendall(PAYLOAD[:k])
+                left -= k
+            report(tid, t_start, time.monotonic())
+
+
+def split(nbytes: int, parts: int) -> list[int]:
+    """``nbytes`` split into ``parts`` near-equal integers (largest first)."""
+    q, r = divmod(nbytes, parts)
+    return [q + (1 if i < r else 0) for i in range(parts)]
+
+
+def run(schedule: dict) -> None:
+    """Execute ``schedule`` (see module doc); returns when told to exit."""
+    rank, ips, port, channels = schedule["rank"], schedule["ips"], schedule["port"], schedule["channels"]
+    alpha = schedule["alpha_s"]
+    timeout = schedule.get("step_timeout_s", 600.0)
+    ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ctl.connect(schedule["control"])
+    rfile = ctl.makefile("r")
+
+    def say(msg: dict) -> None:
+        ctl.sendall((json.dumps(msg) + "\n").encode())
+
+    def hear() -> dict:
+        line = rfile.readline()
+        if not line:
+            raise SystemExit(0)  # orchestrator went away
+        return json.loads(line)
+
+    receiver = Receiver(ips[rank], port)
+    say({"listening": rank})
+    assert hear().get("connect")
+    peers = sorted({dst for step in schedule["steps"] for _tid, dst, _b in step["send"]})
+    conns = {(d, c): Channel(ips[d], port, c) for d in peers for c in range(channels)}
+    say({"ready": rank})
+
+    for index, step in enumerate(schedule["steps"]):
+        msg = hear()
+        if msg.get("exit"):
+            return
+        assert msg.get("go") == index, msg
+        t_go = time.monotonic()
+        receiver.expect_transfers(step["recv"])
+        sent: dict[int, list[float]] = {}
+        pending = [0]
+        lock = threading.Condition()
+
+        def report(tid: int, t0: float, t1: float) -> None:
+            with lock:
+                s = sent.setdefault(tid, [t0, t1])
+                s[0], s[1] = min(s[0], t0), max(s[1], t1)
+                pending[0] -= 1
+                lock.notify_all()
+
+        for tid, dst, nbytes in step["send"]:
+            for c, part in enumerate(split(nbytes, channels)):
+                if part:
+                    with lock:
+                        pending[0] += 1
+                    conns[(dst, c)].jobs.put((tid, part, t_go + alpha, report))
+        with lock:
+            if not lock.wait_for(lambda: pending[0] == 0, timeout):
+                raise TimeoutError(f"rank {rank} step {index}: sends did not finish in {timeout} s")
+        recv = receiver.wait([tid for tid, _s, _b in step["recv"]], timeout)
+        say({"done": index, "t_go": t_go, "send": sent, "recv": recv})
+    hear()  # exit
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``python -m emulation.agent SCHEDULE.json``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m emulation.agent SCHEDULE.json", file=sys.stderr)
+        return 2
+    with open(argv[0]) as fh:
+        run(json.load(fh))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

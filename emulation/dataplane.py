@@ -1,0 +1,63 @@
+"""How a :class:`~emulation.fabric.Fabric` maps onto OpenFlow datapaths and host addresses.
+
+Shared by the Mininet topology adapter (which builds the bridges) and the controller apps
+(which program them), so both agree on names, dpids, port numbers and addresses.
+
+- GPU ``i`` is Mininet host ``g<i>`` with one interface ``g<i>-eth0`` to its NIC bridge.
+- NIC bridge ``n<i>`` (the GPU's forwarding element): port 1 is the host, port ``2 + j`` is
+  fabric port ``j``. The routing app programs it; transit traffic never enters the host.
+- OCS ``k`` is bridge ``o<k>``; OCS port ``m`` (1-based) is ``ocs.ports[m-1]``.
+- EPS ``k`` is bridge ``e<k>``; switch port ``m`` is ``eps.ports[m-1]``.
+- Traffic on channel ``c`` (one TCP connection per channel, like NCCL channels) carries IP DSCP
+  ``c``; the routing app forwards on (destination address, DSCP).
+"""
+
+from __future__ import annotations
+
+NIC_HOST_PORT = 1
+DPID_NIC = 0x0001_0000_0000
+DPID_OCS = 0x0002_0000_0000
+DPID_EPS = 0x0003_0000_0000
+AGENT_PORT = 5001
+
+
+def host_name(gpu: int) -> str:
+    """Mininet host name of GPU ``gpu``."""
+    return f"g{gpu}"
+
+
+def nic_name(gpu: int) -> str:
+    """Bridge name of GPU ``gpu``'s NIC."""
+    return f"n{gpu}"
+
+
+def ocs_name(k: int) -> str:
+    """Bridge name of OCS number ``k``."""
+    return f"o{k}"
+
+
+def eps_name(k: int) -> str:
+    """Bridge name of EPS number ``k``."""
+    return f"e{k}"
+
+
+def nic_port(fabric_port: int) -> int:
+    """OpenFlow port number of fabric port ``fabric_port`` on a NIC bridge."""
+    return 2 + fabric_port
+
+
+def dpid_hex(dpid: int) -> str:
+    """16-hex-digit dpid string as Mininet and Open vSwitch want it."""
+    return f"{dpid:016x}"
+
+
+def gpu_ip(gpu: int) -> str:
+    """Fabric IPv4 address of GPU ``gpu`` (10.0.0.0/8, inside the emulation's namespaces)."""
+    x = gpu + 1
+    return f"10.{(x >> 16) & 255}.{(x >> 8) & 255}.{x & 255}"
+
+
+def gpu_mac(gpu: int) -> str:
+    """MAC address of GPU ``gpu``'s fabric interface."""
+    x = gpu + 1
+    return "02:0c:" + ":".join(f"{(x >> s) & 255:02x}" for s in (24, 16, 8, 0))

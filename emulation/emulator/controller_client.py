@@ -1,0 +1,74 @@
+"""Client of the controller's JSON API (``controllers/api.py``) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+from emulation.fabric import Configuration
+
+
+class ControllerError(RuntimeError):
+    """The controller answered with an error or not at all."""
+
+
+class ControllerClient:
+    """Talks to ``http://127.0.0.1:<port>``."""
+
+    def __init__(self, port: int, timeout: float = 60.0):
+        self.base = f"http://127.0.0.1:{port}"
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: dict | None = None) -> object:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            raise ControllerError(f"{method} {path}: {e.code} {e.read().decode(errors='replace')}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise ControllerError(f"{method} {path}: {e}") from None
+
+    def alive(self) -> bool:
+        """The API answers."""
+        try:
+            self._call("GET", "/status")
+            return True
+        except ControllerError:
+            return False
+
+    def status(self) -> dict:
+        """``{"switches": {name: connected}, "ready": bool}``."""
+        return self._call("GET", "/status")
+
+    def wait_ready(self, timeout: float = 60.0, poll_s: float = 0.05) -> None:
+        """Poll until every bridge is connected and programmed.
+
+        :raises ControllerError: not ready within ``timeout`` seconds (names the missing bridges).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            st = self.status()
+            if st["ready"]:
+                return
+            if time.monotonic() > deadline:
+                missing = [n for n, up in st["switches"].items() if not up]
+                raise ControllerError(f"switches not connected after {timeout} s: {', '.join(missing)}")
+            time.sleep(poll_s)
+
+    def circuits(self) -> Configuration:
+        """The controller's current configuration."""
+        return Configuration.from_json(self._call("GET", "/circuits"))
+
+    def apply(self, config: Configuration, dark_window_s: float) -> dict:
+        """Reconfigure; returns when the new circuits carry traffic (see ``CircuitSwitch.apply``)."""
+        return self._call("POST", "/configuration",
+                          {"configuration": config.to_json(), "dark_window_s": dark_window_s})
+
+    def events(self, since: int = 0) -> list[dict]:
+        """Controller event log from sequence number ``since``."""
+        return self._call("GET", f"/events?since={since}")

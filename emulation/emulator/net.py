@@ -1,0 +1,211 @@
+"""The emulated fabric as a context manager: OS-Ken controller process + Mininet network.
+
+``with EmulatedFabric(fabric, run_dir, link_mbps=10) as emu:`` starts our controller (by pid),
+builds Open vSwitch bridges (secure fail mode, OpenFlow 1.3) and GPU hosts, turns offloads off
+on every veth when the userspace datapath is used, waits until the controller has programmed
+every bridge, and on exit (normal, error, Ctrl-C or SIGTERM) stops the agents and the
+controller by pid and deletes our bridges and links by name. It never runs ``mn -c`` or kills
+by name pattern.
+
+Spec: ``shared/DESIGN.md`` (packet-level backend, teardown), ``shared/MACHINE.md``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+from emulation import dataplane as dpn
+from emulation.emulator.capabilities import Capabilities, detect
+from emulation.emulator.controller_client import ControllerClient
+from emulation.fabric import Fabric
+
+LOCK_PATH = "/run/ocslab.lock"
+_OFFLOADS = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
+
+
+class EmulationError(RuntimeError):
+    """The emulated fabric could not be brought up (missing tool, bridge name taken, ...)."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bridge_names(fabric: Fabric) -> list[str]:
+    """Names of every bridge the fabric uses."""
+    return (
+        [dpn.nic_name(g) for g in range(fabric.gpus)]
+        + [dpn.ocs_name(k) for k in range(len(fabric.ocs))]
+        + [dpn.eps_name(k) for k in range(len(fabric.eps))]
+    )
+
+
+def stop_pid(proc: subprocess.Popen | None, timeout: float = 5.0) -> None:
+    """End a process we started: SIGTERM, wait, then SIGKILL."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout)
+
+
+class EmulatedFabric:
+    """A running emulation of ``fabric`` (see module doc).
+
+    :param run_dir: where logs and the fabric JSON go (``runs/<id>``).
+    :param link_mbps: emulated port rate B_e (Mbit/s), applied with HTB to every fabric link.
+    :param delay_s: emulated per-link propagation delay (s), used only when netem exists.
+    :raises EmulationError: not root, Open vSwitch not running, a bridge name already taken,
+        the controller did not start, or the switches did not connect in time.
+    """
+
+    def __init__(self, fabric: Fabric, run_dir: Path, link_mbps: float | None = None,
+                 delay_s: float = 0.0, capabilities: Capabilities | None = None):
+        self.fabric = fabric
+        self.run_dir = Path(run_dir)
+        self.link_mbps = link_mbps
+        self.delay_s = delay_s
+        self.caps = capabilities
+        self.net = None
+        self.controller: subprocess.Popen | None = None
+        self.client: ControllerClient | None = None
+        self.children: list[subprocess.Popen] = []
+        self._lock_fh = None
+        self._old_handlers: dict[int, object] = {}
+
+    # ---- life cycle -----------------------------------------------------------------------
+    def __enter__(self) -> EmulatedFabric:
+        self._old_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut teardown
+        try:
+            for p in self.children:
+                stop_pid(p)
+            self.children.clear()
+            if self.net is not None:
+                self.net.stop()
+                self.net = None
+            self._delete_leftovers()
+            stop_pid(self.controller)
+            self.controller = None
+        finally:
+            if self._lock_fh is not None:
+                self._lock_fh.close()
+                self._lock_fh = None
+            signal.signal(signal.SIGINT, old_int)
+            for sig, h in self._old_handlers.items():
+                signal.signal(sig, h)
+
+    def _start(self) -> None:
+        if os.geteuid() != 0:
+            raise EmulationError("the mininet backend needs root (run with sudo)")
+        self._lock_fh = open(LOCK_PATH, "w")
+        try:
+            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise EmulationError(f"another ocslab emulation is running (lock {LOCK_PATH})") from None
+        if subprocess.run(["ovs-vsctl", "--timeout=5", "show"], capture_output=True).returncode:
+            raise EmulationError("Open vSwitch is not running (make setup starts it)")
+        taken = [b for b in bridge_names(self.fabric)
+                 if subprocess.run(["ovs-vsctl", "br-exists", b], capture_output=True).returncode == 0]
+        if taken:
+            raise EmulationError(f"bridge {taken[0]} already exists; delete it with ovs-vsctl del-br {taken[0]}")
+        self.caps = self.caps or detect()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._start_controller()
+        self._build_net()
+        self.client.wait_ready(timeout=60)
+
+    def _start_controller(self) -> None:
+        fabric_json = self.run_dir / "fabric.json"
+        fabric_json.write_text(json.dumps(self.fabric.to_json()))
+        self.ofp_port, api_port = free_port(), free_port()
+        log = open(self.run_dir / "controller.log", "w")
+        self.controller = subprocess.Popen(
+            [sys.executable, "-m", "controllers", "circuit_switch", "routing", "api",
+             "--ofp-tcp-listen-port", str(self.ofp_port), "--ocslab-fabric", str(fabric_json),
+             "--ocslab-api-port", str(api_port), "--log-file", str(self.run_dir / "controller.log")],
+            stdout=log, stderr=subprocess.STDOUT, cwd=_project_root(), start_new_session=True,
+        )
+        self.client = ControllerClient(api_port)
+        deadline = time.monotonic() + 30
+        while not self.client.alive():
+            if self.controller.poll() is not None:
+                raise EmulationError(f"controller exited (see {self.run_dir / 'controller.log'})")
+            if time.monotonic() > deadline:
+                raise EmulationError("controller API did not come up in 30 s")
+            time.sleep(0.05)
+
+    def _build_net(self) -> None:
+        from mininet.link import TCLink
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import OVSSwitch, RemoteController
+
+        from topologies.mininet_topos import FabricTopo
+
+        setLogLevel("warning")
+        delay = f"{self.delay_s * 1e3:.3f}ms" if (self.delay_s > 0 and self.caps.netem) else None
+        topo = FabricTopo(self.fabric, link_mbps=self.link_mbps, delay=delay)
+        self.net = Mininet(
+            topo=topo, build=False, controller=None, autoSetMacs=False, autoStaticArp=False,
+            switch=partial(OVSSwitch, datapath=self.caps.datapath), link=TCLink,
+        )
+        self.net.addController(RemoteController("c0", ip="127.0.0.1", port=self.ofp_port))
+        self.net.build()
+        if not self.caps.ovs_kernel_datapath:
+            for link in self.net.links:
+                for intf in (link.intf1, link.intf2):
+                    intf.node.cmd("ethtool", "-K", intf.name, *_OFFLOADS)
+        for host in self.net.hosts:
+            host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+        self.net.staticArp()
+        self.net.start()
+
+    def _delete_leftovers(self) -> None:
+        """Delete any of our bridges that survived ``net.stop()`` (e.g. a build that failed
+        half-way). Only names this fabric owns."""
+        for b in bridge_names(self.fabric):
+            subprocess.run(["ovs-vsctl", "--if-exists", "del-br", b], capture_output=True)
+
+    # ---- use ------------------------------------------------------------------------------
+    def host(self, gpu: int):
+        """The Mininet host of GPU ``gpu``."""
+        return self.net.get(dpn.host_name(gpu))
+
+    def popen(self, gpu: int, args: list[str], log: Path) -> subprocess.Popen:
+        """Start ``args`` inside GPU ``gpu``'s namespace, output to ``log``; ended on exit."""
+        fh = open(log, "w")
+        p = self.host(gpu).popen(args, stdout=fh, stderr=subprocess.STDOUT, cwd=_project_root())
+        self.children.append(p)
+        return p
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _project_root() -> str:
+    return str(Path(__file__).resolve().parents[2])

@@ -1,0 +1,336 @@
+"""Fabric model: GPUs, their fabric ports, optical circuit switches, packet switches, cables.
+
+Pure data, no Mininet. Both backends consume it: the flow simulator turns it into directed links
+with capacities, the emulator into Open vSwitch bridges and veth links (``topologies/mininet.py``).
+
+Node ids are integers: GPUs are ``0 .. gpus-1``, electrical packet switches (EPS) follow at
+``gpus + k``. A GPU port is a :class:`PortRef` ``(gpu, port)`` with ``port`` in
+``0 .. ports_per_gpu-1``. An OCS is transparent for routing: a circuit joins two GPU ports
+directly, so it appears as one bidirectional GPU-to-GPU link.
+
+Spec: ``shared/DESIGN.md`` (vocabulary, data flow), ``specs/fabrics.md`` (OCS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+
+class FabricError(ValueError):
+    """A fabric or configuration that cannot exist (bad port, port used twice, ...)."""
+
+
+@dataclass(frozen=True, order=True)
+class PortRef:
+    """One fabric port of one GPU: ``gpu`` in ``0..gpus-1``, ``port`` in ``0..p-1``."""
+
+    gpu: int
+    port: int
+
+    def __str__(self) -> str:
+        return f"g{self.gpu}.p{self.port}"
+
+
+@dataclass(frozen=True, order=True)
+class Circuit:
+    """A bidirectional optical circuit between two GPU ports (stored with ``a < b``)."""
+
+    a: PortRef
+    b: PortRef
+
+    @staticmethod
+    def of(x: PortRef, y: PortRef) -> Circuit:
+        """Normalised circuit between ``x`` and ``y``; raises :class:`FabricError` if x == y."""
+        if x == y:
+            raise FabricError(f"circuit from {x} to itself")
+        return Circuit(min(x, y), max(x, y))
+
+    def __str__(self) -> str:
+        return f"{self.a}<->{self.b}"
+
+
+@dataclass(frozen=True)
+class Link:
+    """A directed link ``u -> v`` leaving node ``u`` by its port ``up`` and entering ``v`` by ``vp``.
+
+    For a GPU the port is its fabric port index; for an EPS it is the switch port index.
+    Capacity is the fabric's ``port_gbps`` (Gbit/s) for every link.
+    """
+
+    u: int
+    up: int
+    v: int
+    vp: int
+
+
+@dataclass(frozen=True)
+class OCS:
+    """An optical circuit switch. ``ports[k]`` is the GPU port cabled to OCS port ``k + 1``.
+
+    :param reconfiguration_delay_s: R, seconds the changed circuits stay dark on a change.
+    """
+
+    name: str
+    ports: tuple[PortRef, ...]
+    reconfiguration_delay_s: float = 0.0
+
+    def port_number(self, ref: PortRef) -> int:
+        """OpenFlow port number (1-based) of GPU port ``ref``; raises :class:`FabricError`."""
+        try:
+            return self.ports.index(ref) + 1
+        except ValueError:
+            raise FabricError(f"{ref} is not cabled to OCS {self.name}") from None
+
+
+@dataclass(frozen=True)
+class EPS:
+    """An electrical packet switch; ``ports[k]`` is the GPU port cabled to switch port ``k``."""
+
+    name: str
+    ports: tuple[PortRef, ...]
+
+
+class Configuration(Mapping[str, frozenset[Circuit]]):
+    """The circuits of every OCS at one time: ``{ocs name: frozenset of Circuit}`` (immutable)."""
+
+    def __init__(self, circuits: Mapping[str, Iterable[Circuit]] | None = None):
+        self._c = {k: frozenset(v) for k, v in (circuits or {}).items() if v}
+
+    def __getitem__(self, key: str) -> frozenset[Circuit]:
+        return self._c.get(key, frozenset())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._c)
+
+    def __len__(self) -> int:
+        return len(self._c)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return self._c == {k: frozenset(v) for k, v in other.items() if v}
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._c.items()))
+
+    def __repr__(self) -> str:
+        return f"Configuration({ {k: sorted(map(str, v)) for k, v in self._c.items()} })"
+
+    def all_circuits(self) -> Iterator[tuple[str, Circuit]]:
+        """Yield ``(ocs name, circuit)`` for every circuit, in a stable order."""
+        for name in sorted(self._c):
+            for c in sorted(self._c[name]):
+                yield name, c
+
+    def to_json(self) -> dict[str, list[list[list[int]]]]:
+        """``{ocs: [[[gpu, port], [gpu, port]], ...]}``."""
+        return {
+            name: [[[c.a.gpu, c.a.port], [c.b.gpu, c.b.port]] for c in sorted(cs)]
+            for name, cs in sorted(self._c.items())
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, list]) -> Configuration:
+        """Inverse of :meth:`to_json`."""
+        return Configuration(
+            {
+                name: [Circuit.of(PortRef(*a), PortRef(*b)) for a, b in pairs]
+                for name, pairs in data.items()
+            }
+        )
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """A fabric: ``gpus`` GPUs with ``ports_per_gpu`` ports of ``port_gbps`` Gbit/s each.
+
+    :param ocs: optical circuit switches; their circuits come from a :class:`Configuration`.
+    :param eps: electrical packet switches (store-and-forward by destination).
+    :param cables: static GPU-to-GPU links (e.g. a static ring), always present.
+    :param initial: the configuration the fabric starts in (the *base topology* of a planner).
+    """
+
+    name: str
+    gpus: int
+    ports_per_gpu: int
+    port_gbps: float
+    ocs: tuple[OCS, ...] = ()
+    eps: tuple[EPS, ...] = ()
+    cables: tuple[Circuit, ...] = ()
+    initial: Configuration = field(default_factory=Configuration)
+
+    def __post_init__(self) -> None:
+        if self.gpus < 2:
+            raise FabricError(f"gpus must be at least 2, got {self.gpus}")
+        if self.ports_per_gpu < 1:
+            raise FabricError(f"ports_per_gpu must be at least 1, got {self.ports_per_gpu}")
+        if self.port_gbps <= 0:
+            raise FabricError(f"port_gbps must be positive, got {self.port_gbps}")
+        seen: dict[PortRef, str] = {}
+        attached = [(o.name, o.ports) for o in self.ocs] + [(e.name, e.ports) for e in self.eps]
+        attached += [("cable", (c.a, c.b)) for c in self.cables]
+        for owner, ports in attached:
+            for ref in ports:
+                self.check_port(ref)
+                if ref in seen:
+                    raise FabricError(f"{ref} is cabled to both {seen[ref]} and {owner}")
+                seen[ref] = owner
+        self.check_configuration(self.initial)
+
+    # ---- queries -------------------------------------------------------------------------
+    @property
+    def port_bytes_per_s(self) -> float:
+        """Capacity of one port, bytes/s."""
+        return self.port_gbps * 1e9 / 8
+
+    @property
+    def nodes(self) -> int:
+        """Number of forwarding nodes (GPUs then EPSs)."""
+        return self.gpus + len(self.eps)
+
+    def eps_node(self, k: int) -> int:
+        """Node id of EPS ``k``."""
+        return self.gpus + k
+
+    def ocs_by_name(self, name: str) -> OCS:
+        """The OCS called ``name``; raises :class:`FabricError`."""
+        for o in self.ocs:
+            if o.name == name:
+                return o
+        raise FabricError(f"no OCS named {name!r}")
+
+    def ocs_of(self, ref: PortRef) -> OCS | None:
+        """The OCS that GPU port ``ref`` is cabled to, or None."""
+        for o in self.ocs:
+            if ref in o.ports:
+                return o
+        return None
+
+    def check_port(self, ref: PortRef) -> None:
+        """Raise :class:`FabricError` unless ``ref`` is a port of this fabric."""
+        if not (0 <= ref.gpu < self.gpus and 0 <= ref.port < self.ports_per_gpu):
+            raise FabricError(
+                f"{ref} does not exist ({self.gpus} GPUs with {self.ports_per_gpu} ports)"
+            )
+
+    def check_configuration(self, config: Configuration) -> None:
+        """Raise :class:`FabricError` unless every circuit joins two ports of one OCS and no port
+        is used twice within an OCS (a configuration is a matching on each OCS's ports)."""
+        names = {o.name for o in self.ocs}
+        for name in config:
+            if name not in names:
+                raise FabricError(f"configuration names unknown OCS {name!r}")
+            ocs = self.ocs_by_name(name)
+            used: set[PortRef] = set()
+            for c in config[name]:
+                for ref in (c.a, c.b):
+                    ocs.port_number(ref)
+                    if ref in used:
+                        raise FabricError(f"{ref} is used by two circuits on {name}")
+                    used.add(ref)
+
+    def links(self, config: Configuration | None = None) -> list[Link]:
+        """All directed links under ``config`` (default: the initial configuration), sorted.
+
+        Each circuit and cable gives two links; each EPS port gives GPU->EPS and EPS->GPU.
+        """
+        config = self.initial if config is None else config
+        out: list[Link] = []
+        pairs = list(self.cables) + [c for _, c in config.all_circuits()]
+        for c in pairs:
+            out.append(Link(c.a.gpu, c.a.port, c.b.gpu, c.b.port))
+            out.append(Link(c.b.gpu, c.b.port, c.a.gpu, c.a.port))
+        for k, e in enumerate(self.eps):
+            node = self.eps_node(k)
+            for sp, ref in enumerate(e.ports):
+                out.append(Link(ref.gpu, ref.port, node, sp))
+                out.append(Link(node, sp, ref.gpu, ref.port))
+        return sorted(out, key=lambda l: (l.u, l.up, l.v, l.vp))
+
+    def to_json(self) -> dict:
+        """Plain-JSON form, read back by :meth:`from_json` (used to hand the fabric to the
+        controller process)."""
+        return {
+            "name": self.name,
+            "gpus": self.gpus,
+            "ports_per_gpu": self.ports_per_gpu,
+            "port_gbps": self.port_gbps,
+            "ocs": [
+                {
+                    "name": o.name,
+                    "ports": [[p.gpu, p.port] for p in o.ports],
+                    "reconfiguration_delay_s": o.reconfiguration_delay_s,
+                }
+                for o in self.ocs
+            ],
+            "eps": [{"name": e.name, "ports": [[p.gpu, p.port] for p in e.ports]} for e in self.eps],
+            "cables": [[[c.a.gpu, c.a.port], [c.b.gpu, c.b.port]] for c in self.cables],
+            "initial": self.initial.to_json(),
+        }
+
+    @staticmethod
+    def from_json(d: Mapping) -> Fabric:
+        """Inverse of :meth:`to_json`."""
+        return Fabric(
+            name=d["name"],
+            gpus=d["gpus"],
+            ports_per_gpu=d["ports_per_gpu"],
+            port_gbps=d["port_gbps"],
+            ocs=tuple(
+                OCS(o["name"], tuple(PortRef(*p) for p in o["ports"]), o["reconfiguration_delay_s"])
+                for o in d["ocs"]
+            ),
+            eps=tuple(EPS(e["name"], tuple(PortRef(*p) for p in e["ports"])) for e in d["eps"]),
+            cables=tuple(Circuit.of(PortRef(*a), PortRef(*b)) for a, b in d["cables"]),
+            initial=Configuration.from_json(d["initial"]),
+        )
+
+
+def assign_ports(
+    fabric: Fabric, ocs_name: str, pairs: Iterable[tuple[int, int]], fill: bool = False
+) -> Configuration:
+    """Realise a GPU-level demand graph as circuits on one OCS.
+
+    :param pairs: undirected GPU pairs ``(u, v)``; a pair repeated k times asks for k parallel
+        circuits.
+    :param fill: after placing the asked circuits, give each pair more parallel circuits while
+        both ends have free ports (spare ports give parallel circuits; PCCL spec).
+    :returns: a :class:`Configuration` holding only ``ocs_name``.
+    :raises FabricError: a GPU would need more ports than it has on that OCS.
+    """
+    ocs = fabric.ocs_by_name(ocs_name)
+    free: dict[int, list[int]] = {}
+    for ref in ocs.ports:
+        free.setdefault(ref.gpu, []).append(ref.port)
+    for ports in free.values():
+        ports.sort()
+    circuits: list[Circuit] = []
+    count: dict[tuple[int, int], int] = {}
+
+    def place(u: int, v: int) -> bool:
+        if not free.get(u) or not free.get(v):
+            return False
+        circuits.append(Circuit.of(PortRef(u, free[u].pop(0)), PortRef(v, free[v].pop(0))))
+        key = (min(u, v), max(u, v))
+        count[key] = count.get(key, 0) + 1
+        return True
+
+    ordered = [(min(u, v), max(u, v)) for u, v in pairs]
+    for u, v in ordered:
+        if u == v:
+            raise FabricError(f"GPU {u} cannot have a circuit to itself")
+        if not place(u, v):
+            raise FabricError(
+                f"GPU {u if not free.get(u) else v} has no free port on {ocs_name} "
+                f"for a circuit {u}<->{v} (degree exceeds ports)"
+            )
+    if fill:
+        progress = True
+        distinct = sorted(set(ordered))
+        while progress:
+            progress = False
+            for key in sorted(distinct, key=lambda k: (count[k], k)):
+                if place(*key):
+                    progress = True
+    return Configuration({ocs_name: circuits})

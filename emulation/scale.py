@@ -1,0 +1,54 @@
+"""The scale model: run real-equivalent scenarios on slow emulated links.
+
+A scenario gives real parameters (port rate B Gbit/s, alpha, delta, R, buffer bytes). The
+emulator runs links at ``link_mbps`` (B_e) and sends ``byte_scale`` (s) of every buffer, so one
+emulated second stands for ``1/TDF`` real seconds with ``TDF = s * B / B_e``. Every delay is
+multiplied by TDF before it is emulated and every measured time divided by TDF before it is
+reported; bandwidth-bound ratios are scale-invariant.
+
+Spec: ``shared/DESIGN.md`` (scale model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Emulated link rate and byte scale for a fabric of ``port_gbps`` Gbit/s ports.
+
+    :param link_mbps: B_e, emulated port rate in Mbit/s (HTB, at most 1000).
+    :param byte_scale: s in (0, 1], emulated bytes = real bytes x s.
+    :param port_gbps: B, the real port rate in Gbit/s.
+    """
+
+    link_mbps: float
+    byte_scale: float
+    port_gbps: float
+
+    @property
+    def tdf(self) -> float:
+        """Time dilation factor ``s * B / B_e`` (dimensionless)."""
+        return self.byte_scale * self.port_gbps * 1e3 / self.link_mbps
+
+    def emulated_bytes(self, real_bytes: int) -> int:
+        """Bytes actually sent for ``real_bytes`` real bytes (at least 1)."""
+        return max(1, round(real_bytes * self.byte_scale))
+
+    def emulated_s(self, real_s: float) -> float:
+        """Emulated (wall-clock) seconds standing for ``real_s`` real seconds."""
+        return real_s * self.tdf
+
+    def real_s(self, emulated_s: float) -> float:
+        """Real-equivalent seconds of ``emulated_s`` measured wall-clock seconds."""
+        return emulated_s / self.tdf
+
+    def to_json(self) -> dict:
+        """``{"link_mbps", "byte_scale", "port_gbps", "tdf"}``."""
+        return {
+            "link_mbps": self.link_mbps,
+            "byte_scale": self.byte_scale,
+            "port_gbps": self.port_gbps,
+            "tdf": self.tdf,
+        }

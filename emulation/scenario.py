@@ -1,0 +1,219 @@
+"""Scenario files: load, validate, resolve into fabric + runs.
+
+A scenario is one experiment: fabric + workloads + planner + scale + backend. Files are YAML;
+every field is checked on load and a bad one is reported as a single line
+``FILE: field.path: what is wrong`` (:class:`ScenarioError`).
+
+Example (``experiments/demo.yaml``)::
+
+    name: demo
+    fabric: {topology: ocs-star, gpus: 8, ports_per_gpu: 2, port_gbps: 400,
+             reconfiguration_delay_s: 10.0e-6, initial: ring}
+    cost: {alpha_s: 5.0e-6, delta_s: 0}
+    sizes: [25MiB, 1MiB]
+    runs:
+      - {name: ring, algorithm: ring, planner: none}
+      - {name: rhd-static, algorithm: rhd, planner: none}
+      - {name: rhd-circuits, algorithm: rhd, planner: always}
+    emulation: {link_mbps: 10, byte_scale: 0.1}
+
+Spec: ``shared/DESIGN.md`` (data flow: experiments/*.yaml --load+validate--> Scenario).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from emulation.fabric import Fabric, FabricError
+from emulation.planners import PLANNERS, PlanError, make_plan
+from emulation.scale import Scale
+from emulation.workloads import ALGORITHMS, build
+from topologies import BUILDERS
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be run; ``str()`` is one line naming the field."""
+
+
+def parse_bytes(value: Any) -> int:
+    """``25MiB`` / ``1 GiB`` / ``4096`` -> bytes (int). :raises ValueError: not a size."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a byte size: {value!r}")
+    if isinstance(value, int):
+        n = value
+    else:
+        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMG]i?B|B)?\s*", str(value), re.I)
+        if not m:
+            raise ValueError(f"not a byte size: {value!r} (e.g. 4096, 64KiB, 25MiB, 1GiB)")
+        n = int(float(m.group(1)) * _UNITS[(m.group(2) or "").upper()])
+    if n < 1:
+        raise ValueError(f"byte size must be positive, got {value!r}")
+    return n
+
+
+def format_bytes(n: int) -> str:
+    """Human form: ``26214400`` -> ``25MiB``."""
+    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= f and n % f == 0:
+            return f"{n // f}{unit}"
+    return f"{n}B"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FabricSpec(_Strict):
+    """``fabric:`` section; ``topology`` names a builder in ``topologies.BUILDERS``."""
+
+    topology: str
+    gpus: int = Field(ge=2, le=4096)
+    ports_per_gpu: int = Field(default=2, ge=1, le=16)
+    port_gbps: float = Field(default=400.0, gt=0)
+    reconfiguration_delay_s: float = Field(default=0.0, ge=0)
+    initial: str = "ring"
+
+    @field_validator("topology")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in BUILDERS:
+            raise ValueError(f"unknown topology {v!r} (known: {', '.join(BUILDERS)})")
+        return v
+
+
+class CostSpec(_Strict):
+    """``cost:`` section: alpha (s per message) and delta (s per hop), real-equivalent."""
+
+    alpha_s: float = Field(default=0.0, ge=0)
+    delta_s: float = Field(default=0.0, ge=0)
+
+
+class EmulationSpec(_Strict):
+    """``emulation:`` section: the scale model of the packet backend."""
+
+    link_mbps: float = Field(default=10.0, gt=0, le=1000)
+    byte_scale: float = Field(default=0.1, gt=0, le=1)
+    headroom: Literal["warn", "refuse", "skip"] = "warn"
+
+
+class RunSpec(_Strict):
+    """One entry of ``runs:``: an algorithm and a planner, run for every size of ``sizes``."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    algorithm: str
+    planner: str = "none"
+
+    @field_validator("algorithm")
+    @classmethod
+    def _algo(cls, v: str) -> str:
+        if v not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {v!r} (known: {', '.join(ALGORITHMS)})")
+        return v
+
+    @field_validator("planner")
+    @classmethod
+    def _planner(cls, v: str) -> str:
+        if v not in PLANNERS:
+            raise ValueError(f"unknown planner {v!r} (known: {', '.join(PLANNERS)})")
+        return v
+
+
+class Scenario(_Strict):
+    """A whole scenario file. ``sizes`` are buffer sizes (bytes, or strings like ``25MiB``)."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    fabric: FabricSpec
+    cost: CostSpec = CostSpec()
+    sizes: list[int] = Field(min_length=1)
+    runs: list[RunSpec] = Field(min_length=1)
+    emulation: EmulationSpec = EmulationSpec()
+    backend: Literal["mininet", "flow"] = "mininet"
+
+    @field_validator("sizes", mode="before")
+    @classmethod
+    def _sizes(cls, v: Any) -> Any:
+        if not isinstance(v, list):
+            raise ValueError("must be a list of byte sizes")
+        return [parse_bytes(x) for x in v]
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Scenario:
+        names = [r.name for r in self.runs]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"runs: duplicate run name {sorted(dup)[0]!r}")
+        return self
+
+    # ---- resolution ----------------------------------------------------------------------
+    def build_fabric(self) -> Fabric:
+        """Build the fabric. :raises ScenarioError: the builder rejects the parameters."""
+        f = self.fabric
+        try:
+            return BUILDERS[f.topology](
+                gpus=f.gpus,
+                ports_per_gpu=f.ports_per_gpu,
+                port_gbps=f.port_gbps,
+                reconfiguration_delay_s=f.reconfiguration_delay_s,
+                initial=f.initial,
+            )
+        except (FabricError, TypeError) as e:
+            raise ScenarioError(f"fabric: {e}") from None
+
+    def scale(self) -> Scale:
+        """The packet backend's scale model for this scenario."""
+        return Scale(self.emulation.link_mbps, self.emulation.byte_scale, self.fabric.port_gbps)
+
+    def to_yaml(self) -> str:
+        """The scenario as resolved (defaults filled in), YAML."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file, and check that its fabric builds and every run can be
+    planned.
+
+    :raises ScenarioError: one line, ``FILE: field: problem``.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise ScenarioError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: must be a mapping with fabric, sizes and runs")
+    try:
+        sc = Scenario.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        raise ScenarioError(f"{path}: {loc}: {msg}") from None
+    try:
+        fabric = sc.build_fabric()
+        _check_plannable(sc, fabric)
+    except ScenarioError as e:
+        raise ScenarioError(f"{path}: {e}") from None
+    return sc
+
+
+def _check_plannable(sc: Scenario, fabric: Fabric) -> None:
+    for i, run in enumerate(sc.runs):
+        try:
+            make_plan(run.planner, fabric, build(run.algorithm, fabric.gpus, sc.sizes[0]))
+        except (PlanError, ValueError) as e:
+            raise ScenarioError(f"runs.{i}: {e}") from None

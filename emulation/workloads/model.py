@@ -1,0 +1,105 @@
+"""The Workload form: ordered steps of transfers, consumed by both backends.
+
+A transfer moves a contiguous range of the buffer's chunks (``chunk`` .. ``chunk+nchunks-1``)
+from one rank to another; ``op`` says whether the receiver adds it to its copy (``reduce``) or
+replaces its copy with it (``copy``). Chunk ids index the workload's ``chunks`` equal pieces of
+the buffer; ``bytes`` is what travels on the wire.
+
+Spec: ``shared/DESIGN.md`` (vocabulary: step, transfer), ``specs/collectives.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Op = Literal["reduce", "copy"]
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """``bytes`` bytes of chunks ``[chunk, chunk + nchunks)`` from rank ``src`` to rank ``dst``."""
+
+    src: int
+    dst: int
+    bytes: int
+    chunk: int
+    nchunks: int = 1
+    op: Op = "reduce"
+
+    def to_json(self) -> dict:
+        """``{"src", "dst", "bytes", "chunk", "nchunks", "op"}``."""
+        return {
+            "src": self.src,
+            "dst": self.dst,
+            "bytes": self.bytes,
+            "chunk": self.chunk,
+            "nchunks": self.nchunks,
+            "op": self.op,
+        }
+
+
+@dataclass(frozen=True)
+class Step:
+    """Transfers that run together; the next step starts after all of them complete."""
+
+    phase: str
+    transfers: tuple[Transfer, ...]
+
+    def pairs(self) -> set[tuple[int, int]]:
+        """Distinct (src, dst) pairs of the step."""
+        return {(t.src, t.dst) for t in self.transfers}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A collective as steps of transfers.
+
+    :param collective: e.g. ``"allreduce"``.
+    :param algorithm: e.g. ``"ring"``, ``"rhd"``.
+    :param ranks: number of ranks n.
+    :param bytes: buffer size s in bytes (per rank).
+    :param chunks: how many equal pieces chunk ids refer to.
+    """
+
+    collective: str
+    algorithm: str
+    ranks: int
+    bytes: int
+    chunks: int
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+
+    def chunk_bytes(self, chunk: int, nchunks: int = 1) -> int:
+        """Bytes of chunks ``[chunk, chunk + nchunks)`` (integer split of ``bytes``)."""
+        lo = self.bytes * chunk // self.chunks
+        hi = self.bytes * (chunk + nchunks) // self.chunks
+        return hi - lo
+
+    def transfer(self, src: int, dst: int, chunk: int, nchunks: int = 1, op: Op = "reduce") -> Transfer:
+        """A transfer of chunks ``[chunk, chunk + nchunks)`` sized from this workload's buffer."""
+        return Transfer(src, dst, self.chunk_bytes(chunk, nchunks), chunk, nchunks, op)
+
+    @property
+    def transfer_count(self) -> int:
+        """Number of transfers over all steps."""
+        return sum(len(s.transfers) for s in self.steps)
+
+    @property
+    def bytes_sent(self) -> int:
+        """Total bytes on the wire over all steps."""
+        return sum(t.bytes for s in self.steps for t in s.transfers)
+
+    def to_json(self) -> dict:
+        """``{"collective", "algorithm", "ranks", "bytes", "chunks", "steps": [{"phase",
+        "transfers": [...]}]}`` (the ``ocslab schedule --json`` form)."""
+        return {
+            "collective": self.collective,
+            "algorithm": self.algorithm,
+            "ranks": self.ranks,
+            "bytes": self.bytes,
+            "chunks": self.chunks,
+            "steps": [
+                {"phase": s.phase, "transfers": [t.to_json() for t in s.transfers]}
+                for s in self.steps
+            ],
+        }

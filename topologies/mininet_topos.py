@@ -1,0 +1,79 @@
+"""Mininet ``Topo`` adapter for ocslab fabrics, and a ``topos`` dict for ``mn --custom``.
+
+Only the emulator (and ``mn``) import this module; it imports Mininet. Layout per GPU ``i``:
+host ``g<i>`` --(unshaped veth)-- NIC bridge ``n<i>`` --(shaped veth per fabric port)-- OCS
+bridge ``o<k>`` / EPS bridge ``e<k>`` / another NIC (static cable). See
+:mod:`emulation.dataplane` for dpids, port numbers and addresses.
+
+From the shell (start the controller first, ``python -m controllers --help``)::
+
+    mn --custom topologies/mininet_topos.py --topo ocsstar,8,2 \\
+       --switch ovs,datapath=user,failMode=secure,protocols=OpenFlow13 \\
+       --controller remote,ip=127.0.0.1,port=6653 --link tc
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if "emulation" not in sys.modules:  # `mn --custom` execs this file without our package path
+    _here = globals().get("__file__") or sys._getframe().f_code.co_filename
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(_here))))
+
+from mininet.topo import Topo  # noqa: E402
+
+from emulation import dataplane as dpn  # noqa: E402
+from emulation.fabric import Fabric  # noqa: E402
+from topologies.builders import eps_star, ocs_star, static_ring  # noqa: E402
+
+
+class FabricTopo(Topo):
+    """Mininet topology of a :class:`~emulation.fabric.Fabric`.
+
+    :param link_mbps: HTB rate of every fabric port (Mbit/s, Mininet ``bw``), or None.
+    :param delay: per-link propagation delay for netem (e.g. ``"2ms"``), or None.
+    """
+
+    def build(self, fabric: Fabric, link_mbps: float | None = None, delay: str | None = None):
+        shaped = {}
+        if link_mbps is not None:
+            shaped["bw"] = link_mbps
+        if delay is not None:
+            shaped["delay"] = delay
+        sw = {"failMode": "secure", "protocols": "OpenFlow13"}
+        for g in range(fabric.gpus):
+            self.addHost(dpn.host_name(g), ip=dpn.gpu_ip(g) + "/8", mac=dpn.gpu_mac(g))
+            self.addSwitch(dpn.nic_name(g), dpid=dpn.dpid_hex(dpn.DPID_NIC + g), **sw)
+            self.addLink(dpn.host_name(g), dpn.nic_name(g), port1=0, port2=dpn.NIC_HOST_PORT)
+        for k, ocs in enumerate(fabric.ocs):
+            name = dpn.ocs_name(k)
+            self.addSwitch(name, dpid=dpn.dpid_hex(dpn.DPID_OCS + k), **sw)
+            for m, ref in enumerate(ocs.ports, start=1):
+                self.addLink(dpn.nic_name(ref.gpu), name, port1=dpn.nic_port(ref.port), port2=m, **shaped)
+        for k, eps in enumerate(fabric.eps):
+            name = dpn.eps_name(k)
+            self.addSwitch(name, dpid=dpn.dpid_hex(dpn.DPID_EPS + k), **sw)
+            for m, ref in enumerate(eps.ports, start=1):
+                self.addLink(dpn.nic_name(ref.gpu), name, port1=dpn.nic_port(ref.port), port2=m, **shaped)
+        for c in fabric.cables:
+            self.addLink(dpn.nic_name(c.a.gpu), dpn.nic_name(c.b.gpu),
+                         port1=dpn.nic_port(c.a.port), port2=dpn.nic_port(c.b.port), **shaped)
+
+
+def ocs_star_topo(gpus: int = 8, ports: int = 2, link_mbps: float | None = None) -> FabricTopo:
+    """``--topo ocsstar[,GPUS[,PORTS[,MBPS]]]``: GPUs on one OCS, ring configuration."""
+    return FabricTopo(ocs_star(gpus, ports), link_mbps=link_mbps)
+
+
+def ring_topo(gpus: int = 8, link_mbps: float | None = None) -> FabricTopo:
+    """``--topo ring[,GPUS[,MBPS]]``: a static ring of cables."""
+    return FabricTopo(static_ring(gpus), link_mbps=link_mbps)
+
+
+def eps_topo(gpus: int = 8, link_mbps: float | None = None) -> FabricTopo:
+    """``--topo eps[,GPUS[,MBPS]]``: GPUs on one packet switch."""
+    return FabricTopo(eps_star(gpus), link_mbps=link_mbps)
+
+
+topos = {"ocsstar": ocs_star_topo, "ring": ring_topo, "eps": eps_topo}
