@@ -1,7 +1,8 @@
 """OS-Ken app emulating optical circuit switches on Open vSwitch bridges.
 
-Each OCS bridge holds only port-to-port flows (``in_port=a -> output:b`` and back) derived
-from the circuit table. A reconfiguration removes the circuits that change, keeps them dark for
+Each OCS bridge holds only port-to-port flows (``in_port=a -> output:b`` and back, where the
+output is port b's outgoing fibre, see :mod:`emulation.dataplane`) derived from the circuit
+table. A reconfiguration removes the circuits that change, keeps them dark for
 the requested window R, and installs the new ones; every phase is acknowledged by an OpenFlow
 barrier and timestamped with CLOCK_MONOTONIC, so the dark window is measured, not assumed.
 Unchanged circuits keep carrying traffic throughout.
@@ -104,7 +105,7 @@ class CircuitSwitch(app_manager.OSKenApp):
         for src, dst in ((pa, pb), (pb, pa)):
             match = parser.OFPMatch(in_port=src)
             if add:
-                act = [parser.OFPActionOutput(dst)]
+                act = [parser.OFPActionOutput(dpn.ocs_out_port(dst))]
                 inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, act)]
                 mods.append(parser.OFPFlowMod(dp, priority=PRIO_CIRCUIT, match=match, instructions=inst))
             else:

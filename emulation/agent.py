@@ -6,13 +6,15 @@ share the filesystem and CLOCK_MONOTONIC).
 
 Schedule file (written by :mod:`emulation.emulator.orchestrator`)::
 
-    {"rank": r, "ips": [ip of every rank], "port": 5001, "channels": p, "alpha_s": emulated s,
+    {"rank": r, "ips": [ip of every rank], "port": 5001, "alpha_s": emulated s,
      "control": "/path/ctl.sock",
-     "steps": [{"send": [[tid, dst, bytes], ...], "recv": [[tid, src, bytes], ...]}, ...]}
+     "steps": [{"send": [[tid, dst, [[channel, bytes], ...]], ...],
+                "recv": [[tid, src, bytes], ...]}, ...]}
 
-A transfer is split evenly over ``channels`` TCP connections to its destination; connection
-``c`` carries IP DSCP ``c`` so the fabric routes channels separately (parallel circuits,
-ECMP). Each part is framed as ``!QQ`` (transfer id, part bytes) followed by the payload.
+A transfer is sent as parts, one per distinct path (:meth:`emulation.routing.Routes.subflows`),
+each on the TCP connection of its channel; connection ``c`` carries IP DSCP ``c`` so the fabric
+routes channels separately (parallel circuits, ECMP). Each part is framed as ``!QQ``
+(transfer id, part bytes) followed by the payload.
 
 Control protocol (newline-delimited JSON), agent -> orchestrator: ``{"listening": r}``, then
 ``{"ready": r}`` after connecting to its peers, ``{"done": step, "send": {tid: [t_start,
@@ -32,6 +34,7 @@ import time
 
 HEADER = struct.Struct("!QQ")
 PAYLOAD = memoryview(bytes(1 << 20))
+RCV_WINDOW = 8 << 10  # bytes; the kernel doubles it
 
 
 class Receiver:
@@ -40,6 +43,11 @@ class Receiver:
     def __init__(self, ip: str, port: int):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Bound every connection's window (accepted sockets inherit it). In the userspace
+        # datapath a link queue longer than the switch's packet-socket send buffer (~200 KB)
+        # loses packets silently, and TCP pays with timeouts; the bandwidth-delay product of
+        # an emulated link is a few KB, so this window costs no throughput.
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCV_WINDOW)
         self.sock.bind((ip, port))
         self.sock.listen(256)
         self.cond = threading.Condition()
@@ -55,7 +63,6 @@ class Receiver:
             threading.Thread(target=self._read, args=(conn,), daemon=True).start()
 
     def _read(self, conn: socket.socket) -> None:
-        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         buf = bytearray(1 << 18)
         view = memoryview(buf)
         hdr = bytearray(HEADER.size)
@@ -134,15 +141,9 @@ class Channel:
             report(tid, t_start, time.monotonic())
 
 
-def split(nbytes: int, parts: int) -> list[int]:
-    """``nbytes`` split into ``parts`` near-equal integers (largest first)."""
-    q, r = divmod(nbytes, parts)
-    return [q + (1 if i < r else 0) for i in range(parts)]
-
-
 def run(schedule: dict) -> None:
     """Execute ``schedule`` (see module doc); returns when told to exit."""
-    rank, ips, port, channels = schedule["rank"], schedule["ips"], schedule["port"], schedule["channels"]
+    rank, ips, port = schedule["rank"], schedule["ips"], schedule["port"]
     alpha = schedule["alpha_s"]
     timeout = schedule.get("step_timeout_s", 600.0)
     ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -161,8 +162,9 @@ def run(schedule: dict) -> None:
     receiver = Receiver(ips[rank], port)
     say({"listening": rank})
     assert hear().get("connect")
-    peers = sorted({dst for step in schedule["steps"] for _tid, dst, _b in step["send"]})
-    conns = {(d, c): Channel(ips[d], port, c) for d in peers for c in range(channels)}
+    used = sorted({(dst, ch) for step in schedule["steps"] for _tid, dst, parts in step["send"]
+                   for ch, _b in parts})
+    conns = {(d, c): Channel(ips[d], port, c) for d, c in used}
     say({"ready": rank})
 
     for index, step in enumerate(schedule["steps"]):
@@ -183,12 +185,11 @@ def run(schedule: dict) -> None:
                 pending[0] -= 1
                 lock.notify_all()
 
-        for tid, dst, nbytes in step["send"]:
-            for c, part in enumerate(split(nbytes, channels)):
-                if part:
-                    with lock:
-                        pending[0] += 1
-                    conns[(dst, c)].jobs.put((tid, part, t_go + alpha, report))
+        for tid, dst, parts in step["send"]:
+            for c, part in parts:
+                with lock:
+                    pending[0] += 1
+                conns[(dst, c)].jobs.put((tid, part, t_go + alpha, report))
         with lock:
             if not lock.wait_for(lambda: pending[0] == 0, timeout):
                 raise TimeoutError(f"rank {rank} step {index}: sends did not finish in {timeout} s")

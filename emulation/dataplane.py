@@ -5,8 +5,15 @@ Shared by the Mininet topology adapter (which builds the bridges) and the contro
 
 - GPU ``i`` is Mininet host ``g<i>`` with one interface ``g<i>-eth0`` to its NIC bridge.
 - NIC bridge ``n<i>`` (the GPU's forwarding element): port 1 is the host, port ``2 + j`` is
-  fabric port ``j``. The routing app programs it; transit traffic never enters the host.
-- OCS ``k`` is bridge ``o<k>``; OCS port ``m`` (1-based) is ``ocs.ports[m-1]``.
+  the transmit side of fabric port ``j``. The routing app programs it; transit traffic never
+  enters the host.
+- OCS ``k`` is bridge ``o<k>``. Like a real OCS port (a fibre pair), OCS port ``m`` (1-based,
+  ``ocs.ports[m-1]``) has an input, OpenFlow port ``m``: a veth from the NIC whose NIC end is
+  rate-limited (HTB), so it carries the directed link's capacity; and an output, OpenFlow port
+  ``m + OCS_OUT_OFFSET``: an Open vSwitch patch port to the NIC's port ``NIC_RX_BASE + j``.
+  Patch ports cost nothing in the userspace datapath, so a circuit hop costs one packet
+  receive in ovs-vswitchd instead of two (``shared/MACHINE.md``: the switch's CPU, not the
+  links, is the limit of this machine).
 - EPS ``k`` is bridge ``e<k>``; switch port ``m`` is ``eps.ports[m-1]``.
 - Traffic on channel ``c`` (one TCP connection per channel, like NCCL channels) carries IP DSCP
   ``c``; the routing app forwards on (destination address, DSCP).
@@ -15,6 +22,8 @@ Shared by the Mininet topology adapter (which builds the bridges) and the contro
 from __future__ import annotations
 
 NIC_HOST_PORT = 1
+NIC_RX_BASE = 100
+OCS_OUT_OFFSET = 32768
 DPID_NIC = 0x0001_0000_0000
 DPID_OCS = 0x0002_0000_0000
 DPID_EPS = 0x0003_0000_0000
@@ -44,6 +53,16 @@ def eps_name(k: int) -> str:
 def nic_port(fabric_port: int) -> int:
     """OpenFlow port number of fabric port ``fabric_port`` on a NIC bridge."""
     return 2 + fabric_port
+
+
+def nic_rx_port(fabric_port: int) -> int:
+    """OpenFlow port number of the receive (patch) side of fabric port ``fabric_port``."""
+    return NIC_RX_BASE + fabric_port
+
+
+def ocs_out_port(ocs_port: int) -> int:
+    """OpenFlow port number of the output (patch) side of OCS port ``ocs_port`` (1-based)."""
+    return ocs_port + OCS_OUT_OFFSET
 
 
 def dpid_hex(dpid: int) -> str:

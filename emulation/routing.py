@@ -90,6 +90,22 @@ class Routes:
             node = hop.v
         return out
 
+    def subflows(self, src: int, dst: int) -> list[tuple[int, float, list[Link]]]:
+        """How a transfer from ``src`` to ``dst`` is spread: one subflow per *distinct* channel
+        path, as ``(lowest channel on it, fraction of the bytes, path)``; the fraction is the
+        share of channels that take that path. Both backends split transfers this way.
+
+        :raises RoutingError: unreachable.
+        """
+        out: dict[tuple[Link, ...], list] = {}
+        for ch in range(self.channels):
+            path = tuple(self.path(src, dst, ch))
+            if path in out:
+                out[path][1] += 1 / self.channels
+            else:
+                out[path] = [ch, 1 / self.channels, list(path)]
+        return [tuple(v) for v in out.values()]
+
     def tables(self) -> dict[int, dict[tuple[int, int], Link]]:
         """``{node: {(dst gpu, channel): out link}}`` for every node and GPU destination."""
         out: dict[int, dict[tuple[int, int], Link]] = {}
@@ -100,3 +116,14 @@ class Routes:
                     if hop is not None:
                         out.setdefault(node, {})[(dst, ch)] = hop
         return out
+
+
+def link_loads(routes: Routes, transfers) -> dict[Link, float]:
+    """Bytes each directed link carries for ``transfers`` (objects with ``src``, ``dst``,
+    ``bytes``), each spread over its :meth:`Routes.subflows`."""
+    loads: dict[Link, float] = {}
+    for t in transfers:
+        for _ch, frac, path in routes.subflows(t.src, t.dst):
+            for link in path:
+                loads[link] = loads.get(link, 0.0) + t.bytes * frac
+    return loads

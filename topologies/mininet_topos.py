@@ -1,9 +1,11 @@
 """Mininet ``Topo`` adapter for ocslab fabrics, and a ``topos`` dict for ``mn --custom``.
 
 Only the emulator (and ``mn``) import this module; it imports Mininet. Layout per GPU ``i``:
-host ``g<i>`` --(unshaped veth)-- NIC bridge ``n<i>`` --(shaped veth per fabric port)-- OCS
-bridge ``o<k>`` / EPS bridge ``e<k>`` / another NIC (static cable). See
-:mod:`emulation.dataplane` for dpids, port numbers and addresses.
+host ``g<i>`` --(veth at p x the port rate: the GPU's injection bandwidth)-- NIC bridge
+``n<i>``; per fabric port, to an OCS bridge
+``o<k>``: a veth rate-limited at the NIC end (GPU -> OCS) and an Open vSwitch patch port
+(OCS -> GPU); to an EPS bridge ``e<k>`` or another NIC (static cable): a veth rate-limited at
+both ends. See :mod:`emulation.dataplane` for dpids, port numbers and addresses.
 
 From the shell (start the controller first, ``python -m controllers --help``)::
 
@@ -21,6 +23,7 @@ if "emulation" not in sys.modules:  # `mn --custom` execs this file without our 
     _here = globals().get("__file__") or sys._getframe().f_code.co_filename
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(_here))))
 
+from mininet.link import OVSLink  # noqa: E402
 from mininet.topo import Topo  # noqa: E402
 
 from emulation import dataplane as dpn  # noqa: E402
@@ -45,12 +48,17 @@ class FabricTopo(Topo):
         for g in range(fabric.gpus):
             self.addHost(dpn.host_name(g), ip=dpn.gpu_ip(g) + "/8", mac=dpn.gpu_mac(g))
             self.addSwitch(dpn.nic_name(g), dpid=dpn.dpid_hex(dpn.DPID_NIC + g), **sw)
-            self.addLink(dpn.host_name(g), dpn.nic_name(g), port1=0, port2=dpn.NIC_HOST_PORT)
+            # Injection = all ports' rate: paces the host's TCP bursts into the switch, whose
+            # socket buffers would otherwise overflow (a drop TCP pays for with timeouts).
+            inject = {"bw": link_mbps * fabric.ports_per_gpu} if link_mbps is not None else {}
+            self.addLink(dpn.host_name(g), dpn.nic_name(g), port1=0, port2=dpn.NIC_HOST_PORT, **inject)
         for k, ocs in enumerate(fabric.ocs):
             name = dpn.ocs_name(k)
             self.addSwitch(name, dpid=dpn.dpid_hex(dpn.DPID_OCS + k), **sw)
             for m, ref in enumerate(ocs.ports, start=1):
                 self.addLink(dpn.nic_name(ref.gpu), name, port1=dpn.nic_port(ref.port), port2=m, **shaped)
+                self.addLink(name, dpn.nic_name(ref.gpu), port1=dpn.ocs_out_port(m),
+                             port2=dpn.nic_rx_port(ref.port), cls=OVSLink)
         for k, eps in enumerate(fabric.eps):
             name = dpn.eps_name(k)
             self.addSwitch(name, dpid=dpn.dpid_hex(dpn.DPID_EPS + k), **sw)

@@ -174,13 +174,23 @@ class EmulatedFabric:
             switch=partial(OVSSwitch, datapath=self.caps.datapath), link=TCLink,
         )
         self.net.addController(RemoteController("c0", ip="127.0.0.1", port=self.ofp_port))
+        setLogLevel("critical")  # tc's harmless "quantum ... is big" note for fast host links
+        try:
+            self._configure()
+        finally:
+            setLogLevel("warning")
+
+    def _configure(self) -> None:
         self.net.build()
         if not self.caps.ovs_kernel_datapath:
             for link in self.net.links:
+                if getattr(link, "isPatchLink", False):
+                    continue
                 for intf in (link.intf1, link.intf2):
                     intf.node.cmd("ethtool", "-K", intf.name, *_OFFLOADS)
         for host in self.net.hosts:
-            host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+            host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
+                     " net.ipv4.tcp_slow_start_after_idle=0")
         self.net.staticArp()
         self.net.start()
 

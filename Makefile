@@ -1,0 +1,17 @@
+# ocslab: `make demo` and `make test` each install everything first (idempotent; run as root).
+.PHONY: setup demo test test-unit clean-runs
+
+setup:
+	bash scripts/setup.sh
+
+demo: setup
+	.venv/bin/ocslab run experiments/demo.yaml
+
+test: setup
+	.venv/bin/python -m pytest -q tests
+
+test-unit: setup
+	.venv/bin/python -m pytest -q -m "not emulation" tests
+
+clean-runs:
+	rm -rf runs

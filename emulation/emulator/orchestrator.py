@@ -1,0 +1,237 @@
+"""Runs (Workload, Plan) on an :class:`~emulation.emulator.net.EmulatedFabric` with real packets.
+
+Per run: the fabric is reset to the plan's initial configuration (untimed); one agent per GPU
+starts, listens, connects to its peers; then for every step the orchestrator, acting as the
+step barrier over Unix sockets, first reconfigures the OCS if the plan says so (the controller
+answers when the new circuits carry traffic, with the dark window measured) and then releases
+the step. Measured times are divided by the TDF (real-equivalent seconds).
+
+Spec: ``shared/DESIGN.md`` (packet-level backend, scale model), ``specs/collectives.md``
+(round-synchronous semantics).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+from emulation import dataplane as dpn
+from emulation.emulator.net import EmulatedFabric, EmulationError
+from emulation.planners import make_plan
+from emulation.planners.model import Plan
+from emulation.results import RunResult, StepResult, TransferResult
+from emulation.routing import Routes, link_loads
+from emulation.scale import Scale
+from emulation.workloads.model import Step, Transfer, Workload
+
+
+class _Coordinator:
+    """Unix-socket step barrier: one line-JSON connection per agent."""
+
+    def __init__(self, path: Path, ranks: int):
+        if len(str(path)) > 100:
+            raise EmulationError(f"control socket path too long for AF_UNIX: {path}")
+        path.unlink(missing_ok=True)
+        self.path = path
+        self.ranks = ranks
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen(ranks)
+        self.inbox: queue.Queue = queue.Queue()
+        self.conns: dict[int, socket.socket] = {}
+
+    def _reader(self, conn: socket.socket) -> None:
+        for line in conn.makefile("r"):
+            self.inbox.put(json.loads(line))
+        self.inbox.put({"eof": True})
+
+    def accept_all(self, timeout: float, alive) -> None:
+        """Accept every agent and read its ``listening`` line."""
+        self.sock.settimeout(0.2)
+        deadline = time.monotonic() + timeout
+        while len(self.conns) < self.ranks:
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                alive()
+                if time.monotonic() > deadline:
+                    raise EmulationError(f"only {len(self.conns)}/{self.ranks} agents connected in {timeout} s") from None
+                continue
+            conn.settimeout(None)
+            first = json.loads(conn.makefile("r").readline())
+            self.conns[first["listening"]] = conn
+            threading.Thread(target=self._reader, args=(conn,), daemon=True).start()
+
+    def broadcast(self, msg: dict) -> None:
+        data = (json.dumps(msg) + "\n").encode()
+        for c in self.conns.values():
+            c.sendall(data)
+
+    def gather(self, key: str, timeout: float, alive) -> list[dict]:
+        """One message containing ``key`` from every agent."""
+        got: list[dict] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < self.ranks:
+            try:
+                msg = self.inbox.get(timeout=0.2)
+            except queue.Empty:
+                alive()
+                if time.monotonic() > deadline:
+                    raise EmulationError(f"agents did not report {key!r} within {timeout:.0f} s") from None
+                continue
+            if msg.get("eof"):
+                alive()
+                raise EmulationError("an agent closed its control connection early")
+            if key in msg:
+                got.append(msg)
+        return got
+
+    def close(self) -> None:
+        for c in self.conns.values():
+            c.close()
+        self.sock.close()
+        self.path.unlink(missing_ok=True)
+
+
+def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan, scale: Scale,
+                 alpha_s: float, run_dir: Path) -> RunResult:
+    """Execute ``workload`` under ``plan`` with real packets; return the measured result.
+
+    :param alpha_s: real per-message latency; agents wait ``alpha_s x TDF`` before each transfer.
+    :raises EmulationError: an agent died or a step did not finish in time.
+    """
+    fabric, n = emu.fabric, workload.ranks
+    if n != fabric.gpus:
+        raise EmulationError(f"workload has {n} ranks, fabric {fabric.gpus} GPUs")
+    tdf = scale.tdf
+    emu.client.apply(plan.initial, 0.0)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    tids: list[tuple[int, Transfer]] = []
+    schedules = []
+    for r in range(n):
+        schedules.append({"rank": r, "ips": [dpn.gpu_ip(g) for g in range(n)], "port": dpn.AGENT_PORT,
+                          "alpha_s": alpha_s * tdf,
+                          "control": str((run_dir / "ctl.sock").resolve()), "steps": []})
+    for si, step in enumerate(workload.steps):
+        routes = Routes(fabric, plan.steps[si].configuration, fabric.ports_per_gpu)
+        for sched in schedules:
+            sched["steps"].append({"send": [], "recv": []})
+        for t in step.transfers:
+            tid = len(tids)
+            tids.append((si, t))
+            eb = scale.emulated_bytes(t.bytes)
+            flows = routes.subflows(t.src, t.dst)
+            parts = [[ch, int(eb * frac)] for ch, frac, _ in flows]
+            parts[0][1] += eb - sum(b for _, b in parts)
+            schedules[t.src]["steps"][si]["send"].append([tid, t.dst, [p for p in parts if p[1]]])
+            schedules[t.dst]["steps"][si]["recv"].append([tid, t.src, eb])
+    # A generous bound on any step: 20x its ideal time at the emulated rate, plus slack.
+    bound = max(_step_bound_s(fabric, plan, s, i, scale) for i, s in enumerate(workload.steps))
+    step_timeout = 20 * bound + 30 + plan.reconfiguration_delay_s * tdf
+    for sched in schedules:
+        sched["step_timeout_s"] = step_timeout
+
+    coord = _Coordinator(run_dir / "ctl.sock", n)
+    procs = []
+    try:
+        for r in range(n):
+            path = run_dir / f"agent-g{r}.json"
+            path.write_text(json.dumps(schedules[r]))
+            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.agent", str(path.resolve())],
+                                   run_dir / f"agent-g{r}.log"))
+
+        def alive() -> None:
+            for r, p in enumerate(procs):
+                if p.poll() is not None and p.returncode != 0:
+                    raise EmulationError(f"agent g{r} exited with {p.returncode} (see {run_dir}/agent-g{r}.log)")
+
+        coord.accept_all(60, alive)
+        coord.broadcast({"connect": True})
+        coord.gather("ready", 60, alive)
+
+        t0 = time.monotonic()
+        steps: list[StepResult] = []
+        done: list[list[dict]] = []
+        for si, sp in enumerate(plan.steps):
+            rec = StepResult(si, workload.steps[si].phase, 0.0, 0.0, sp.action)
+            if sp.action == "reconfigure":
+                res = emu.client.apply(sp.configuration, plan.reconfiguration_delay_s * tdf)
+                rec.dark_window_requested_s = res["dark_window_requested_s"] / tdf
+                rec.dark_window_measured_s = res["dark_window_measured_s"] / tdf
+                rec.start_s = (res["t_request"] - t0) / tdf
+                coord.broadcast({"go": si})
+            else:
+                t_go = time.monotonic()
+                coord.broadcast({"go": si})
+                rec.start_s = (t_go - t0) / tdf
+            reports = coord.gather("done", step_timeout, alive)
+            done.append(reports)
+            ends = [t for m in reports for t in m["recv"].values()]
+            rec.end_s = ((max(ends) if ends else time.monotonic()) - t0) / tdf
+            steps.append(rec)
+        coord.broadcast({"exit": True})
+        for p in procs:
+            p.wait(10)
+    finally:
+        coord.close()
+        for p in procs:
+            if p in emu.children:
+                emu.children.remove(p)
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    starts = {int(tid): v[0] for reports in done for m in reports for tid, v in m["send"].items()}
+    go = {si: min(m["t_go"] for m in reports) for si, reports in enumerate(done)}
+    ends = {int(tid): v for reports in done for m in reports for tid, v in m["recv"].items()}
+    transfers = [
+        TransferResult(si, t.src, t.dst, t.bytes, (min(go[si], starts.get(tid, go[si])) - t0) / tdf,
+                       (ends[tid] - t0) / tdf)
+        for tid, (si, t) in enumerate(tids)
+    ]
+    return RunResult(
+        name=name, collective=workload.collective, algorithm=workload.algorithm, planner=plan.planner,
+        ranks=n, bytes=workload.bytes, backend="mininet", time_s=steps[-1].end_s if steps else 0.0,
+        steps=steps, transfers=transfers, bytes_sent=workload.bytes_sent,
+        bytes_delivered=sum(t.bytes for tid, (_, t) in enumerate(tids) if tid in ends),
+    )
+
+
+def _step_bound_s(fabric, plan: Plan, step: Step, index: int, scale: Scale) -> float:
+    """Emulated seconds the step's most loaded link needs at the emulated rate."""
+    routes = Routes(fabric, plan.steps[index].configuration, fabric.ports_per_gpu)
+    loads = link_loads(routes, step.transfers)
+    worst = max(loads.values(), default=0.0) * scale.byte_scale
+    return worst * 8 / (scale.link_mbps * 1e6)
+
+
+def measure_headroom(emu: EmulatedFabric, scale: Scale, run_dir: Path, seconds: float = 1.0) -> dict:
+    """Saturate every GPU-to-GPU link of the initial configuration (or every EPS port) for about
+    ``seconds`` and compare the measured time with the link-bound time.
+
+    :returns: ``{"offered_mbps", "expected_s", "measured_s", "efficiency"}`` (emulated units);
+        efficiency near 1 means the links, not the CPU, are the bottleneck.
+    """
+    fabric = emu.fabric
+    per_link = scale.link_mbps * 1e6 / 8 * seconds / scale.byte_scale  # real bytes
+    pairs = {(l.u, l.v) for l in fabric.links() if l.u < fabric.gpus and l.v < fabric.gpus}
+    if not pairs:
+        pairs = {(r, (r + 1) % fabric.gpus) for r in range(fabric.gpus)}
+    w0 = Workload("probe", "headroom", fabric.gpus, int(per_link), 1)
+    step = Step("probe", tuple(Transfer(u, v, int(per_link), 0) for u, v in sorted(pairs)))
+    w = Workload(w0.collective, w0.algorithm, w0.ranks, w0.bytes, 1, (step,))
+    plan = make_plan("none", fabric, w)
+    res = run_workload(emu, "headroom", w, plan, scale, 0.0, run_dir)
+    routes = Routes(fabric, fabric.initial, fabric.ports_per_gpu)
+    loads = link_loads(routes, step.transfers)
+    expected = max(loads.values()) * scale.byte_scale * 8 / (scale.link_mbps * 1e6)
+    measured = res.time_s * scale.tdf
+    offered = sum(loads.values()) * scale.byte_scale * 8 / 1e6 / expected
+    return {"offered_mbps": offered, "expected_s": expected, "measured_s": measured,
+            "efficiency": expected / measured if measured > 0 else 0.0}

@@ -1,0 +1,97 @@
+"""Run a scenario on a backend and write its results directory.
+
+Spec: ``shared/DESIGN.md`` (data flow, results).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+from collections.abc import Callable
+from pathlib import Path
+
+from emulation import __version__
+from emulation.planners import make_plan
+from emulation.results import RunResult
+from emulation.scenario import Scenario, format_bytes
+from emulation.workloads import build
+
+#: Minimum headroom-probe efficiency before the run is refused or warned about.
+MIN_EFFICIENCY = 0.85
+
+Progress = Callable[[str, int, int], None]
+
+
+class HeadroomError(RuntimeError):
+    """The machine cannot sustain the scenario's emulated load (the CPU would be the bottleneck)."""
+
+
+def default_out_dir(sc: Scenario) -> Path:
+    """``runs/<scenario>-<UTC timestamp>``."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{sc.name}-{stamp}"
+
+
+def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force: bool = False) -> dict:
+    """Run every (size, run) of ``sc`` with real packets; return the ``result.json`` dict.
+
+    :raises HeadroomError: the headroom probe shows the CPU would bound the run (policy
+        ``refuse``, unless ``force``).
+    :raises emulation.emulator.net.EmulationError: the emulation could not be brought up.
+    """
+    from emulation.emulator.capabilities import detect
+    from emulation.emulator.net import EmulatedFabric
+    from emulation.emulator.orchestrator import measure_headroom, run_workload
+
+    fabric, scale = sc.build_fabric(), sc.scale()
+    caps = detect()
+    runs: list[RunResult] = []
+    todo = [(size, r) for size in sc.sizes for r in sc.runs]
+    meta: dict = {"capabilities": caps.to_json(), "warnings": []}
+    if not caps.netem and sc.cost.delta_s > 0:
+        meta["warnings"].append("netem missing: per-hop propagation delay delta was not emulated")
+    with EmulatedFabric(fabric, out / "emulation", link_mbps=scale.link_mbps,
+                        delay_s=sc.cost.delta_s * scale.tdf, capabilities=caps) as emu:
+        if sc.emulation.headroom != "skip":
+            if progress:
+                progress("headroom probe", 0, len(todo))
+            head = measure_headroom(emu, scale, out / "emulation" / "headroom")
+            meta["headroom"] = head
+            if head["efficiency"] < MIN_EFFICIENCY:
+                msg = (f"headroom: the emulated links reached only {head['efficiency']:.0%} of their rate "
+                       f"under full load ({head['offered_mbps']:.0f} Mbit/s offered); lower "
+                       f"emulation.link_mbps so the links, not the CPU, are the bottleneck")
+                if sc.emulation.headroom == "refuse" and not force:
+                    raise HeadroomError(msg)
+                meta["warnings"].append(msg)
+        for i, (size, r) in enumerate(todo):
+            if progress:
+                progress(f"{r.name} {format_bytes(size)}", i, len(todo))
+            w = build(r.algorithm, fabric.gpus, size)
+            plan = make_plan(r.planner, fabric, w)
+            runs.append(run_workload(emu, r.name, w, plan, scale, sc.cost.alpha_s,
+                                     out / "emulation" / f"{r.name}-{format_bytes(size)}"))
+        if progress:
+            progress("done", len(todo), len(todo))
+    return _result(sc, "mininet", runs, {**meta, "scale": scale.to_json()})
+
+
+def _result(sc: Scenario, backend: str, runs: list[RunResult], extra: dict) -> dict:
+    try:
+        import os_ken
+
+        osken = getattr(os_ken, "__version__", "unknown")
+    except ImportError:
+        osken = "absent"
+    return {
+        "scenario": sc.name,
+        "backend": backend,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "versions": {"ocslab": __version__, "python": platform.python_version(), "os_ken": osken},
+        "fabric": {"topology": sc.fabric.topology, "gpus": sc.fabric.gpus,
+                   "ports_per_gpu": sc.fabric.ports_per_gpu, "port_gbps": sc.fabric.port_gbps,
+                   "reconfiguration_delay_s": sc.fabric.reconfiguration_delay_s},
+        "cost": sc.cost.model_dump(),
+        **extra,
+        "runs": [r.to_json() for r in runs],
+    }

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Install everything ocslab needs and start Open vSwitch. Idempotent; run as root.
+#   Debian packages: mininet, openvswitch-switch, iperf3, ethtool, iputils-ping, tcpdump, python3-venv
+#   .venv: made from the system python3 with system site packages (so `import mininet` works),
+#          with ocslab installed editable and its Python dependencies.
+# Environment: OCSLAB_EXTRAS=torch also installs the optional PyTorch extra.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: run as root (it installs Debian packages and starts Open vSwitch)" >&2
+  exit 2
+fi
+
+pkgs=(mininet openvswitch-switch iperf3 ethtool iputils-ping tcpdump python3-venv make)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Open vSwitch: start it if it is not answering (never restart a running one: other users' bridges).
+if ! timeout 5 ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
+  echo "setup: starting Open vSwitch"
+  /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random >/dev/null 2>&1 || true
+  timeout 20 bash -c 'until ovs-vsctl --timeout=2 show >/dev/null 2>&1; do sleep 0.2; done'
+fi
+
+# Virtual environment from the system interpreter (Debian's mininet is built for it).
+PY=/usr/bin/python3
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv --system-site-packages .venv
+fi
+stamp=.venv/.ocslab-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/pip install -q --disable-pip-version-check -e . 2>&1 | grep -v -i "^warning" || true
+  .venv/bin/python -c "import os_ken, mininet.net, numpy, networkx, pydantic" 
+  touch "$stamp"
+fi
+if [ "${OCSLAB_EXTRAS:-}" = "torch" ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
+fi
+echo "setup: ready (.venv/bin/ocslab)"
