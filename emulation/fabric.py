@@ -288,7 +288,11 @@ class Fabric:
 
 
 def assign_ports(
-    fabric: Fabric, ocs_name: str, pairs: Iterable[tuple[int, int]], fill: bool = False
+    fabric: Fabric,
+    ocs_name: str,
+    pairs: Iterable[tuple[int, int]],
+    fill: bool = False,
+    keep: Iterable[Circuit] = (),
 ) -> Configuration:
     """Realise a GPU-level demand graph as circuits on one OCS.
 
@@ -296,41 +300,61 @@ def assign_ports(
         circuits.
     :param fill: after placing the asked circuits, give each pair more parallel circuits while
         both ends have free ports (spare ports give parallel circuits; PCCL spec).
+    :param keep: circuits in place now; those joining a demanded pair are reused, so that a
+        reconfiguration darkens only the circuits that really change.
     :returns: a :class:`Configuration` holding only ``ocs_name``.
     :raises FabricError: a GPU would need more ports than it has on that OCS.
     """
     ocs = fabric.ocs_by_name(ocs_name)
-    free: dict[int, list[int]] = {}
+    free: dict[int, set[int]] = {}
     for ref in ocs.ports:
-        free.setdefault(ref.gpu, []).append(ref.port)
-    for ports in free.values():
-        ports.sort()
+        free.setdefault(ref.gpu, set()).add(ref.port)
     circuits: list[Circuit] = []
     count: dict[tuple[int, int], int] = {}
+    want: dict[tuple[int, int], int] = {}
+    for u, v in pairs:
+        if u == v:
+            raise FabricError(f"GPU {u} cannot have a circuit to itself")
+        key = (min(u, v), max(u, v))
+        want[key] = want.get(key, 0) + 1
+    reusable = sorted(c for c in keep if c.a in ocs.ports and c.b in ocs.ports)
+
+    def take(c: Circuit) -> bool:
+        if c.a.port not in free.get(c.a.gpu, ()) or c.b.port not in free.get(c.b.gpu, ()):
+            return False
+        free[c.a.gpu].discard(c.a.port)
+        free[c.b.gpu].discard(c.b.port)
+        circuits.append(c)
+        key = (c.a.gpu, c.b.gpu) if c.a.gpu < c.b.gpu else (c.b.gpu, c.a.gpu)
+        count[key] = count.get(key, 0) + 1
+        return True
 
     def place(u: int, v: int) -> bool:
         if not free.get(u) or not free.get(v):
             return False
-        circuits.append(Circuit.of(PortRef(u, free[u].pop(0)), PortRef(v, free[v].pop(0))))
-        key = (min(u, v), max(u, v))
-        count[key] = count.get(key, 0) + 1
-        return True
+        return take(Circuit.of(PortRef(u, min(free[u])), PortRef(v, min(free[v]))))
 
-    ordered = [(min(u, v), max(u, v)) for u, v in pairs]
-    for u, v in ordered:
-        if u == v:
-            raise FabricError(f"GPU {u} cannot have a circuit to itself")
-        if not place(u, v):
-            raise FabricError(
-                f"GPU {u if not free.get(u) else v} has no free port on {ocs_name} "
-                f"for a circuit {u}<->{v} (degree exceeds ports)"
-            )
+    def reuse(limit: dict[tuple[int, int], int]) -> None:
+        for c in reusable:
+            key = (min(c.a.gpu, c.b.gpu), max(c.a.gpu, c.b.gpu))
+            if count.get(key, 0) < limit.get(key, 0):
+                take(c)
+
+    reuse(want)
+    for key in sorted(want):
+        while count.get(key, 0) < want[key]:
+            if not place(*key):
+                u, v = key
+                raise FabricError(
+                    f"GPU {u if not free.get(u) else v} has no free port on {ocs_name} "
+                    f"for a circuit {u}<->{v} (degree exceeds ports)"
+                )
     if fill:
+        reuse({k: len(ocs.ports) for k in want})
         progress = True
-        distinct = sorted(set(ordered))
         while progress:
             progress = False
-            for key in sorted(distinct, key=lambda k: (count[k], k)):
+            for key in sorted(want, key=lambda k: (count[k], k)):
                 if place(*key):
                     progress = True
     return Configuration({ocs_name: circuits})

@@ -18,9 +18,9 @@ def plan_none(fabric: Fabric, workload: Workload) -> Plan:
     return plan_from_configurations("none", fabric.initial, [fabric.initial] * len(workload.steps), r)
 
 
-def ideal_configuration(fabric: Fabric, step: Step) -> Configuration:
+def ideal_configuration(fabric: Fabric, step: Step, current: Configuration | None = None) -> Configuration:
     """The step's demand graph as circuits on the fabric's single OCS, spare ports filled with
-    parallel circuits (PCCL's G_t*).
+    parallel circuits (PCCL's G_t*), reusing the circuits of ``current`` that fit.
 
     :raises PlanError: the fabric has no OCS or several, or a GPU talks to more peers than it
         has ports (decomposition into matchings is the ``dp``/``greedy`` planners' job).
@@ -29,14 +29,19 @@ def ideal_configuration(fabric: Fabric, step: Step) -> Configuration:
         raise PlanError(f"planner needs exactly one OCS, fabric {fabric.name} has {len(fabric.ocs)}")
     pairs = sorted({(min(t.src, t.dst), max(t.src, t.dst)) for t in step.transfers})
     try:
-        return assign_ports(fabric, fabric.ocs[0].name, pairs, fill=True)
+        name = fabric.ocs[0].name
+        keep = current[name] if current is not None else ()
+        return assign_ports(fabric, name, pairs, fill=True, keep=keep)
     except FabricError as e:
         raise PlanError(f"step {step.phase}: {e}") from None
 
 
 def plan_always(fabric: Fabric, workload: Workload) -> Plan:
     """Reconfigure before every step whose ideal configuration differs from the current one."""
-    configs = [ideal_configuration(fabric, s) for s in workload.steps]
+    configs, current = [], fabric.initial
+    for s in workload.steps:
+        current = ideal_configuration(fabric, s, current)
+        configs.append(current)
     return plan_from_configurations("always", fabric.initial, configs, _r(fabric))
 
 

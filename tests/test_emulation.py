@@ -1,0 +1,156 @@
+"""Emulation tests: real Open vSwitch bridges, the OS-Ken controller, Mininet hosts, packets.
+
+They need root and a running Open vSwitch (CI has both); see conftest.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from emulation import dataplane as dpn
+from emulation.emulator.net import EmulatedFabric, bridge_names
+from emulation.emulator.orchestrator import run_workload
+from emulation.fabric import assign_ports
+from emulation.planners import make_plan
+from emulation.report import ring_alpha_beta_s
+from emulation.scale import Scale
+from emulation.workloads import build
+from topologies import ocs_star
+
+pytestmark = pytest.mark.emulation
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _ping_ok(emu, a: int, b: int) -> bool:
+    out = emu.host(a).cmd(f"ping -c 3 -i 0.05 -W 1 {dpn.gpu_ip(b)}")
+    return " 0% packet loss" in out
+
+
+def _rule_packets(bridge: str, dst: int) -> int:
+    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge, f"ip,nw_dst={dpn.gpu_ip(dst)}"],
+                         capture_output=True, text=True).stdout
+    return sum(int(m) for m in re.findall(r"n_packets=(\d+)", out))
+
+
+def test_circuits_installed_and_multihop_forwarding(run_dir):
+    f = ocs_star(6, 2, 400, 0.0, "ring")
+    with EmulatedFabric(f, run_dir, link_mbps=20) as emu:
+        flows = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "o0"],
+                               capture_output=True, text=True).stdout
+        assert len(re.findall(r"priority=100,in_port", flows)) == 2 * 6  # 6 circuits, 2 directions
+        assert _ping_ok(emu, 0, 1)  # one hop
+        assert _ping_ok(emu, 0, 3)  # three hops, through two GPUs' NICs
+        before = _rule_packets("n1", 2)
+        assert _ping_ok(emu, 0, 2)  # two hops: 0 -> 1 -> 2
+        # transit forwarded by GPU 1's NIC rules (OVS pushes datapath counters every ~0.5 s)
+        deadline = time.monotonic() + 5
+        while _rule_packets("n1", 2) < before + 3:
+            assert time.monotonic() < deadline, "GPU 1's NIC did not forward the transit packets"
+            time.sleep(0.1)
+
+
+def test_reconfiguration_dark_window_is_enforced_and_measured(run_dir):
+    f = ocs_star(4, 2, 400, 0.0, "ring")
+    new = assign_ports(f, "ocs0", [(0, 2), (1, 3)], fill=True, keep=f.initial["ocs0"])
+    dark = 0.3
+    with EmulatedFabric(f, run_dir, link_mbps=20) as emu:
+        g0 = emu.host(0)
+        ping = g0.popen(["ping", "-D", "-n", "-i", "0.01", "-w", "3", dpn.gpu_ip(2)], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)  # let the ping run on the old circuits first
+        res = emu.client.apply(new, dark)
+        out, _ = ping.communicate(timeout=10)
+        assert "bytes from" in out, out[-500:]
+        stamps = [float(x) for x in re.findall(r"^\[(\d+\.\d+)\].*bytes from", out, re.M)]
+        gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+        assert res["changed"] and res["removed"] == 4 and res["added"] == 4
+        measured = res["dark_window_measured_s"]
+        assert dark <= measured <= 1.2 * dark + 0.002
+        # the data plane really went dark: the longest silence covers the window
+        assert max(gaps) >= dark - 0.02, max(gaps)
+        assert max(gaps) <= measured + 0.1
+        assert _ping_ok(emu, 0, 2) and _ping_ok(emu, 1, 3)  # now direct circuits
+        assert emu.client.circuits() == new
+
+
+def test_ring_allreduce_is_link_bound_and_delivers_every_byte(run_dir):
+    n, size = 4, 8 << 20
+    f = ocs_star(n, 2, 400, 0.0, "ring")
+    scale = Scale(10.0, 0.1, 400)
+    alpha = 5e-6
+    w = build("ring", n, size)
+    with EmulatedFabric(f, run_dir, link_mbps=scale.link_mbps) as emu:
+        r = run_workload(emu, "ring", w, make_plan("none", f, w), scale, alpha, run_dir / "ring")
+    assert r.bytes_delivered == r.bytes_sent == w.bytes_sent
+    assert len(r.steps) == 2 * (n - 1)
+    assert all(a.end_s <= b.start_s + 1e-9 for a, b in zip(r.steps, r.steps[1:]))  # round-synchronous
+    pred = ring_alpha_beta_s(n, size, alpha, 400)
+    assert abs(r.time_s - pred) / pred < 0.2, (r.time_s, pred)
+
+
+def test_planned_reconfigurations_measure_their_dark_windows(run_dir):
+    n = 4
+    f = ocs_star(n, 2, 400, 10e-6, "ring")
+    scale = Scale(10.0, 0.1, 400)  # TDF 4000: R = 10 us -> 40 ms emulated
+    w = build("rhd", n, 2 << 20)
+    plan = make_plan("always", f, w)
+    with EmulatedFabric(f, run_dir, link_mbps=scale.link_mbps) as emu:
+        r = run_workload(emu, "rhd", w, plan, scale, 5e-6, run_dir / "rhd")
+    recon = [s for s in r.steps if s.action == "reconfigure"]
+    assert len(recon) == plan.reconfigurations >= 2
+    for s in recon:
+        req, meas = s.dark_window_requested_s, s.dark_window_measured_s
+        assert req == pytest.approx(10e-6)
+        assert req <= meas <= 1.2 * req + 0.002 / scale.tdf  # 20% + 2 ms emulated
+        assert s.end_s - s.start_s >= meas  # the step waited for the circuits
+    assert r.bytes_delivered == w.bytes_sent
+
+
+def _our_processes(marker: str) -> list[int]:
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                cmd = Path(f"/proc/{d}/cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmd and int(d) != os.getpid():
+                pids.append(int(d))
+    return pids
+
+
+def test_interrupted_run_leaves_nothing_behind(run_dir):
+    scen = run_dir / "long.yaml"
+    scen.write_text("""
+name: long
+fabric: {topology: ocs-star, gpus: 4, ports_per_gpu: 2, port_gbps: 400, initial: ring}
+sizes: [256MiB]
+runs: [{name: ring, algorithm: ring}]
+emulation: {link_mbps: 10, byte_scale: 0.1, headroom: skip}
+""")
+    out = run_dir / "out"
+    p = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", str(scen), "--out", str(out)],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = out / "emulation" / "ring-256MiB" / "agent-g3.log"
+    deadline = time.monotonic() + 90
+    while not (log.exists() and _our_processes(str(out / "emulation" / "ring-256MiB"))):
+        assert p.poll() is None, p.stdout.read()
+        assert time.monotonic() < deadline, "the run did not reach its agents"
+        time.sleep(0.1)
+    time.sleep(1.0)  # halfway: agents are moving data
+    p.send_signal(signal.SIGINT)
+    text, _ = p.communicate(timeout=120)
+    assert p.returncode == 130, text
+    f = ocs_star(4, 2, 400, 0, "ring")
+    for b in bridge_names(f):
+        assert subprocess.run(["ovs-vsctl", "br-exists", b]).returncode == 2, f"bridge {b} left"
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert not re.search(r"\b[gno]\d+-eth\d+", links), links
+    assert _our_processes(str(out)) == []  # no agent or controller of this run survives

@@ -1,0 +1,87 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emulation.scenario import ScenarioError, load_scenario, parse_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+GOOD = (ROOT / "experiments" / "demo.yaml").read_text()
+
+
+def test_demo_loads_and_resolves():
+    sc = load_scenario(ROOT / "experiments" / "demo.yaml")
+    assert sc.sizes == [25 << 20, 1 << 20]
+    assert [r.name for r in sc.runs] == ["ring", "rhd-static", "rhd-circuits"]
+    assert sc.scale().tdf == pytest.approx(0.1 * 400e9 / 10e6)
+
+
+@pytest.mark.parametrize("old,new,field", [
+    ("gpus: 8", "gpus: 1", "fabric.gpus"),
+    ("gpus: 8", "gpu: 8", "fabric.gpu"),
+    ("algorithm: ring,", "algorithm: rin,", "runs.0.algorithm"),
+    ("planner: always", "planner: sometimes", "runs.2.planner"),
+    ("[25MiB, 1MiB]", "[25MiB, lots]", "sizes"),
+    ("link_mbps: 10", "link_mbps: 5000", "emulation.link_mbps"),
+    ("ports_per_gpu: 2", "ports_per_gpu: 1", "fabric"),
+    ("topology: ocs-star", "topology: hypercube", "fabric.topology"),
+    ("name: rhd-static,", "name: ring,", "runs"),
+])
+def test_bad_fields_give_one_line_naming_the_field(tmp_path, old, new, field):
+    assert old in GOOD
+    p = tmp_path / "bad.yaml"
+    p.write_text(GOOD.replace(old, new, 1))
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(p)
+    msg = str(e.value)
+    assert "\n" not in msg and f": {field}" in msg, msg
+
+
+def test_not_yaml_and_not_a_mapping(tmp_path):
+    p = tmp_path / "x.yaml"
+    p.write_text("fabric: [unclosed")
+    with pytest.raises(ScenarioError, match="not valid YAML"):
+        load_scenario(p)
+    p.write_text("- 1\n- 2\n")
+    with pytest.raises(ScenarioError, match="mapping"):
+        load_scenario(p)
+
+
+def test_parse_bytes():
+    assert parse_bytes("25MiB") == 25 << 20
+    assert parse_bytes("4 KiB") == 4096
+    assert parse_bytes("1GB") == 10**9
+    assert parse_bytes(123) == 123
+    for bad in ("-1", "1 XB", True, 0):
+        with pytest.raises(ValueError):
+            parse_bytes(bad)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "emulation.cli", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_cli_bad_input_exits_2_with_one_line_and_creates_nothing(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text(GOOD.replace("gpus: 8", "gpus: -3"))
+    out = tmp_path / "out"
+    r = _cli("run", str(p), "--out", str(out))
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "fabric.gpus" in r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()
+    r = _cli("run", str(p), "--backend", "nonsense")
+    assert r.returncode == 2 and "--backend" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = _cli("schedule", "ring", "--ranks", "1", "--bytes", "1MiB")
+    assert r.returncode == 2 and "ranks" in r.stderr
+
+
+def test_cli_schedule_json():
+    r = _cli("schedule", "rhd", "--ranks", "8", "--bytes", "1MiB", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert (d["algorithm"], d["ranks"], d["bytes"]) == ("rhd", 8, 1 << 20)
+    assert len(d["steps"]) == 6 and d["steps"][0]["phase"] == "reduce-scatter"
+    t = d["steps"][0]["transfers"][0]
+    assert set(t) >= {"src", "dst", "bytes", "chunk"} and t["bytes"] == 1 << 19
