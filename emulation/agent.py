@@ -7,7 +7,7 @@ share the filesystem and CLOCK_MONOTONIC).
 Schedule file (written by :mod:`emulation.emulator.orchestrator`)::
 
     {"rank": r, "ips": [ip of every rank], "port": 5001, "alpha_s": emulated s,
-     "control": "/path/ctl.sock",
+     "control": "ctl.sock" (relative to the working directory),
      "steps": [{"send": [[tid, dst, [[channel, bytes], ...]], ...],
                 "recv": [[tid, src, bytes], ...]}, ...]}
 

@@ -114,14 +114,16 @@ def test_planned_reconfigurations_measure_their_dark_windows(run_dir):
 
 
 def _our_processes(marker: str) -> list[int]:
+    """Pids whose command line or working directory mentions ``marker`` (inspection only)."""
     pids = []
     for d in os.listdir("/proc"):
-        if d.isdigit():
+        if d.isdigit() and int(d) != os.getpid():
             try:
                 cmd = Path(f"/proc/{d}/cmdline").read_bytes().decode(errors="replace")
+                cwd = os.readlink(f"/proc/{d}/cwd")
             except OSError:
                 continue
-            if marker in cmd and int(d) != os.getpid():
+            if marker in cmd or marker in cwd:
                 pids.append(int(d))
     return pids
 

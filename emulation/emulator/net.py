@@ -205,10 +205,11 @@ class EmulatedFabric:
         """The Mininet host of GPU ``gpu``."""
         return self.net.get(dpn.host_name(gpu))
 
-    def popen(self, gpu: int, args: list[str], log: Path) -> subprocess.Popen:
-        """Start ``args`` inside GPU ``gpu``'s namespace, output to ``log``; ended on exit."""
-        fh = open(log, "w")
-        p = self.host(gpu).popen(args, stdout=fh, stderr=subprocess.STDOUT, cwd=_project_root())
+    def popen(self, gpu: int, args: list[str], log: Path, cwd: Path | None = None) -> subprocess.Popen:
+        """Start ``args`` inside GPU ``gpu``'s namespace (working directory ``cwd``, default the
+        project), output to ``log``; ended on exit."""
+        with open(log, "w") as fh:
+            p = self.host(gpu).popen(args, stdout=fh, stderr=subprocess.STDOUT, cwd=str(cwd or _project_root()))
         self.children.append(p)
         return p
 

@@ -13,6 +13,7 @@ Spec: ``shared/DESIGN.md`` (packet-level backend, scale model), ``specs/collecti
 from __future__ import annotations
 
 import json
+import os
 import queue
 import socket
 import sys
@@ -34,13 +35,17 @@ class _Coordinator:
     """Unix-socket step barrier: one line-JSON connection per agent."""
 
     def __init__(self, path: Path, ranks: int):
-        if len(str(path)) > 100:
-            raise EmulationError(f"control socket path too long for AF_UNIX: {path}")
         path.unlink(missing_ok=True)
         self.path = path
         self.ranks = ranks
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(path))
+        # AF_UNIX paths are limited to 108 bytes: bind through the directory's fd alias;
+        # agents connect by the relative name from the run directory (their cwd).
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            self.sock.bind(f"/proc/self/fd/{dfd}/{path.name}")
+        finally:
+            os.close(dfd)
         self.sock.listen(ranks)
         self.inbox: queue.Queue = queue.Queue()
         self.conns: dict[int, socket.socket] = {}
@@ -117,7 +122,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
     for r in range(n):
         schedules.append({"rank": r, "ips": [dpn.gpu_ip(g) for g in range(n)], "port": dpn.AGENT_PORT,
                           "alpha_s": alpha_s * tdf,
-                          "control": str((run_dir / "ctl.sock").resolve()), "steps": []})
+                          "control": "ctl.sock", "steps": []})
     for si, step in enumerate(workload.steps):
         routes = Routes(fabric, plan.steps[si].configuration, fabric.ports_per_gpu)
         for sched in schedules:
@@ -143,8 +148,8 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
         for r in range(n):
             path = run_dir / f"agent-g{r}.json"
             path.write_text(json.dumps(schedules[r]))
-            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.agent", str(path.resolve())],
-                                   run_dir / f"agent-g{r}.log"))
+            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.agent", path.name],
+                                   run_dir / f"agent-g{r}.log", cwd=run_dir))
 
         def alive() -> None:
             for r, p in enumerate(procs):
