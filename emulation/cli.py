@@ -121,7 +121,7 @@ def _run(args) -> int:
         console.print(f"interrupted: emulation torn down (logs in {out})")
         return 130
     report.write(result, out, sc.to_yaml())
-    report.print_summary(result, Console())
+    report.print_summary(result)
     Console().print(f"results: {out}/result.json, steps.csv, timeline.png")
     return 0
 

@@ -67,7 +67,7 @@ def timeline(result: dict, path: Path) -> None:
 
 def print_summary(result: dict, console: Console | None = None) -> None:
     """The summary table: one row per run and size."""
-    console = console or Console()
+    console = console or Console(width=max(Console().width, 120))
     t = Table(title=f"{result['scenario']} — backend {result['backend']}")
     for col in ("run", "bytes", "time (ms)", "algbw (Gbit/s)", "busbw (Gbit/s)", "reconfigs",
                 "dark req/meas (µs)"):
