@@ -4,7 +4,7 @@
 builds Open vSwitch bridges (secure fail mode, OpenFlow 1.3) and GPU hosts, turns offloads off
 on every veth when the userspace datapath is used, waits until the controller has programmed
 every bridge, and on exit (normal, error, Ctrl-C or SIGTERM) stops the agents and the
-controller by pid and deletes our bridges and links by name. It never runs ``mn -c`` or kills
+controller by pid and deletes our bridges and links by name. It never uses Mininet's global cleanup or kills
 by name pattern.
 
 Spec: ``shared/DESIGN.md`` (packet-level backend, teardown), ``shared/MACHINE.md``.
