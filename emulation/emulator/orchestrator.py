@@ -118,6 +118,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
     run_dir.mkdir(parents=True, exist_ok=True)
 
     tids: list[tuple[int, Transfer]] = []
+    worst_link = 0.0  # real bytes on the most loaded link of any step
     schedules = []
     for r in range(n):
         schedules.append({"rank": r, "ips": [dpn.gpu_ip(g) for g in range(n)], "port": dpn.AGENT_PORT,
@@ -125,6 +126,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
                           "control": "ctl.sock", "steps": []})
     for si, step in enumerate(workload.steps):
         routes = Routes(fabric, plan.steps[si].configuration, fabric.ports_per_gpu)
+        worst_link = max(worst_link, max(link_loads(routes, step.transfers).values(), default=0.0))
         for sched in schedules:
             sched["steps"].append({"send": [], "recv": []})
         for t in step.transfers:
@@ -136,8 +138,8 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
             parts[0][1] += eb - sum(b for _, b in parts)
             schedules[t.src]["steps"][si]["send"].append([tid, t.dst, [p for p in parts if p[1]]])
             schedules[t.dst]["steps"][si]["recv"].append([tid, t.src, eb])
-    # A generous bound on any step: 20x its ideal time at the emulated rate, plus slack.
-    bound = max(_step_bound_s(fabric, plan, s, i, scale) for i, s in enumerate(workload.steps))
+    # A generous bound on any step: 20x the busiest link's time at the emulated rate, plus slack.
+    bound = worst_link * scale.byte_scale * 8 / (scale.link_mbps * 1e6)
     step_timeout = 20 * bound + 30 + plan.reconfiguration_delay_s * tdf
     for sched in schedules:
         sched["step_timeout_s"] = step_timeout
@@ -208,14 +210,6 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
     )
 
 
-def _step_bound_s(fabric, plan: Plan, step: Step, index: int, scale: Scale) -> float:
-    """Emulated seconds the step's most loaded link needs at the emulated rate."""
-    routes = Routes(fabric, plan.steps[index].configuration, fabric.ports_per_gpu)
-    loads = link_loads(routes, step.transfers)
-    worst = max(loads.values(), default=0.0) * scale.byte_scale
-    return worst * 8 / (scale.link_mbps * 1e6)
-
-
 def measure_headroom(emu: EmulatedFabric, scale: Scale, run_dir: Path, seconds: float = 1.0) -> dict:
     """Saturate every GPU-to-GPU link of the initial configuration (or every EPS port) for about
     ``seconds`` and compare the measured time with the link-bound time.
@@ -228,9 +222,8 @@ def measure_headroom(emu: EmulatedFabric, scale: Scale, run_dir: Path, seconds: 
     pairs = {(l.u, l.v) for l in fabric.links() if l.u < fabric.gpus and l.v < fabric.gpus}
     if not pairs:
         pairs = {(r, (r + 1) % fabric.gpus) for r in range(fabric.gpus)}
-    w0 = Workload("probe", "headroom", fabric.gpus, int(per_link), 1)
     step = Step("probe", tuple(Transfer(u, v, int(per_link), 0) for u, v in sorted(pairs)))
-    w = Workload(w0.collective, w0.algorithm, w0.ranks, w0.bytes, 1, (step,))
+    w = Workload("probe", "headroom", fabric.gpus, int(per_link), 1, (step,))
     plan = make_plan("none", fabric, w)
     res = run_workload(emu, "headroom", w, plan, scale, 0.0, run_dir)
     routes = Routes(fabric, fabric.initial, fabric.ports_per_gpu)
