@@ -7,6 +7,7 @@ share the filesystem and CLOCK_MONOTONIC).
 Schedule file (written by :mod:`emulation.emulator.orchestrator`)::
 
     {"rank": r, "ips": [ip of every rank], "port": 5001, "alpha_s": emulated s,
+     "arrival_s": emulated s after the first go before this rank sends (a straggler),
      "control": "ctl.sock" (relative to the working directory),
      "steps": [{"send": [[tid, dst, [[channel, bytes], ...]], ...],
                 "recv": [[tid, src, bytes], ...]}, ...]}
@@ -18,7 +19,7 @@ routes channels separately (parallel circuits, ECMP). Each part is framed as ``!
 
 Control protocol (newline-delimited JSON), agent -> orchestrator: ``{"listening": r}``, then
 ``{"ready": r}`` after connecting to its peers, ``{"done": step, "send": {tid: [t_start,
-t_sent]}, "recv": {tid: t_end}}`` per step; orchestrator -> agent: ``{"connect": true}``,
+t_sent]}, "recv": {tid: t_end}, "retrans": segments retransmitted so far}`` per step; orchestrator -> agent: ``{"connect": true}``,
 ``{"go": step}``, ``{"exit": true}``. Times are CLOCK_MONOTONIC seconds.
 """
 
@@ -118,12 +119,21 @@ class Channel:
     """One TCP connection to a peer on one channel, with a sender thread fed by a queue."""
 
     def __init__(self, ip: str, port: int, channel: int):
-        self.sock = socket.create_connection((ip, port), timeout=30)
-        self.sock.settimeout(None)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # DSCP before connect: the SYN carries it, and the receiver (tcp_reflect_tos) answers
+        # with it, so the connection's ACKs travel on the same channel as its data.
         self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, channel << 2)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.settimeout(30)
+        self.sock.connect((ip, port))
+        self.sock.settimeout(None)
         self.jobs: queue.Queue = queue.Queue()
         threading.Thread(target=self._run, daemon=True).start()
+
+    def retransmissions(self) -> int:
+        """Segments this connection has retransmitted so far (``tcpi_total_retrans``)."""
+        info = self.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+        return struct.unpack_from("I", info, 100)[0] if len(info) >= 104 else 0
 
     def _run(self) -> None:
         while True:
@@ -167,12 +177,17 @@ def run(schedule: dict) -> None:
     conns = {(d, c): Channel(ips[d], port, c) for d, c in used}
     say({"ready": rank})
 
+    arrival = schedule.get("arrival_s", 0.0)
+    t_arrive = None
     for index, step in enumerate(schedule["steps"]):
         msg = hear()
         if msg.get("exit"):
             return
         assert msg.get("go") == index, msg
         t_go = time.monotonic()
+        if t_arrive is None:
+            t_arrive = t_go + arrival  # a straggler joins the collective late
+        t_release = max(t_go, t_arrive)
         receiver.expect_transfers(step["recv"])
         sent: dict[int, list[float]] = {}
         pending = [0]
@@ -189,12 +204,13 @@ def run(schedule: dict) -> None:
             for c, part in parts:
                 with lock:
                     pending[0] += 1
-                conns[(dst, c)].jobs.put((tid, part, t_go + alpha, report))
+                conns[(dst, c)].jobs.put((tid, part, t_release + alpha, report))
         with lock:
             if not lock.wait_for(lambda: pending[0] == 0, timeout):
                 raise TimeoutError(f"rank {rank} step {index}: sends did not finish in {timeout} s")
         recv = receiver.wait([tid for tid, _s, _b in step["recv"]], timeout)
-        say({"done": index, "t_go": t_go, "send": sent, "recv": recv})
+        retrans = sum(c.retransmissions() for c in conns.values())
+        say({"done": index, "t_go": t_go, "send": sent, "recv": recv, "retrans": retrans})
     hear()  # exit
 
 

@@ -1,7 +1,10 @@
 """``ocslab``: the command line.
 
-- ``ocslab run FILE [--backend mininet] [--out DIR] [--force]``: run a scenario, write
+- ``ocslab run FILE [--backend mininet|flow] [--out DIR] [--force]``: run a scenario, write
   ``DIR/result.json``, ``steps.csv``, ``timeline.png``, print a summary table.
+- ``ocslab compare FILE [--out DIR] [--packet-result JSON] [--max-error F]``: run the scenario on
+  both backends (or reuse a packet result), print flow vs packet per run and per step, write
+  ``DIR/compare.json`` and ``compare.png``.
 - ``ocslab schedule ALGORITHM --ranks N --bytes B [--json]``: show a workload's steps.
 
 Bad input (scenario file, flag) prints one line and exits with status 2; a failure of the
@@ -23,7 +26,7 @@ from rich.table import Table
 from emulation.scenario import ScenarioError, format_bytes, load_scenario, parse_bytes
 from emulation.workloads import ALGORITHMS, build
 
-BACKENDS = ("mininet",)
+BACKENDS = ("mininet", "flow")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", choices=BACKENDS, help="override the scenario's backend")
     r.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-<time>)")
     r.add_argument("--force", action="store_true", help="run even if the headroom probe says the CPU is the bottleneck")
+    c = sub.add_parser("compare", help="run a scenario on both backends and compare them")
+    c.add_argument("file", type=Path, help="scenario YAML")
+    c.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-compare-<time>)")
+    c.add_argument("--packet-result", type=Path, help="reuse this mininet result.json instead of running the emulator")
+    c.add_argument("--max-error", type=float, help="exit 1 if any completion-time error exceeds this fraction")
+    c.add_argument("--force", action="store_true", help="run even if the headroom probe says the CPU is the bottleneck")
+    c.add_argument("--quiet-steps", action="store_true", help="print the per-run table only")
     s = sub.add_parser("schedule", help="print a workload's steps")
     s.add_argument("algorithm", help=f"one of: {', '.join(ALGORITHMS)}")
     s.add_argument("--ranks", type=int, required=True, help="number of ranks n")
@@ -52,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.cmd == "schedule":
         return _schedule(args)
+    if args.cmd == "compare":
+        return _compare(args)
     return _run(args)
 
 
@@ -93,36 +105,102 @@ def _run(args) -> int:
     except ScenarioError as e:
         return _fail(str(e))
     backend = args.backend or sc.backend
-    if backend not in BACKENDS:
-        return _fail(f"{args.file}: backend: {backend!r} is not available (available: {', '.join(BACKENDS)})")
     out = args.out or runner.default_out_dir(sc)
     if out.exists() and any(out.iterdir()):
         return _fail(f"--out: {out} exists and is not empty")
-    created = not out.exists()
-    console = Console(stderr=True)
+    got = _execute(sc, backend, out, args.force)
+    if isinstance(got, int):
+        return got
+    report.write(got, out, sc.to_yaml())
+    report.print_summary(got)
+    Console().print(f"results: {out}/result.json, steps.csv, timeline.png")
+    return 0
+
+
+def _execute(sc, backend: str, out: Path, force: bool) -> dict | int:
+    """Run ``sc`` on ``backend`` with a progress bar; the result dict, or an exit status after
+    printing one line (the results directory is removed if this call created it and failed
+    before anything was measured)."""
+    from emulation import runner
     from emulation.emulator.controller_client import ControllerError
     from emulation.emulator.net import EmulationError
+    from emulation.flowsim import SimulationError
 
+    created = not out.exists()
+    console = Console(stderr=True)
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       TimeElapsedColumn(), console=console, transient=True) as bar:
-            task = bar.add_task("starting", total=1)
+            task = bar.add_task(f"{backend}: starting", total=1)
 
             def progress(label: str, done: int, total: int) -> None:
-                bar.update(task, description=label, completed=done, total=total)
+                bar.update(task, description=f"{backend}: {label}", completed=done, total=total)
 
-            result = runner.run_mininet(sc, out, progress, force=args.force)
+            return runner.run(sc, backend, out, progress, force=force)
+    except runner.BackendError as e:
+        _cleanup(out, created)
+        return _fail(str(e))
     except runner.HeadroomError as e:
         _cleanup(out, created)
         return _fail(str(e), 1)
+    except SimulationError as e:
+        _cleanup(out, created)
+        return _fail(f"flow backend: {e}", 1)
     except (EmulationError, ControllerError) as e:
         return _fail(f"{e} (logs in {out})", 1)
     except KeyboardInterrupt:
         console.print(f"interrupted: emulation torn down (logs in {out})")
         return 130
-    report.write(result, out, sc.to_yaml())
-    report.print_summary(result)
-    Console().print(f"results: {out}/result.json, steps.csv, timeline.png")
+
+
+def _compare(args) -> int:
+    import datetime as dt
+
+    from emulation import compare, report
+
+    try:
+        sc = load_scenario(args.file)
+    except ScenarioError as e:
+        return _fail(str(e))
+    if args.max_error is not None and args.max_error <= 0:
+        return _fail(f"--max-error: must be a positive fraction, got {args.max_error}")
+    packet = None
+    if args.packet_result is not None:
+        try:
+            packet = json.loads(args.packet_result.read_text())
+        except (OSError, ValueError) as e:
+            return _fail(f"--packet-result: cannot read {args.packet_result}: {e}")
+        if packet.get("backend") != "mininet" or packet.get("scenario") != sc.name:
+            return _fail(f"--packet-result: {args.packet_result} is not a mininet result of scenario {sc.name}")
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    out = args.out or Path("runs") / f"{sc.name}-compare-{stamp}"
+    if out.exists() and any(out.iterdir()):
+        return _fail(f"--out: {out} exists and is not empty")
+    created = not out.exists()
+    flow = _execute(sc, "flow", out / "flow", False)
+    if isinstance(flow, int):
+        _cleanup(out, created)
+        return flow
+    if packet is None:
+        packet = _execute(sc, "mininet", out / "mininet", args.force)
+        if isinstance(packet, int):
+            if not (out / "mininet").exists():
+                _cleanup(out, created)
+            return packet
+        report.write(packet, out / "mininet", sc.to_yaml())
+    report.write(flow, out / "flow", sc.to_yaml())
+    try:
+        cmp = compare.compare(packet, flow)
+    except compare.CompareError as e:
+        _cleanup(out, created)
+        return _fail(f"--packet-result: {e}")
+    compare.write(cmp, out)
+    compare.print_compare(cmp, steps=not args.quiet_steps)
+    Console().print(f"results: {out}/compare.json, compare.png, flow/, mininet/")
+    if args.max_error is not None and cmp["max_abs_error"] > args.max_error:
+        print(f"ocslab: completion-time error {cmp['max_abs_error']:.1%} exceeds --max-error {args.max_error:.1%}",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -29,6 +29,12 @@ DPID_OCS = 0x0002_0000_0000
 DPID_EPS = 0x0003_0000_0000
 AGENT_PORT = 5001
 
+#: Wire bytes per TCP payload byte of a full frame: 1514 (Ethernet header + 1500 MTU) over
+#: 1448 (MSS with timestamps). HTB counts wire bytes, the scale model's emulated rate B_e is a
+#: payload rate (as B is in the alpha-beta model), so ports are shaped at B_e x this factor.
+#: ACKs of a reverse flow (66 bytes per two segments) are not compensated (at most ~2%).
+WIRE_PER_PAYLOAD = 1514 / 1448
+
 
 def host_name(gpu: int) -> str:
     """Mininet host name of GPU ``gpu``."""

@@ -68,9 +68,10 @@ def timeline(result: dict, path: Path) -> None:
 def print_summary(result: dict, console: Console | None = None) -> None:
     """The summary table: one row per run and size."""
     console = console or Console(width=max(Console().width, 120))
-    t = Table(title=f"{result['scenario']} — backend {result['backend']}")
+    sem = result.get("semantics", "round-synchronous")
+    t = Table(title=f"{result['scenario']} — backend {result['backend']}, {sem}")
     for col in ("run", "bytes", "time (ms)", "algbw (Gbit/s)", "busbw (Gbit/s)", "reconfigs",
-                "dark req/meas (µs)"):
+                "dark req/meas (µs)", "checks"):
         t.add_column(col, justify="right" if col != "run" else "left")
     for r in result["runs"]:
         dark = [(s["dark_window_requested_s"], s["dark_window_measured_s"]) for s in r["steps"]
@@ -78,13 +79,15 @@ def print_summary(result: dict, console: Console | None = None) -> None:
         dtxt = f"{dark[0][0] * 1e6:.1f}/{max(d[1] for d in dark) * 1e6:.1f}" if dark else "-"
         t.add_row(r["name"], format_bytes(r["bytes"]), f"{r['time_s'] * 1e3:.3f}",
                   f"{r['algbw_gbps']:.1f}", f"{r['busbw_gbps']:.1f}",
-                  str(sum(s["action"] == "reconfigure" for s in r["steps"])), dtxt)
+                  str(sum(s["action"] == "reconfigure" for s in r["steps"])), dtxt,
+                  ("ok" if r["checks"]["ok"] else "FAIL") if r.get("checks") else "-")
     console.print(t)
     f, cost = result["fabric"], result["cost"]
     for r in result["runs"]:
         if r["algorithm"] == "ring" and r["planner"] == "none":
             pred = ring_alpha_beta_s(r["ranks"], r["bytes"], cost["alpha_s"], f["port_gbps"])
-            console.print(f"ring {format_bytes(r['bytes'])}: alpha-beta {pred * 1e3:.3f} ms, measured "
+            verb = "simulated" if result["backend"] == "flow" else "measured"
+            console.print(f"ring {format_bytes(r['bytes'])}: alpha-beta {pred * 1e3:.3f} ms, {verb} "
                           f"{r['time_s'] * 1e3:.3f} ms ({(r['time_s'] - pred) / pred:+.1%})")
     if "scale" in result:
         s = result["scale"]

@@ -24,7 +24,9 @@ def bus_factor(collective: str, ranks: int) -> float:
 
 @dataclass
 class StepResult:
-    """One step: when it started and ended (s from the run's start), and its reconfiguration."""
+    """One step: when it started and ended (s from the run's start), its reconfiguration, and
+    ``max_link_bytes``, the real bytes routed over its busiest directed link, and (packet
+    backend) the TCP segments retransmitted during the step."""
 
     index: int
     phase: str
@@ -33,6 +35,8 @@ class StepResult:
     action: str = "keep"
     dark_window_requested_s: float | None = None
     dark_window_measured_s: float | None = None
+    max_link_bytes: float | None = None
+    retransmissions: int | None = None
 
     @property
     def duration_s(self) -> float:
@@ -54,7 +58,12 @@ class TransferResult:
 
 @dataclass
 class RunResult:
-    """One collective run: ``name`` and ``bytes`` identify it within a scenario."""
+    """One collective run: ``name`` and ``bytes`` identify it within a scenario.
+
+    ``transfers`` may be left out of large runs (``transfers_omitted`` says how many);
+    ``link_bytes`` is ``[[u, up, v, vp, bytes], ...]``, the real bytes each directed link carried
+    over the run; ``checks`` holds the sanity checks (:func:`emulation.checks.check_run`).
+    """
 
     name: str
     collective: str
@@ -68,6 +77,10 @@ class RunResult:
     transfers: list[TransferResult] = field(default_factory=list)
     bytes_sent: int = 0
     bytes_delivered: int = 0
+    semantics: str = "round-synchronous"
+    transfers_omitted: int = 0
+    link_bytes: list[list[float]] = field(default_factory=list)
+    checks: dict = field(default_factory=dict)
 
     @property
     def algbw_gbps(self) -> float:

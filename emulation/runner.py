@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from emulation import __version__
+from emulation.checks import check_run
 from emulation.planners import make_plan
 from emulation.results import RunResult
 from emulation.scenario import Scenario, format_bytes
@@ -30,6 +31,65 @@ def default_out_dir(sc: Scenario) -> Path:
     """``runs/<scenario>-<UTC timestamp>``."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{sc.name}-{stamp}"
+
+
+#: Runs with more transfers than this keep no per-transfer records in ``result.json``.
+MAX_RECORDED_TRANSFERS = 200_000
+
+
+class BackendError(ValueError):
+    """The scenario asks for something the chosen backend cannot do (one line, names the field)."""
+
+
+def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None, force: bool = False) -> dict:
+    """Run ``sc`` on ``backend`` (``"flow"`` or ``"mininet"``); return the ``result.json`` dict.
+
+    :raises BackendError: the backend cannot execute the scenario's semantics.
+    :raises HeadroomError: see :func:`run_mininet`.
+    """
+    if backend == "flow":
+        return run_flow(sc, progress)
+    if sc.semantics != "round-synchronous":
+        raise BackendError(f"semantics: the mininet backend executes round-synchronous steps only, "
+                           f"not {sc.semantics} (use --backend flow)")
+    return run_mininet(sc, out, progress, force)
+
+
+def run_flow(sc: Scenario, progress: Progress | None = None) -> dict:
+    """Run every (size, run) of ``sc`` in the flow simulator; return the ``result.json`` dict.
+
+    Deterministic: the same scenario gives the same result.
+
+    :raises emulation.flowsim.SimulationError: a workload cannot be simulated.
+    """
+    import time
+
+    from emulation.flowsim import simulate
+
+    fabric = sc.build_fabric()
+    arrivals = sc.arrivals_s()
+    runs: list[RunResult] = []
+    wall: dict[str, float] = {}
+    todo = [(size, r) for size in sc.sizes for r in sc.runs]
+    for i, (size, r) in enumerate(todo):
+        if progress:
+            progress(f"{r.name} {format_bytes(size)}", i, len(todo))
+        w = build(r.algorithm, fabric.gpus, size)
+        plan = make_plan(r.planner, fabric, w)
+        t0 = time.perf_counter()
+        res = simulate(fabric, w, plan, alpha_s=sc.cost.alpha_s, delta_s=sc.cost.delta_s,
+                       semantics=sc.semantics, arrivals_s=arrivals, name=r.name,
+                       record_transfers=w.transfer_count <= MAX_RECORDED_TRANSFERS)
+        wall[f"{r.name} {format_bytes(size)}"] = time.perf_counter() - t0
+        res.checks = check_run(res, fabric)
+        runs.append(res)
+    if progress:
+        progress("done", len(todo), len(todo))
+    return _result(sc, "flow", runs, {"simulation_wall_s": wall, "warnings": _warnings(runs)})
+
+
+def _warnings(runs: list[RunResult]) -> list[str]:
+    return [f"{r.name} {format_bytes(r.bytes)}: {p}" for r in runs for p in r.checks.get("problems", [])]
 
 
 def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force: bool = False) -> dict:
@@ -69,10 +129,14 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
                 progress(f"{r.name} {format_bytes(size)}", i, len(todo))
             w = build(r.algorithm, fabric.gpus, size)
             plan = make_plan(r.planner, fabric, w)
-            runs.append(run_workload(emu, r.name, w, plan, scale, sc.cost.alpha_s,
-                                     out / "emulation" / f"{r.name}-{format_bytes(size)}"))
+            res = run_workload(emu, r.name, w, plan, scale, sc.cost.alpha_s,
+                               out / "emulation" / f"{r.name}-{format_bytes(size)}",
+                               arrivals_s=sc.arrivals_s())
+            res.checks = check_run(res, fabric)
+            runs.append(res)
         if progress:
             progress("done", len(todo), len(todo))
+    meta["warnings"] += _warnings(runs)
     return _result(sc, "mininet", runs, {**meta, "scale": scale.to_json()})
 
 
@@ -92,6 +156,9 @@ def _result(sc: Scenario, backend: str, runs: list[RunResult], extra: dict) -> d
                    "ports_per_gpu": sc.fabric.ports_per_gpu, "port_gbps": sc.fabric.port_gbps,
                    "reconfiguration_delay_s": sc.fabric.reconfiguration_delay_s},
         "cost": sc.cost.model_dump(),
+        "semantics": sc.semantics,
+        "straggler": sc.straggler.model_dump() if sc.straggler else None,
+        "arrivals_s": sc.arrivals_s(),
         **extra,
         "runs": [r.to_json() for r in runs],
     }

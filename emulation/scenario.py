@@ -16,6 +16,8 @@ Example (``experiments/demo.yaml``)::
       - {name: rhd-static, algorithm: rhd, planner: none}
       - {name: rhd-circuits, algorithm: rhd, planner: always}
     emulation: {link_mbps: 10, byte_scale: 0.1}
+    # optional: backend: flow, semantics: dependency-driven,
+    #           straggler: {rank: 7, delay_s: 1.0e-3, jitter_s: 0, seed: 0}
 
 Spec: ``shared/DESIGN.md`` (data flow: experiments/*.yaml --load+validate--> Scenario).
 """
@@ -104,6 +106,16 @@ class EmulationSpec(_Strict):
     headroom: Literal["warn", "refuse", "skip"] = "warn"
 
 
+class StragglerSpec(_Strict):
+    """``straggler:`` section: rank ``rank`` arrives at every collective ``delay_s`` late, plus
+    a uniform draw in ``[0, jitter_s)`` from a generator seeded with ``seed`` (real seconds)."""
+
+    rank: int = Field(ge=0)
+    delay_s: float = Field(ge=0)
+    jitter_s: float = Field(default=0.0, ge=0)
+    seed: int = 0
+
+
 class RunSpec(_Strict):
     """One entry of ``runs:``: an algorithm and a planner, run for every size of ``sizes``."""
 
@@ -137,6 +149,8 @@ class Scenario(_Strict):
     runs: list[RunSpec] = Field(min_length=1)
     emulation: EmulationSpec = EmulationSpec()
     backend: Literal["mininet", "flow"] = "mininet"
+    semantics: Literal["round-synchronous", "dependency-driven"] = "round-synchronous"
+    straggler: StragglerSpec | None = None
 
     @field_validator("sizes", mode="before")
     @classmethod
@@ -153,7 +167,24 @@ class Scenario(_Strict):
             raise ValueError(f"runs: duplicate run name {sorted(dup)[0]!r}")
         return self
 
+    @model_validator(mode="after")
+    def _straggler_rank(self) -> Scenario:
+        if self.straggler is not None and self.straggler.rank >= self.fabric.gpus:
+            raise ValueError(f"straggler.rank: {self.straggler.rank} is not a rank of {self.fabric.gpus} GPUs")
+        return self
+
     # ---- resolution ----------------------------------------------------------------------
+    def arrivals_s(self) -> list[float]:
+        """Arrival time of every rank at the collective (real seconds; 0 but the straggler's)."""
+        out = [0.0] * self.fabric.gpus
+        st = self.straggler
+        if st is not None:
+            import numpy as np
+
+            jitter = np.random.default_rng(st.seed).uniform(0, st.jitter_s) if st.jitter_s else 0.0
+            out[st.rank] = st.delay_s + float(jitter)
+        return out
+
     def build_fabric(self) -> Fabric:
         """Build the fabric. :raises ScenarioError: the builder rejects the parameters."""
         f = self.fabric
@@ -198,11 +229,12 @@ def load_scenario(path: str | Path) -> Scenario:
         sc = Scenario.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        loc = ".".join(str(x) for x in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown field"
-        raise ScenarioError(f"{path}: {loc}: {msg}") from None
+        # whole-scenario checks name their field at the start of the message
+        raise ScenarioError(f"{path}: {loc}: {msg}" if loc else f"{path}: {msg}") from None
     try:
         fabric = sc.build_fabric()
         _check_plannable(sc, fabric)

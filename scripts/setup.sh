@@ -39,7 +39,7 @@ fi
 stamp=.venv/.ocslab-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q --disable-pip-version-check -e . 2>&1 | grep -v -i "^warning" || true
-  .venv/bin/python -c "import os_ken, mininet.net, numpy, networkx, pydantic" 
+  .venv/bin/python -c "import os_ken, mininet.net, numpy, scipy, networkx, pydantic" 
   touch "$stamp"
 fi
 if [ "${OCSLAB_EXTRAS:-}" = "torch" ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then

@@ -31,6 +31,12 @@ from emulation.fabric import Fabric  # noqa: E402
 from topologies.builders import eps_star, ocs_star, static_ring  # noqa: E402
 
 
+#: Host link rate over the sum of the GPU's port rates: the injection link paces TCP bursts
+#: into the NIC switch, but must not bind before the fabric ports do (it also carries the ACKs
+#: of incoming flows), since the flow model has no such constraint.
+HOST_LINK_HEADROOM = 1.1
+
+
 class FabricTopo(Topo):
     """Mininet topology of a :class:`~emulation.fabric.Fabric`.
 
@@ -48,9 +54,9 @@ class FabricTopo(Topo):
         for g in range(fabric.gpus):
             self.addHost(dpn.host_name(g), ip=dpn.gpu_ip(g) + "/8", mac=dpn.gpu_mac(g))
             self.addSwitch(dpn.nic_name(g), dpid=dpn.dpid_hex(dpn.DPID_NIC + g), **sw)
-            # Injection = all ports' rate: paces the host's TCP bursts into the switch, whose
+            # Injection ~ all ports' rate: paces the host's TCP bursts into the switch, whose
             # socket buffers would otherwise overflow (a drop TCP pays for with timeouts).
-            inject = {"bw": link_mbps * fabric.ports_per_gpu} if link_mbps is not None else {}
+            inject = {"bw": link_mbps * fabric.ports_per_gpu * HOST_LINK_HEADROOM} if link_mbps is not None else {}
             self.addLink(dpn.host_name(g), dpn.nic_name(g), port1=0, port2=dpn.NIC_HOST_PORT, **inject)
         for k, ocs in enumerate(fabric.ocs):
             name = dpn.ocs_name(k)

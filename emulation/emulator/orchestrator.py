@@ -104,10 +104,12 @@ class _Coordinator:
 
 
 def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan, scale: Scale,
-                 alpha_s: float, run_dir: Path) -> RunResult:
+                 alpha_s: float, run_dir: Path, arrivals_s: list[float] | None = None) -> RunResult:
     """Execute ``workload`` under ``plan`` with real packets; return the measured result.
 
     :param alpha_s: real per-message latency; agents wait ``alpha_s x TDF`` before each transfer.
+    :param arrivals_s: real time each rank arrives (stragglers): rank r sends nothing before
+        ``arrivals_s[r] x TDF`` after the first step's release.
     :raises EmulationError: an agent died or a step did not finish in time.
     """
     fabric, n = emu.fabric, workload.ranks
@@ -119,14 +121,21 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
 
     tids: list[tuple[int, Transfer]] = []
     worst_link = 0.0  # real bytes on the most loaded link of any step
+    step_loads: list[float] = []
+    totals: dict = {}  # real bytes routed over each directed link in the run
     schedules = []
     for r in range(n):
         schedules.append({"rank": r, "ips": [dpn.gpu_ip(g) for g in range(n)], "port": dpn.AGENT_PORT,
                           "alpha_s": alpha_s * tdf,
+                          "arrival_s": (arrivals_s[r] if arrivals_s else 0.0) * tdf,
                           "control": "ctl.sock", "steps": []})
     for si, step in enumerate(workload.steps):
         routes = Routes(fabric, plan.steps[si].configuration, fabric.ports_per_gpu)
-        worst_link = max(worst_link, max(link_loads(routes, step.transfers).values(), default=0.0))
+        loads = link_loads(routes, step.transfers)
+        for link, b in loads.items():
+            totals[link] = totals.get(link, 0.0) + b
+        step_loads.append(max(loads.values(), default=0.0))
+        worst_link = max(worst_link, step_loads[-1])
         for sched in schedules:
             sched["steps"].append({"send": [], "recv": []})
         for t in step.transfers:
@@ -140,7 +149,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
             schedules[t.dst]["steps"][si]["recv"].append([tid, t.src, eb])
     # A generous bound on any step: 20x the busiest link's time at the emulated rate, plus slack.
     bound = worst_link * scale.byte_scale * 8 / (scale.link_mbps * 1e6)
-    step_timeout = 20 * bound + 30 + plan.reconfiguration_delay_s * tdf
+    step_timeout = 20 * bound + 30 + plan.reconfiguration_delay_s * tdf + max(arrivals_s or [0.0]) * tdf
     for sched in schedules:
         sched["step_timeout_s"] = step_timeout
 
@@ -163,10 +172,11 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
         coord.gather("ready", 60, alive)
 
         t0 = time.monotonic()
+        retrans_before = 0
         steps: list[StepResult] = []
         done: list[list[dict]] = []
         for si, sp in enumerate(plan.steps):
-            rec = StepResult(si, workload.steps[si].phase, 0.0, 0.0, sp.action)
+            rec = StepResult(si, workload.steps[si].phase, 0.0, 0.0, sp.action, max_link_bytes=step_loads[si])
             if sp.action == "reconfigure":
                 res = emu.client.apply(sp.configuration, plan.reconfiguration_delay_s * tdf)
                 rec.dark_window_requested_s = res["dark_window_requested_s"] / tdf
@@ -179,6 +189,8 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
                 rec.start_s = (t_go - t0) / tdf
             reports = coord.gather("done", step_timeout, alive)
             done.append(reports)
+            total_retrans = sum(m.get("retrans", 0) for m in reports)
+            rec.retransmissions, retrans_before = total_retrans - retrans_before, total_retrans
             ends = [t for m in reports for t in m["recv"].values()]
             rec.end_s = ((max(ends) if ends else time.monotonic()) - t0) / tdf
             steps.append(rec)
@@ -194,12 +206,13 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
                 p.kill()
                 p.wait()
 
-    starts = {int(tid): v[0] for reports in done for m in reports for tid, v in m["send"].items()}
     go = {si: min(m["t_go"] for m in reports) for si, reports in enumerate(done)}
     ends = {int(tid): v for reports in done for m in reports for tid, v in m["recv"].items()}
+    # A transfer is released at its step's go, or when its (straggling) sender arrives.
+    first_go = go[0] if go else t0
+    arrive = [first_go + (arrivals_s[r] if arrivals_s else 0.0) * tdf for r in range(n)]
     transfers = [
-        TransferResult(si, t.src, t.dst, t.bytes, (min(go[si], starts.get(tid, go[si])) - t0) / tdf,
-                       (ends[tid] - t0) / tdf)
+        TransferResult(si, t.src, t.dst, t.bytes, (max(go[si], arrive[t.src]) - t0) / tdf, (ends[tid] - t0) / tdf)
         for tid, (si, t) in enumerate(tids)
     ]
     return RunResult(
@@ -207,6 +220,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
         ranks=n, bytes=workload.bytes, backend="mininet", time_s=steps[-1].end_s if steps else 0.0,
         steps=steps, transfers=transfers, bytes_sent=workload.bytes_sent,
         bytes_delivered=sum(t.bytes for tid, (_, t) in enumerate(tids) if tid in ends),
+        link_bytes=[[l.u, l.up, l.v, l.vp, b] for l, b in sorted(totals.items(), key=lambda x: (x[0].u, x[0].up))],
     )
 
 

@@ -1,0 +1,49 @@
+"""Sanity checks run on every result, whatever the backend.
+
+- bytes delivered equal bytes sent;
+- no directed link carries more than its capacity over any step: for every step, the bytes
+  routed over its busiest link (``StepResult.max_link_bytes``) fit in ``B x`` the step's
+  duration (a packet run that beats this has a broken clock or a leaky shaper);
+- busbw never exceeds the per-GPU injection bandwidth (ports per GPU x port rate).
+
+Spec: issue 3 of ocslab (sanity checks on both backends), ``shared/DESIGN.md`` (results).
+"""
+
+from __future__ import annotations
+
+from emulation.fabric import Fabric
+from emulation.results import RunResult
+
+#: Relative slack before a check fails (timing noise of the packet backend).
+TOLERANCE = 0.01
+
+
+def check_run(run: RunResult, fabric: Fabric, tolerance: float = TOLERANCE) -> dict:
+    """Check ``run`` against the physics of ``fabric``.
+
+    :returns: ``{"ok", "bytes_conserved", "max_link_utilisation", "busbw_over_injection",
+        "problems": [one line each]}``; utilisation and the busbw ratio are fractions (1 = the
+        limit).
+    """
+    problems = []
+    conserved = run.bytes_delivered == run.bytes_sent
+    if not conserved:
+        problems.append(f"bytes: delivered {run.bytes_delivered} of {run.bytes_sent} sent")
+    cap = fabric.port_bytes_per_s
+    util, worst = 0.0, None
+    for s in run.steps:
+        dur = s.end_s - s.start_s
+        if s.max_link_bytes and dur > 0:
+            u = s.max_link_bytes / (cap * dur)
+            if u > util:
+                util, worst = u, s.index
+        elif s.max_link_bytes and dur <= 0:
+            util, worst = float("inf"), s.index
+    if util > 1 + tolerance:
+        problems.append(f"link capacity: step {worst} moved {util:.3f}x what its busiest link can carry")
+    injection = fabric.ports_per_gpu * fabric.port_gbps
+    ratio = run.busbw_gbps / injection if run.time_s > 0 else float("inf")
+    if ratio > 1 + tolerance:
+        problems.append(f"busbw {run.busbw_gbps:.1f} Gbit/s exceeds the injection bandwidth {injection:.0f} Gbit/s")
+    return {"ok": not problems, "bytes_conserved": conserved, "max_link_utilisation": util,
+            "busbw_over_injection": ratio, "problems": problems}

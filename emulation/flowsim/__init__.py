@@ -1,0 +1,11 @@
+"""Flow-level backend: an event-driven fluid simulator of (Workload, Plan) on a fabric.
+
+:func:`simulate` runs one collective; :mod:`emulation.flowsim.engine` holds the fluid engine
+and :mod:`emulation.flowsim.maxmin` the max-min fair allocation.
+
+Spec: ``shared/DESIGN.md`` (flow-level backend).
+"""
+
+from emulation.flowsim.simulate import SEMANTICS, SimulationError, simulate
+
+__all__ = ["SEMANTICS", "SimulationError", "simulate"]
