@@ -156,3 +156,44 @@ emulation: {link_mbps: 10, byte_scale: 0.1, headroom: skip}
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert not re.search(r"\b[gno]\d+-eth\d+", links), links
     assert _our_processes(str(out)) == []  # no agent or controller of this run survives
+
+
+def test_flow_and_packet_backends_agree_and_pass_the_sanity_checks(run_dir):
+    """The flow backend predicts the packet backend (issue 3: within 10% at 25 MiB on the demo;
+    here a 4-GPU version at 8 MiB, bounded at 12% for the smaller, noisier runs)."""
+    from emulation.checks import check_run
+    from emulation.flowsim import simulate
+
+    n, size, alpha = 4, 8 << 20, 5e-6
+    f = ocs_star(n, 2, 400, 10e-6, "ring")
+    scale = Scale(10.0, 0.1, 400)
+    with EmulatedFabric(f, run_dir, link_mbps=scale.link_mbps) as emu:
+        for alg, planner in (("ring", "none"), ("rhd", "always")):
+            w = build(alg, n, size)
+            plan = make_plan(planner, f, w)
+            pkt = run_workload(emu, alg, w, plan, scale, alpha, run_dir / alg)
+            flow = simulate(f, w, plan, alpha_s=alpha)
+            err = (flow.time_s - pkt.time_s) / pkt.time_s
+            print(f"{alg}: packet {pkt.time_s * 1e3:.4f} ms, flow {flow.time_s * 1e3:.4f} ms, error {err:+.1%}")
+            assert abs(err) < 0.12, (alg, pkt.time_s, flow.time_s)
+            checks = check_run(pkt, f)
+            assert checks["ok"], checks["problems"]
+            assert 0.7 < checks["max_link_utilisation"] <= 1.01
+
+
+def test_a_straggler_delays_the_packet_run_like_the_flow_run(run_dir):
+    from emulation.flowsim import simulate
+
+    n, size, alpha, d = 4, 4 << 20, 5e-6, 200e-6
+    f = ocs_star(n, 2, 400, 0.0, "ring")
+    scale = Scale(10.0, 0.1, 400)
+    w = build("ring", n, size)
+    plan = make_plan("none", f, w)
+    arrivals = [0.0, 0.0, d, 0.0]
+    with EmulatedFabric(f, run_dir, link_mbps=scale.link_mbps) as emu:
+        pkt = run_workload(emu, "ring", w, plan, scale, alpha, run_dir / "late", arrivals_s=arrivals)
+    flow = simulate(f, w, plan, alpha_s=alpha, arrivals_s=arrivals)
+    assert flow.time_s == pytest.approx(d + ring_alpha_beta_s(n, size, alpha, 400), rel=1e-9)
+    assert abs(pkt.time_s - flow.time_s) / flow.time_s < 0.12, (pkt.time_s, flow.time_s)
+    late = [t for t in pkt.transfers if t.src == 2 and t.step == 0][0]
+    assert late.start_s == pytest.approx(d, rel=0.05)  # released when its rank arrived

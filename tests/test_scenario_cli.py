@@ -85,3 +85,61 @@ def test_cli_schedule_json():
     assert len(d["steps"]) == 6 and d["steps"][0]["phase"] == "reduce-scatter"
     t = d["steps"][0]["transfers"][0]
     assert set(t) >= {"src", "dst", "bytes", "chunk"} and t["bytes"] == 1 << 19
+
+
+def test_cli_flow_backend_writes_the_same_result_form(tmp_path):
+    out = tmp_path / "flow"
+    r = _cli("run", "experiments/demo.yaml", "--backend", "flow", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    d = json.loads((out / "result.json").read_text())
+    assert d["backend"] == "flow" and d["semantics"] == "round-synchronous"
+    assert {(x["name"], x["bytes"]) for x in d["runs"]} == {
+        (n, s) for n in ("ring", "rhd-static", "rhd-circuits") for s in (25 << 20, 1 << 20)}
+    for run in d["runs"]:
+        assert run["checks"]["ok"] and run["bytes_delivered"] == run["bytes_sent"]
+        assert run["transfers"] and run["steps"] and run["link_bytes"]
+    assert (out / "steps.csv").exists() and (out / "timeline.png").exists()
+    again = tmp_path / "again"
+    assert _cli("run", "experiments/demo.yaml", "--backend", "flow", "--out", str(again)).returncode == 0
+    runs2 = json.loads((again / "result.json").read_text())["runs"]
+    assert [x["time_s"] for x in runs2] == [x["time_s"] for x in d["runs"]]  # deterministic
+
+
+def test_cli_semantics_and_compare_inputs_are_checked(tmp_path):
+    p = tmp_path / "dep.yaml"
+    p.write_text(GOOD + "semantics: dependency-driven\n")
+    r = _cli("run", str(p), "--out", str(tmp_path / "o1"))
+    assert r.returncode == 2 and "semantics" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o1").exists()
+    assert _cli("run", str(p), "--backend", "flow", "--out", str(tmp_path / "o2")).returncode == 0
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    r = _cli("compare", "experiments/demo.yaml", "--packet-result", str(bad), "--out", str(tmp_path / "c"))
+    assert r.returncode == 2 and "--packet-result" in r.stderr and not (tmp_path / "c").exists()
+    p2 = tmp_path / "strag.yaml"
+    p2.write_text(GOOD + "straggler: {rank: 8, delay_s: 1.0e-3}\n")
+    r = _cli("run", str(p2))
+    assert r.returncode == 2 and "straggler.rank" in r.stderr
+
+
+def test_compare_reuses_a_packet_result(tmp_path):
+    """compare pairs runs and steps of a mininet result with a fresh flow run (here the
+    'packet' result is a flow result relabelled, so every error must be exactly 0)."""
+    flow = tmp_path / "f"
+    assert _cli("run", "experiments/demo.yaml", "--backend", "flow", "--out", str(flow)).returncode == 0
+    d = json.loads((flow / "result.json").read_text())
+    d["backend"] = "mininet"
+    fake = tmp_path / "packet.json"
+    fake.write_text(json.dumps(d))
+    out = tmp_path / "cmp"
+    r = _cli("compare", "experiments/demo.yaml", "--packet-result", str(fake), "--out", str(out), "--max-error", "0.001")
+    assert r.returncode == 0, r.stderr
+    c = json.loads((out / "compare.json").read_text())
+    assert len(c["runs"]) == 6 and c["max_abs_error"] == 0.0
+    assert all(s["error"] == 0.0 for run in c["runs"] for s in run["steps"])
+    assert (out / "compare.png").exists()
+    d["runs"][0]["time_s"] *= 2  # now one run disagrees by -50%
+    fake.write_text(json.dumps(d))
+    r = _cli("compare", "experiments/demo.yaml", "--packet-result", str(fake), "--out", str(tmp_path / "cmp2"),
+             "--max-error", "0.1")
+    assert r.returncode == 1 and "exceeds" in r.stderr

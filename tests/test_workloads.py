@@ -7,7 +7,7 @@ from emulation.workloads.checker import ScheduleError, check_allreduce
 from emulation.workloads.model import Step, Workload
 
 
-@pytest.mark.parametrize("alg", ["ring", "rhd"])
+@pytest.mark.parametrize("alg", ["ring", "rhd", "direct"])
 @pytest.mark.parametrize("n", list(range(2, 34)))
 def test_every_rank_ends_with_every_reduced_chunk(alg, n):
     check_allreduce(build(alg, n, 10_000_019))
@@ -27,7 +27,7 @@ def test_rhd_fold_adds_two_steps(n):
     assert w.steps[0].phase == "fold" and w.steps[-1].phase == "unfold"
 
 
-@pytest.mark.parametrize("alg", ["ring", "rhd"])
+@pytest.mark.parametrize("alg", ["ring", "rhd", "direct"])
 @pytest.mark.parametrize("n", [4, 8, 32])
 def test_bytes_per_rank_is_bandwidth_optimal(alg, n):
     s = 3 << 20

@@ -16,7 +16,9 @@ Step semantics:
   is delivered; a step marked ``reconfigure`` first waits R (the fabric is dark while the
   circuits change) and its transfers then run on the new configuration.
 - ``dependency-driven``: a transfer is released as soon as the chunks it sends have arrived
-  (:func:`~emulation.workloads.dependencies.chunk_dependencies`), so steps overlap. The fabric
+  (:func:`~emulation.workloads.dependencies.chunk_dependencies`) and the previous transfer
+  between the same two ranks is delivered (one in-order connection per pair, as NCCL's), so
+  steps overlap. The fabric
   changes as a whole: the reconfiguration before step i starts once every transfer of the
   earlier steps is delivered; only the circuits that change are dark for R, so transfers over
   unchanged circuits move during the dark window.
@@ -190,6 +192,18 @@ class _Sim:
         r_s = plan.reconfiguration_delay_s
         deps = chunk_dependencies(w)
         total = w.transfer_count
+        # One connection per (src, dst) pair, in order: a transfer also waits for the previous
+        # transfer on its connection (else a late rank would start all its ready sends at once
+        # and share its port among them, delaying the one on the critical path).
+        last: dict[tuple[int, int], int] = {}
+        tid = 0
+        for st in w.steps:
+            for t in st.transfers:
+                prev = last.get((t.src, t.dst))
+                if prev is not None and (not deps[tid] or deps[tid][-1] != prev):
+                    deps[tid] = sorted(set(deps[tid]) | {prev})
+                last[(t.src, t.dst)] = tid
+                tid += 1
         src = np.empty(total, dtype=np.int64)
         dst = np.empty(total, dtype=np.int64)
         nb = np.empty(total)
@@ -295,7 +309,7 @@ class _Sim:
                         local = np.full(fbytes.size, -1, dtype=np.int64)
                         local[mv] = np.arange(mv.size)
                         sel = ~zero[sf.pair_flow]
-                        ids = eng.add(fbytes[mv], t_act[mv], local[sf.pair_flow[sel]], sf.pair_link[sel])
+                        ids = eng.add(fbytes[mv], t_act[mv], local[sf.pair_flow[sel]], gid[sf.pair_link[sel]])
                         flow_tid[ids] = tids[sf.transfer[mv]]
                         flow_hops[ids] = sf.hops[mv]
                     instant = [int(t) for t in tids if pieces_left[t] == 0]

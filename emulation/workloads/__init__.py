@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from emulation.workloads.allreduce import rhd_allreduce, ring_allreduce
+from emulation.workloads.allreduce import direct_allreduce, rhd_allreduce, ring_allreduce
 from emulation.workloads.model import Step, Transfer, Workload
 
 Generator = Callable[[int, int], Workload]
@@ -17,6 +17,7 @@ Generator = Callable[[int, int], Workload]
 ALGORITHMS: dict[str, tuple[str, Generator]] = {
     "ring": ("allreduce", ring_allreduce),
     "rhd": ("allreduce", rhd_allreduce),
+    "direct": ("allreduce", direct_allreduce),
 }
 
 

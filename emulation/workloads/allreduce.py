@@ -5,7 +5,8 @@ buffer s bytes, per-message latency alpha, inverse bandwidth beta:
 
 - Ring: 2(n-1) steps, ``2(n-1) alpha + 2(n-1)/n s beta``.
 - Recursive halving-doubling (Rabenseifner, "rhd"): ``2 log2(n) alpha + 2(n-1)/n s beta`` for n
-  a power of two. Partner at step k is ``rank XOR 2^k`` (k = 0 first), so on a ring the partner
+  a power of two.
+- Direct (one-shot): 2 steps, ``2 alpha + 2(n-1)/n s beta`` on a non-blocking switch. Partner at step k is ``rank XOR 2^k`` (k = 0 first), so on a ring the partner
   of step k is 2^k hops away.
 
 Non-powers of two (rhd): with m the largest power of two <= n, ranks m..n-1 first *fold* their
@@ -81,6 +82,24 @@ def rhd_allreduce(ranks: int, nbytes: int) -> Workload:
     if m < n:
         steps.append(Step("unfold", tuple(w.transfer(r - m, r, 0, m, "copy") for r in range(m, n))))
     return Workload(w.collective, w.algorithm, n, nbytes, m, tuple(steps))
+
+
+def direct_allreduce(ranks: int, nbytes: int) -> Workload:
+    """Direct (one-shot) AllReduce: every rank sends chunk j to rank j (ReduceScatter, one
+    step), then rank j sends reduced chunk j to every rank (AllGather, one step).
+
+    n chunks of s/n; each step has n(n-1) transfers and needs a GPU to reach all peers at once
+    (an EPS, or a full mesh). Cost on a non-blocking switch: ``2 alpha + 2(n-1)/n s beta``
+    (each GPU port is shared by its n-1 concurrent transfers).
+
+    :raises ValueError: ranks < 2 or nbytes < 1.
+    """
+    _check(ranks, nbytes)
+    n = ranks
+    w = Workload("allreduce", "direct", n, nbytes, n)
+    rs = Step("reduce-scatter", tuple(w.transfer(r, j, j, op="reduce") for r in range(n) for j in range(n) if j != r))
+    ag = Step("all-gather", tuple(w.transfer(j, r, j, op="copy") for j in range(n) for r in range(n) if r != j))
+    return Workload(w.collective, w.algorithm, n, nbytes, n, (rs, ag))
 
 
 def _check(ranks: int, nbytes: int) -> None:
