@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 
 class FabricError(ValueError):
@@ -75,11 +76,15 @@ class OCS:
     ports: tuple[PortRef, ...]
     reconfiguration_delay_s: float = 0.0
 
+    @cached_property
+    def _numbers(self) -> dict[PortRef, int]:
+        return {ref: k + 1 for k, ref in enumerate(self.ports)}
+
     def port_number(self, ref: PortRef) -> int:
         """OpenFlow port number (1-based) of GPU port ``ref``; raises :class:`FabricError`."""
         try:
-            return self.ports.index(ref) + 1
-        except ValueError:
+            return self._numbers[ref]
+        except KeyError:
             raise FabricError(f"{ref} is not cabled to OCS {self.name}") from None
 
 
@@ -317,7 +322,8 @@ def assign_ports(
             raise FabricError(f"GPU {u} cannot have a circuit to itself")
         key = (min(u, v), max(u, v))
         want[key] = want.get(key, 0) + 1
-    reusable = sorted(c for c in keep if c.a in ocs.ports and c.b in ocs.ports)
+    cabled = ocs._numbers
+    reusable = sorted(c for c in keep if c.a in cabled and c.b in cabled)
 
     def take(c: Circuit) -> bool:
         if c.a.port not in free.get(c.a.gpu, ()) or c.b.port not in free.get(c.b.gpu, ()):

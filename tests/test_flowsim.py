@@ -63,6 +63,15 @@ def test_engine_recomputes_shares_at_every_arrival_and_completion():
     assert done[int(ids[0])] == pytest.approx(3.0) and done[int(ids[1])] == pytest.approx(3.0)
 
 
+def test_engine_finishes_flows_whose_time_is_below_the_clock_resolution():
+    """At t = 1000 s a 1e-13 s remainder rounds away (now + ttf == now): the flow must still
+    finish instead of the clock stalling (found at 1,024 GPUs, 2,046 steps)."""
+    eng = FluidEngine(np.array([1e12]), now=1e3)
+    eng.add(np.array([0.05]), np.array([1e3]), np.array([0]), np.array([0]))
+    t, done = eng.step()
+    assert done.size == 1 and t >= 1e3 and eng.step() is None
+
+
 # ---- closed forms on a non-blocking switch --------------------------------------------------
 def _run(fabric, alg, n, s, alpha=0.0, delta=0.0, planner="none", **kw):
     w = build(alg, n, s)

@@ -117,12 +117,13 @@ class FluidEngine:
         if self._dirty:
             self._rates(active)
         moving = active & (self._rate > 0)
-        t_next = np.inf
+        t_done = t_next = np.inf
         ttf = None
         if moving.any():
             ttf = np.full(self._ids.size, np.inf)
             ttf[moving] = self._left[moving] / self._rate[moving]
-            t_next = self.now + ttf.min()
+            ttf_min = float(ttf.min())
+            t_done = t_next = self.now + ttf_min
         waiting = ~active
         if waiting.any():
             t_next = min(t_next, float(self._t_act[waiting].min()))
@@ -133,8 +134,11 @@ class FluidEngine:
         dt = t_next - self.now
         done = np.zeros(self._ids.size, dtype=bool)
         if ttf is not None:
-            done = ttf <= dt * (1 + SAME_TIME)
+            # Decide completions from the times to finish, not from dt: at large t, now + ttf
+            # can round back to now, and a residue of bytes must not stall the clock.
+            done = ttf <= (ttf_min if t_next == t_done else dt) * (1 + SAME_TIME)
             self._left -= self._rate * dt
+            self._left[done] = 0.0
         if (waiting & (self._t_act <= t_next)).any():
             self._dirty = True
         self.now = t_next
