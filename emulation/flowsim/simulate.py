@@ -38,7 +38,7 @@ from emulation.fabric import Configuration, Fabric, Link
 from emulation.flowsim.engine import DeadlockError, FluidEngine
 from emulation.planners.model import Plan
 from emulation.results import RunResult, StepResult, TransferResult
-from emulation.routing import Routes
+from emulation.routing import Routes, RoutingError
 from emulation.workloads.dependencies import chunk_dependencies
 from emulation.workloads.model import Step, Workload
 
@@ -143,7 +143,7 @@ class _Sim:
         routes, gid = self.space.routes(config)
         try:
             return routes.subflow_arrays(src, dst), gid
-        except Exception as e:  # RoutingError
+        except RoutingError as e:
             raise SimulationError(str(e)) from None
 
     # ---- round-synchronous -----------------------------------------------------------------
