@@ -100,14 +100,13 @@ def _schedule(args) -> int:
 def _run(args) -> int:
     from emulation import report, runner
 
-    try:
-        sc = load_scenario(args.file)
-    except ScenarioError as e:
-        return _fail(str(e))
+    sc = _load(args.file)
+    if isinstance(sc, int):
+        return sc
     backend = args.backend or sc.backend
-    out = args.out or runner.default_out_dir(sc)
-    if out.exists() and any(out.iterdir()):
-        return _fail(f"--out: {out} exists and is not empty")
+    out = _fresh_out(args.out or runner.default_out_dir(sc))
+    if isinstance(out, int):
+        return out
     got = _execute(sc, backend, out, args.force)
     if isinstance(got, int):
         return got
@@ -158,10 +157,9 @@ def _compare(args) -> int:
 
     from emulation import compare, report
 
-    try:
-        sc = load_scenario(args.file)
-    except ScenarioError as e:
-        return _fail(str(e))
+    sc = _load(args.file)
+    if isinstance(sc, int):
+        return sc
     if args.max_error is not None and args.max_error <= 0:
         return _fail(f"--max-error: must be a positive fraction, got {args.max_error}")
     packet = None
@@ -173,9 +171,9 @@ def _compare(args) -> int:
         if packet.get("backend") != "mininet" or packet.get("scenario") != sc.name:
             return _fail(f"--packet-result: {args.packet_result} is not a mininet result of scenario {sc.name}")
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    out = args.out or Path("runs") / f"{sc.name}-compare-{stamp}"
-    if out.exists() and any(out.iterdir()):
-        return _fail(f"--out: {out} exists and is not empty")
+    out = _fresh_out(args.out or Path("runs") / f"{sc.name}-compare-{stamp}")
+    if isinstance(out, int):
+        return out
     created = not out.exists()
     flow = _execute(sc, "flow", out / "flow", False)
     if isinstance(flow, int):
@@ -202,6 +200,21 @@ def _compare(args) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _load(path: Path):
+    """The scenario at ``path``, or exit status 2 after one line naming the bad field."""
+    try:
+        return load_scenario(path)
+    except ScenarioError as e:
+        return _fail(str(e))
+
+
+def _fresh_out(out: Path) -> Path | int:
+    """``out`` if it is absent or empty, else exit status 2 after one line."""
+    if out.exists() and any(out.iterdir()):
+        return _fail(f"--out: {out} exists and is not empty")
+    return out
 
 
 def _cleanup(out: Path, created: bool) -> None:

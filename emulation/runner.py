@@ -104,6 +104,7 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
     from emulation.emulator.orchestrator import measure_headroom, run_workload
 
     fabric, scale = sc.build_fabric(), sc.scale()
+    arrivals = sc.arrivals_s()
     caps = detect()
     runs: list[RunResult] = []
     todo = [(size, r) for size in sc.sizes for r in sc.runs]
@@ -131,7 +132,7 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
             plan = make_plan(r.planner, fabric, w)
             res = run_workload(emu, r.name, w, plan, scale, sc.cost.alpha_s,
                                out / "emulation" / f"{r.name}-{format_bytes(size)}",
-                               arrivals_s=sc.arrivals_s())
+                               arrivals_s=arrivals)
             res.checks = check_run(res, fabric)
             runs.append(res)
         if progress:

@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -179,8 +180,6 @@ class Scenario(_Strict):
         out = [0.0] * self.fabric.gpus
         st = self.straggler
         if st is not None:
-            import numpy as np
-
             jitter = np.random.default_rng(st.seed).uniform(0, st.jitter_s) if st.jitter_s else 0.0
             out[st.rank] = st.delay_s + float(jitter)
         return out

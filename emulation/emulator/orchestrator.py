@@ -21,6 +21,8 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
+
 from emulation import dataplane as dpn
 from emulation.emulator.net import EmulatedFabric, EmulationError
 from emulation.planners import make_plan
@@ -130,20 +132,24 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
                           "arrival_s": (arrivals_s[r] if arrivals_s else 0.0) * tdf,
                           "control": "ctl.sock", "steps": []})
     for si, step in enumerate(workload.steps):
+        # Route the step once: the same subflows give the per-link loads and the agents' parts.
         routes = Routes(fabric, plan.steps[si].configuration, fabric.ports_per_gpu)
-        loads = link_loads(routes, step.transfers)
-        for link, b in loads.items():
-            totals[link] = totals.get(link, 0.0) + b
-        step_loads.append(max(loads.values(), default=0.0))
+        sf = routes.subflow_arrays([t.src for t in step.transfers], [t.dst for t in step.transfers])
+        nbytes = np.array([t.bytes for t in step.transfers], dtype=float)
+        loads = np.bincount(sf.pair_link, weights=(nbytes[sf.transfer] * sf.fraction)[sf.pair_flow],
+                            minlength=len(routes.links))
+        for i in np.flatnonzero(loads):
+            totals[routes.links[i]] = totals.get(routes.links[i], 0.0) + float(loads[i])
+        step_loads.append(float(loads.max(initial=0.0)))
         worst_link = max(worst_link, step_loads[-1])
         for sched in schedules:
             sched["steps"].append({"send": [], "recv": []})
-        for t in step.transfers:
+        for k, t in enumerate(step.transfers):
             tid = len(tids)
             tids.append((si, t))
             eb = scale.emulated_bytes(t.bytes)
-            flows = routes.subflows(t.src, t.dst)
-            parts = [[ch, int(eb * frac)] for ch, frac, _ in flows]
+            mine = np.flatnonzero(sf.transfer == k)
+            parts = [[int(sf.channel[f]), int(eb * sf.fraction[f])] for f in mine]
             parts[0][1] += eb - sum(b for _, b in parts)
             schedules[t.src]["steps"][si]["send"].append([tid, t.dst, [p for p in parts if p[1]]])
             schedules[t.dst]["steps"][si]["recv"].append([tid, t.src, eb])

@@ -49,11 +49,6 @@ class FluidEngine:
         self._changes: list[tuple[float, int, np.ndarray, float]] = []  # heap (t, seq, links, cap)
         self._seq = 0
 
-    @property
-    def live(self) -> int:
-        """Flows added and not yet finished."""
-        return int(self._ids.size)
-
     def add(self, nbytes: np.ndarray, t_active: np.ndarray, pair_flow: np.ndarray,
             pair_link: np.ndarray) -> np.ndarray:
         """Add F flows.
