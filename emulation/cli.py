@@ -5,7 +5,10 @@
 - ``ocslab compare FILE [--out DIR] [--packet-result JSON] [--max-error F]``: run the scenario on
   both backends (or reuse a packet result), print flow vs packet per run and per step, write
   ``DIR/compare.json`` and ``compare.png``.
-- ``ocslab schedule ALGORITHM --ranks N --bytes B [--json]``: show a workload's steps.
+- ``ocslab schedule ALGORITHM [--collective C] --ranks N --bytes B [--json]``: show a workload's
+  steps.
+- ``ocslab plan FILE [--size B] [--json]``: show each run's plan (keep / reconfigure per step,
+  circuits changed, cost-model time per step) without running anything.
 
 Bad input (scenario file, flag) prints one line and exits with status 2; a failure of the
 emulation itself exits with status 1. Nothing is left half-created.
@@ -24,7 +27,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from emulation.scenario import ScenarioError, format_bytes, load_scenario, parse_bytes
-from emulation.workloads import ALGORITHMS, build
+from emulation.workloads import ALGORITHMS, build, known
 
 BACKENDS = ("mininet", "flow")
 
@@ -50,10 +53,16 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--force", action="store_true", help="run even if the headroom probe says the CPU is the bottleneck")
     c.add_argument("--quiet-steps", action="store_true", help="print the per-run table only")
     s = sub.add_parser("schedule", help="print a workload's steps")
-    s.add_argument("algorithm", help=f"one of: {', '.join(ALGORITHMS)}")
+    s.add_argument("algorithm", help="an algorithm of the collective (allreduce: "
+                   f"{known('allreduce')})")
+    s.add_argument("--collective", default="allreduce", help=f"one of: {', '.join(ALGORITHMS)} (default allreduce)")
     s.add_argument("--ranks", type=int, required=True, help="number of ranks n")
     s.add_argument("--bytes", required=True, help="buffer size (e.g. 4096, 1MiB)")
     s.add_argument("--json", action="store_true", help="print JSON")
+    pl = sub.add_parser("plan", help="print each run's plan (keep/reconfigure per step) without running")
+    pl.add_argument("file", type=Path, help="scenario YAML")
+    pl.add_argument("--size", help="buffer size (default: the scenario's first size)")
+    pl.add_argument("--json", action="store_true", help="print the plans as JSON")
     return p
 
 
@@ -64,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return _schedule(args)
     if args.cmd == "compare":
         return _compare(args)
+    if args.cmd == "plan":
+        return _plan(args)
     return _run(args)
 
 
@@ -73,17 +84,21 @@ def _fail(msg: str, code: int = 2) -> int:
 
 
 def _schedule(args) -> int:
-    if args.algorithm not in ALGORITHMS:
-        return _fail(f"algorithm: unknown {args.algorithm!r} (known: {', '.join(ALGORITHMS)})")
+    if args.collective not in ALGORITHMS:
+        return _fail(f"--collective: unknown {args.collective!r} (known: {', '.join(ALGORITHMS)})")
+    if args.algorithm not in ALGORITHMS[args.collective]:
+        return _fail(f"algorithm: unknown {args.collective} algorithm {args.algorithm!r} "
+                     f"(known: {known(args.collective)})")
     try:
         nbytes = parse_bytes(args.bytes)
-        w = build(args.algorithm, args.ranks, nbytes)
+        w = build(args.algorithm, args.ranks, nbytes, args.collective)
     except ValueError as e:
         return _fail(f"--ranks/--bytes: {e}")
     if args.json:
         d = w.to_json()
         print(json.dumps({"algorithm": d["algorithm"], "ranks": d["ranks"], "bytes": d["bytes"],
-                          "collective": d["collective"], "chunks": d["chunks"], "steps": d["steps"]}))
+                          "collective": d["collective"], "chunks": d["chunks"], "owner": d["owner"],
+                          "steps": d["steps"]}))
         return 0
     t = Table(title=f"{w.collective} {w.algorithm}: {w.ranks} ranks, {format_bytes(w.bytes)}, {len(w.steps)} steps")
     for c in ("step", "phase", "transfers (src->dst chunk+n: bytes)"):
@@ -94,6 +109,42 @@ def _schedule(args) -> int:
             txt += f", ... ({len(st.transfers)} in all)"
         t.add_row(str(i), st.phase, txt)
     Console().print(t)
+    return 0
+
+
+def _plan(args) -> int:
+    from emulation.planners import StepCoster
+
+    sc = _load(args.file)
+    if isinstance(sc, int):
+        return sc
+    try:
+        size = parse_bytes(args.size) if args.size else sc.sizes[0]
+    except ValueError as e:
+        return _fail(f"--size: {e}")
+    fabric = sc.build_fabric()
+    plans = [(r, sc.plan(r, fabric, size)) for r in sc.runs]
+    if args.json:
+        print(json.dumps({r.name: {"workload": p.workload.to_json(), "plan": p.to_json()} for r, p in plans}))
+        return 0
+    coster = StepCoster(fabric, sc.cost_model())
+    for r, p in plans:
+        t = Table(title=f"{r.name}: {r.collective} {r.algorithm}, planner {p.planner}, {format_bytes(size)}, "
+                        f"R = {p.reconfiguration_delay_s * 1e6:g} us")
+        for c in ("step", "phase", "action", "changed", "hops", "congestion", "cost (us)"):
+            t.add_column(c, justify="right" if c not in ("phase", "action") else "left")
+        prev, total = p.initial, 0.0
+        for i, (st, sp) in enumerate(zip(p.workload.steps, p.steps)):
+            sc_ = coster.cost(st, sp.configuration)
+            changed = sum(len(sp.configuration[o] - prev[o]) for o in {*sp.configuration, *prev})
+            r_s = p.reconfiguration_delay_s if sp.action == "reconfigure" else 0.0
+            total += sc_.time_s + r_s
+            t.add_row(str(i), st.phase, sp.action, str(changed), str(sc_.dilation),
+                      format_bytes(int(sc_.congestion_bytes)) if sc_.congestion_bytes < float("inf") else "unroutable",
+                      f"{(sc_.time_s + r_s) * 1e6:.2f}")
+            prev = sp.configuration
+        Console().print(t)
+        print(f"{r.name}: {p.reconfigurations} reconfigurations, cost-model time {total * 1e3:.4f} ms")
     return 0
 
 

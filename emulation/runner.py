@@ -12,10 +12,8 @@ from pathlib import Path
 
 from emulation import __version__
 from emulation.checks import check_run
-from emulation.planners import make_plan
 from emulation.results import RunResult
 from emulation.scenario import Scenario, format_bytes
-from emulation.workloads import build
 
 #: Minimum headroom-probe efficiency before the run is refused or warned about.
 MIN_EFFICIENCY = 0.85
@@ -74,8 +72,8 @@ def run_flow(sc: Scenario, progress: Progress | None = None) -> dict:
     for i, (size, r) in enumerate(todo):
         if progress:
             progress(f"{r.name} {format_bytes(size)}", i, len(todo))
-        w = build(r.algorithm, fabric.gpus, size)
-        plan = make_plan(r.planner, fabric, w)
+        plan = sc.plan(r, fabric, size)
+        w = plan.workload
         t0 = time.perf_counter()
         res = simulate(fabric, w, plan, alpha_s=sc.cost.alpha_s, delta_s=sc.cost.delta_s,
                        semantics=sc.semantics, arrivals_s=arrivals, name=r.name,
@@ -128,8 +126,8 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
         for i, (size, r) in enumerate(todo):
             if progress:
                 progress(f"{r.name} {format_bytes(size)}", i, len(todo))
-            w = build(r.algorithm, fabric.gpus, size)
-            plan = make_plan(r.planner, fabric, w)
+            plan = sc.plan(r, fabric, size)
+            w = plan.workload
             res = run_workload(emu, r.name, w, plan, scale, sc.cost.alpha_s,
                                out / "emulation" / f"{r.name}-{format_bytes(size)}",
                                arrivals_s=arrivals)

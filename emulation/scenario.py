@@ -33,9 +33,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from emulation.fabric import Fabric, FabricError
-from emulation.planners import PLANNERS, PlanError, make_plan
+from emulation.planners import PLANNERS, CostModel, Plan, PlanError, make_plan
 from emulation.scale import Scale
-from emulation.workloads import ALGORITHMS, build
+from emulation.workloads import ALGORITHMS, build, known
 from topologies import BUILDERS
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9,
@@ -118,18 +118,28 @@ class StragglerSpec(_Strict):
 
 
 class RunSpec(_Strict):
-    """One entry of ``runs:``: an algorithm and a planner, run for every size of ``sizes``."""
+    """One entry of ``runs:``: a collective by an algorithm, and a planner, run for every size
+    of ``sizes``. Collectives and algorithms: ``emulation.workloads.ALGORITHMS``; planners:
+    ``none``, ``always``, ``greedy``, ``dp`` (``emulation.planners``)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    collective: str = "allreduce"
     algorithm: str
     planner: str = "none"
 
-    @field_validator("algorithm")
+    @field_validator("collective")
     @classmethod
-    def _algo(cls, v: str) -> str:
+    def _collective(cls, v: str) -> str:
         if v not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {v!r} (known: {', '.join(ALGORITHMS)})")
+            raise ValueError(f"unknown collective {v!r} (known: {', '.join(ALGORITHMS)})")
         return v
+
+    @model_validator(mode="after")
+    def _algo(self) -> RunSpec:
+        if self.algorithm not in ALGORITHMS[self.collective]:
+            raise ValueError(f"algorithm: unknown {self.collective} algorithm {self.algorithm!r} "
+                             f"(known: {known(self.collective)})")
+        return self
 
     @field_validator("planner")
     @classmethod
@@ -198,6 +208,19 @@ class Scenario(_Strict):
         except (FabricError, TypeError) as e:
             raise ScenarioError(f"fabric: {e}") from None
 
+    def cost_model(self) -> CostModel:
+        """The planners' cost model: this scenario's alpha and delta."""
+        return CostModel(self.cost.alpha_s, self.cost.delta_s)
+
+    def plan(self, run: RunSpec, fabric: Fabric, nbytes: int) -> Plan:
+        """Build ``run``'s workload for an ``nbytes`` buffer on ``fabric`` and plan it; backends
+        execute ``plan.workload``.
+
+        :raises PlanError: the planner cannot plan it. :raises ValueError: bad sizes.
+        """
+        w = build(run.algorithm, fabric.gpus, nbytes, run.collective)
+        return make_plan(run.planner, fabric, w, self.cost_model())
+
     def scale(self) -> Scale:
         """The packet backend's scale model for this scenario."""
         return Scale(self.emulation.link_mbps, self.emulation.byte_scale, self.fabric.port_gbps)
@@ -232,7 +255,10 @@ def load_scenario(path: str | Path) -> Scenario:
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown field"
-        # whole-scenario checks name their field at the start of the message
+        # model-level checks name their field at the start of the message
+        field = re.match(r"([a-z_]+): (.*)", msg)
+        if loc and field and err["type"] == "value_error":
+            loc, msg = f"{loc}.{field.group(1)}", field.group(2)
         raise ScenarioError(f"{path}: {loc}: {msg}" if loc else f"{path}: {msg}") from None
     try:
         fabric = sc.build_fabric()
@@ -245,6 +271,6 @@ def load_scenario(path: str | Path) -> Scenario:
 def _check_plannable(sc: Scenario, fabric: Fabric) -> None:
     for i, run in enumerate(sc.runs):
         try:
-            make_plan(run.planner, fabric, build(run.algorithm, fabric.gpus, sc.sizes[0]))
+            sc.plan(run, fabric, sc.sizes[0])
         except (PlanError, ValueError) as e:
             raise ScenarioError(f"runs.{i}: {e}") from None

@@ -164,7 +164,7 @@ def test_dark_window_darkens_only_the_changed_circuits():
     kept = [c for c in f.initial["ocs0"] if {c.a.gpu, c.b.gpu} in ({0, 1}, {1, 2})]
     cfg = Configuration({"ocs0": kept + [Circuit.of(PortRef(0, 1), PortRef(2, 1))]})
     f.check_configuration(cfg)
-    plan = plan_from_configurations("test", f.initial, [f.initial, cfg], 50e-6)
+    plan = plan_from_configurations("test", f.initial, [f.initial, cfg], 50e-6, w)
     rs = simulate(f, w, plan)
     dd = simulate(f, w, plan, semantics="dependency-driven")
     t_fluid = m / BPS
@@ -247,7 +247,7 @@ def test_sensitivity_gpu_count_and_link_rate_change_the_result(tmp_path):
 def test_routes_are_shortest_paths_and_split_fully():
     f = ocs_star(12, 3, B, 0, "ring")
     w = build("rhd", 8, 1 << 20)
-    from emulation.planners.basic import ideal_configuration
+    from emulation.planners import ideal_configuration
 
     g = nx.MultiDiGraph()
     r = Routes(f, f.initial, 3)

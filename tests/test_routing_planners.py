@@ -55,10 +55,29 @@ def test_planner_none_and_always():
     assert ring.reconfigurations == 0  # Ring on a ring never reconfigures
 
 
-def test_always_needs_ports_for_every_peer():
+def test_always_splits_a_step_with_more_peers_than_ports_into_matchings():
     f = ocs_star(8, 1, 400, 0, "empty")
-    with pytest.raises(PlanError):
-        make_plan("always", f, build("ring", 8, 1 << 20))  # ring steps need 2 peers per GPU
+    w = build("ring", 8, 1 << 20)  # every GPU talks to 2 peers per step, has 1 port
+    plan = make_plan("always", f, w)
+    assert len(plan.workload.steps) == 2 * len(w.steps) == len(plan.steps)
+    for st, sp in zip(plan.workload.steps, plan.steps):
+        gpus = [g for _, c in sp.configuration.all_circuits() for g in (c.a.gpu, c.b.gpu)]
+        assert len(gpus) == len(set(gpus))  # a matching
+        for t in st.transfers:
+            assert any({c.a.gpu, c.b.gpu} == {t.src, t.dst} for _, c in sp.configuration.all_circuits())
+    from collections import Counter
+
+    assert Counter(t for st in plan.workload.steps for t in st.transfers) == Counter(
+        t for st in w.steps for t in st.transfers)
+
+
+def test_planners_need_one_ocs():
+    from topologies.builders import static_ring
+
+    f = static_ring(8)
+    for planner in ("always", "greedy", "dp"):
+        with pytest.raises(PlanError, match="exactly one OCS"):
+            make_plan(planner, f, build("rhd", 8, 1 << 20))
 
 
 def test_always_reuses_circuits_so_only_changes_go_dark():

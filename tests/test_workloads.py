@@ -3,14 +3,14 @@ import math
 import pytest
 
 from emulation.workloads import build
-from emulation.workloads.checker import ScheduleError, check_allreduce
+from emulation.workloads.checker import ScheduleError, check
 from emulation.workloads.model import Step, Workload
 
 
 @pytest.mark.parametrize("alg", ["ring", "rhd", "direct"])
 @pytest.mark.parametrize("n", list(range(2, 34)))
 def test_every_rank_ends_with_every_reduced_chunk(alg, n):
-    check_allreduce(build(alg, n, 10_000_019))
+    check(build(alg, n, 10_000_019))
 
 
 @pytest.mark.parametrize("n", [2, 4, 8, 16, 64])
@@ -48,11 +48,11 @@ def test_checker_catches_a_missing_and_a_doubled_transfer():
     broken = list(w.steps)
     broken[2] = Step(broken[2].phase, broken[2].transfers[1:])
     with pytest.raises(ScheduleError):
-        check_allreduce(Workload(w.collective, w.algorithm, w.ranks, w.bytes, w.chunks, tuple(broken)))
+        check(Workload(w.collective, w.algorithm, w.ranks, w.bytes, w.chunks, tuple(broken)))
     doubled = list(w.steps)
     doubled.insert(1, w.steps[0])
     with pytest.raises(ScheduleError):
-        check_allreduce(Workload(w.collective, w.algorithm, w.ranks, w.bytes, w.chunks, tuple(doubled)))
+        check(Workload(w.collective, w.algorithm, w.ranks, w.bytes, w.chunks, tuple(doubled)))
 
 
 def test_bad_sizes():

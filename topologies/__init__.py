@@ -3,6 +3,15 @@
 Importing this package builds nothing and does not import Mininet.
 """
 
-from topologies.builders import BUILDERS, eps_star, ocs_star, ring_pairs, static_ring
+from topologies.builders import (
+    BUILDERS,
+    eps_star,
+    ocs_star,
+    ring_pairs,
+    static_ring,
+    static_torus,
+    torus_dims,
+    torus_pairs,
+)
 
-__all__ = ["BUILDERS", "eps_star", "ocs_star", "ring_pairs", "static_ring"]
+__all__ = ["BUILDERS", "eps_star", "ocs_star", "ring_pairs", "static_ring", "static_torus", "torus_dims", "torus_pairs"]

@@ -19,13 +19,36 @@ from emulation.fabric import (
     assign_ports,
 )
 
-#: Named initial configurations of an OCS star.
-OCS_INITIAL = ("ring", "empty")
+#: Named initial configurations (base topologies) of an OCS star.
+OCS_INITIAL = ("ring", "torus", "empty")
 
 
 def ring_pairs(gpus: int) -> list[tuple[int, int]]:
     """GPU pairs of the ring ``0-1-...-(n-1)-0`` (undirected, n pairs; 2 parallel pairs for n=2)."""
     return [(i, (i + 1) % gpus) for i in range(gpus)]
+
+
+def torus_dims(gpus: int) -> tuple[int, int]:
+    """``(rows, cols)`` of the most nearly square 2-D torus of ``gpus`` GPUs (rows <= cols):
+    8 -> (2, 4), 16 -> (4, 4), 128 -> (8, 16); a prime count gives (1, n), a ring."""
+    rows = max(d for d in range(1, int(gpus**0.5) + 1) if gpus % d == 0)
+    return rows, gpus // rows
+
+
+def torus_pairs(gpus: int) -> list[tuple[int, int]]:
+    """GPU pairs of the 2-D torus :func:`torus_dims` (GPU ``row * cols + col``): each GPU to its
+    east and south neighbours with wrap-around. A dimension of size 2 gives 2 parallel pairs
+    (east and west are the same GPU); a dimension of size 1 gives none."""
+    rows, cols = torus_dims(gpus)
+    out = []
+    for r in range(rows):
+        for c in range(cols):
+            g = r * cols + c
+            if cols > 1:
+                out.append((g, r * cols + (c + 1) % cols))
+            if rows > 1:
+                out.append((g, ((r + 1) % rows) * cols + c))
+    return out
 
 
 def ocs_star(
@@ -37,18 +60,20 @@ def ocs_star(
 ) -> Fabric:
     """Every port of every GPU on one OCS named ``ocs0`` (OCS port ``1 + gpu*p + port``).
 
-    :param initial: ``"ring"`` (circuits i <-> i+1 mod n, needs p >= 2) or ``"empty"``.
-    :raises FabricError: bad sizes, or a ring asked with fewer than 2 ports per GPU.
+    :param initial: the base topology: ``"ring"`` (circuits i <-> i+1 mod n, needs p >= 2),
+        ``"torus"`` (:func:`torus_pairs`, needs p >= 4) or ``"empty"``.
+    :raises FabricError: bad sizes, or a base topology needing more ports than p.
     """
     ports = tuple(PortRef(g, j) for g in range(gpus) for j in range(ports_per_gpu))
     ocs = OCS("ocs0", ports, reconfiguration_delay_s)
     bare = Fabric(f"ocs-star-{gpus}x{ports_per_gpu}", gpus, ports_per_gpu, port_gbps, ocs=(ocs,))
     if initial == "empty":
         return bare
-    if initial == "ring":
-        if ports_per_gpu < 2:
-            raise FabricError("initial: a ring configuration needs ports_per_gpu >= 2")
-        config = assign_ports(bare, "ocs0", ring_pairs(gpus))
+    if initial in ("ring", "torus"):
+        need = 2 if initial == "ring" else 4
+        if ports_per_gpu < need:
+            raise FabricError(f"initial: a {initial} configuration needs ports_per_gpu >= {need}")
+        config = assign_ports(bare, "ocs0", ring_pairs(gpus) if initial == "ring" else torus_pairs(gpus))
         return Fabric(bare.name, gpus, ports_per_gpu, port_gbps, ocs=(ocs,), initial=config)
     raise FabricError(f"initial: unknown configuration {initial!r} (known: {', '.join(OCS_INITIAL)})")
 
@@ -64,6 +89,26 @@ def static_ring(gpus: int, port_gbps: float = 400.0, **_ignored: object) -> Fabr
     return Fabric(f"ring-{gpus}", gpus, 2, port_gbps, cables=cables, initial=Configuration())
 
 
+def static_torus(gpus: int, port_gbps: float = 400.0, **_ignored: object) -> Fabric:
+    """A static 2-D torus of cables (:func:`torus_dims`), 4 ports per GPU: port 1 to the east
+    neighbour's port 0, port 3 to the south neighbour's port 2. No OCS.
+
+    :raises FabricError: fewer than 4 GPUs.
+    """
+    if gpus < 4:
+        raise FabricError(f"gpus: a static torus needs at least 4 GPUs, got {gpus}")
+    rows, cols = torus_dims(gpus)
+    cables = []
+    for r in range(rows):
+        for c in range(cols):
+            g = r * cols + c
+            if cols > 1:
+                cables.append(Circuit.of(PortRef(g, 1), PortRef(r * cols + (c + 1) % cols, 0)))
+            if rows > 1:
+                cables.append(Circuit.of(PortRef(g, 3), PortRef(((r + 1) % rows) * cols + c, 2)))
+    return Fabric(f"torus-{rows}x{cols}", gpus, 4, port_gbps, cables=tuple(cables), initial=Configuration())
+
+
 def eps_star(gpus: int, port_gbps: float = 400.0, **_ignored: object) -> Fabric:
     """Every GPU's single port on one non-blocking electrical packet switch ``eps0``."""
     eps = EPS("eps0", tuple(PortRef(g, 0) for g in range(gpus)))
@@ -74,5 +119,6 @@ def eps_star(gpus: int, port_gbps: float = 400.0, **_ignored: object) -> Fabric:
 BUILDERS = {
     "ocs-star": ocs_star,
     "ring": static_ring,
+    "torus": static_torus,
     "eps": eps_star,
 }

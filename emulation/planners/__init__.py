@@ -1,27 +1,43 @@
-"""Reconfiguration planners: ``(Fabric, Workload) -> Plan``. Pure Python, no Mininet."""
+"""Reconfiguration planners: ``(Fabric, Workload, CostModel) -> Plan``. Pure Python, no Mininet.
+
+``none`` stays on the base topology, ``always`` gives every step its ideal topology, ``greedy``
+and ``dp`` decide when reconfiguring pays (:mod:`emulation.planners.pccl`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from emulation.fabric import Fabric
-from emulation.planners.basic import ideal_configuration, plan_always, plan_none
+from emulation.planners.basic import plan_always, plan_none, reconfiguration_delay
+from emulation.planners.cost import CostModel, StepCoster, plan_cost, topology_key
+from emulation.planners.ideal import ideal_configuration, ideal_substeps, matching_groups
 from emulation.planners.model import Plan, PlanError, StepPlan
+from emulation.planners.pccl import plan_dp, plan_greedy
 from emulation.workloads.model import Workload
 
-PLANNERS: dict[str, Callable[[Fabric, Workload], Plan]] = {
+PLANNERS: dict[str, Callable[[Fabric, Workload, CostModel | None], Plan]] = {
     "none": plan_none,
     "always": plan_always,
+    "greedy": plan_greedy,
+    "dp": plan_dp,
 }
 
 
-def make_plan(planner: str, fabric: Fabric, workload: Workload) -> Plan:
-    """Run planner ``planner``. :raises KeyError: unknown name. :raises PlanError: infeasible."""
+def make_plan(planner: str, fabric: Fabric, workload: Workload, model: CostModel | None = None) -> Plan:
+    """Run planner ``planner`` with cost model ``model`` (default alpha = delta = 0).
+
+    Backends execute ``plan.workload`` (steps may be split into sub-steps of matchings).
+
+    :raises KeyError: unknown name. :raises PlanError: infeasible.
+    """
     try:
         fn = PLANNERS[planner]
     except KeyError:
         raise KeyError(f"unknown planner {planner!r} (known: {', '.join(PLANNERS)})") from None
-    return fn(fabric, workload)
+    return fn(fabric, workload, model)
 
 
-__all__ = ["PLANNERS", "Plan", "PlanError", "StepPlan", "ideal_configuration", "make_plan"]
+__all__ = ["PLANNERS", "CostModel", "Plan", "PlanError", "StepCoster", "StepPlan", "ideal_configuration",
+           "ideal_substeps", "make_plan", "matching_groups", "plan_cost", "reconfiguration_delay",
+           "topology_key"]

@@ -6,13 +6,16 @@ buffer s bytes, per-message latency alpha, inverse bandwidth beta:
 - Ring: 2(n-1) steps, ``2(n-1) alpha + 2(n-1)/n s beta``.
 - Recursive halving-doubling (Rabenseifner, "rhd"): ``2 log2(n) alpha + 2(n-1)/n s beta`` for n
   a power of two.
-- Direct (one-shot): 2 steps, ``2 alpha + 2(n-1)/n s beta`` on a non-blocking switch. Partner at step k is ``rank XOR 2^k`` (k = 0 first), so on a ring the partner
-  of step k is 2^k hops away.
+  Partner at step k is ``rank XOR 2^k`` (k = 0 first), so on a ring the partner of step k is
+  2^k hops away.
+- Recursive doubling, full vector ("rd"): log2(n) steps exchanging the whole buffer with
+  ``rank XOR 2^k``: ``log2(n) alpha + log2(n) s beta``.
+- Direct (one-shot): 2 steps, ``2 alpha + 2(n-1)/n s beta`` on a non-blocking switch.
 
-Non-powers of two (rhd): with m the largest power of two <= n, ranks m..n-1 first *fold* their
-whole buffer into rank r-m (one step), the m ranks run RHD, and ranks r-m finally *unfold* the
-result to rank r. It is simple and correct but adds two steps of s bytes; the bandwidth-optimal
-3-2 elimination of Thakur et al. is not used.
+Non-powers of two (rhd, rd): with m the largest power of two <= n, ranks m..n-1 first *fold*
+their whole buffer into rank r-m (one step), the m ranks run the algorithm, and ranks r-m finally
+*unfold* the result to rank r. It is simple and correct but adds two steps of s bytes; the
+bandwidth-optimal 3-2 elimination of Thakur et al. is not used.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ def ring_allreduce(ranks: int, nbytes: int) -> Workload:
 
     :raises ValueError: ranks < 2 or nbytes < 1.
     """
-    _check(ranks, nbytes)
+    check_sizes(ranks, nbytes)
     n = ranks
     w = Workload("allreduce", "ring", n, nbytes, n)
     steps = []
@@ -50,7 +53,7 @@ def rhd_allreduce(ranks: int, nbytes: int) -> Workload:
 
     :raises ValueError: ranks < 2 or nbytes < 1.
     """
-    _check(ranks, nbytes)
+    check_sizes(ranks, nbytes)
     n = ranks
     m = 1 << (n.bit_length() - 1)
     levels = m.bit_length() - 1
@@ -84,6 +87,26 @@ def rhd_allreduce(ranks: int, nbytes: int) -> Workload:
     return Workload(w.collective, w.algorithm, n, nbytes, m, tuple(steps))
 
 
+def rd_allreduce(ranks: int, nbytes: int) -> Workload:
+    """Full-vector recursive doubling AllReduce: step k = 0..L-1, rank r exchanges its whole
+    buffer with ``r XOR 2^k`` and adds it (1 chunk); fold/unfold for non-powers of two.
+
+    :raises ValueError: ranks < 2 or nbytes < 1.
+    """
+    check_sizes(ranks, nbytes)
+    n = ranks
+    m = 1 << (n.bit_length() - 1)
+    w = Workload("allreduce", "rd", n, nbytes, 1)
+    steps: list[Step] = []
+    if m < n:
+        steps.append(Step("fold", tuple(w.transfer(r, r - m, 0, 1, "reduce") for r in range(m, n))))
+    for k in range(m.bit_length() - 1):
+        steps.append(Step("exchange", tuple(w.transfer(r, r ^ (1 << k), 0, 1, "reduce") for r in range(m))))
+    if m < n:
+        steps.append(Step("unfold", tuple(w.transfer(r - m, r, 0, 1, "copy") for r in range(m, n))))
+    return Workload(w.collective, w.algorithm, n, nbytes, 1, tuple(steps))
+
+
 def direct_allreduce(ranks: int, nbytes: int) -> Workload:
     """Direct (one-shot) AllReduce: every rank sends chunk j to rank j (ReduceScatter, one
     step), then rank j sends reduced chunk j to every rank (AllGather, one step).
@@ -94,7 +117,7 @@ def direct_allreduce(ranks: int, nbytes: int) -> Workload:
 
     :raises ValueError: ranks < 2 or nbytes < 1.
     """
-    _check(ranks, nbytes)
+    check_sizes(ranks, nbytes)
     n = ranks
     w = Workload("allreduce", "direct", n, nbytes, n)
     rs = Step("reduce-scatter", tuple(w.transfer(r, j, j, op="reduce") for r in range(n) for j in range(n) if j != r))
@@ -102,7 +125,8 @@ def direct_allreduce(ranks: int, nbytes: int) -> Workload:
     return Workload(w.collective, w.algorithm, n, nbytes, n, (rs, ag))
 
 
-def _check(ranks: int, nbytes: int) -> None:
+def check_sizes(ranks: int, nbytes: int) -> None:
+    """:raises ValueError: ranks < 2 or nbytes < 1 (one message naming the field)."""
     if ranks < 2:
         raise ValueError(f"ranks must be at least 2, got {ranks}")
     if nbytes < 1:

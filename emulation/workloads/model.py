@@ -1,9 +1,14 @@
 """The Workload form: ordered steps of transfers, consumed by both backends.
 
 A transfer moves a contiguous range of the buffer's chunks (``chunk`` .. ``chunk+nchunks-1``)
-from one rank to another; ``op`` says whether the receiver adds it to its copy (``reduce``) or
-replaces its copy with it (``copy``). Chunk ids index the workload's ``chunks`` equal pieces of
-the buffer; ``bytes`` is what travels on the wire.
+from one rank to another; ``op`` says whether the receiver adds it to its copy (``reduce``),
+replaces its copy with it (``copy``) or keeps it beside its own data (``append``: AllToAll
+blocks from different origins). Chunk ids index the workload's ``chunks`` equal pieces of the
+buffer; ``bytes`` is what travels on the wire.
+
+``owner`` maps every chunk to the rank whose *shard* it is: the rank that must end with it
+reduced (ReduceScatter), that starts with it (AllGather), or the root (Broadcast). Collectives
+without shards (AllReduce, AllToAll) leave it empty.
 
 Spec: ``shared/DESIGN.md`` (vocabulary: step, transfer), ``specs/collectives.md``.
 """
@@ -13,7 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Op = Literal["reduce", "copy"]
+Op = Literal["reduce", "copy", "append"]
+
+#: Collectives the generators produce (nccl-tests names).
+COLLECTIVES = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast")
 
 
 @dataclass(frozen=True)
@@ -55,11 +63,12 @@ class Step:
 class Workload:
     """A collective as steps of transfers.
 
-    :param collective: e.g. ``"allreduce"``.
+    :param collective: one of :data:`COLLECTIVES`.
     :param algorithm: e.g. ``"ring"``, ``"rhd"``.
     :param ranks: number of ranks n.
-    :param bytes: buffer size s in bytes (per rank).
+    :param bytes: buffer size s in bytes (per rank; for AllToAll the whole send buffer).
     :param chunks: how many equal pieces chunk ids refer to.
+    :param owner: ``(chunks,)`` rank owning each chunk's shard, or ``()`` (module doc).
     """
 
     collective: str
@@ -68,6 +77,7 @@ class Workload:
     bytes: int
     chunks: int
     steps: tuple[Step, ...] = field(default_factory=tuple)
+    owner: tuple[int, ...] = ()
 
     def chunk_bytes(self, chunk: int, nchunks: int = 1) -> int:
         """Bytes of chunks ``[chunk, chunk + nchunks)`` (integer split of ``bytes``)."""
@@ -90,7 +100,7 @@ class Workload:
         return sum(t.bytes for s in self.steps for t in s.transfers)
 
     def to_json(self) -> dict:
-        """``{"collective", "algorithm", "ranks", "bytes", "chunks", "steps": [{"phase",
+        """``{"collective", "algorithm", "ranks", "bytes", "chunks", "owner", "steps": [{"phase",
         "transfers": [...]}]}`` (the ``ocslab schedule --json`` form)."""
         return {
             "collective": self.collective,
@@ -98,6 +108,7 @@ class Workload:
             "ranks": self.ranks,
             "bytes": self.bytes,
             "chunks": self.chunks,
+            "owner": list(self.owner),
             "steps": [
                 {"phase": s.phase, "transfers": [t.to_json() for t in s.transfers]}
                 for s in self.steps

@@ -1,0 +1,139 @@
+"""The planners' analytical cost model: alpha + delta x dilation + beta x congestion.
+
+Spec: ``specs/collectives.md`` (PCCL: step cost on topology G is
+``alpha + delta x dilation(t, G) + beta x congestion(t, G)``, shortest-path routing; short-circuiting:
+RHD step k on a ring costs ``alpha + 2^k delta + s/(2B)``, on a circuit to the partner
+``alpha + delta + m_k/(pB)``).
+
+A step's transfers are routed exactly as both backends route them
+(:meth:`emulation.routing.Routes.subflow_arrays`: shortest paths, spread over ``p`` channels);
+*congestion* is the most bytes any directed link carries in the step, *dilation* the longest
+path in hops. With ``B`` the port rate (bytes/s)::
+
+    cost(step, G) = alpha + delta x dilation + congestion / B        (seconds; inf if unroutable)
+
+It is the fluid model's time whenever the most loaded link stays the bottleneck of all its flows
+(uniform steps such as Ring and RHD); otherwise it is a lower bound of it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from emulation.fabric import Configuration, Fabric
+from emulation.routing import Routes, RoutingError
+from emulation.workloads.model import Step
+
+#: A configuration's GPU-level multigraph: sorted ``(ocs, u, v)`` with u < v, one per circuit.
+TopologyKey = tuple[tuple[str, int, int], ...]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Per-message latency ``alpha_s`` and per-hop propagation ``delta_s`` (real seconds)."""
+
+    alpha_s: float = 0.0
+    delta_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Cost of one step on one configuration: ``time_s`` (seconds), ``dilation`` (hops),
+    ``congestion_bytes`` (bytes on the most loaded directed link)."""
+
+    time_s: float
+    dilation: int
+    congestion_bytes: float
+
+
+UNROUTABLE = StepCost(math.inf, 0, math.inf)
+
+
+def topology_key(config: Configuration) -> TopologyKey:
+    """The GPU multigraph of ``config``: equal keys mean no circuit has to change (the port
+    assignment can be reused), so planners compare configurations by key."""
+    return tuple(sorted((name, min(c.a.gpu, c.b.gpu), max(c.a.gpu, c.b.gpu)) for name, c in config.all_circuits()))
+
+
+def gpu_pairs(config: Configuration, ocs: str) -> list[tuple[int, int]]:
+    """GPU pairs ``(u, v)`` of ``config``'s circuits on ``ocs``, one per circuit (parallel
+    circuits repeat), sorted."""
+    return sorted((min(c.a.gpu, c.b.gpu), max(c.a.gpu, c.b.gpu)) for c in config[ocs])
+
+
+def max_peers(step: Step) -> int:
+    """Most distinct peers (sent to or received from) any GPU has in ``step``."""
+    peers: dict[int, set[int]] = {}
+    for t in step.transfers:
+        peers.setdefault(t.src, set()).add(t.dst)
+        peers.setdefault(t.dst, set()).add(t.src)
+    return max((len(p) for p in peers.values()), default=0)
+
+
+class StepCoster:
+    """Evaluates :func:`cost` of steps on configurations of one fabric, caching routes per
+    topology and costs per (transfer pattern, topology)."""
+
+    def __init__(self, fabric: Fabric, model: CostModel):
+        self.fabric = fabric
+        self.model = model
+        self._routes: dict[TopologyKey, Routes | None] = {}
+        self._costs: dict[tuple[bytes, TopologyKey], StepCost] = {}
+        # by id(step); the step itself is kept in the value so that its id stays unique
+        self._sigs: dict[int, tuple[Step, bytes, np.ndarray]] = {}
+
+    def _signature(self, step: Step) -> tuple[bytes, np.ndarray]:
+        got = self._sigs.get(id(step))
+        if got is None:
+            rows = np.array([(t.src, t.dst, t.bytes) for t in step.transfers], dtype=np.int64).reshape(-1, 3)
+            got = self._sigs[id(step)] = (step, rows.tobytes(), rows)
+        return got[1], got[2]
+
+    def routes(self, config: Configuration) -> Routes:
+        """Routes over ``config`` with ``ports_per_gpu`` channels (as the backends use)."""
+        key = topology_key(config)
+        r = self._routes.get(key)
+        if r is None:
+            r = self._routes[key] = Routes(self.fabric, config, self.fabric.ports_per_gpu)
+        return r
+
+    def cost(self, step: Step, config: Configuration) -> StepCost:
+        """:class:`StepCost` of ``step`` on ``config`` (:data:`UNROUTABLE` if a pair has no path)."""
+        sig, rows = self._signature(step)
+        key = (sig, topology_key(config))
+        got = self._costs.get(key)
+        if got is None:
+            got = self._costs[key] = self._evaluate(rows, self.routes(config))
+        return got
+
+    def _evaluate(self, rows: np.ndarray, routes: Routes) -> StepCost:
+        if not len(rows):
+            return StepCost(0.0, 0, 0.0)
+        try:
+            s = routes.subflow_arrays(rows[:, 0], rows[:, 1])
+        except RoutingError:
+            return UNROUTABLE
+        weight = (rows[s.transfer, 2] * s.fraction)[s.pair_flow]
+        loads = np.bincount(s.pair_link, weights=weight, minlength=len(routes.links))
+        congestion = float(loads.max()) if loads.size else 0.0
+        dilation = int(s.hops.max()) if s.hops.size else 0
+        m = self.model
+        return StepCost(m.alpha_s + m.delta_s * dilation + congestion / self.fabric.port_bytes_per_s,
+                        dilation, congestion)
+
+
+def plan_cost(fabric: Fabric, plan, model: CostModel) -> float:
+    """Cost-model time of executing ``plan`` (a :class:`~emulation.planners.model.Plan`) round by
+    round: the sum of its steps' costs on their configurations plus R per reconfiguration
+    (seconds; inf if some step is unroutable)."""
+    coster = StepCoster(fabric, model)
+    steps = plan.workload.steps
+    total = sum(coster.cost(st, sp.configuration).time_s for st, sp in zip(steps, plan.steps))
+    return total + plan.reconfiguration_delay_s * plan.reconfigurations
+
+
+__all__ = ["CostModel", "StepCost", "StepCoster", "TopologyKey", "gpu_pairs", "max_peers",
+           "plan_cost", "topology_key"]

@@ -1,0 +1,57 @@
+"""AllToAll and Broadcast as steps of transfers.
+
+Spec: ``specs/collectives.md`` (baseline algorithms). AllToAll: every rank's send buffer of s
+bytes holds n blocks of s/n, block d for rank d (chunk d); a rank keeps its own block and each
+other block travels once, one hop, op ``append``. busbw factor (n-1)/n (nccl-tests).
+
+- Pairwise exchange: n-1 steps. For n a power of two rank r swaps blocks with ``r XOR k``
+  (k = 1..n-1: every step a perfect matching, one circuit per GPU); otherwise rank r sends to
+  ``(r + k) mod n`` and receives from ``(r - k) mod n`` (a GPU talks to two peers per step).
+- Direct: one step of n(n-1) transfers (degree n-1: needs a packet switch or a decomposition
+  into matchings on circuits).
+
+Broadcast by binomial tree from ``root`` 0 (1 chunk, the whole buffer): step k = 0..ceil(log2 n)-1,
+every rank r < 2^k that holds the data sends it to r + 2^k (if < n): ceil(log2 n) steps of
+``alpha + s beta``. busbw factor 1.
+"""
+
+from __future__ import annotations
+
+from emulation.workloads.allreduce import check_sizes
+from emulation.workloads.model import Step, Workload
+
+
+def pairwise_alltoall(ranks: int, nbytes: int) -> Workload:
+    """Pairwise-exchange AllToAll (module doc). :raises ValueError: sizes."""
+    check_sizes(ranks, nbytes)
+    n = ranks
+    pow2 = n & (n - 1) == 0
+    w = Workload("alltoall", "pairwise", n, nbytes, n)
+    steps = []
+    for k in range(1, n):
+        peer = (lambda r: r ^ k) if pow2 else (lambda r: (r + k) % n)
+        steps.append(Step("exchange", tuple(w.transfer(r, peer(r), peer(r), op="append") for r in range(n))))
+    return Workload(w.collective, w.algorithm, n, nbytes, n, tuple(steps))
+
+
+def direct_alltoall(ranks: int, nbytes: int) -> Workload:
+    """Direct AllToAll: one step, rank r sends block d to every d != r. :raises ValueError: sizes."""
+    check_sizes(ranks, nbytes)
+    n = ranks
+    w = Workload("alltoall", "direct", n, nbytes, n)
+    step = Step("exchange", tuple(w.transfer(r, d, d, op="append") for r in range(n) for d in range(n) if d != r))
+    return Workload(w.collective, w.algorithm, n, nbytes, n, (step,))
+
+
+def binomial_broadcast(ranks: int, nbytes: int) -> Workload:
+    """Binomial-tree Broadcast of the root's (rank 0) buffer (module doc). :raises ValueError: sizes."""
+    check_sizes(ranks, nbytes)
+    n = ranks
+    w = Workload("broadcast", "binomial", n, nbytes, 1, owner=(0,))
+    steps = []
+    k = 0
+    while (1 << k) < n:
+        d = 1 << k
+        steps.append(Step("broadcast", tuple(w.transfer(r, r + d, 0, 1, "copy") for r in range(d) if r + d < n)))
+        k += 1
+    return Workload(w.collective, w.algorithm, n, nbytes, 1, tuple(steps), w.owner)
