@@ -13,7 +13,7 @@ from emulation.planners.basic import plan_always, plan_none, reconfiguration_del
 from emulation.planners.cost import CostModel, StepCoster, plan_cost, topology_key
 from emulation.planners.ideal import ideal_configuration, ideal_substeps, matching_groups
 from emulation.planners.model import Plan, PlanError, StepPlan
-from emulation.planners.pccl import plan_dp, plan_greedy
+from emulation.planners.pccl import plan_dp, plan_greedy, plan_sweep
 from emulation.workloads.model import Workload
 
 PLANNERS: dict[str, Callable[[Fabric, Workload, CostModel | None], Plan]] = {
@@ -39,5 +39,5 @@ def make_plan(planner: str, fabric: Fabric, workload: Workload, model: CostModel
 
 
 __all__ = ["PLANNERS", "CostModel", "Plan", "PlanError", "StepCoster", "StepPlan", "ideal_configuration",
-           "ideal_substeps", "make_plan", "matching_groups", "plan_cost", "reconfiguration_delay",
+           "ideal_substeps", "make_plan", "matching_groups", "plan_cost", "plan_sweep", "reconfiguration_delay",
            "topology_key"]

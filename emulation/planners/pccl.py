@@ -41,11 +41,17 @@ from emulation.workloads.model import Step, Workload
 @dataclass(frozen=True)
 class Choice:
     """How one workload step runs: as ``steps`` (the step, or its sub-steps) on ``configs``
-    (one per entry); ``cost_s`` = their cost-model times + R per change between them."""
+    (one per entry); ``run_s`` = their cost-model times, ``changes`` = configuration changes
+    between them (each costs R)."""
 
     steps: tuple[Step, ...]
     configs: tuple[Configuration, ...]
-    cost_s: float
+    run_s: float
+    changes: int = 0
+
+    def cost(self, r_s: float) -> float:
+        """Seconds the choice takes once entered, with reconfiguration delay ``r_s``."""
+        return self.run_s + r_s * self.changes if self.changes else self.run_s
 
     @property
     def entry(self) -> TopologyKey:
@@ -59,7 +65,8 @@ class Choice:
 
 
 class PlanContext:
-    """Shared state of a planning run: fabric, R, costs and every step's ideal :class:`Choice`.
+    """Shared state of planning runs: fabric, R, costs and every step's ideal :class:`Choice`.
+    Costs do not depend on R, so one context plans a workload for many R (:func:`plan_sweep`).
 
     :raises PlanError: the fabric has no single OCS.
     """
@@ -75,10 +82,10 @@ class PlanContext:
 
     def _ideal(self, step: Step) -> Choice:
         subs = ideal_substeps(self.fabric, step)
-        cost = sum(self.coster.cost(s, c).time_s for s, c in subs)
+        run = sum(self.coster.cost(s, c).time_s for s, c in subs)
         keys = [topology_key(c) for _, c in subs]
-        cost += self.r * sum(a != b for a, b in zip(keys, keys[1:]))
-        return Choice(tuple(s for s, _ in subs), tuple(c for _, c in subs), cost)
+        changes = sum(a != b for a, b in zip(keys, keys[1:]))
+        return Choice(tuple(s for s, _ in subs), tuple(c for _, c in subs), run, changes)
 
     def whole(self, step: Step, config: Configuration) -> Choice:
         """Run ``step`` at once on ``config`` (cost inf if unroutable there)."""
@@ -104,7 +111,7 @@ class PlanContext:
         current = self.g0
         predicted = 0.0
         for ch in choices:
-            predicted += ch.cost_s + (self.r if ch.entry != topology_key(current) else 0.0)
+            predicted += ch.cost(self.r) + (self.r if ch.entry != topology_key(current) else 0.0)
             for st, cfg in zip(ch.steps, ch.configs):
                 if topology_key(cfg) != topology_key(current):
                     try:
@@ -121,13 +128,18 @@ class PlanContext:
 
 def plan_greedy(fabric: Fabric, workload: Workload, model: CostModel | None = None) -> Plan:
     """Greedy short-circuiting (module doc). :raises PlanError: no single OCS."""
-    ctx = PlanContext(fabric, workload, model or CostModel())
+    return greedy(PlanContext(fabric, workload, model or CostModel()))
+
+
+def greedy(ctx: PlanContext) -> Plan:
+    """:func:`plan_greedy` on a prepared context (with its current R)."""
+    workload = ctx.workload
     current = ctx.g0
     choices = []
     for step, ideal in zip(workload.steps, ctx.ideals):
         stay = ctx.whole(step, current)
-        switch = ideal.cost_s + (ctx.r if ideal.entry != topology_key(current) else 0.0)
-        pick = ideal if switch < stay.cost_s else stay
+        switch = ideal.cost(ctx.r) + (ctx.r if ideal.entry != topology_key(current) else 0.0)
+        pick = ideal if switch < stay.run_s else stay
         choices.append(pick)
         current = pick.configs[-1]
     return ctx.realise("greedy", choices)
@@ -136,7 +148,12 @@ def plan_greedy(fabric: Fabric, workload: Workload, model: CostModel | None = No
 def plan_dp(fabric: Fabric, workload: Workload, model: CostModel | None = None) -> Plan:
     """PCCL's dynamic program over steps (module doc). :raises PlanError: no single OCS, or no
     configuration routes some step."""
-    ctx = PlanContext(fabric, workload, model or CostModel())
+    return dp(PlanContext(fabric, workload, model or CostModel()))
+
+
+def dp(ctx: PlanContext) -> Plan:
+    """:func:`plan_dp` on a prepared context (with its current R)."""
+    workload = ctx.workload
     states = ctx.states()
     r = ctx.r
     # f: exit topology -> (time so far, previous exit topology, choice); layers kept for backtracking
@@ -150,14 +167,15 @@ def plan_dp(fabric: Fabric, workload: Workload, model: CostModel | None = None) 
             choices.append(ideal)
         new: dict[TopologyKey, tuple[float, TopologyKey | None, Choice | None]] = {}
         for ch in choices:
-            if math.isinf(ch.cost_s):
+            cost = ch.cost(r)
+            if math.isinf(cost):
                 continue
             stay = f.get(ch.entry)
             if stay is not None and stay[0] <= best + r:
                 start, prev = stay[0], ch.entry
             else:
                 start, prev = best + r, best_key
-            total = start + ch.cost_s
+            total = start + cost
             old = new.get(ch.exit)
             if old is None or total < old[0]:
                 new[ch.exit] = (total, prev, ch)
@@ -173,3 +191,19 @@ def plan_dp(fabric: Fabric, workload: Workload, model: CostModel | None = None) 
         key = prev
     picked.reverse()
     return ctx.realise("dp", picked)
+
+
+def plan_sweep(planner: str, fabric: Fabric, workload: Workload, model: CostModel,
+               r_values: list[float]) -> list[Plan]:
+    """Plans of ``workload`` by ``planner`` (``"greedy"`` or ``"dp"``) for every reconfiguration
+    delay in ``r_values`` (seconds), computing step costs once (they do not depend on R).
+
+    :raises PlanError: no single OCS. :raises KeyError: another planner.
+    """
+    fn = {"greedy": greedy, "dp": dp}[planner]
+    ctx = PlanContext(fabric, workload, model)
+    out = []
+    for r in r_values:
+        ctx.r = r
+        out.append(fn(ctx))
+    return out

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Reproduce PCCL (arXiv 2509.15450) on the flow backend: the speedup of reconfiguring the
+photonic fabric to each step of the collective (the dynamic-program plan) over the best static
+algorithm on the base topology, at 128 GPUs, for ring and 2-D torus bases, several buffer sizes
+and reconfiguration delays R.
+
+Usage: ``.venv/bin/python scripts/reproduce_pccl.py [--gpus 128] [--sizes 64KiB 1MiB 16MiB 256MiB]
+[--r-us 0.1 1 10 100 1000 10000 100000 1000000] [--algorithms ring rhd rd direct]
+[--alpha-us 1] [--delta-us 0.5] [--gbps 400] [--out DIR]``
+
+Best static = the fastest AllReduce algorithm run on the base topology (planner ``none``);
+PCCL = the fastest algorithm run under its ``dp`` plan (the algorithm is kept, the fabric
+follows it). Speedup = best static / PCCL; it tends to 1.0 as R grows (the DP then never
+reconfigures). Bases: an OCS star whose initial configuration is a ring (2 ports per GPU) or an
+8 x 16 torus (4 ports per GPU). Prints the table, writes ``DIR/pccl.csv`` and ``DIR/pccl.png``
+(default ``runs/reproduce_pccl``). Times marked ``*`` come from the cost model
+(:data:`emulation.sweep.MAX_FLOW_TRANSFERS`). Spec: ``specs/collectives.md`` (PCCL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from emulation.planners import CostModel, plan_sweep  # noqa: E402
+from emulation.scenario import format_bytes, parse_bytes  # noqa: E402
+from emulation.sweep import evaluate, time_plan  # noqa: E402
+from emulation.workloads import ALGORITHMS, build  # noqa: E402
+from topologies import ocs_star  # noqa: E402
+
+BASES = {"ring": 2, "torus": 4}  # base topology -> ports per GPU
+SIZES = ["64KiB", "1MiB", "16MiB", "256MiB"]
+R_US = [0.1, 1, 10, 100, 1000, 10_000, 100_000, 1_000_000]
+
+
+def sweep(gpus: int, sizes: list[int], r_s: list[float], algorithms: list[str], model: CostModel,
+          gbps: float, progress=None) -> list[dict]:
+    """One row per (base, size, R): best static algorithm and time, best dp algorithm and time
+    (seconds), speedup, and the dp plan's reconfigurations."""
+    rows = []
+    for base, ports in BASES.items():
+        for s in sizes:
+            f0 = ocs_star(gpus, ports, gbps, 0.0, base)
+            static = {}
+            dp: dict[str, list] = {}
+            for alg in algorithms:
+                if progress:
+                    progress(f"{base} {format_bytes(s)} {alg}")
+                w = build(alg, gpus, s)
+                static[alg] = evaluate(f0, w, "none", model)
+                dp[alg] = [time_plan(f0, p, model) for p in plan_sweep("dp", f0, w, model, r_s)]
+            best_static = min(static, key=lambda a: static[a].time_s)
+            for i, r in enumerate(r_s):
+                best_dp = min(algorithms, key=lambda a: dp[a][i].time_s)
+                pt = dp[best_dp][i]
+                rows.append({"base": base, "gpus": gpus, "bytes": s, "r_s": r,
+                             "static_algorithm": best_static, "static_s": static[best_static].time_s,
+                             "static_method": static[best_static].method,
+                             "pccl_algorithm": best_dp, "pccl_s": pt.time_s, "pccl_method": pt.method,
+                             "pccl_reconfigurations": pt.reconfigurations, "pccl_steps": pt.steps,
+                             "speedup": static[best_static].time_s / pt.time_s,
+                             **{f"dp_{a}_s": dp[a][i].time_s for a in algorithms},
+                             **{f"static_{a}_s": static[a].time_s for a in algorithms}})
+    return rows
+
+
+def print_rows(rows: list[dict], console: Console) -> None:
+    t = Table(title=f"PCCL (dp) vs best static AllReduce, {rows[0]['gpus']} GPUs (times in us; * = cost model)")
+    for c in ("base", "size", "R (us)", "best static", "static", "PCCL alg", "PCCL", "reconfigs / steps", "speedup"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        star = lambda m: "*" if m == "model" else ""  # noqa: E731
+        t.add_row(r["base"], format_bytes(r["bytes"]), f"{r['r_s'] * 1e6:g}", r["static_algorithm"],
+                  f"{r['static_s'] * 1e6:.1f}{star(r['static_method'])}", r["pccl_algorithm"],
+                  f"{r['pccl_s'] * 1e6:.1f}{star(r['pccl_method'])}",
+                  f"{r['pccl_reconfigurations']}/{r['pccl_steps']}", f"{r['speedup']:.2f}x")
+    console.print(t)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(BASES), figsize=(6 * len(BASES), 4), squeeze=False)
+    for ax, base in zip(axes[0], BASES):
+        for s in sorted({r["bytes"] for r in rows}):
+            rs = [r for r in rows if r["base"] == base and r["bytes"] == s]
+            ax.plot([r["r_s"] for r in rs], [r["speedup"] for r in rs], "o-", label=format_bytes(s))
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set(xscale="log", xlabel="reconfiguration delay R (s)", ylabel="speedup over best static",
+               title=f"PCCL (dp), {rows[0]['gpus']} GPUs, {base} base")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--gpus", type=int, default=128)
+    p.add_argument("--sizes", nargs="+", default=SIZES)
+    p.add_argument("--r-us", type=float, nargs="+", default=R_US, help="reconfiguration delays R, us")
+    p.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS["allreduce"]))
+    p.add_argument("--alpha-us", type=float, default=1.0)
+    p.add_argument("--delta-us", type=float, default=0.5)
+    p.add_argument("--gbps", type=float, default=400.0, help="port rate B, Gbit/s")
+    p.add_argument("--out", type=Path, default=Path("runs/reproduce_pccl"))
+    args = p.parse_args(argv)
+    try:
+        sizes = [parse_bytes(x) for x in args.sizes]
+    except ValueError as e:
+        print(f"reproduce_pccl: --sizes: {e}", file=sys.stderr)
+        return 2
+    unknown = [a for a in args.algorithms if a not in ALGORITHMS["allreduce"]]
+    if unknown:
+        print(f"reproduce_pccl: --algorithms: unknown {unknown[0]!r} (known: {', '.join(ALGORITHMS['allreduce'])})",
+              file=sys.stderr)
+        return 2
+    if args.gpus < 4 or args.alpha_us < 0 or args.delta_us < 0 or args.gbps <= 0 or any(r < 0 for r in args.r_us):
+        print("reproduce_pccl: --gpus must be >= 4; --alpha-us, --delta-us, --r-us >= 0; --gbps > 0", file=sys.stderr)
+        return 2
+    console = Console(width=160)
+    model = CostModel(args.alpha_us * 1e-6, args.delta_us * 1e-6)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = sweep(args.gpus, sizes, sorted(r * 1e-6 for r in args.r_us), args.algorithms, model, args.gbps,
+                 progress=lambda msg: console.print(f"[dim]{msg}[/dim]", highlight=False))
+    print_rows(rows, console)
+    for base in BASES:
+        rs = [r for r in rows if r["base"] == base]
+        best = max(rs, key=lambda r: r["speedup"])
+        last = [r for r in rs if r["r_s"] == max(x["r_s"] for x in rs)]
+        console.print(f"{base} base: largest speedup {best['speedup']:.2f}x at {format_bytes(best['bytes'])}, "
+                      f"R = {best['r_s'] * 1e6:g} us ({best['pccl_algorithm']} under dp vs static "
+                      f"{best['static_algorithm']}); at R = {last[0]['r_s'] * 1e6:g} us: "
+                      + ", ".join(f"{r['speedup']:.2f}x" for r in last))
+    with (args.out / "pccl.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    plot(rows, args.out / "pccl.png")
+    console.print(f"wrote {args.out}/pccl.csv and pccl.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
