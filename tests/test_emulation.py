@@ -197,3 +197,28 @@ def test_a_straggler_delays_the_packet_run_like_the_flow_run(run_dir):
     assert abs(pkt.time_s - flow.time_s) / flow.time_s < 0.12, (pkt.time_s, flow.time_s)
     late = [t for t in pkt.transfers if t.src == 2 and t.step == 0][0]
     assert late.start_s == pytest.approx(d, rel=0.05)  # released when its rank arrived
+
+
+def test_dp_plan_mixing_keep_and_reconfigure_runs_on_packets_like_the_flow_model(run_dir):
+    """Issue 4: the packet backend executes a dp plan (8 GPUs, RHD on a ring base, R such that the
+    plan keeps some steps and reconfigures others) within 15% of the flow backend."""
+    from emulation.flowsim import simulate
+    from emulation.planners import CostModel
+
+    n, size, alpha, r = 8, 4 << 20, 5e-6, 25e-6
+    f = ocs_star(n, 2, 400, r, "ring")
+    scale = Scale(10.0, 0.1, 400)
+    plan = make_plan("dp", f, build("rhd", n, size), CostModel(alpha, 0.0))
+    actions = [s.action for s in plan.steps]
+    assert actions == ["keep", "reconfigure", "reconfigure", "keep", "reconfigure", "reconfigure"], actions
+    with EmulatedFabric(f, run_dir, link_mbps=scale.link_mbps) as emu:
+        pkt = run_workload(emu, "rhd-dp", plan.workload, plan, scale, alpha, run_dir / "dp")
+        assert emu.client.circuits() == plan.steps[-1].configuration
+    flow = simulate(f, plan.workload, plan, alpha_s=alpha)
+    assert flow.time_s == pytest.approx(plan.predicted_s, rel=1e-9)
+    err = (flow.time_s - pkt.time_s) / pkt.time_s
+    print(f"dp: packet {pkt.time_s * 1e3:.4f} ms, flow {flow.time_s * 1e3:.4f} ms, error {err:+.1%}")
+    assert abs(err) < 0.15, (pkt.time_s, flow.time_s)
+    for st in pkt.steps:
+        if st.action == "reconfigure":
+            assert st.dark_window_measured_s >= r  # the circuits were dark at least R (real-equivalent)

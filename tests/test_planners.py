@@ -153,3 +153,39 @@ def test_torus_dims_and_base_topology():
     dist = Routes(f, None, 4).dist[:128]
     assert dist.max() == 4 + 8  # rows/2 + cols/2
     assert all(len([c for c in f.initial["ocs0"] if g in (c.a.gpu, c.b.gpu)]) == 4 for g in range(128))
+
+
+def test_plan_sweep_equals_planning_each_r_on_its_own():
+    from emulation.planners import plan_sweep
+
+    w = build("rhd", 16, 1 << 20)
+    rs = [1e-8, 1e-6, 3.7e-6, 1e-4]
+    for planner in ("greedy", "dp"):
+        swept = plan_sweep(planner, fabric(16, r=0.0), w, COST, rs)
+        for r, plan in zip(rs, swept):
+            alone = make_plan(planner, fabric(16, r=r), w, COST)
+            assert [s.configuration for s in plan.steps] == [s.configuration for s in alone.steps]
+            assert plan.predicted_s == pytest.approx(alone.predicted_s, rel=1e-12)
+            assert plan.reconfiguration_delay_s == r
+
+
+def test_reproduce_scripts_print_tables_and_write_plots(tmp_path):
+    import csv
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "sc"
+    got = subprocess.run([sys.executable, str(root / "scripts/reproduce_shortcircuit.py"), "--gpus", "16",
+                          "--sizes", "4KiB", "1MiB", "--b-sizes", "64KiB", "--r-us", "0.01", "1000",
+                          "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0, got.stderr
+    assert "total propagation Ring 15.00 us, RHD 15.00 us (equal)" in got.stdout  # 2(n-1) x 0.5 us
+    rows = list(csv.DictReader((out / "sweep_b.csv").open()))
+    assert [float(r["r_s"]) for r in rows] == [1e-8, 1e-3]
+    assert float(rows[0]["speedup_dp_over_ring"]) > 1 > float(rows[1]["speedup_dp_over_ring"])
+    assert (out / "shortcircuit_a.png").stat().st_size > 10_000
+    bad = subprocess.run([sys.executable, str(root / "scripts/reproduce_pccl.py"), "--sizes", "lots"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--sizes" in bad.stderr

@@ -28,6 +28,9 @@ def test_demo_loads_and_resolves():
     ("ports_per_gpu: 2", "ports_per_gpu: 1", "fabric"),
     ("topology: ocs-star", "topology: hypercube", "fabric.topology"),
     ("name: rhd-static,", "name: ring,", "runs"),
+    ("{name: ring, algorithm: ring,", "{name: ring, collective: allsum, algorithm: ring,", "runs.0.collective"),
+    ("{name: ring, algorithm: ring,", "{name: ring, collective: alltoall, algorithm: ring,", "runs.0.algorithm"),
+    ("initial: ring", "initial: torus", "fabric"),  # a torus base needs 4 ports per GPU
 ])
 def test_bad_fields_give_one_line_naming_the_field(tmp_path, old, new, field):
     assert old in GOOD
@@ -37,6 +40,19 @@ def test_bad_fields_give_one_line_naming_the_field(tmp_path, old, new, field):
         load_scenario(p)
     msg = str(e.value)
     assert "\n" not in msg and f": {field}" in msg, msg
+
+
+def test_collective_planner_and_base_topology_keys_resolve(tmp_path):
+    p = tmp_path / "ok.yaml"
+    p.write_text(GOOD.replace("planner: always}", "planner: dp}\n  - {name: a2a, collective: alltoall, "
+                              "algorithm: direct, planner: greedy}")
+                 .replace("ports_per_gpu: 2", "ports_per_gpu: 4").replace("initial: ring", "initial: torus"))
+    sc = load_scenario(p)
+    f = sc.build_fabric()
+    assert len(f.initial["ocs0"]) == 16  # 2 x 4 torus: 8 GPUs x 4 ports / 2
+    plan = sc.plan(sc.runs[3], f, 1 << 20)
+    assert plan.workload.collective == "alltoall" and plan.planner == "greedy"
+    assert sc.plan(sc.runs[2], f, 1 << 20).planner == "dp"
 
 
 def test_not_yaml_and_not_a_mapping(tmp_path):

@@ -28,7 +28,7 @@ from mininet.topo import Topo  # noqa: E402
 
 from emulation import dataplane as dpn  # noqa: E402
 from emulation.fabric import Fabric  # noqa: E402
-from topologies.builders import eps_star, ocs_star, static_ring  # noqa: E402
+from topologies.builders import eps_star, ocs_star, static_ring, static_torus  # noqa: E402
 
 
 #: Host link rate over the sum of the GPU's port rates: the injection link paces TCP bursts
@@ -85,9 +85,14 @@ def ring_topo(gpus: int = 8, link_mbps: float | None = None) -> FabricTopo:
     return FabricTopo(static_ring(gpus), link_mbps=link_mbps)
 
 
+def torus_topo(gpus: int = 16, link_mbps: float | None = None) -> FabricTopo:
+    """``--topo torus[,GPUS[,MBPS]]``: a static 2-D torus of cables (4 ports per GPU)."""
+    return FabricTopo(static_torus(gpus), link_mbps=link_mbps)
+
+
 def eps_topo(gpus: int = 8, link_mbps: float | None = None) -> FabricTopo:
     """``--topo eps[,GPUS[,MBPS]]``: GPUs on one packet switch."""
     return FabricTopo(eps_star(gpus), link_mbps=link_mbps)
 
 
-topos = {"ocsstar": ocs_star_topo, "ring": ring_topo, "eps": eps_topo}
+topos = {"ocsstar": ocs_star_topo, "ring": ring_topo, "torus": torus_topo, "eps": eps_topo}
