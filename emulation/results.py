@@ -62,7 +62,8 @@ class RunResult:
 
     ``transfers`` may be left out of large runs (``transfers_omitted`` says how many);
     ``link_bytes`` is ``[[u, up, v, vp, bytes], ...]``, the real bytes each directed link carried
-    over the run; ``checks`` holds the sanity checks (:func:`emulation.checks.check_run`).
+    over the run; ``checks`` holds the sanity checks (:func:`emulation.checks.check_run`);
+    ``predicted_s`` is the planner's cost-model time of the plan (seconds; greedy, dp, always).
     """
 
     name: str
@@ -81,6 +82,7 @@ class RunResult:
     transfers_omitted: int = 0
     link_bytes: list[list[float]] = field(default_factory=list)
     checks: dict = field(default_factory=dict)
+    predicted_s: float | None = None
 
     @property
     def algbw_gbps(self) -> float:

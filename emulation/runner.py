@@ -80,6 +80,7 @@ def run_flow(sc: Scenario, progress: Progress | None = None) -> dict:
                        record_transfers=w.transfer_count <= MAX_RECORDED_TRANSFERS)
         wall[f"{r.name} {format_bytes(size)}"] = time.perf_counter() - t0
         res.checks = check_run(res, fabric)
+        res.predicted_s = plan.predicted_s
         runs.append(res)
     if progress:
         progress("done", len(todo), len(todo))
@@ -132,6 +133,7 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
                                out / "emulation" / f"{r.name}-{format_bytes(size)}",
                                arrivals_s=arrivals)
             res.checks = check_run(res, fabric)
+            res.predicted_s = plan.predicted_s
             runs.append(res)
         if progress:
             progress("done", len(todo), len(todo))

@@ -19,6 +19,12 @@ Example (``experiments/demo.yaml``)::
     # optional: backend: flow, semantics: dependency-driven,
     #           straggler: {rank: 7, delay_s: 1.0e-3, jitter_s: 0, seed: 0}
 
+Base topology: ``fabric.topology`` (``ocs-star``, ``ring``, ``torus``, ``eps``) and, for an OCS,
+``fabric.initial`` (``ring``, ``torus``, ``empty``); p = ``fabric.ports_per_gpu``,
+R = ``fabric.reconfiguration_delay_s``, delta = ``cost.delta_s``. A run may name its
+``collective`` (default ``allreduce``; see ``emulation.workloads.ALGORITHMS``) and its
+``planner`` (``none``, ``always``, ``greedy``, ``dp``; the latter two use ``cost``).
+
 Spec: ``shared/DESIGN.md`` (data flow: experiments/*.yaml --load+validate--> Scenario).
 """
 
