@@ -6,7 +6,9 @@ Used by ``scripts/reproduce_shortcircuit.py`` and ``scripts/reproduce_pccl.py``
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
+from pathlib import Path
 
 from emulation.fabric import Fabric
 from emulation.flowsim import simulate
@@ -61,3 +63,33 @@ def time_plan(fabric: Fabric, plan: Plan, model: CostModel, max_flow_transfers: 
     res = simulate(fabric, plan.workload, plan, alpha_s=model.alpha_s, delta_s=model.delta_s,
                    record_transfers=False)
     return Point(res.time_s, predicted, plan.reconfigurations, len(plan.steps), "flow")
+
+
+def add_model_arguments(parser, alpha_us: float, out: str) -> None:
+    """Add the sweep scripts' common flags to an ``argparse`` parser: ``--alpha-us``,
+    ``--delta-us`` (cost model, microseconds), ``--gbps`` (port rate B) and ``--out`` (results
+    directory, default ``out``)."""
+    parser.add_argument("--alpha-us", type=float, default=alpha_us, help="per-message latency alpha, us")
+    parser.add_argument("--delta-us", type=float, default=0.5, help="per-hop propagation delay delta, us")
+    parser.add_argument("--gbps", type=float, default=400.0, help="port rate B, Gbit/s")
+    parser.add_argument("--out", type=Path, default=Path(out), help=f"results directory (default {out})")
+
+
+def model_from_arguments(args) -> CostModel:
+    """The :class:`CostModel` of :func:`add_model_arguments`' flags.
+
+    :raises ValueError: a negative alpha or delta, or a non-positive rate (message names the flag).
+    """
+    if args.alpha_us < 0 or args.delta_us < 0:
+        raise ValueError("--alpha-us and --delta-us must be >= 0")
+    if args.gbps <= 0:
+        raise ValueError("--gbps must be > 0")
+    return CostModel(args.alpha_us * 1e-6, args.delta_us * 1e-6)
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    """Write ``rows`` (dicts with the same keys) as CSV with a header line."""
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)

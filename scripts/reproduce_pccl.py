@@ -20,7 +20,6 @@ reconfigures). Bases: an OCS star whose initial configuration is a ring (2 ports
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from rich.table import Table  # noqa: E402
 
 from emulation.planners import CostModel, plan_sweep  # noqa: E402
 from emulation.scenario import format_bytes, parse_bytes  # noqa: E402
-from emulation.sweep import evaluate, time_plan  # noqa: E402
+from emulation.sweep import add_model_arguments, evaluate, model_from_arguments, time_plan, write_csv  # noqa: E402
 from emulation.workloads import ALGORITHMS, build  # noqa: E402
 from topologies import ocs_star  # noqa: E402
 
@@ -110,26 +109,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", nargs="+", default=SIZES)
     p.add_argument("--r-us", type=float, nargs="+", default=R_US, help="reconfiguration delays R, us")
     p.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS["allreduce"]))
-    p.add_argument("--alpha-us", type=float, default=1.0)
-    p.add_argument("--delta-us", type=float, default=0.5)
-    p.add_argument("--gbps", type=float, default=400.0, help="port rate B, Gbit/s")
-    p.add_argument("--out", type=Path, default=Path("runs/reproduce_pccl"))
+    add_model_arguments(p, alpha_us=1.0, out="runs/reproduce_pccl")
     args = p.parse_args(argv)
     try:
         sizes = [parse_bytes(x) for x in args.sizes]
     except ValueError as e:
         print(f"reproduce_pccl: --sizes: {e}", file=sys.stderr)
         return 2
+    try:
+        model = model_from_arguments(args)
+    except ValueError as e:
+        print(f"reproduce_pccl: {e}", file=sys.stderr)
+        return 2
     unknown = [a for a in args.algorithms if a not in ALGORITHMS["allreduce"]]
     if unknown:
         print(f"reproduce_pccl: --algorithms: unknown {unknown[0]!r} (known: {', '.join(ALGORITHMS['allreduce'])})",
               file=sys.stderr)
         return 2
-    if args.gpus < 4 or args.alpha_us < 0 or args.delta_us < 0 or args.gbps <= 0 or any(r < 0 for r in args.r_us):
-        print("reproduce_pccl: --gpus must be >= 4; --alpha-us, --delta-us, --r-us >= 0; --gbps > 0", file=sys.stderr)
+    if args.gpus < 4 or any(r < 0 for r in args.r_us):
+        print("reproduce_pccl: --gpus must be >= 4 and --r-us >= 0", file=sys.stderr)
         return 2
     console = Console(width=160)
-    model = CostModel(args.alpha_us * 1e-6, args.delta_us * 1e-6)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = sweep(args.gpus, sizes, sorted(r * 1e-6 for r in args.r_us), args.algorithms, model, args.gbps,
                  progress=lambda msg: console.print(f"[dim]{msg}[/dim]", highlight=False))
@@ -142,10 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"R = {best['r_s'] * 1e6:g} us ({best['pccl_algorithm']} under dp vs static "
                       f"{best['static_algorithm']}); at R = {last[0]['r_s'] * 1e6:g} us: "
                       + ", ".join(f"{r['speedup']:.2f}x" for r in last))
-    with (args.out / "pccl.csv").open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(rows, args.out / "pccl.csv")
     plot(rows, args.out / "pccl.png")
     console.print(f"wrote {args.out}/pccl.csv and pccl.png")
     return 0

@@ -16,7 +16,6 @@ is the cost model's sum over steps of delta x the step's longest path (hops); RH
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from rich.table import Table  # noqa: E402
 
 from emulation.planners import CostModel, StepCoster, make_plan  # noqa: E402
 from emulation.scenario import format_bytes, parse_bytes  # noqa: E402
-from emulation.sweep import evaluate  # noqa: E402
+from emulation.sweep import add_model_arguments, evaluate, model_from_arguments, time_plan, write_csv  # noqa: E402
 from emulation.workloads import build  # noqa: E402
 from topologies import ocs_star, static_ring  # noqa: E402
 
@@ -69,13 +68,13 @@ def sweep_b(gpus: list[int], sizes: list[int], r_s: list[float], model: CostMode
                 f = ocs_star(n, 2, gbps, r, "ring")
                 w = build("rhd", n, s)
                 greedy = evaluate(f, w, "greedy", model)
-                dp = evaluate(f, w, "dp", model)
+                dp_plan = make_plan("dp", f, w, model)
+                dp = time_plan(f, dp_plan, model)
                 rows.append({"gpus": n, "bytes": s, "r_s": r, "ring_s": ring, "rhd_static_s": rhd,
                              "rhd_greedy_s": greedy.time_s, "rhd_dp_s": dp.time_s,
                              "greedy_reconfigurations": greedy.reconfigurations,
                              "dp_reconfigurations": dp.reconfigurations,
-                             "dp_actions": "".join("R" if s_.action == "reconfigure" else "k"
-                                                   for s_ in make_plan("dp", f, w, model).steps),
+                             "dp_actions": "".join("R" if s_.action == "reconfigure" else "k" for s_ in dp_plan.steps),
                              "speedup_dp_over_ring": ring / dp.time_s})
     return rows
 
@@ -145,23 +144,13 @@ def plot(rows_a: list[dict], rows_b: list[dict], out: Path) -> None:
     plt.close(fig)
 
 
-def write_csv(rows: list[dict], path: Path) -> None:
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gpus", type=int, nargs="+", default=[16, 64])
     p.add_argument("--sizes", nargs="+", default=SIZES)
     p.add_argument("--b-sizes", nargs="+", default=["4KiB", "64KiB", "1MiB", "16MiB"], help="sizes of sweep (b)")
     p.add_argument("--r-us", type=float, nargs="+", default=R_US, help="reconfiguration delays R of (b), us")
-    p.add_argument("--alpha-us", type=float, default=0.0)
-    p.add_argument("--delta-us", type=float, default=0.5)
-    p.add_argument("--gbps", type=float, default=400.0, help="port rate B, Gbit/s")
-    p.add_argument("--out", type=Path, default=Path("runs/reproduce_shortcircuit"))
+    add_model_arguments(p, alpha_us=0.0, out="runs/reproduce_shortcircuit")
     args = p.parse_args(argv)
     try:
         sizes = [parse_bytes(x) for x in args.sizes]
@@ -169,12 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"reproduce_shortcircuit: --sizes: {e}", file=sys.stderr)
         return 2
-    bad = [n for n in args.gpus if n < 3] + [x for x in (args.alpha_us, args.delta_us) if x < 0]
-    if bad or args.gbps <= 0 or any(r < 0 for r in args.r_us):
-        print("reproduce_shortcircuit: --gpus must be >= 3; --alpha-us, --delta-us, --r-us >= 0; --gbps > 0",
-              file=sys.stderr)
+    try:
+        model = model_from_arguments(args)
+    except ValueError as e:
+        print(f"reproduce_shortcircuit: {e}", file=sys.stderr)
         return 2
-    model = CostModel(args.alpha_us * 1e-6, args.delta_us * 1e-6)
+    if min(args.gpus) < 3 or any(r < 0 for r in args.r_us):
+        print("reproduce_shortcircuit: --gpus must be >= 3 and --r-us >= 0", file=sys.stderr)
+        return 2
     console = Console(width=160)
     args.out.mkdir(parents=True, exist_ok=True)
     rows_a = sweep_a(args.gpus, sizes, model, args.gbps)

@@ -39,16 +39,17 @@ def torus_pairs(gpus: int) -> list[tuple[int, int]]:
     """GPU pairs of the 2-D torus :func:`torus_dims` (GPU ``row * cols + col``): each GPU to its
     east and south neighbours with wrap-around. A dimension of size 2 gives 2 parallel pairs
     (east and west are the same GPU); a dimension of size 1 gives none."""
+    return [(g, e) for g, e, _ in _torus_links(gpus) if e is not None] + [
+        (g, s) for g, _, s in _torus_links(gpus) if s is not None]
+
+
+def _torus_links(gpus: int) -> list[tuple[int, int | None, int | None]]:
+    """``(gpu, east neighbour, south neighbour)`` of every GPU of the :func:`torus_dims` torus
+    (None along a dimension of size 1)."""
     rows, cols = torus_dims(gpus)
-    out = []
-    for r in range(rows):
-        for c in range(cols):
-            g = r * cols + c
-            if cols > 1:
-                out.append((g, r * cols + (c + 1) % cols))
-            if rows > 1:
-                out.append((g, ((r + 1) % rows) * cols + c))
-    return out
+    return [(r * cols + c, r * cols + (c + 1) % cols if cols > 1 else None,
+             ((r + 1) % rows) * cols + c if rows > 1 else None)
+            for r in range(rows) for c in range(cols)]
 
 
 def ocs_star(
@@ -97,15 +98,9 @@ def static_torus(gpus: int, port_gbps: float = 400.0, **_ignored: object) -> Fab
     """
     if gpus < 4:
         raise FabricError(f"gpus: a static torus needs at least 4 GPUs, got {gpus}")
+    cables = [Circuit.of(PortRef(g, 1), PortRef(e, 0)) for g, e, _ in _torus_links(gpus) if e is not None]
+    cables += [Circuit.of(PortRef(g, 3), PortRef(s, 2)) for g, _, s in _torus_links(gpus) if s is not None]
     rows, cols = torus_dims(gpus)
-    cables = []
-    for r in range(rows):
-        for c in range(cols):
-            g = r * cols + c
-            if cols > 1:
-                cables.append(Circuit.of(PortRef(g, 1), PortRef(r * cols + (c + 1) % cols, 0)))
-            if rows > 1:
-                cables.append(Circuit.of(PortRef(g, 3), PortRef(((r + 1) % rows) * cols + c, 2)))
     return Fabric(f"torus-{rows}x{cols}", gpus, 4, port_gbps, cables=tuple(cables), initial=Configuration())
 
 

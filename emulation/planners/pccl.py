@@ -51,7 +51,7 @@ class Choice:
 
     def cost(self, r_s: float) -> float:
         """Seconds the choice takes once entered, with reconfiguration delay ``r_s``."""
-        return self.run_s + r_s * self.changes if self.changes else self.run_s
+        return self.run_s + r_s * self.changes
 
     @property
     def entry(self) -> TopologyKey:
