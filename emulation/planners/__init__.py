@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from emulation.fabric import Fabric
-from emulation.planners.basic import plan_always, plan_none, reconfiguration_delay
+from emulation.planners.basic import plan_always, plan_none
 from emulation.planners.cost import CostModel, StepCoster, plan_cost, topology_key
 from emulation.planners.ideal import ideal_configuration, ideal_substeps, matching_groups
-from emulation.planners.model import Plan, PlanError, StepPlan
+from emulation.planners.model import Plan, PlanError, StepPlan, reconfiguration_delay
 from emulation.planners.pccl import plan_dp, plan_greedy, plan_sweep
 from emulation.workloads.model import Workload
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from emulation.fabric import Fabric
 from emulation.planners.cost import CostModel
-from emulation.planners.model import Plan, plan_from_configurations
+from emulation.planners.model import Plan, plan_from_configurations, reconfiguration_delay
 from emulation.planners.pccl import Choice, PlanContext
 from emulation.workloads.model import Workload
 
@@ -31,7 +31,3 @@ def plan_always(fabric: Fabric, workload: Workload, model: CostModel | None = No
     choices: list[Choice] = list(ctx.ideals)
     return ctx.realise("always", choices)
 
-
-def reconfiguration_delay(fabric: Fabric) -> float:
-    """R of the fabric: the largest OCS reconfiguration delay, seconds (0 without an OCS)."""
-    return max((o.reconfiguration_delay_s for o in fabric.ocs), default=0.0)

@@ -27,9 +27,9 @@ def single_ocs(fabric: Fabric) -> str:
     return fabric.ocs[0].name
 
 
-def ideal_configuration(fabric: Fabric, step: Step, current: Configuration | None = None) -> Configuration:
+def ideal_configuration(fabric: Fabric, step: Step) -> Configuration:
     """The step's demand graph as circuits on the fabric's single OCS, spare ports filled with
-    parallel circuits, reusing the circuits of ``current`` that fit.
+    parallel circuits (canonical port assignment; plans reuse staying circuits when realised).
 
     :raises PlanError: no single OCS, or a GPU talks to more peers than it has ports (see
         :func:`ideal_configurations`).
@@ -37,8 +37,7 @@ def ideal_configuration(fabric: Fabric, step: Step, current: Configuration | Non
     name = single_ocs(fabric)
     pairs = sorted({(min(t.src, t.dst), max(t.src, t.dst)) for t in step.transfers})
     try:
-        keep = current[name] if current is not None else ()
-        return assign_ports(fabric, name, pairs, fill=True, keep=keep)
+        return assign_ports(fabric, name, pairs, fill=True)
     except FabricError as e:
         raise PlanError(f"step {step.phase}: {e}") from None
 

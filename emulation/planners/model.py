@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from emulation.fabric import Configuration
+from emulation.fabric import Configuration, Fabric
 from emulation.workloads.model import Workload
 
 Action = Literal["keep", "reconfigure"]
@@ -83,3 +83,8 @@ def plan_from_configurations(
         steps.append(StepPlan("keep" if c == current else "reconfigure", c))
         current = c
     return Plan(planner, initial, tuple(steps), r_s, workload, predicted_s)
+
+
+def reconfiguration_delay(fabric: Fabric) -> float:
+    """R of the fabric: the largest OCS reconfiguration delay, seconds (0 without an OCS)."""
+    return max((o.reconfiguration_delay_s for o in fabric.ocs), default=0.0)

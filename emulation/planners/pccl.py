@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from emulation.fabric import Configuration, Fabric, FabricError, assign_ports
 from emulation.planners.cost import CostModel, StepCoster, TopologyKey, gpu_pairs, topology_key
 from emulation.planners.ideal import ideal_substeps, single_ocs
-from emulation.planners.model import Plan, PlanError, plan_from_configurations
+from emulation.planners.model import Plan, PlanError, plan_from_configurations, reconfiguration_delay
 from emulation.workloads.model import Step, Workload
 
 
@@ -53,12 +54,12 @@ class Choice:
         """Seconds the choice takes once entered, with reconfiguration delay ``r_s``."""
         return self.run_s + r_s * self.changes
 
-    @property
+    @cached_property
     def entry(self) -> TopologyKey:
         """Topology the choice starts on."""
         return topology_key(self.configs[0])
 
-    @property
+    @cached_property
     def exit(self) -> TopologyKey:
         """Topology the choice ends on."""
         return topology_key(self.configs[-1])
@@ -75,7 +76,7 @@ class PlanContext:
         self.fabric = fabric
         self.workload = workload
         self.ocs = single_ocs(fabric)
-        self.r = fabric.ocs_by_name(self.ocs).reconfiguration_delay_s
+        self.r = reconfiguration_delay(fabric)
         self.coster = StepCoster(fabric, model)
         self.g0 = fabric.initial
         self.ideals = [self._ideal(st) for st in workload.steps]

@@ -27,29 +27,29 @@ back to the extra. Two extra steps, as for the AllReduce fold (not bandwidth-opt
 from __future__ import annotations
 
 from emulation.workloads.allreduce import check_sizes
-from emulation.workloads.model import Step, Transfer, Workload
+from emulation.workloads.model import Op, Step, Transfer, Workload
 
 
 def ring_reducescatter(ranks: int, nbytes: int) -> Workload:
     """Ring ReduceScatter on 0 -> 1 -> ... -> n-1 -> 0: step t = 0..n-2, rank r sends chunk
     (r - t - 1) mod n to r+1 (reduce); rank r ends with chunk r. :raises ValueError: sizes."""
-    check_sizes(ranks, nbytes)
-    n = ranks
-    w = Workload("reducescatter", "ring", n, nbytes, n, owner=tuple(range(n)))
-    steps = tuple(
-        Step("reduce-scatter", tuple(w.transfer(r, (r + 1) % n, (r - t - 1) % n) for r in range(n)))
-        for t in range(n - 1))
-    return _with(w, steps)
+    return _ring("reducescatter", ranks, nbytes, first=-1, op="reduce")
 
 
 def ring_allgather(ranks: int, nbytes: int) -> Workload:
     """Ring AllGather: step t = 0..n-2, rank r sends chunk (r - t) mod n to r+1 (copy).
     :raises ValueError: sizes."""
+    return _ring("allgather", ranks, nbytes, first=0, op="copy")
+
+
+def _ring(collective: str, ranks: int, nbytes: int, first: int, op: Op) -> Workload:
+    """n-1 ring steps; at step t rank r sends chunk (r + first - t) mod n to r+1."""
     check_sizes(ranks, nbytes)
     n = ranks
-    w = Workload("allgather", "ring", n, nbytes, n, owner=tuple(range(n)))
+    w = Workload(collective, "ring", n, nbytes, n, owner=tuple(range(n)))
+    phase = "reduce-scatter" if op == "reduce" else "all-gather"
     steps = tuple(
-        Step("all-gather", tuple(w.transfer(r, (r + 1) % n, (r - t) % n, op="copy") for r in range(n)))
+        Step(phase, tuple(w.transfer(r, (r + 1) % n, (r + first - t) % n, op=op) for r in range(n)))
         for t in range(n - 1))
     return _with(w, steps)
 
