@@ -28,6 +28,7 @@ from rich.table import Table
 
 from emulation.scenario import ScenarioError, format_bytes, load_scenario, parse_bytes
 from emulation.workloads import ALGORITHMS, build, known
+from emulation.workloads.stragglar import describe_step, lower_bound_rounds
 
 BACKENDS = ("mininet", "flow")
 
@@ -101,14 +102,25 @@ def _schedule(args) -> int:
                           "steps": d["steps"]}))
         return 0
     t = Table(title=f"{w.collective} {w.algorithm}: {w.ranks} ranks, {format_bytes(w.bytes)}, {len(w.steps)} steps")
-    for c in ("step", "phase", "transfers (src->dst chunk+n: bytes)"):
+    stragglar = w.algorithm == "stragglar"
+    for c in ("step", "phase", "transfers (a<=>S exchange, a->b forward, a<->b swap; chunk c)" if stragglar
+              else "transfers (src->dst chunk+n: bytes)"):
         t.add_column(c)
     for i, st in enumerate(w.steps):
-        txt = ", ".join(f"{x.src}->{x.dst} c{x.chunk}+{x.nchunks}: {x.bytes}" for x in st.transfers[:6])
-        if len(st.transfers) > 6:
-            txt += f", ... ({len(st.transfers)} in all)"
+        if stragglar:
+            txt = describe_step(st, w.ranks - 1)
+        else:
+            txt = ", ".join(f"{x.src}->{x.dst} c{x.chunk}+{x.nchunks}: {x.bytes}" for x in st.transfers[:6])
+            if len(st.transfers) > 6:
+                txt += f", ... ({len(st.transfers)} in all)"
         t.add_row(str(i), st.phase, txt)
-    Console().print(t)
+    console = Console(width=max(Console().width, 160))
+    console.print(t)
+    if stragglar:
+        rounds = sum(st.phase == "B" for st in w.steps)
+        console.print(f"phase A: {len(w.steps) - rounds} ring ReduceScatter steps among ranks 0..{w.ranks - 2}; "
+                      f"phase B: {rounds} rounds (n - 2 + ceil(log2 n) = {lower_bound_rounds(w.ranks)}); "
+                      f"straggler S = rank {w.ranks - 1}; {w.chunks} chunks of {format_bytes(w.chunk_bytes(0))}")
     return 0
 
 

@@ -29,20 +29,20 @@ def _err(flow: float, packet: float) -> float:
 def compare(packet: dict, flow: dict) -> dict:
     """Compare two ``result.json`` dicts of one scenario.
 
-    :returns: ``{"scenario", "runs": [{"name", "bytes", "packet_s", "flow_s", "error",
+    :returns: ``{"scenario", "runs": [{"name", "bytes", "iteration", "packet_s", "flow_s", "error",
         "steps": [{"index", "phase", "action", "packet_s", "flow_s", "error"}]}],
         "max_abs_error"}``; times in real-equivalent seconds, errors as fractions.
     :raises CompareError: the runs or their steps differ.
     """
     if packet.get("backend") != "mininet" or flow.get("backend") != "flow":
         raise CompareError("compare needs a mininet result and a flow result")
-    fruns = {(r["name"], r["bytes"]): r for r in flow["runs"]}
+    fruns = {(r["name"], r["bytes"], r.get("iteration", 0)): r for r in flow["runs"]}
     out = []
     for p in packet["runs"]:
-        key = (p["name"], p["bytes"])
-        f = fruns.get(key)
+        it = p.get("iteration", 0)
+        f = fruns.get((p["name"], p["bytes"], it))
         if f is None:
-            raise CompareError(f"run {p['name']} {format_bytes(p['bytes'])} has no flow result")
+            raise CompareError(f"run {p['name']} {format_bytes(p['bytes'])} iteration {it} has no flow result")
         if len(f["steps"]) != len(p["steps"]):
             raise CompareError(f"run {p['name']}: {len(p['steps'])} packet steps but {len(f['steps'])} flow steps")
         steps = []
@@ -50,10 +50,14 @@ def compare(packet: dict, flow: dict) -> dict:
             pd, fd = ps["end_s"] - ps["start_s"], fs["end_s"] - fs["start_s"]
             steps.append({"index": ps["index"], "phase": ps["phase"], "action": ps["action"],
                           "packet_s": pd, "flow_s": fd, "error": _err(fd, pd)})
-        out.append({"name": p["name"], "bytes": p["bytes"], "packet_s": p["time_s"], "flow_s": f["time_s"],
+        out.append({"name": p["name"], "bytes": p["bytes"], "iteration": it, "packet_s": p["time_s"], "flow_s": f["time_s"],
                     "error": _err(f["time_s"], p["time_s"]), "steps": steps})
     return {"scenario": packet["scenario"], "runs": out,
             "max_abs_error": max((abs(r["error"]) for r in out), default=0.0)}
+
+
+def _it(r: dict) -> str:
+    return f" #{r['iteration']}" if r.get("iteration") else ""
 
 
 def write(cmp: dict, out: Path) -> None:
@@ -67,7 +71,7 @@ def write(cmp: dict, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps(cmp, indent=1))
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.8))
-    labels = [f"{r['name']}\n{format_bytes(r['bytes'])}" for r in cmp["runs"]]
+    labels = [f"{r['name']}\n{format_bytes(r['bytes'])}{_it(r)}" for r in cmp["runs"]]
     x = range(len(labels))
     a.bar([i - 0.2 for i in x], [r["packet_s"] * 1e3 for r in cmp["runs"]], 0.4, label="packet (mininet)")
     a.bar([i + 0.2 for i in x], [r["flow_s"] * 1e3 for r in cmp["runs"]], 0.4, label="flow")
@@ -104,7 +108,7 @@ def print_compare(cmp: dict, console: Console | None = None, steps: bool = True)
     for c in ("run", "bytes", "packet (ms)", "flow (ms)", "error"):
         t.add_column(c, justify="left" if c == "run" else "right")
     for r in cmp["runs"]:
-        t.add_row(r["name"], format_bytes(r["bytes"]), f"{r['packet_s'] * 1e3:.4f}", f"{r['flow_s'] * 1e3:.4f}",
+        t.add_row(r["name"] + _it(r), format_bytes(r["bytes"]), f"{r['packet_s'] * 1e3:.4f}", f"{r['flow_s'] * 1e3:.4f}",
                   f"{r['error']:+.1%}")
     console.print(t)
     if steps:

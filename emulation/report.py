@@ -29,23 +29,24 @@ def write(result: dict, out: Path, scenario_yaml: str) -> None:
     (out / "result.json").write_text(json.dumps(result, indent=1))
     with open(out / "steps.csv", "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["run", "bytes", "step", "phase", "action", "start_s", "end_s",
+        w.writerow(["run", "bytes", "iteration", "step", "phase", "action", "start_s", "end_s",
                     "dark_window_requested_s", "dark_window_measured_s"])
         for r in result["runs"]:
             for s in r["steps"]:
-                w.writerow([r["name"], r["bytes"], s["index"], s["phase"], s["action"], s["start_s"],
+                w.writerow([r["name"], r["bytes"], r.get("iteration", 0), s["index"], s["phase"], s["action"], s["start_s"],
                             s["end_s"], s["dark_window_requested_s"], s["dark_window_measured_s"]])
     timeline(result, out / "timeline.png")
 
 
 def timeline(result: dict, path: Path) -> None:
-    """One row per run: its steps as bars (colour by phase), dark windows in black."""
+    """One row per run (the first three iterations of each): its steps as bars (colour by
+    phase), dark windows in black, the straggler's arrival as a red tick."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [RunResult.from_json(r) for r in result["runs"]]
+    runs = [RunResult.from_json(r) for r in result["runs"] if r.get("iteration", 0) < 3]
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(runs) + 1.5))
     colours = {}
     palette = plt.get_cmap("tab10")
@@ -55,7 +56,10 @@ def timeline(result: dict, path: Path) -> None:
             ax.barh(y, (s.end_s - s.start_s) * 1e3, left=s.start_s * 1e3, color=c, edgecolor="white")
             if s.dark_window_measured_s:
                 ax.barh(y, s.dark_window_measured_s * 1e3, left=s.start_s * 1e3, color="black", height=0.4)
-    ax.set_yticks(range(len(runs)), [f"{r.name} {format_bytes(r.bytes)}" for r in runs])
+        if r.straggler_delay_s:
+            ax.plot([r.straggler_delay_s * 1e3] * 2, [y - 0.45, y + 0.45], color="red", lw=2)
+    ax.set_yticks(range(len(runs)), [f"{r.name} {format_bytes(r.bytes)}" + (f" #{r.iteration}" if r.iteration else "")
+                                     for r in runs])
     ax.set_xlabel("time (ms, real-equivalent)")
     ax.set_title(f"{result['scenario']} ({result['backend']}): steps; black = dark window")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
@@ -66,29 +70,45 @@ def timeline(result: dict, path: Path) -> None:
 
 
 def print_summary(result: dict, console: Console | None = None) -> None:
-    """The summary table: one row per run and size."""
+    """The summary table: one row per run and size (and iteration, or per-iteration statistics
+    when the scenario has several)."""
     console = console or Console(width=max(Console().width, 120))
     sem = result.get("semantics", "round-synchronous")
-    t = Table(title=f"{result['scenario']} — backend {result['backend']}, {sem}")
-    for col in ("run", "bytes", "time (ms)", "algbw (Gbit/s)", "busbw (Gbit/s)", "reconfigs",
-                "dark req/meas (µs)", "checks"):
-        t.add_column(col, justify="right" if col != "run" else "left")
-    for r in result["runs"]:
-        dark = [(s["dark_window_requested_s"], s["dark_window_measured_s"]) for s in r["steps"]
-                if s["dark_window_measured_s"] is not None]
-        dtxt = f"{dark[0][0] * 1e6:.1f}/{max(d[1] for d in dark) * 1e6:.1f}" if dark else "-"
-        t.add_row(r["name"], format_bytes(r["bytes"]), f"{r['time_s'] * 1e3:.3f}",
-                  f"{r['algbw_gbps']:.1f}", f"{r['busbw_gbps']:.1f}",
-                  str(sum(s["action"] == "reconfigure" for s in r["steps"])), dtxt,
-                  ("ok" if r["checks"]["ok"] else "FAIL") if r.get("checks") else "-")
-    console.print(t)
+    iterations = result.get("iterations", 1)
+    straggler = result.get("straggler") is not None
+    if iterations > 1:
+        iteration_table(result, console)
+    else:
+        t = Table(title=f"{result['scenario']} — backend {result['backend']}, {sem}")
+        cols = ["run", "bytes", "time (ms)", "algbw (Gbit/s)", "busbw (Gbit/s)", "reconfigs",
+                "dark req/meas (µs)", "checks"]
+        if straggler:
+            cols[3:3] = ["D (ms)", "after arrival (ms)"]
+        for col in cols:
+            t.add_column(col, justify="right" if col != "run" else "left")
+        for r in result["runs"]:
+            dark = [(s["dark_window_requested_s"], s["dark_window_measured_s"]) for s in r["steps"]
+                    if s["dark_window_measured_s"] is not None]
+            dtxt = f"{dark[0][0] * 1e6:.1f}/{max(d[1] for d in dark) * 1e6:.1f}" if dark else "-"
+            d = r.get("straggler_delay_s", 0.0)
+            row = [r["name"], format_bytes(r["bytes"]), f"{r['time_s'] * 1e3:.3f}",
+                   f"{r['algbw_gbps']:.1f}", f"{r['busbw_gbps']:.1f}",
+                   str(sum(s["action"] == "reconfigure" for s in r["steps"])), dtxt,
+                   ("ok" if r["checks"]["ok"] else "FAIL") if r.get("checks") else "-"]
+            if straggler:
+                row[3:3] = [f"{d * 1e3:.3f}", f"{(r['time_s'] - d) * 1e3:.3f}"]
+            t.add_row(*row)
+        console.print(t)
     f, cost = result["fabric"], result["cost"]
     for r in result["runs"]:
-        if r["algorithm"] == "ring" and r["planner"] == "none":
+        if r["algorithm"] == "ring" and r["planner"] == "none" and not r.get("iteration"):
             pred = ring_alpha_beta_s(r["ranks"], r["bytes"], cost["alpha_s"], f["port_gbps"])
             verb = "simulated" if result["backend"] == "flow" else "measured"
+            d = r.get("straggler_delay_s", 0.0)
+            got = r["time_s"] - d
             console.print(f"ring {format_bytes(r['bytes'])}: alpha-beta {pred * 1e3:.3f} ms, {verb} "
-                          f"{r['time_s'] * 1e3:.3f} ms ({(r['time_s'] - pred) / pred:+.1%})")
+                          f"{got * 1e3:.3f} ms{' after the straggler arrived' if d else ''} "
+                          f"({(got - pred) / pred:+.1%})")
     if "scale" in result:
         s = result["scale"]
         console.print(f"scale: links {s['link_mbps']} Mbit/s, byte scale {s['byte_scale']}, TDF {s['tdf']:.0f}")
@@ -97,3 +117,38 @@ def print_summary(result: dict, console: Console | None = None) -> None:
         console.print(f"headroom: {h['efficiency']:.0%} of link rate at {h['offered_mbps']:.0f} Mbit/s offered")
     for w in result.get("warnings", []):
         console.print(f"[bold yellow]warning:[/] {w}")
+
+
+def iteration_stats(result: dict) -> list[dict]:
+    """Per (run, size): statistics of the per-iteration completion time (seconds).
+
+    :returns: ``[{"name", "bytes", "iterations", "mean_s", "p50_s", "p95_s", "p99_s", "max_s",
+        "mean_delay_s", "failed_checks"}]`` in the order of ``result["runs"]``.
+    """
+    import numpy as np
+
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for r in result["runs"]:
+        groups.setdefault((r["name"], r["bytes"]), []).append(r)
+    out = []
+    for (name, nbytes), rs in groups.items():
+        t = np.array([r["time_s"] for r in rs])
+        out.append({"name": name, "bytes": nbytes, "iterations": len(rs), "mean_s": float(t.mean()),
+                    "p50_s": float(np.percentile(t, 50)), "p95_s": float(np.percentile(t, 95)),
+                    "p99_s": float(np.percentile(t, 99)), "max_s": float(t.max()),
+                    "mean_delay_s": float(np.mean([r.get("straggler_delay_s", 0.0) for r in rs])),
+                    "failed_checks": sum(bool(r.get("checks")) and not r["checks"]["ok"] for r in rs)})
+    return out
+
+
+def iteration_table(result: dict, console: Console) -> None:
+    """Print :func:`iteration_stats` as a table (times in ms)."""
+    t = Table(title=f"{result['scenario']} — backend {result['backend']}: per-iteration collective time "
+                    f"over {result.get('iterations', 1)} iterations")
+    for col in ("run", "bytes", "mean (ms)", "p50 (ms)", "p95 (ms)", "p99 (ms)", "max (ms)", "mean D (ms)", "checks"):
+        t.add_column(col, justify="left" if col == "run" else "right")
+    for st in iteration_stats(result):
+        t.add_row(st["name"], format_bytes(st["bytes"]), *(f"{st[k] * 1e3:.3f}" for k in
+                                                           ("mean_s", "p50_s", "p95_s", "p99_s", "max_s", "mean_delay_s")),
+                  "ok" if not st["failed_checks"] else f"{st['failed_checks']} FAIL")
+    console.print(t)

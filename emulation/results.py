@@ -63,7 +63,9 @@ class RunResult:
     ``transfers`` may be left out of large runs (``transfers_omitted`` says how many);
     ``link_bytes`` is ``[[u, up, v, vp, bytes], ...]``, the real bytes each directed link carried
     over the run; ``checks`` holds the sanity checks (:func:`emulation.checks.check_run`);
-    ``predicted_s`` is the planner's cost-model time of the plan (seconds; greedy, dp, always).
+    ``predicted_s`` is the planner's cost-model time of the plan (seconds; greedy, dp, always);
+    ``iteration`` numbers repeated runs (scenario ``iterations``) and ``straggler_delay_s`` is the
+    straggler's arrival delay D in that iteration (0 without a straggler).
     """
 
     name: str
@@ -83,6 +85,14 @@ class RunResult:
     link_bytes: list[list[float]] = field(default_factory=list)
     checks: dict = field(default_factory=dict)
     predicted_s: float | None = None
+    iteration: int = 0
+    straggler_delay_s: float = 0.0
+
+    @property
+    def after_arrival_s(self) -> float:
+        """``time_s - straggler_delay_s``: the time from the straggler's arrival (the
+        post-barrier time of algorithms that wait for it)."""
+        return self.time_s - self.straggler_delay_s
 
     @property
     def algbw_gbps(self) -> float:

@@ -65,7 +65,7 @@ def run_flow(sc: Scenario, progress: Progress | None = None) -> dict:
     from emulation.flowsim import simulate
 
     fabric = sc.build_fabric()
-    arrivals = sc.arrivals_s()
+    arrivals = sc.iteration_arrivals_s()
     runs: list[RunResult] = []
     wall: dict[str, float] = {}
     todo = [(size, r) for size in sc.sizes for r in sc.runs]
@@ -75,16 +75,23 @@ def run_flow(sc: Scenario, progress: Progress | None = None) -> dict:
         plan = sc.plan(r, fabric, size)
         w = plan.workload
         t0 = time.perf_counter()
-        res = simulate(fabric, w, plan, alpha_s=sc.cost.alpha_s, delta_s=sc.cost.delta_s,
-                       semantics=sc.semantics, arrivals_s=arrivals, name=r.name,
-                       record_transfers=w.transfer_count <= MAX_RECORDED_TRANSFERS)
+        for it, arr in enumerate(arrivals):
+            res = simulate(fabric, w, plan, alpha_s=sc.cost.alpha_s, delta_s=sc.cost.delta_s,
+                           semantics=sc.semantics, arrivals_s=arr, name=r.name,
+                           record_transfers=w.transfer_count <= MAX_RECORDED_TRANSFERS)
+            _finish(res, plan, fabric, it, arr)
+            runs.append(res)
         wall[f"{r.name} {format_bytes(size)}"] = time.perf_counter() - t0
-        res.checks = check_run(res, fabric)
-        res.predicted_s = plan.predicted_s
-        runs.append(res)
     if progress:
         progress("done", len(todo), len(todo))
     return _result(sc, "flow", runs, {"simulation_wall_s": wall, "warnings": _warnings(runs)})
+
+
+def _finish(res: RunResult, plan, fabric, iteration: int, arrivals: list[float]) -> None:
+    res.checks = check_run(res, fabric)
+    res.predicted_s = plan.predicted_s
+    res.iteration = iteration
+    res.straggler_delay_s = max(arrivals)
 
 
 def _warnings(runs: list[RunResult]) -> list[str]:
@@ -103,7 +110,7 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
     from emulation.emulator.orchestrator import measure_headroom, run_workload
 
     fabric, scale = sc.build_fabric(), sc.scale()
-    arrivals = sc.arrivals_s()
+    arrivals = sc.iteration_arrivals_s()
     caps = detect()
     runs: list[RunResult] = []
     todo = [(size, r) for size in sc.sizes for r in sc.runs]
@@ -129,12 +136,12 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
                 progress(f"{r.name} {format_bytes(size)}", i, len(todo))
             plan = sc.plan(r, fabric, size)
             w = plan.workload
-            res = run_workload(emu, r.name, w, plan, scale, sc.cost.alpha_s,
-                               out / "emulation" / f"{r.name}-{format_bytes(size)}",
-                               arrivals_s=arrivals)
-            res.checks = check_run(res, fabric)
-            res.predicted_s = plan.predicted_s
-            runs.append(res)
+            for it, arr in enumerate(arrivals):
+                tag = f"-it{it}" if len(arrivals) > 1 else ""
+                res = run_workload(emu, r.name, w, plan, scale, sc.cost.alpha_s,
+                                   out / "emulation" / f"{r.name}-{format_bytes(size)}{tag}", arrivals_s=arr)
+                _finish(res, plan, fabric, it, arr)
+                runs.append(res)
         if progress:
             progress("done", len(todo), len(todo))
     meta["warnings"] += _warnings(runs)
@@ -159,7 +166,8 @@ def _result(sc: Scenario, backend: str, runs: list[RunResult], extra: dict) -> d
         "cost": sc.cost.model_dump(),
         "semantics": sc.semantics,
         "straggler": sc.straggler.model_dump() if sc.straggler else None,
-        "arrivals_s": sc.arrivals_s(),
+        "iterations": sc.iterations,
+        "arrivals_s": sc.iteration_arrivals_s(),
         **extra,
         "runs": [r.to_json() for r in runs],
     }

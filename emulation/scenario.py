@@ -16,14 +16,16 @@ Example (``experiments/demo.yaml``)::
       - {name: rhd-static, algorithm: rhd, planner: none}
       - {name: rhd-circuits, algorithm: rhd, planner: always}
     emulation: {link_mbps: 10, byte_scale: 0.1}
-    # optional: backend: flow, semantics: dependency-driven,
-    #           straggler: {rank: 7, delay_s: 1.0e-3, jitter_s: 0, seed: 0}
+    # optional: backend: flow, semantics: dependency-driven, iterations: 10,
+    #           straggler: {rank: 7, delay_s: 1.0e-3, jitter_s: 0, distribution: uniform, seed: 0}
 
 Base topology: ``fabric.topology`` (``ocs-star``, ``ring``, ``torus``, ``eps``) and, for an OCS,
 ``fabric.initial`` (``ring``, ``torus``, ``empty``); p = ``fabric.ports_per_gpu``,
 R = ``fabric.reconfiguration_delay_s``, delta = ``cost.delta_s``. A run may name its
 ``collective`` (default ``allreduce``; see ``emulation.workloads.ALGORITHMS``) and its
 ``planner`` (``none``, ``always``, ``greedy``, ``dp``; the latter two use ``cost``).
+``iterations`` repeats every (size, run), each iteration with its own straggler delay D
+(:class:`StragglerSpec`); results keep one record per iteration.
 
 Spec: ``shared/DESIGN.md`` (data flow: experiments/*.yaml --load+validate--> Scenario).
 """
@@ -42,6 +44,7 @@ from emulation.fabric import Fabric, FabricError
 from emulation.planners import PLANNERS, CostModel, Plan, PlanError, make_plan
 from emulation.scale import Scale
 from emulation.workloads import ALGORITHMS, build, known
+from emulation.workloads.stragglar import with_straggler
 from topologies import BUILDERS
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9,
@@ -114,13 +117,31 @@ class EmulationSpec(_Strict):
 
 
 class StragglerSpec(_Strict):
-    """``straggler:`` section: rank ``rank`` arrives at every collective ``delay_s`` late, plus
-    a uniform draw in ``[0, jitter_s)`` from a generator seeded with ``seed`` (real seconds)."""
+    """``straggler:`` section: rank ``rank`` arrives at every collective D seconds after the
+    others (real seconds). D is drawn per iteration from ``distribution`` with a generator seeded
+    with ``seed``: ``uniform`` (default) ``delay_s + U[0, jitter_s)``; ``normal``
+    ``delay_s + N(0, jitter_s)`` clipped at 0; ``exponential`` ``delay_s + Exp(mean jitter_s)``.
+    With ``jitter_s: 0`` D is ``delay_s`` every time. Every algorithm sees the same D in an
+    iteration; ``stragglar`` runs are relabelled so that this rank is the straggler."""
 
     rank: int = Field(ge=0)
     delay_s: float = Field(ge=0)
     jitter_s: float = Field(default=0.0, ge=0)
+    distribution: Literal["uniform", "normal", "exponential"] = "uniform"
     seed: int = 0
+
+    def delays_s(self, iterations: int) -> list[float]:
+        """D for iterations ``0 .. iterations-1`` (seconds, deterministic in ``seed``)."""
+        if not self.jitter_s:
+            return [self.delay_s] * iterations
+        rng = np.random.default_rng(self.seed)
+        if self.distribution == "uniform":
+            extra = rng.uniform(0, self.jitter_s, iterations)
+        elif self.distribution == "normal":
+            extra = rng.normal(0, self.jitter_s, iterations)
+        else:
+            extra = rng.exponential(self.jitter_s, iterations)
+        return [max(0.0, self.delay_s + float(x)) for x in extra]
 
 
 class RunSpec(_Strict):
@@ -168,6 +189,7 @@ class Scenario(_Strict):
     backend: Literal["mininet", "flow"] = "mininet"
     semantics: Literal["round-synchronous", "dependency-driven"] = "round-synchronous"
     straggler: StragglerSpec | None = None
+    iterations: int = Field(default=1, ge=1, le=10_000)
 
     @field_validator("sizes", mode="before")
     @classmethod
@@ -191,13 +213,21 @@ class Scenario(_Strict):
         return self
 
     # ---- resolution ----------------------------------------------------------------------
-    def arrivals_s(self) -> list[float]:
-        """Arrival time of every rank at the collective (real seconds; 0 but the straggler's)."""
+    def arrivals_s(self, iteration: int = 0) -> list[float]:
+        """Arrival time of every rank at the collective in ``iteration`` (real seconds; 0 but
+        the straggler's)."""
         out = [0.0] * self.fabric.gpus
         st = self.straggler
         if st is not None:
-            jitter = np.random.default_rng(st.seed).uniform(0, st.jitter_s) if st.jitter_s else 0.0
-            out[st.rank] = st.delay_s + float(jitter)
+            out[st.rank] = st.delays_s(iteration + 1)[iteration]
+        return out
+
+    def iteration_arrivals_s(self) -> list[list[float]]:
+        """:meth:`arrivals_s` of every iteration, ``(iterations, gpus)``."""
+        out = [[0.0] * self.fabric.gpus for _ in range(self.iterations)]
+        if self.straggler is not None:
+            for row, d in zip(out, self.straggler.delays_s(self.iterations)):
+                row[self.straggler.rank] = d
         return out
 
     def build_fabric(self) -> Fabric:
@@ -225,6 +255,8 @@ class Scenario(_Strict):
         :raises PlanError: the planner cannot plan it. :raises ValueError: bad sizes.
         """
         w = build(run.algorithm, fabric.gpus, nbytes, run.collective)
+        if run.algorithm == "stragglar" and self.straggler is not None:
+            w = with_straggler(w, self.straggler.rank)
         return make_plan(run.planner, fabric, w, self.cost_model())
 
     def scale(self) -> Scale:

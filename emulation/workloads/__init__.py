@@ -3,6 +3,8 @@
 ``ALGORITHMS[collective][algorithm]`` is a generator ``f(ranks, nbytes) -> Workload`` for any
 ``ranks >= 2``; ``ocslab schedule`` and scenario files use these names. Every generator is
 verified by :func:`emulation.workloads.checker.check` (tests: every n from 2 to 33).
+``stragglar`` (straggler-aware AllReduce) puts the straggler at rank n-1; scenarios move it with
+:func:`emulation.workloads.stragglar.with_straggler`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from emulation.workloads.allreduce import direct_allreduce, rd_allreduce, rhd_allreduce, ring_allreduce
 from emulation.workloads.alltoall import binomial_broadcast, direct_alltoall, pairwise_alltoall
 from emulation.workloads.model import COLLECTIVES, Step, Transfer, Workload
+from emulation.workloads.stragglar import stragglar_allreduce
 from emulation.workloads.scatter_gather import (
     direct_allgather,
     direct_reducescatter,
@@ -25,7 +28,8 @@ Generator = Callable[[int, int], Workload]
 
 #: ``{collective: {algorithm: generator}}``
 ALGORITHMS: dict[str, dict[str, Generator]] = {
-    "allreduce": {"ring": ring_allreduce, "rhd": rhd_allreduce, "rd": rd_allreduce, "direct": direct_allreduce},
+    "allreduce": {"ring": ring_allreduce, "rhd": rhd_allreduce, "rd": rd_allreduce, "direct": direct_allreduce,
+                  "stragglar": stragglar_allreduce},
     "reducescatter": {"ring": ring_reducescatter, "rhd": rhd_reducescatter, "direct": direct_reducescatter},
     "allgather": {"ring": ring_allgather, "rd": rd_allgather, "direct": direct_allgather},
     "alltoall": {"pairwise": pairwise_alltoall, "direct": direct_alltoall},

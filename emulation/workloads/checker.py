@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from emulation.workloads.model import Workload
+from emulation.workloads.model import Step, Workload
 
 
 class ScheduleError(AssertionError):
@@ -51,24 +51,36 @@ def replay(w: Workload) -> np.ndarray:
         raise ScheduleError(f"{w.collective} needs an owner rank for each of its {c} chunks")
     state = initial_state(w)
     for i, step in enumerate(w.steps):
-        before = state.copy()
-        for t in step.transfers:
-            if not (0 <= t.src < n and 0 <= t.dst < n and t.src != t.dst):
-                raise ScheduleError(f"step {i}: bad ranks {t.src}->{t.dst}")
-            if not (0 <= t.chunk and t.nchunks >= 1 and t.chunk + t.nchunks <= c):
-                raise ScheduleError(f"step {i}: chunks {t.chunk}+{t.nchunks} out of 0..{c - 1}")
-            sl = slice(t.chunk, t.chunk + t.nchunks)
-            sent = before[t.src, sl]
-            if (sent.sum(axis=1) == 0).any():
-                raise ScheduleError(f"step {i}: rank {t.src} sends chunks {t.chunk}+{t.nchunks} it does not hold")
-            if t.op == "reduce":
-                state[t.dst, sl] += sent
-            elif t.op == "append":
-                if ((state[t.dst, sl] > 0) & (sent > 0)).any():
-                    raise ScheduleError(f"step {i}: rank {t.dst} receives data it already holds")
-                state[t.dst, sl] += sent
-            else:
-                state[t.dst, sl] = sent
+        state = apply_step(state, step, i)
+    return state
+
+
+def apply_step(state: np.ndarray, step: Step, index: int) -> np.ndarray:
+    """The contribution counts after ``step`` (index ``index``) from ``state`` (module doc);
+    ``state`` has shape ``(ranks, chunks, ranks)`` and is not modified.
+
+    :raises ScheduleError: as :func:`replay`.
+    """
+    n, c, i = state.shape[0], state.shape[1], index
+    before = state
+    state = state.copy()
+    for t in step.transfers:
+        if not (0 <= t.src < n and 0 <= t.dst < n and t.src != t.dst):
+            raise ScheduleError(f"step {i}: bad ranks {t.src}->{t.dst}")
+        if not (0 <= t.chunk and t.nchunks >= 1 and t.chunk + t.nchunks <= c):
+            raise ScheduleError(f"step {i}: chunks {t.chunk}+{t.nchunks} out of 0..{c - 1}")
+        sl = slice(t.chunk, t.chunk + t.nchunks)
+        sent = before[t.src, sl]
+        if (sent.sum(axis=1) == 0).any():
+            raise ScheduleError(f"step {i}: rank {t.src} sends chunks {t.chunk}+{t.nchunks} it does not hold")
+        if t.op == "reduce":
+            state[t.dst, sl] += sent
+        elif t.op == "append":
+            if ((state[t.dst, sl] > 0) & (sent > 0)).any():
+                raise ScheduleError(f"step {i}: rank {t.dst} receives data it already holds")
+            state[t.dst, sl] += sent
+        else:
+            state[t.dst, sl] = sent
     return state
 
 

@@ -89,6 +89,17 @@ class Workload:
         """A transfer of chunks ``[chunk, chunk + nchunks)`` sized from this workload's buffer."""
         return Transfer(src, dst, self.chunk_bytes(chunk, nchunks), chunk, nchunks, op)
 
+    def relabel(self, perm: list[int] | tuple[int, ...]) -> Workload:
+        """The same collective with rank r renamed ``perm[r]`` (``perm`` a permutation of
+        ``0..ranks-1``): transfers and ``owner`` follow. :raises ValueError: not a permutation."""
+        if sorted(perm) != list(range(self.ranks)):
+            raise ValueError(f"not a permutation of {self.ranks} ranks: {list(perm)}")
+        steps = tuple(Step(s.phase, tuple(
+            Transfer(perm[t.src], perm[t.dst], t.bytes, t.chunk, t.nchunks, t.op) for t in s.transfers))
+            for s in self.steps)
+        return Workload(self.collective, self.algorithm, self.ranks, self.bytes, self.chunks, steps,
+                        tuple(perm[r] for r in self.owner))
+
     @property
     def transfer_count(self) -> int:
         """Number of transfers over all steps."""
