@@ -7,10 +7,11 @@ share the filesystem and CLOCK_MONOTONIC).
 Schedule file (written by :mod:`emulation.emulator.orchestrator`)::
 
     {"rank": r, "ips": [ip of every rank], "port": 5001, "alpha_s": emulated s,
+     "later": [[dst, channel], ...] connections the initial configuration cannot carry,
      "arrival_s": emulated s after the first go before this rank sends (a straggler),
      "control": "ctl.sock" (relative to the working directory),
      "steps": [{"send": [[tid, dst, [[channel, bytes], ...]], ...],
-                "recv": [[tid, src, bytes], ...]}, ...]}
+                "recv": [[tid, src, bytes], ...], "drain": true if the next step reconfigures}, ...]}
 
 A transfer is sent as parts, one per distinct path (:meth:`emulation.routing.Routes.subflows`),
 each on the TCP connection of its channel; connection ``c`` carries IP DSCP ``c`` so the fabric
@@ -20,16 +21,20 @@ routes channels separately (parallel circuits, ECMP). Each part is framed as ``!
 Control protocol (newline-delimited JSON), agent -> orchestrator: ``{"listening": r}``, then
 ``{"ready": r}`` after connecting to its peers, ``{"done": step, "send": {tid: [t_start,
 t_sent]}, "recv": {tid: t_end}, "retrans": segments retransmitted so far}`` per step; orchestrator -> agent: ``{"connect": true}``,
-``{"go": step}``, ``{"exit": true}``. Times are CLOCK_MONOTONIC seconds.
+``{"open": [[dst, channel], ...]}`` (before the first go, untimed: open these ``later``
+connections now, answered by ``{"opened": r}``), ``{"go": step}``, ``{"exit": true}``. Times are
+CLOCK_MONOTONIC seconds.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import queue
 import socket
 import struct
 import sys
+import termios
 import threading
 import time
 
@@ -130,6 +135,10 @@ class Channel:
         self.jobs: queue.Queue = queue.Queue()
         threading.Thread(target=self._run, daemon=True).start()
 
+    def unacked(self) -> int:
+        """Bytes written but not yet acknowledged by the peer (``TIOCOUTQ``)."""
+        return struct.unpack("i", fcntl.ioctl(self.sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+
     def retransmissions(self) -> int:
         """Segments this connection has retransmitted so far (``tcpi_total_retrans``)."""
         info = self.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
@@ -174,13 +183,19 @@ def run(schedule: dict) -> None:
     assert hear().get("connect")
     used = sorted({(dst, ch) for step in schedule["steps"] for _tid, dst, parts in step["send"]
                    for ch, _b in parts})
-    conns = {(d, c): Channel(ips[d], port, c) for d, c in used}
+    later = {(d, c) for d, c in schedule.get("later", [])}
+    conns = {(d, c): Channel(ips[d], port, c) for d, c in used if (d, c) not in later}
     say({"ready": rank})
 
     arrival = schedule.get("arrival_s", 0.0)
     t_arrive = None
     for index, step in enumerate(schedule["steps"]):
         msg = hear()
+        while "open" in msg:  # warm-up: connect peers the current configuration reaches
+            for d, c in msg["open"]:
+                conns[(d, c)] = Channel(ips[d], port, c)
+            say({"opened": rank})
+            msg = hear()
         if msg.get("exit"):
             return
         assert msg.get("go") == index, msg
@@ -209,6 +224,15 @@ def run(schedule: dict) -> None:
             if not lock.wait_for(lambda: pending[0] == 0, timeout):
                 raise TimeoutError(f"rank {rank} step {index}: sends did not finish in {timeout} s")
         recv = receiver.wait([tid for tid, _s, _b in step["recv"]], timeout)
+        if step.get("drain"):
+            # The fabric changes next: wait for the peers' acknowledgements, or a final ACK lost
+            # in the dark window would leave the connection in retransmission backoff (~1 s).
+            used = [conns[(dst, c)] for _tid, dst, parts in step["send"] for c, _b in parts]
+            deadline = time.monotonic() + timeout
+            while any(c.unacked() for c in used):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"rank {rank} step {index}: data not acknowledged in {timeout} s")
+                time.sleep(0.0005)
         retrans = sum(c.retransmissions() for c in conns.values())
         say({"done": index, "t_go": t_go, "send": sent, "recv": recv, "retrans": retrans})
     hear()  # exit

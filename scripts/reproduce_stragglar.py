@@ -9,7 +9,8 @@ StragglAR beats Ring (and the best of Ring and RHD).
 (3) The same collective on an OCS with one port per GPU, configured before every step (each
 Phase B round is a matching: one circuit per GPU), against the EPS, as R grows.
 (4) Packet level (needs root and Open vSwitch; ``--no-packet`` skips it): n = 8 on the EPS with
-the straggler 0.5 x and 2 x Phase A late: StragglAR, Ring and RHD on both backends; the
+the straggler 0.5 x and 2 x Phase A late: StragglAR, Ring and RHD on both backends (and
+StragglAR on the one-port OCS, R = 10 us, reconfigured before every step); the
 post-barrier Ring/StragglAR ratio of each backend and the crossover D each implies. For
 D < Phase A, StragglAR's time is Phase A + Phase B and Ring's D + Ring, so their difference
 falls with slope -1 in D: the measured crossover is ``D1 + (StragglAR(D1) - Ring(D1))`` at
@@ -118,8 +119,9 @@ def ocs_rows(n: int, nbytes: int, alpha_s: float, gbps: float, r_values: list[fl
 
 
 def packet(n: int, nbytes: int, alpha_s: float, gbps: float, link_mbps: float, byte_scale: float,
-           out: Path) -> list[dict]:
-    """(4): packet and flow runs at D = 0.5 and 2 x Phase A (rank n-1 late) on the EPS."""
+           out: Path, ocs_r_s: float = 10e-6) -> list[dict]:
+    """(4): packet and flow runs at D = 0.5 and 2 x Phase A (rank n-1 late) on the EPS, and
+    StragglAR at 2 x Phase A on the one-port OCS reconfigured before every step (R = ``ocs_r_s``)."""
     from emulation.emulator.net import EmulatedFabric
     from emulation.emulator.orchestrator import run_workload
     from emulation.scale import Scale
@@ -138,8 +140,20 @@ def packet(n: int, nbytes: int, alpha_s: float, gbps: float, link_mbps: float, b
                 plan = make_plan("none", f, w)
                 pkt = run_workload(emu, alg, w, plan, scale, alpha_s, out / "emulation" / f"{alg}-D{k}", arrivals_s=arr)
                 flow = simulate(f, w, plan, alpha_s=alpha_s, arrivals_s=arr)
-                rows.append({"d_over_phase_a": k, "d_s": d, "algorithm": alg, "packet_s": pkt.time_s,
+                rows.append({"fabric": "eps", "d_over_phase_a": k, "d_s": d, "algorithm": alg, "packet_s": pkt.time_s,
                              "flow_s": flow.time_s, "error": (flow.time_s - pkt.time_s) / pkt.time_s})
+    # the OCS variant: one port per GPU, every step on its own circuits (R = ocs_r_s)
+    f = ocs_star(n, 1, gbps, ocs_r_s, "empty")
+    d = 2.0 * a
+    arr = [0.0] * (n - 1) + [d]
+    with EmulatedFabric(f, out / "emulation-ocs", link_mbps=link_mbps) as emu:
+        w = build("stragglar", n, nbytes)
+        plan = make_plan("always", f, w)
+        pkt = run_workload(emu, "stragglar", plan.workload, plan, scale, alpha_s, out / "emulation-ocs" / "stragglar",
+                           arrivals_s=arr)
+        flow = simulate(f, plan.workload, plan, alpha_s=alpha_s, arrivals_s=arr)
+        rows.append({"fabric": f"ocs R={ocs_r_s * 1e6:g}us", "d_over_phase_a": 2.0, "d_s": d, "algorithm": "stragglar",
+                     "packet_s": pkt.time_s, "flow_s": flow.time_s, "error": (flow.time_s - pkt.time_s) / pkt.time_s})
     return rows
 
 
@@ -214,13 +228,14 @@ def main(argv: list[str] | None = None) -> int:
         write_csv(pk, args.out / "packet.csv")
         t = Table(title=f"(4) n = {n}, EPS, packet vs flow (links {args.link_mbps} Mbit/s, byte scale "
                         f"{args.byte_scale:g}); end-to-end ms")
-        for c in ("D / Phase A", "D ms", "algorithm", "packet", "flow", "error"):
+        for c in ("fabric", "D / Phase A", "D ms", "algorithm", "packet", "flow", "error"):
             t.add_column(c, justify="right")
         for r in pk:
-            t.add_row(f"{r['d_over_phase_a']:g}", f"{r['d_s'] * 1e3:.3f}", r["algorithm"], f"{r['packet_s'] * 1e3:.3f}",
+            t.add_row(r["fabric"], f"{r['d_over_phase_a']:g}", f"{r['d_s'] * 1e3:.3f}", r["algorithm"], f"{r['packet_s'] * 1e3:.3f}",
                       f"{r['flow_s'] * 1e3:.3f}", f"{r['error']:+.1%}")
         con.print(t)
-        get = {(r["d_over_phase_a"], r["algorithm"], b): r[f"{b}_s"] for r in pk for b in ("packet", "flow")}
+        get = {(r["d_over_phase_a"], r["algorithm"], b): r[f"{b}_s"] for r in pk if r["fabric"] == "eps"
+               for b in ("packet", "flow")}
         for b in ("packet", "flow"):
             d2 = 2.0 * a8
             ratio = (get[2.0, "ring", b] - d2) / (get[2.0, "stragglar", b] - d2)
@@ -258,7 +273,7 @@ def plot(rows: list[dict], e2e: list[dict], x_ring: float, pk: list[dict], path:
     for alg in ALGS:
         b.plot(d, [r[f"{alg}_s"] * 1e3 for r in e2e], label=f"{alg} (flow)")
     for alg, m in zip(ALGS, "o^s"):
-        pts = [r for r in pk if r["algorithm"] == alg]
+        pts = [r for r in pk if r["algorithm"] == alg and r["fabric"] == "eps"]
         if pts:
             b.scatter([r["d_s"] * 1e3 for r in pts], [r["packet_s"] * 1e3 for r in pts], marker=m,
                       label=f"{alg} (packet)")

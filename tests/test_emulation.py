@@ -222,3 +222,74 @@ def test_dp_plan_mixing_keep_and_reconfigure_runs_on_packets_like_the_flow_model
     for st in pkt.steps:
         if st.action == "reconfigure":
             assert st.dark_window_measured_s >= r  # the circuits were dark at least R (real-equivalent)
+
+
+def test_stragglar_on_packets_matches_the_flow_ratio_and_crossover(run_dir):
+    """Issue 5: 8 GPUs on an EPS, alpha 3 us, 450 GiB/s, 1 GiB. Post-barrier (the straggler
+    2 x Phase A late) the packet Ring/StragglAR ratio is within 15% of the flow backend's; the
+    crossover D implied by the runs at 0.5 x Phase A (D1 + StragglAR(D1) - Ring(D1), where the
+    difference falls with slope -1) is within 25% of the flow prediction."""
+    from emulation.flowsim import simulate
+    from topologies import eps_star
+
+    n, size, alpha = 8, 1 << 30, 3e-6
+    gbps = 450 * 8 * 2**30 / 1e9
+    f = eps_star(n, gbps)
+    scale = Scale(10.0, 1 / 1024, gbps)
+    a = (n - 2) * alpha + (n - 2) / (n - 1) * size / f.port_bytes_per_s
+    got: dict = {}
+    with EmulatedFabric(f, run_dir, link_mbps=scale.link_mbps) as emu:
+        for k in (2.0, 0.5):
+            arr = [0.0] * n
+            arr[-1] = k * a
+            for alg in ("stragglar", "ring"):
+                w = build(alg, n, size)
+                plan = make_plan("none", f, w)
+                pkt = run_workload(emu, alg, w, plan, scale, alpha, run_dir / f"{alg}-{k}", arrivals_s=arr)
+                assert pkt.bytes_delivered == w.bytes_sent
+                got[k, alg, "packet"] = pkt.time_s
+                got[k, alg, "flow"] = simulate(f, w, plan, alpha_s=alpha, arrivals_s=arr).time_s
+    ratio = {b: (got[2.0, "ring", b] - 2 * a) / (got[2.0, "stragglar", b] - 2 * a) for b in ("packet", "flow")}
+    cross = {b: 0.5 * a + got[0.5, "stragglar", b] - got[0.5, "ring", b] for b in ("packet", "flow")}
+    print(f"post-barrier Ring/StragglAR: packet {ratio['packet']:.3f}, flow {ratio['flow']:.3f}; "
+          f"crossover D: packet {cross['packet'] * 1e3:.3f} ms, flow {cross['flow'] * 1e3:.3f} ms")
+    assert ratio["flow"] == pytest.approx(1.36, rel=0.01)
+    assert abs(ratio["packet"] - ratio["flow"]) / ratio["flow"] < 0.15
+    assert cross["flow"] == pytest.approx(0.876e-3, rel=0.01)
+    assert abs(cross["packet"] - cross["flow"]) / cross["flow"] < 0.25
+
+
+def test_scenario_iterations_and_a_relabelled_straggler_run_on_packets(run_dir):
+    """The runner repeats each run per iteration with that iteration's D; StragglAR moved to the
+    scenario's straggler rank runs on the packet backend and its late rank starts at D."""
+    scen = run_dir / "it.yaml"
+    scen.write_text("""
+name: it
+fabric: {topology: eps, gpus: 4, port_gbps: 400}
+cost: {alpha_s: 5.0e-6}
+sizes: [2MiB]
+runs: [{name: stragglar, algorithm: stragglar}, {name: ring, algorithm: ring}]
+straggler: {rank: 1, delay_s: 1.0e-4, jitter_s: 1.0e-4, seed: 3}
+iterations: 2
+emulation: {link_mbps: 10, byte_scale: 0.1, headroom: skip}
+""")
+    out = run_dir / "out"
+    r = subprocess.run([sys.executable, "-m", "emulation.cli", "run", str(scen), "--out", str(out)], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    import json
+
+    res = json.loads((out / "result.json").read_text())
+    assert [(x["name"], x["iteration"]) for x in res["runs"]] == [
+        ("stragglar", 0), ("stragglar", 1), ("ring", 0), ("ring", 1)]
+    ds = [row[1] for row in res["arrivals_s"]]
+    assert ds[0] != ds[1] and all(1e-4 <= d < 2e-4 for d in ds)
+    for x in res["runs"]:
+        assert x["checks"]["ok"], x["checks"]
+        assert x["straggler_delay_s"] == ds[x["iteration"]]
+        late = [t for t in x["transfers"] if t["src"] == 1]
+        assert min(t["start_s"] for t in late) >= 0.95 * x["straggler_delay_s"]
+        if x["name"] == "stragglar":  # rank 1 sits out Phase A
+            phase_a = {s["index"] for s in x["steps"] if s["phase"] == "A"}
+            assert phase_a and not [t for t in x["transfers"] if t["step"] in phase_a and 1 in (t["src"], t["dst"])]
+    assert "per-iteration collective time" in r.stdout

@@ -1,7 +1,9 @@
 """Runs (Workload, Plan) on an :class:`~emulation.emulator.net.EmulatedFabric` with real packets.
 
 Per run: the fabric is reset to the plan's initial configuration (untimed); one agent per GPU
-starts, listens, connects to its peers; then for every step the orchestrator, acting as the
+starts, listens, connects to its peers (peers the initial configuration cannot reach are
+connected under the first configuration of the plan that does, then the initial one is
+restored; all untimed); then for every step the orchestrator, acting as the
 step barrier over Unix sockets, first reconfigures the OCS if the plan says so (the controller
 answers when the new circuits carry traffic, with the dark window measured) and then releases
 the step. Measured times are divided by the TDF (real-equivalent seconds).
@@ -25,6 +27,7 @@ import numpy as np
 
 from emulation import dataplane as dpn
 from emulation.emulator.net import EmulatedFabric, EmulationError
+from emulation.fabric import Configuration
 from emulation.planners import make_plan
 from emulation.planners.model import Plan
 from emulation.results import RunResult, StepResult, TransferResult
@@ -79,11 +82,15 @@ class _Coordinator:
         for c in self.conns.values():
             c.sendall(data)
 
-    def gather(self, key: str, timeout: float, alive) -> list[dict]:
-        """One message containing ``key`` from every agent."""
+    def send(self, rank: int, msg: dict) -> None:
+        """Send ``msg`` to one agent."""
+        self.conns[rank].sendall((json.dumps(msg) + "\n").encode())
+
+    def gather(self, key: str, timeout: float, alive, count: int | None = None) -> list[dict]:
+        """One message containing ``key`` from every agent (or from ``count`` agents)."""
         got: list[dict] = []
         deadline = time.monotonic() + timeout
-        while len(got) < self.ranks:
+        while len(got) < (self.ranks if count is None else count):
             try:
                 msg = self.inbox.get(timeout=0.2)
             except queue.Empty:
@@ -153,6 +160,29 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
             parts[0][1] += eb - sum(b for _, b in parts)
             schedules[t.src]["steps"][si]["send"].append([tid, t.dst, [p for p in parts if p[1]]])
             schedules[t.dst]["steps"][si]["recv"].append([tid, t.src, eb])
+    # Before a reconfiguration the agents wait until their data is acknowledged (agent doc).
+    for si, sp in enumerate(plan.steps[1:]):
+        if sp.action == "reconfigure":
+            for sched in schedules:
+                sched["steps"][si]["drain"] = True
+    # Connections the initial configuration cannot carry (a fabric of matchings, an empty OCS)
+    # are opened before the timed run, each under the first configuration that routes it.
+    initial = Routes(fabric, plan.initial, fabric.ports_per_gpu)
+    reach = {d: initial.distances(d) for d in range(n)}
+    warmup: list[tuple[Configuration, dict[int, list]]] = []
+    pending = {(sched["rank"], dst, ch) for sched in schedules for st in sched["steps"]
+               for _tid, dst, parts in st["send"] for ch, _b in parts if sched["rank"] not in reach[dst]}
+    for sched in schedules:
+        sched["later"] = sorted((d, c) for r, d, c in pending if r == sched["rank"])
+    for si, step in enumerate(workload.steps):
+        todo = sorted({(t.src, t.dst, ch) for t in step.transfers for ch in range(fabric.ports_per_gpu)}
+                      & pending)
+        if todo:
+            opens: dict[int, list] = {}
+            for r, d, c in todo:
+                opens.setdefault(r, []).append([d, c])
+            warmup.append((plan.steps[si].configuration, opens))
+            pending -= set(todo)
     # A generous bound on any step: 20x the busiest link's time at the emulated rate, plus slack.
     bound = worst_link * scale.byte_scale * 8 / (scale.link_mbps * 1e6)
     step_timeout = 20 * bound + 30 + plan.reconfiguration_delay_s * tdf + max(arrivals_s or [0.0]) * tdf
@@ -176,6 +206,13 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
         coord.accept_all(60, alive)
         coord.broadcast({"connect": True})
         coord.gather("ready", 60, alive)
+        for config, opens in warmup:  # untimed
+            emu.client.apply(config, 0.0)
+            for r, pairs in opens.items():
+                coord.send(r, {"open": pairs})
+            coord.gather("opened", 60, alive, count=len(opens))
+        if warmup:
+            emu.client.apply(plan.initial, 0.0)
 
         t0 = time.monotonic()
         retrans_before = 0
