@@ -12,6 +12,8 @@ from pathlib import Path
 
 from emulation import __version__
 from emulation.checks import check_run
+from emulation.fabric import Fabric
+from emulation.planners import Plan
 from emulation.results import RunResult
 from emulation.scenario import Scenario, format_bytes
 
@@ -87,7 +89,9 @@ def run_flow(sc: Scenario, progress: Progress | None = None) -> dict:
     return _result(sc, "flow", runs, {"simulation_wall_s": wall, "warnings": _warnings(runs)})
 
 
-def _finish(res: RunResult, plan, fabric, iteration: int, arrivals: list[float]) -> None:
+def _finish(res: RunResult, plan: Plan, fabric: Fabric, iteration: int, arrivals: list[float]) -> None:
+    """Fill in what the backends do not know: checks, the plan's prediction, the iteration and
+    its straggler delay D (the latest arrival)."""
     res.checks = check_run(res, fabric)
     res.predicted_s = plan.predicted_s
     res.iteration = iteration

@@ -173,7 +173,14 @@ class EmulatedFabric:
             topo=topo, build=False, controller=None, autoSetMacs=False, autoStaticArp=False,
             switch=partial(OVSSwitch, datapath=self.caps.datapath), link=TCLink,
         )
-        self.net.addController(RemoteController("c0", ip="127.0.0.1", port=self.ofp_port))
+        class _Controller(RemoteController):
+            def checkListening(self) -> None:
+                # Mininet probes the port with telnet and decodes the reply as UTF-8: our
+                # controller's binary OpenFlow HELLO can crash that decoder. We started the
+                # controller ourselves and wait for it below (client.wait_ready).
+                pass
+
+        self.net.addController(_Controller("c0", ip="127.0.0.1", port=self.ofp_port))
         setLogLevel("critical")  # tc's harmless "quantum ... is big" note for fast host links
         try:
             self._configure()
