@@ -28,9 +28,9 @@ Synthesis of the rounds (:func:`stragglar_rounds`):
 - other n: the spec's greedy. Per round, after the straggler exchange, a maximum-cardinality
   maximum-weight matching (networkx) on the free ranks with weight 2 where both sides hold a
   chunk the other lacks and 1 where one does; each sender sends the highest-index chunk its
-  partner lacks. Two tie-break weightings are tried and the shorter schedule kept. Reached:
-  even n within one round of n - 2 + ceil(log2 n) (6 -> 7, 10 -> 12, 12 -> 14, 24 -> 27);
-  odd n needs more (e.g. 7 -> 10, 9 -> 13): see :data:`ROUND_COUNT_NOTE`.
+  partner lacks. Two tie-break weightings (three for odd n) are tried and the shortest schedule
+  kept. Reached: even n within one round of n - 2 + ceil(log2 n) (6 -> 7, 10 -> 12, 12 -> 14,
+  24 -> 27); odd n need more (e.g. 7 -> 10, 9 -> 13, 35 -> 46): see :data:`ROUND_COUNT_NOTE`.
 
 Every schedule is verified by :func:`check_stragglar` (tests: every n from 3 to 64).
 """
@@ -79,7 +79,8 @@ def stragglar_rounds(ranks: int) -> tuple[tuple[Move, ...], ...]:
         raise ValueError(f"ranks must be at least 2, got {ranks}")
     if ranks & (ranks - 1) == 0:
         return _doubling_rounds(ranks)
-    return min((_matching_rounds(ranks, w) for w in ("plain", "newest")), key=len)
+    weightings = ("plain", "newest") if ranks % 2 == 0 else ("plain", "newest", "oldest")
+    return min((_matching_rounds(ranks, w) for w in weightings), key=len)
 
 
 def _doubling_rounds(n: int) -> tuple[tuple[Move, ...], ...]:
@@ -140,8 +141,9 @@ def _doubling_rounds(n: int) -> tuple[tuple[Move, ...], ...]:
 
 
 def _matching_rounds(n: int, weighting: str) -> tuple[tuple[Move, ...], ...]:
-    """The spec's greedy matching synthesis (module doc); ``weighting`` ``plain`` or ``newest``
-    (prefer pairs whose transfers carry newer chunks)."""
+    """The spec's greedy matching synthesis (module doc); ``weighting`` ``plain``, ``newest`` or
+    ``oldest`` (among matchings with the most transfers, prefer pairs whose transfers carry newer,
+    or older, chunks)."""
     s = n - 1
     holds: list[set[int]] = [set() for _ in range(n)]
     rounds: list[tuple[Move, ...]] = []
@@ -165,7 +167,8 @@ def _matching_rounds(n: int, weighting: str) -> tuple[tuple[Move, ...], ...]:
             for v in free[i + 1:]:
                 sends = [c for c in (pick(u, v), pick(v, u)) if c is not None]
                 if sends:
-                    bonus = sum(c + 1 for c in sends) if weighting == "newest" else 0
+                    bonus = {"plain": 0, "newest": sum(c + 1 for c in sends),
+                             "oldest": sum(n - c for c in sends)}[weighting]
                     # float weights (exact for these small integers) skip networkx's optimality
                     # self-check, a third of the time
                     g.add_edge(u, v, weight=float(len(sends) * 10 * n * n + bonus))
