@@ -5,7 +5,8 @@
 - ``ocslab compare FILE [--out DIR] [--packet-result JSON] [--max-error F]``: run the scenario on
   both backends (or reuse a packet result), print flow vs packet per run and per step, write
   ``DIR/compare.json`` and ``compare.png``.
-- ``ocslab schedule ALGORITHM [--collective C] --ranks N --bytes B [--json]``: show a workload's
+- ``ocslab schedule ALGORITHM [--collective C] --ranks N --bytes B [--json]`` (or
+  ``COLLECTIVE-ALGORITHM``, e.g. ``alltoall-rotor``): show a workload's
   steps.
 - ``ocslab plan FILE [--size B] [--json]``: show each run's plan (keep / reconfigure per step,
   circuits changed, cost-model time per step) without running anything.
@@ -55,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--quiet-steps", action="store_true", help="print the per-run table only")
     s = sub.add_parser("schedule", help="print a workload's steps")
     s.add_argument("algorithm", help="an algorithm of the collective (allreduce: "
-                   f"{known('allreduce')})")
+                   f"{known('allreduce')}), or COLLECTIVE-ALGORITHM (e.g. alltoall-rotor)")
     s.add_argument("--collective", default="allreduce", help=f"one of: {', '.join(ALGORITHMS)} (default allreduce)")
     s.add_argument("--ranks", type=int, required=True, help="number of ranks n")
     s.add_argument("--bytes", required=True, help="buffer size (e.g. 4096, 1MiB)")
@@ -85,6 +86,9 @@ def _fail(msg: str, code: int = 2) -> int:
 
 
 def _schedule(args) -> int:
+    head, _, tail = args.algorithm.partition("-")
+    if tail and head in ALGORITHMS:  # ``alltoall-rotor`` = ``rotor --collective alltoall``
+        args.collective, args.algorithm = head, tail
     if args.collective not in ALGORITHMS:
         return _fail(f"--collective: unknown {args.collective!r} (known: {', '.join(ALGORITHMS)})")
     if args.algorithm not in ALGORITHMS[args.collective]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from emulation.workloads.allreduce import direct_allreduce, rd_allreduce, rhd_allreduce, ring_allreduce
 from emulation.workloads.alltoall import binomial_broadcast, direct_alltoall, pairwise_alltoall
+from emulation.workloads.matchings import rotor_alltoall
 from emulation.workloads.model import COLLECTIVES, Step, Transfer, Workload
 from emulation.workloads.stragglar import stragglar_allreduce
 from emulation.workloads.scatter_gather import (
@@ -32,7 +33,7 @@ ALGORITHMS: dict[str, dict[str, Generator]] = {
                   "stragglar": stragglar_allreduce},
     "reducescatter": {"ring": ring_reducescatter, "rhd": rhd_reducescatter, "direct": direct_reducescatter},
     "allgather": {"ring": ring_allgather, "rd": rd_allgather, "direct": direct_allgather},
-    "alltoall": {"pairwise": pairwise_alltoall, "direct": direct_alltoall},
+    "alltoall": {"pairwise": pairwise_alltoall, "direct": direct_alltoall, "rotor": rotor_alltoall},
     "broadcast": {"binomial": binomial_broadcast},
 }
 assert tuple(ALGORITHMS) == COLLECTIVES

@@ -1,0 +1,81 @@
+"""Issue 6 (part): round-robin matchings, the rotor AllToAll, Birkhoff-von Neumann decomposition,
+and the MoE traffic generator (specs/fabrics.md PipSwitch, specs/moe.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from emulation.planners.bvn import (
+    DecompositionError,
+    bvn_decompose,
+    reconstruct,
+    reconstruction_error,
+    sinkhorn,
+    stuff,
+)
+from emulation.workloads.checker import check
+from emulation.workloads.matchings import check_one_factorisation, round_robin_matchings, rotor_alltoall
+
+
+@pytest.mark.parametrize("n", range(2, 34))
+def test_round_robin_matchings_cover_every_pair_once(n):
+    ms = round_robin_matchings(n)
+    assert len(ms) == (n - 1 if n % 2 == 0 else n)
+    check_one_factorisation(n, ms)
+    for m in ms:  # perfect for even n, one idle rank for odd n
+        assert len(m) == n // 2
+    check(rotor_alltoall(n, n * 1000))
+
+
+def test_checker_of_the_factorisation_catches_a_missing_and_a_doubled_pair():
+    ms = list(round_robin_matchings(6))
+    with pytest.raises(ValueError, match="never matched"):
+        check_one_factorisation(6, tuple(ms[:-1]))
+    with pytest.raises(ValueError, match="more than once"):
+        check_one_factorisation(6, tuple(ms + [ms[0]]))
+    with pytest.raises(ValueError, match="uses a rank twice"):
+        check_one_factorisation(6, tuple(ms[:-1] + [((0, 1), (1, 2), (3, 4))]))
+
+
+@pytest.mark.parametrize("n, seed", [(2, 0), (5, 1), (8, 2), (16, 3), (64, 4)])
+def test_bvn_reconstructs_the_stuffed_matrix_and_covers_the_demand(n, seed):
+    rng = np.random.default_rng(seed)
+    m = rng.pareto(1.2, (n, n)) * 1e6
+    m[rng.random((n, n)) < 0.3] = 0.0  # sparse, skewed
+    np.fill_diagonal(m, 0.0)
+    terms = bvn_decompose(m)
+    st = stuff(m)
+    line = max(m.sum(0).max(), m.sum(1).max())
+    assert (st >= m).all()
+    np.testing.assert_allclose(st.sum(0), line, rtol=1e-9)
+    np.testing.assert_allclose(st.sum(1), line, rtol=1e-9)
+    assert reconstruction_error(m, terms) < 1e-6
+    assert (reconstruct(terms, n) >= m - 1e-6 * m.max()).all()  # covers the demand
+    # the schedule's total circuit time is the busiest port's: the lower bound for any schedule
+    assert sum(t.weight for t in terms) == pytest.approx(line, rel=1e-6)
+    assert len(terms) <= n * n - 2 * n + 2
+    for t in terms:
+        assert sorted(t.perm) == list(range(n)) and t.weight > 0
+
+
+def test_bvn_of_a_uniform_all_to_all_is_the_round_robin_cycle_size():
+    n = 8
+    m = np.full((n, n), 1000.0)
+    np.fill_diagonal(m, 0)
+    terms = bvn_decompose(m)
+    assert len(terms) == n - 1  # n-1 permutations of weight 1000, like the rotor's matchings
+    assert all(t.weight == pytest.approx(1000.0) for t in terms)
+
+
+def test_sinkhorn_balances_and_bad_matrices_are_rejected():
+    rng = np.random.default_rng(0)
+    m = rng.random((6, 6)) * 10
+    np.fill_diagonal(m, 0)
+    s = sinkhorn(m)
+    np.testing.assert_allclose(s.sum(0), 1, atol=1e-8)
+    np.testing.assert_allclose(s.sum(1), 1, atol=1e-8)
+    for bad in (np.ones((2, 3)), -np.ones((3, 3)), np.full((3, 3), np.nan)):
+        with pytest.raises(DecompositionError):
+            bvn_decompose(bad)
+    assert bvn_decompose(np.zeros((4, 4))) == []
