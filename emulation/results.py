@@ -17,7 +17,7 @@ def bus_factor(collective: str, ranks: int) -> float:
     n = ranks
     if collective == "allreduce":
         return 2 * (n - 1) / n
-    if collective in ("allgather", "reducescatter", "alltoall"):
+    if collective in ("allgather", "reducescatter", "alltoall", "alltoallv"):
         return (n - 1) / n
     return 1.0
 

@@ -16,6 +16,7 @@ from emulation.planners.bvn import (
 )
 from emulation.workloads.checker import check
 from emulation.workloads.matchings import check_one_factorisation, round_robin_matchings, rotor_alltoall
+from emulation.workloads.moe import MoELayer, moe_workload, route
 
 
 @pytest.mark.parametrize("n", range(2, 34))
@@ -79,3 +80,67 @@ def test_sinkhorn_balances_and_bad_matrices_are_rejected():
         with pytest.raises(DecompositionError):
             bvn_decompose(bad)
     assert bvn_decompose(np.zeros((4, 4))) == []
+
+
+# ---- MoE traffic ----------------------------------------------------------------------------
+
+
+def test_uniform_routing_matches_the_spec_volume_and_respects_capacity():
+    layer = MoELayer(gpus=8, experts=16, top_k=2, capacity_factor=1.25, tokens_per_gpu=4096, hidden=2048, seed=3)
+    tr = route(layer)
+    assert layer.capacity == int(np.ceil(1.25 * 2 * 4096 / 16)) == 640
+    assert (tr.routed.sum(axis=1) == 4096 * 2).all()  # k distinct experts per token
+    assert (tr.kept <= layer.capacity).all() and (tr.kept <= tr.routed).all()
+    off = ~np.eye(8, dtype=bool)
+    per_gpu = tr.dispatch[off].reshape(8, 7).sum(axis=1)
+    spec = 4096 * 2 * 2048 * 4 * 7 / 8  # S k H b (P-1)/P
+    assert np.allclose(per_gpu, spec, rtol=0.05)
+    assert tr.dropped < 0.01 * 8 * 4096 * 2  # CF 1.25 absorbs the fluctuations of uniform routing
+
+
+def test_padded_dispatch_is_capacity_times_local_experts_and_never_below_payload():
+    layer = MoELayer(gpus=8, experts=16, top_k=2, capacity_factor=1.0, tokens_per_gpu=2048, skew="zipf",
+                     skew_param=1.2, seed=5)
+    tr = route(layer)
+    assert (tr.dispatch_padded == layer.capacity * 2 * layer.token_bytes).all()
+    assert (tr.dispatch <= tr.dispatch_padded).all()
+    tile = layer.tile_tokens * layer.token_bytes
+    assert (tr.combine % tile == 0).all() and (tr.combine >= tr.dispatch.T).all()
+    assert (tr.combine - tr.dispatch.T < tile).all()  # at most one partial tile per stream
+
+
+@pytest.mark.parametrize("skew, param", [("zipf", 1.2), ("dirichlet", 0.3)])
+def test_under_skew_payload_efficient_sends_fewer_bytes_than_padded(skew, param):
+    layer = MoELayer(gpus=8, experts=16, top_k=2, tokens_per_gpu=4096, skew=skew, skew_param=param, seed=11)
+    tr = route(layer)
+    ratio = tr.network_bytes("padded") / tr.network_bytes("payload")
+    assert ratio > 1.3, ratio
+    assert tr.dropped > 0  # hot experts overflow their capacity
+    uni = route(MoELayer(gpus=8, experts=16, top_k=2, tokens_per_gpu=4096, seed=11))
+    assert uni.network_bytes("padded") / uni.network_bytes("payload") < ratio
+
+
+def test_routing_is_seeded_and_the_workload_carries_the_matrices():
+    a = route(MoELayer(gpus=4, experts=8, tokens_per_gpu=512, skew="dirichlet", skew_param=0.5, seed=1))
+    b = route(MoELayer(gpus=4, experts=8, tokens_per_gpu=512, skew="dirichlet", skew_param=0.5, seed=1))
+    c = route(MoELayer(gpus=4, experts=8, tokens_per_gpu=512, skew="dirichlet", skew_param=0.5, seed=2))
+    assert np.array_equal(a.routed, b.routed) and not np.array_equal(a.routed, c.routed)
+    for mode in ("padded", "payload"):
+        w = moe_workload(a, mode)
+        check(w)
+        assert [s.phase for s in w.steps] == ["dispatch", "combine"]
+        for st in w.steps:
+            m = a.matrix(st.phase, mode)
+            got = np.zeros_like(m)
+            for t in st.transfers:
+                got[t.src, t.dst] += t.bytes
+            np.fill_diagonal(m := m.copy(), 0)
+            assert np.array_equal(got, m)
+
+
+def test_bad_moe_layers_name_the_field():
+    for kw, field in (({"experts": 12}, "experts"), ({"top_k": 40}, "top_k"), ({"skew": "pareto"}, "skew"),
+                      ({"capacity_factor": 0}, "capacity_factor"), ({"gpus": 1, "experts": 1}, "gpus")):
+        args = {"gpus": 8, "experts": 16, **kw}
+        with pytest.raises(ValueError, match=field):
+            MoELayer(**args)

@@ -12,7 +12,9 @@ is an error. Start and end states per collective (``Workload.owner`` names shard
 - allgather, broadcast: rank r starts with only the chunks it owns; at the end every rank holds
   chunk c as contributed by ``owner[c]`` alone;
 - alltoall: chunk d of rank r is r's block for rank d; at the end rank d holds chunk d with every
-  origin once.
+  origin once;
+- alltoallv (MoE dispatch/combine, variable blocks, pairs without data omitted): every
+  transfer's block is at its destination, from its source, exactly once.
 """
 
 from __future__ import annotations
@@ -97,6 +99,13 @@ def check(w: Workload) -> None:
         want = [(r, c, np.eye(n, dtype=np.int64)[w.owner[c]]) for r in range(n) for c in range(w.chunks)]
     elif w.collective == "alltoall":
         want = [(d, d, ones) for d in range(n)]
+    elif w.collective == "alltoallv":  # every block arrived, once (append forbids twice)
+        for st in w.steps:
+            for t in st.transfers:
+                if state[t.dst, t.chunk, t.src] != 1:
+                    raise ScheduleError(f"alltoallv {w.algorithm}: block {t.src}->{t.dst} (chunk {t.chunk}) "
+                                        f"did not arrive")
+        return
     else:
         raise ScheduleError(f"no checker for collective {w.collective!r}")
     for r, c, vec in want:

@@ -1,0 +1,182 @@
+"""MoE expert-parallel traffic: token routing, capacity, dispatch and combine matrices, workloads.
+
+Spec: ``specs/moe.md`` (FlashDMoE, arXiv 2506.04667: we need its traffic model, not its kernel).
+
+A layer on P GPUs with E experts (E/P per GPU, expert e on GPU ``e // (E/P)``): each of the S
+tokens of every GPU picks its top-k experts; expert e accepts at most
+``C = ceil(CF x k x S / E)`` tokens from each source GPU and drops the rest. A routed token copy
+is H x b bytes (8 KiB for H = 2048 FP32).
+
+Routing skew is parametric (no licence-clean routing trace is known): an expert-popularity
+vector g, then every token draws k distinct experts with probability proportional to g (the
+Gumbel-top-k trick: top-k of ``log g + Gumbel noise``), from a generator seeded with ``seed``.
+
+- ``uniform``: g = 1/E;
+- ``zipf``: g_e proportional to ``rank(e)^-a`` (``skew_param`` = a), ranks a seeded permutation;
+- ``dirichlet``: g ~ Dirichlet(alpha, ..., alpha) (``skew_param`` = alpha; small = skewed).
+
+Matrices (bytes, ``[src, dst]``, diagonal = local, never on the network):
+
+- dispatch, payload-efficient: the kept tokens only; padded collective: every (src, dst) buffer
+  padded to C x (experts on dst) tokens, null tokens included;
+- combine: expert outputs return to each token's home GPU (the transpose). Payload-efficient
+  combine travels in tiles of ``tile_tokens`` tokens x ``tile_cols`` columns (128 x 64 FP32 =
+  32 KiB), so each (expert GPU, home GPU) stream is rounded up to whole tiles of 128 tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from emulation.workloads.model import Step, Transfer, Workload
+
+Skew = Literal["uniform", "zipf", "dirichlet"]
+Mode = Literal["padded", "payload"]
+
+
+@dataclass(frozen=True)
+class MoELayer:
+    """One MoE layer's routing problem (module doc). Bytes per element ``element_bytes``;
+    ``hidden`` H elements per token."""
+
+    gpus: int
+    experts: int
+    top_k: int = 2
+    capacity_factor: float = 1.0
+    tokens_per_gpu: int = 4096
+    hidden: int = 2048
+    element_bytes: int = 4
+    skew: Skew = "uniform"
+    skew_param: float = 1.0
+    seed: int = 0
+    tile_tokens: int = 128
+    tile_cols: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("gpus", "experts", "top_k", "tokens_per_gpu", "hidden", "element_bytes", "tile_tokens", "tile_cols"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be at least 1, got {getattr(self, name)}")
+        if self.gpus < 2:
+            raise ValueError(f"gpus: must be at least 2, got {self.gpus}")
+        if self.experts % self.gpus:
+            raise ValueError(f"experts: {self.experts} is not a multiple of gpus ({self.gpus})")
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k: {self.top_k} exceeds the {self.experts} experts")
+        if self.capacity_factor <= 0:
+            raise ValueError(f"capacity_factor: must be positive, got {self.capacity_factor}")
+        if self.skew not in ("uniform", "zipf", "dirichlet"):
+            raise ValueError(f"skew: unknown {self.skew!r} (known: uniform, zipf, dirichlet)")
+        if self.skew != "uniform" and self.skew_param <= 0:
+            raise ValueError(f"skew_param: must be positive, got {self.skew_param}")
+
+    @property
+    def experts_per_gpu(self) -> int:
+        """E / P."""
+        return self.experts // self.gpus
+
+    @property
+    def token_bytes(self) -> int:
+        """Bytes of one token copy, H x b."""
+        return self.hidden * self.element_bytes
+
+    @property
+    def capacity(self) -> int:
+        """C = ceil(CF x k x S / E): tokens an expert accepts from each source GPU."""
+        return math.ceil(self.capacity_factor * self.top_k * self.tokens_per_gpu / self.experts)
+
+
+@dataclass(frozen=True)
+class MoETraffic:
+    """Routing outcome and byte matrices of one layer (module doc). Counts are tokens; matrices
+    are (P, P) bytes ``[src, dst]`` with the local diagonal kept (it never crosses the fabric)."""
+
+    layer: MoELayer
+    popularity: np.ndarray  # (E,) expert popularity g
+    routed: np.ndarray  # (P, E) tokens of GPU p routed to expert e (before capacity)
+    kept: np.ndarray  # (P, E) after capacity
+    dispatch: np.ndarray  # payload-efficient dispatch bytes
+    dispatch_padded: np.ndarray
+    combine: np.ndarray  # payload-efficient combine bytes (whole tiles)
+    combine_padded: np.ndarray
+
+    @property
+    def dropped(self) -> int:
+        """Token copies dropped by the capacity limit."""
+        return int((self.routed - self.kept).sum())
+
+    def matrix(self, phase: str, mode: Mode) -> np.ndarray:
+        """The (P, P) byte matrix of ``phase`` (``dispatch``/``combine``) in ``mode``."""
+        pad = mode == "padded"
+        if phase == "dispatch":
+            return self.dispatch_padded if pad else self.dispatch
+        if phase == "combine":
+            return self.combine_padded if pad else self.combine
+        raise ValueError(f"phase: unknown {phase!r} (dispatch, combine)")
+
+    def network_bytes(self, mode: Mode) -> int:
+        """Bytes that cross the fabric in both phases (diagonals excluded)."""
+        off = ~np.eye(self.layer.gpus, dtype=bool)
+        return int(self.matrix("dispatch", mode)[off].sum() + self.matrix("combine", mode)[off].sum())
+
+
+def expert_popularity(layer: MoELayer, rng: np.random.Generator) -> np.ndarray:
+    """The (E,) popularity vector g of ``layer.skew`` (module doc), summing to 1."""
+    e = layer.experts
+    if layer.skew == "uniform":
+        return np.full(e, 1.0 / e)
+    if layer.skew == "zipf":
+        g = np.arange(1, e + 1, dtype=float) ** -layer.skew_param
+        g = g[rng.permutation(e)]
+    else:
+        g = rng.dirichlet(np.full(e, layer.skew_param))
+        g = np.maximum(g, 1e-300)
+    return g / g.sum()
+
+
+def route(layer: MoELayer) -> MoETraffic:
+    """Route every token of ``layer`` (seeded) and build the byte matrices (module doc)."""
+    rng = np.random.default_rng(layer.seed)
+    g = expert_popularity(layer, rng)
+    p, e, k, s = layer.gpus, layer.experts, layer.top_k, layer.tokens_per_gpu
+    routed = np.zeros((p, e), dtype=np.int64)
+    logg = np.log(g)
+    for src in range(p):  # Gumbel-top-k: k distinct experts per token, P(e) ~ g_e
+        keys = logg + rng.gumbel(size=(s, e))
+        top = np.argpartition(-keys, k - 1, axis=1)[:, :k]
+        routed[src] = np.bincount(top.ravel(), minlength=e)
+    kept = np.minimum(routed, layer.capacity)
+    owner = np.arange(e) // layer.experts_per_gpu
+    per_gpu = np.zeros((p, p), dtype=np.int64)  # kept tokens src -> dst
+    for d in range(p):
+        per_gpu[:, d] = kept[:, owner == d].sum(axis=1)
+    tb = layer.token_bytes
+    dispatch = per_gpu * tb
+    padded = np.full((p, p), layer.capacity * layer.experts_per_gpu * tb, dtype=np.int64)
+    tiles = -(-per_gpu.T // layer.tile_tokens)  # combine streams in whole tiles of tokens
+    combine = tiles * layer.tile_tokens * tb
+    return MoETraffic(layer, g, routed, kept, dispatch, padded, combine, padded.T.copy())
+
+
+def moe_workload(traffic: MoETraffic, mode: Mode) -> Workload:
+    """Dispatch then combine as two steps of direct transfers, one per (src, dst) pair with
+    bytes (``alltoallv``; chunk d = src's dispatch block for d, chunk P + s = the combine block
+    returning to s; op ``append``). ``bytes`` is the per-GPU routed volume S x k x H x b.
+
+    :raises ValueError: unknown mode.
+    """
+    if mode not in ("padded", "payload"):
+        raise ValueError(f"mode: unknown {mode!r} (padded, payload)")
+    layer = traffic.layer
+    p = layer.gpus
+    steps = []
+    for phase in ("dispatch", "combine"):
+        m = traffic.matrix(phase, mode)
+        chunk = (lambda s, d: d) if phase == "dispatch" else (lambda s, d: p + d)
+        steps.append(Step(phase, tuple(Transfer(s, d, int(m[s, d]), chunk(s, d), 1, "append")
+                                       for s in range(p) for d in range(p) if s != d and m[s, d] > 0)))
+    per_gpu = layer.tokens_per_gpu * layer.top_k * layer.token_bytes
+    return Workload("alltoallv", f"moe-{mode}", p, per_gpu, 2 * p, tuple(steps))
