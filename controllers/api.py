@@ -8,6 +8,10 @@ network namespace on the machine):
 - ``POST /configuration`` ``{"configuration": {...}, "dark_window_s": float}``: reconfigure;
   answers when the new circuits carry traffic, with the phase timestamps (see
   :meth:`controllers.circuit_switch.CircuitSwitch.apply`); 400 on a bad configuration.
+- ``POST /rotor`` ``{"configurations": [...], "slots_s": [...], "dark_window_s": float, "count": int,
+  "start_delay_s": float}``: cycle through the configurations on the controller's own clock
+  (:meth:`controllers.circuit_switch.CircuitSwitch.start_rotor`), answering at once with
+  ``{"t0", "slots"}``; each slot logs a ``rotor-slot`` event; ``{"stop": true}`` stops it.
 - ``GET /events?since=N``: the event log from sequence number N.
 """
 
@@ -98,6 +102,20 @@ class JsonApi(app_manager.OSKenApp):
                     body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 except json.JSONDecodeError as e:
                     self._send(400, {"error": f"bad JSON: {e}"})
+                    return
+                if url.path == "/rotor":
+                    try:
+                        cs = api._circuit_switch()
+                        if body.get("stop"):
+                            cs.stop_rotor()
+                            self._send(200, {"stopped": True})
+                            return
+                        configs = [Configuration.from_json(c) for c in body["configurations"]]
+                        self._send(200, cs.start_rotor(configs, [float(x) for x in body["slots_s"]],
+                                                       float(body.get("dark_window_s", 0.0)), int(body["count"]),
+                                                       float(body.get("start_delay_s", 0.05))))
+                    except (KeyError, TypeError, ValueError, FabricError, RuntimeError) as e:
+                        self._send(400, {"error": str(e)})
                     return
                 if url.path != "/configuration":
                     self._send(404, {"error": f"no endpoint {url.path}"})

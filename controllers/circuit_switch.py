@@ -120,13 +120,14 @@ class CircuitSwitch(app_manager.OSKenApp):
             raise RuntimeError(f"OCS {self.state.fabric.ocs[k].name} is not connected")
         return dp
 
-    def apply(self, config: Configuration, dark_window_s: float) -> dict:
+    def apply(self, config: Configuration, dark_window_s: float, live_at: float | None = None) -> dict:
         """Reconfigure every OCS to ``config``.
 
         Phases (CLOCK_MONOTONIC seconds): ``t_request``; ``t_dark`` when the removal of the
         changed circuits is acknowledged (barrier); routes are recomputed while dark; after
         ``dark_window_s`` the new circuits are installed and ``t_live`` is their barrier ack.
-        ``dark_window_measured_s = t_live - t_dark``. Unchanged circuits stay up.
+        ``dark_window_measured_s = t_live - t_dark``. Unchanged circuits stay up. With
+        ``live_at`` (CLOCK_MONOTONIC) the new circuits are installed no earlier than then.
 
         :returns: the timestamps, the requested and measured dark window, circuits removed/added.
         :raises FabricError: ``config`` is not a valid configuration of this fabric.
@@ -155,7 +156,7 @@ class CircuitSwitch(app_manager.OSKenApp):
             if self.state.router is not None:
                 self.state.router.program_all()
             t_routed = time.monotonic()
-            wait = t_dark + dark_window_s - time.monotonic()
+            wait = max(t_dark + dark_window_s, live_at or 0.0) - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
             t_install = time.monotonic()
@@ -174,6 +175,78 @@ class CircuitSwitch(app_manager.OSKenApp):
             }
             self.state.log_event("reconfigured", **out)
             return out
+
+
+    # ---- rotor: time-slotted configurations on the controller's own clock ---------------------
+    def start_rotor(self, configs: list[Configuration], slots_s: list[float], dark_window_s: float,
+                    count: int, start_delay_s: float = 0.05) -> dict:
+        """Cycle through ``configs`` autonomously: slot i (i = 0..count-1) holds
+        ``configs[i % len]`` for ``slots_s[i % len]`` seconds after a dark window of
+        ``dark_window_s`` (the changed circuits are dark, as in :meth:`apply`).
+
+        Planned times come from one clock origin T0 = now + ``start_delay_s``: slot i's dark
+        window is planned at ``T0 + sum_{j<i} (dark + slot_j)`` and the slot at that plus
+        ``dark``; errors do not accumulate. Removal and installation are sent early by running
+        estimates of their acknowledgement latency. Every slot logs an event ``rotor-slot`` with
+        its planned start, ``t_dark`` (removal acknowledged: the previous slot's measured end) and
+        ``t_live`` (new circuits acknowledged: the measured slot start), and ``rotor-done`` closes
+        the run.
+
+        :returns: ``{"t0", "slots"}`` at once (the rotor runs in its own thread).
+        :raises FabricError: a configuration is invalid. :raises RuntimeError: a rotor is running.
+        """
+        if not configs or len(slots_s) != len(configs) or min(slots_s) <= 0 or dark_window_s < 0 or count < 1:
+            raise FabricError("rotor: needs configurations, one positive slot length each, dark >= 0, count >= 1")
+        for c in configs:
+            self.state.fabric.check_configuration(c)
+        if getattr(self, "_rotor", None) is not None and self._rotor.is_alive():
+            raise RuntimeError("a rotor is already running")
+        t0 = time.monotonic() + start_delay_s
+        self._rotor_stop = threading.Event()
+        self._rotor = threading.Thread(target=self._run_rotor, args=(configs, slots_s, dark_window_s, count, t0),
+                                       daemon=True)
+        self._rotor.start()
+        return {"t0": t0, "slots": count}
+
+    def stop_rotor(self) -> None:
+        """Stop a running rotor after its current slot."""
+        if getattr(self, "_rotor", None) is not None:
+            self._rotor_stop.set()
+            self._rotor.join()
+
+    def _run_rotor(self, configs, slots_s, dark, count, t0) -> None:
+        # The removal and the installation take effect when their barrier is acknowledged; each
+        # is started early by a running estimate of that latency, so that the previous slot ends
+        # and the next one starts on the planned times.
+        lead_rm = lead_add = 0.0
+        planned_dark = t0
+        for i in range(count):
+            if self._rotor_stop.is_set():
+                break
+            k = i % len(configs)
+            wait = planned_dark - lead_rm - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            planned = planned_dark + dark
+            res = self._apply_until(configs[k], planned - lead_add)
+            if res["changed"]:
+                lead_rm = 0.8 * lead_rm + 0.2 * (res["t_dark"] - res["t_request"])
+                lead_add = 0.8 * lead_add + 0.2 * (res["t_live"] - res["t_install"])
+            self.state.log_event("rotor-slot", slot=i, config=k, planned_dark=planned_dark, planned_start=planned,
+                                 t_dark=res["t_dark"], t_live=res["t_live"], slot_s=slots_s[k],
+                                 start_error_s=res["t_live"] - planned, dark_error_s=res["t_dark"] - planned_dark)
+            planned_dark = planned + slots_s[k]
+        self.state.log_event("rotor-done", t0=t0)
+
+    def _apply_until(self, config: Configuration, live_at: float) -> dict:
+        """:meth:`apply` with the new circuits live at ``live_at`` (or, unchanged, a wait)."""
+        res = self.apply(config, 0.0, live_at=live_at)
+        if not res["changed"]:
+            wait = live_at - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            res.update(t_dark=res["t_request"], t_live=max(live_at, res["t_live"]))
+        return res
 
 
 __all__ = ["CircuitSwitch", "FabricError"]

@@ -18,6 +18,7 @@ from os_ken.ofproto import ofproto_v1_3
 
 from controllers.state import FabricState
 from emulation import dataplane as dpn
+from emulation.fabric import Configuration
 from emulation.routing import Routes
 
 PRIO_LOCAL = 200
@@ -39,16 +40,17 @@ class Routing(app_manager.OSKenApp):
         self.state.router = self
         self._lock = threading.Lock()
         self._installed: dict[int, dict[RuleKey, tuple[int, int]]] = {}
-        self._routes_for = None
-        self._routes: Routes | None = None
+        self._routes: dict[Configuration, Routes] = {}  # a rotor revisits its configurations
 
     def _current_routes(self) -> Routes:
         with self.state.lock:
             config = self.state.circuits
-        if self._routes is None or self._routes_for is not config:
-            self._routes = Routes(self.state.fabric, config, self.state.fabric.ports_per_gpu)
-            self._routes_for = config
-        return self._routes
+        routes = self._routes.get(config)
+        if routes is None:
+            if len(self._routes) >= 64:
+                self._routes.clear()
+            routes = self._routes[config] = Routes(self.state.fabric, config, self.state.fabric.ports_per_gpu)
+        return routes
 
     def rules_for(self, dpid: int) -> dict[RuleKey, tuple[int, int]]:
         """Desired rules of bridge ``dpid``: ``{key: (priority, out port)}``."""
@@ -70,6 +72,12 @@ class Routing(app_manager.OSKenApp):
                 continue
             first = routes.next_hop(node, dst, 0)
             if first is None:
+                if fabric.ports_per_gpu == 1 and port_of is dpn.nic_port:
+                    # One fabric port: every destination leaves by it. An unreachable one keeps its
+                    # rule and its packets die at the OCS (no circuit), as light would; so the
+                    # bridge's rules never change with the circuits (a rotor reprograms no NIC).
+                    for key in (("ip", dst, None), ("arp", dst), ("ip", dst, 0)):
+                        rules[key] = (PRIO_CHANNEL if key[0] == "ip" and key[2] == 0 else PRIO_DEFAULT, port_of(0))
                 continue
             rules[("ip", dst, None)] = (PRIO_DEFAULT, port_of(first.up))
             rules[("arp", dst)] = (PRIO_DEFAULT, port_of(first.up))
@@ -86,33 +94,40 @@ class Routing(app_manager.OSKenApp):
             return parser.OFPMatch(eth_type=0x0800, ipv4_dst=dpn.gpu_ip(key[1]))
         return parser.OFPMatch(eth_type=0x0800, ipv4_dst=dpn.gpu_ip(key[1]), ip_dscp=key[2])
 
+    def _updates(self, dp, fresh: bool) -> list:
+        """Flow mods bringing bridge ``dp`` from its installed rules to the desired ones
+        (``fresh``: the bridge was just wiped); records the desired rules as installed."""
+        want = self.rules_for(dp.id)
+        have = {} if fresh else self._installed.get(dp.id, {})
+        parser, ofp = dp.ofproto_parser, dp.ofproto
+        msgs = []
+        for key, (prio, _) in have.items():
+            if key not in want or want[key][0] != prio:
+                msgs.append(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE_STRICT, priority=prio,
+                                              out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
+                                              match=self._match(parser, key)))
+        for key, (prio, port) in want.items():
+            if have.get(key) != (prio, port):
+                act = [parser.OFPActionOutput(port)]
+                inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, act)]
+                msgs.append(parser.OFPFlowMod(dp, priority=prio, match=self._match(parser, key),
+                                              instructions=inst))
+        self._installed[dp.id] = want
+        return msgs
+
     def program_switch(self, dp, fresh: bool = False) -> float | None:
         """Bring bridge ``dp`` to its desired rules (only the differences; ``fresh``: the bridge
         was just wiped); return the barrier ack time, or None if nothing changed."""
         with self._lock:
-            want = self.rules_for(dp.id)
-            have = {} if fresh else self._installed.get(dp.id, {})
-            parser, ofp = dp.ofproto_parser, dp.ofproto
-            msgs = []
-            for key, (prio, _) in have.items():
-                if key not in want or want[key][0] != prio:
-                    msgs.append(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE_STRICT, priority=prio,
-                                                  out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
-                                                  match=self._match(parser, key)))
-            for key, (prio, port) in want.items():
-                if have.get(key) != (prio, port):
-                    act = [parser.OFPActionOutput(port)]
-                    inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, act)]
-                    msgs.append(parser.OFPFlowMod(dp, priority=prio, match=self._match(parser, key),
-                                                  instructions=inst))
-            self._installed[dp.id] = want
-            if not msgs:
-                return None
-            return self.state.send_with_barrier(dp, msgs)
+            msgs = self._updates(dp, fresh)
+            return self.state.send_with_barrier(dp, msgs) if msgs else None
 
     def program_all(self) -> None:
-        """Reprogram every connected NIC and EPS bridge for the current circuits."""
+        """Reprogram every connected NIC and EPS bridge for the current circuits: all bridges'
+        changes are sent at once and their barriers awaited together."""
         with self.state.lock:
             dps = [dp for dpid, dp in self.state.datapaths.items() if dpid < dpn.DPID_OCS or dpid >= dpn.DPID_EPS]
-        for dp in sorted(dps, key=lambda d: d.id):
-            self.program_switch(dp)
+        with self._lock:
+            batches = [(dp, msgs) for dp in sorted(dps, key=lambda d: d.id) if (msgs := self._updates(dp, False))]
+            if batches:
+                self.state.send_with_barriers(batches)

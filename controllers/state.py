@@ -76,18 +76,32 @@ class FabricState:
 
         :raises BarrierTimeout: no reply within ``timeout`` seconds.
         """
-        for m in msgs:
-            dp.send_msg(m)
-        req = dp.ofproto_parser.OFPBarrierRequest(dp)
-        dp.set_xid(req)
-        ev = threading.Event()
-        with self.lock:
-            self._barriers[(dp.id, req.xid)] = ev
-        dp.send_msg(req)
-        if not ev.wait(timeout):
+        return self.send_with_barriers([(dp, msgs)], timeout)
+
+    def send_with_barriers(self, batches: Iterable[tuple[object, Iterable]], timeout: float = 5.0) -> float:
+        """Send every ``(dp, msgs)`` batch followed by a barrier to its switch, all switches at
+        once, then wait for every reply; return the time the last one arrived.
+
+        :raises BarrierTimeout: some reply did not come within ``timeout`` seconds.
+        """
+        waits = []
+        for dp, msgs in batches:
+            for m in msgs:
+                dp.send_msg(m)
+            req = dp.ofproto_parser.OFPBarrierRequest(dp)
+            dp.set_xid(req)
+            ev = threading.Event()
             with self.lock:
-                self._barriers.pop((dp.id, req.xid), None)
-            raise BarrierTimeout(f"no barrier reply from dpid {dp.id:#x} in {timeout} s")
+                self._barriers[(dp.id, req.xid)] = ev
+            dp.send_msg(req)
+            waits.append((dp.id, req.xid, ev))
+        deadline = time.monotonic() + timeout
+        for dpid, xid, ev in waits:
+            if not ev.wait(max(0.0, deadline - time.monotonic())):
+                with self.lock:
+                    for d, x, _ in waits:
+                        self._barriers.pop((d, x), None)
+                raise BarrierTimeout(f"no barrier reply from dpid {dpid:#x} in {timeout} s")
         return time.monotonic()
 
     def barrier_replied(self, dpid: int, xid: int) -> None:

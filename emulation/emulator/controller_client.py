@@ -69,6 +69,18 @@ class ControllerClient:
         return self._call("POST", "/configuration",
                           {"configuration": config.to_json(), "dark_window_s": dark_window_s})
 
+    def start_rotor(self, configs: list[Configuration], slots_s: list[float], dark_window_s: float, count: int,
+                    start_delay_s: float = 0.05) -> dict:
+        """Start the controller's rotor (time-slotted configurations on its own clock; see
+        ``controllers.circuit_switch.CircuitSwitch.start_rotor``); returns ``{"t0", "slots"}``."""
+        return self._call("POST", "/rotor", {"configurations": [c.to_json() for c in configs], "slots_s": slots_s,
+                                             "dark_window_s": dark_window_s, "count": count,
+                                             "start_delay_s": start_delay_s})
+
+    def stop_rotor(self) -> None:
+        """Stop a running rotor after its current slot."""
+        self._call("POST", "/rotor", {"stop": True})
+
     def events(self, since: int = 0) -> list[dict]:
         """Controller event log from sequence number ``since``."""
         return self._call("GET", f"/events?since={since}")
