@@ -21,6 +21,9 @@ from emulation.flowsim.maxmin import max_min_rates
 
 #: Relative tolerance under which flows finishing together are finished in one event.
 SAME_TIME = 1e-12
+#: Bytes below which a flow counts as delivered: rounding residue when a capacity change (a
+#: slot's end) stops a flow that its slot carried exactly.
+RESIDUE_BYTES = 1e-6
 
 
 class DeadlockError(RuntimeError):
@@ -133,6 +136,7 @@ class FluidEngine:
             # can round back to now, and a residue of bytes must not stall the clock.
             done = ttf <= (ttf_min if t_next == t_done else dt) * (1 + SAME_TIME)
             self._left -= self._rate * dt
+            done |= moving & (self._left <= RESIDUE_BYTES)
             self._left[done] = 0.0
         if (waiting & (self._t_act <= t_next)).any():
             self._dirty = True

@@ -1,0 +1,159 @@
+"""Time-slotted circuit schedules (rotor, Birkhoff-von Neumann) in the flow backend.
+
+Spec: ``specs/fabrics.md`` (PipSwitch: "a time-slotted OCS that cycles through the matchings
+(slot length and R per slot)"), issue 6 of ocslab.
+
+The OCS cycles autonomously through :class:`SlotSchedule`'s configurations: a dark window of
+``dark_s``, then slot 0 for ``slots_s[0]``, a dark window, slot 1, ... and again from slot 0;
+the clock starts at t = 0 and never waits for traffic. A transfer moves only while a circuit
+joins its two GPUs (one hop, no forwarding through other GPUs): each directed GPU pair is a
+link of capacity m x B while m parallel circuits lead from src to dst, 0 otherwise, and the pair's
+transfers share it max-min fairly (:class:`~emulation.flowsim.engine.FluidEngine`). Steps run
+round-synchronously (step i+1 is released when step i is delivered; the rotor keeps turning);
+a transfer starts moving ``alpha`` after its release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from emulation.flowsim.engine import DeadlockError, FluidEngine
+from emulation.flowsim.simulate import SimulationError
+from emulation.results import RunResult, StepResult, TransferResult
+from emulation.workloads.model import Workload
+
+Pairs = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class SlotSchedule:
+    """Configurations held cyclically: ``configs[k]`` (directed ``(src, dst)`` circuits, a pair
+    repeated m times = m parallel circuits) for ``slots_s[k]`` seconds after a ``dark_s`` dark
+    window. Directed circuits model an OCS that switches each GPU's transmit fibre on its own
+    (a permutation such as i->j->k->i); :meth:`from_matchings` gives bidirectional ones.
+
+    :raises ValueError: no configuration, lengths differ, a slot not positive, dark < 0.
+    """
+
+    configs: tuple[Pairs, ...]
+    slots_s: tuple[float, ...]
+    dark_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.configs or len(self.configs) != len(self.slots_s):
+            raise ValueError("slots_s: one slot length per configuration")
+        if min(self.slots_s) <= 0 or self.dark_s < 0:
+            raise ValueError("slots_s: must be positive; dark_s: must be >= 0")
+
+    @staticmethod
+    def from_matchings(matchings, slots_s, dark_s: float = 0.0) -> SlotSchedule:
+        """Bidirectional circuits: every undirected pair of each matching, both directions."""
+        return SlotSchedule(tuple(tuple(p for a, b in m for p in ((a, b), (b, a))) for m in matchings),
+                            tuple(slots_s), dark_s)
+
+    @staticmethod
+    def from_bvn(terms, port_gbps: float, dark_s: float = 0.0) -> SlotSchedule:
+        """One slot per Birkhoff-von Neumann term (:mod:`emulation.planners.bvn`): its permutation
+        as directed circuits, held ``weight / B`` seconds (B = ``port_gbps``)."""
+        bps = port_gbps * 1e9 / 8
+        return SlotSchedule(tuple(tuple(t.pairs()) for t in terms), tuple(t.weight / bps for t in terms), dark_s)
+
+    @property
+    def cycle_s(self) -> float:
+        """One turn of the rotor: ``sum(slots_s) + len(configs) x dark_s``."""
+        return float(sum(self.slots_s)) + len(self.configs) * self.dark_s
+
+    def windows(self, until: float):
+        """Yield ``(t_on, t_off, k)`` for every slot that starts before ``until``."""
+        t, i = 0.0, 0
+        while True:
+            k = i % len(self.configs)
+            t_on = t + self.dark_s
+            if t_on >= until:
+                return
+            yield t_on, t_on + self.slots_s[k], k
+            t = t_on + self.slots_s[k]
+            i += 1
+
+
+def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: float, *, alpha_s: float = 0.0,
+                     arrivals_s: list[float] | None = None, name: str | None = None) -> tuple[RunResult, dict]:
+    """Run ``workload`` on the rotor ``schedule`` (module doc).
+
+    :param port_gbps: B per circuit, Gbit/s.
+    :returns: the :class:`RunResult` (``planner`` = ``"slotted"``) and ``{"slot_utilisation":
+        delivered bytes / bytes the up circuits could have carried until the end,
+        "cycles": rotor turns until the end}``.
+    :raises SimulationError: a transfer's GPU pair is never connected, or ranks are bad.
+    """
+    n = workload.ranks
+    bps = port_gbps * 1e9 / 8
+    mult = []
+    connected = np.zeros((n, n), dtype=bool)
+    for pairs in schedule.configs:
+        m = np.zeros((n, n))
+        for a, b in pairs:
+            if not (0 <= a < n and 0 <= b < n and a != b):
+                raise SimulationError(f"schedule pair {a}-{b} is not a pair of {n} GPUs")
+            m[a, b] += 1
+        mult.append(m)
+        connected |= m > 0
+    for st in workload.steps:
+        for t in st.transfers:
+            if t.bytes > 0 and not connected[t.src, t.dst]:
+                raise SimulationError(f"GPUs {t.src} and {t.dst} are never connected by the schedule")
+    arr = np.zeros(n) if arrivals_s is None else np.asarray(arrivals_s, dtype=float)
+    eng = FluidEngine(np.zeros(n * n))
+    horizon = [0.0]
+
+    def schedule_until(t_end: float) -> None:
+        for t_on, t_off, k in schedule.windows(t_end):
+            if t_on < horizon[0]:
+                continue
+            for value in np.unique(mult[k][mult[k] > 0]):
+                links = np.flatnonzero(mult[k].ravel() == value)
+                eng.set_capacity(links, value * bps, max(t_on, eng.now))
+                eng.set_capacity(links, 0.0, max(t_off, eng.now))
+        horizon[0] = t_end
+
+    steps: list[StepResult] = []
+    transfers: list[TransferResult] = []
+    start = 0.0
+    for i, st in enumerate(workload.steps):
+        moving = [t for t in st.transfers if t.bytes > 0]
+        rel = np.array([max(start, arr[t.src]) for t in st.transfers])
+        end_t = rel + alpha_s
+        if moving:
+            idx = [k for k, t in enumerate(st.transfers) if t.bytes > 0]
+            ids = eng.add(np.array([t.bytes for t in moving], dtype=float), end_t[idx],
+                          np.arange(len(moving)), np.array([t.src * n + t.dst for t in moving]))
+            pos = {int(f): k for f, k in zip(ids, idx)}
+            left = len(moving)
+            while left:
+                if eng.now + schedule.cycle_s >= horizon[0]:
+                    schedule_until(max(horizon[0], eng.now) + 4 * schedule.cycle_s)
+                try:
+                    ev = eng.step()
+                except DeadlockError as e:  # cannot happen while the rotor turns; kept honest
+                    raise SimulationError(str(e)) from None
+                if ev is None:
+                    break
+                t, done = ev
+                for f in done:
+                    end_t[pos[int(f)]] = t
+                left -= len(done)
+        end = float(end_t.max()) if len(end_t) else start
+        steps.append(StepResult(i, st.phase, start, end, "slotted"))
+        transfers += [TransferResult(i, t.src, t.dst, t.bytes, float(a), float(b))
+                      for t, a, b in zip(st.transfers, rel, end_t)]
+        start = end
+    capacity_bytes = 0.0
+    for t_on, t_off, k in schedule.windows(start):
+        capacity_bytes += mult[k].sum() * bps * (min(t_off, start) - t_on)
+    res = RunResult(name=name or workload.algorithm, collective=workload.collective, algorithm=workload.algorithm,
+                    planner="slotted", ranks=n, bytes=workload.bytes, backend="flow", time_s=start, steps=steps,
+                    transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=workload.bytes_sent)
+    return res, {"slot_utilisation": workload.bytes_sent / capacity_bytes if capacity_bytes else 0.0,
+                 "cycles": start / schedule.cycle_s}
