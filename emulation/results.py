@@ -89,12 +89,6 @@ class RunResult:
     straggler_delay_s: float = 0.0
 
     @property
-    def after_arrival_s(self) -> float:
-        """``time_s - straggler_delay_s``: the time from the straggler's arrival (the
-        post-barrier time of algorithms that wait for it)."""
-        return self.time_s - self.straggler_delay_s
-
-    @property
     def algbw_gbps(self) -> float:
         """``bytes / time`` in Gbit/s."""
         return self.bytes * 8 / self.time_s / 1e9 if self.time_s > 0 else float("inf")

@@ -216,17 +216,16 @@ class Scenario(_Strict):
     def arrivals_s(self, iteration: int = 0) -> list[float]:
         """Arrival time of every rank at the collective in ``iteration`` (real seconds; 0 but
         the straggler's)."""
-        out = [0.0] * self.fabric.gpus
-        st = self.straggler
-        if st is not None:
-            out[st.rank] = st.delays_s(iteration + 1)[iteration]
-        return out
+        return self._arrivals(iteration + 1)[iteration]
 
     def iteration_arrivals_s(self) -> list[list[float]]:
         """:meth:`arrivals_s` of every iteration, ``(iterations, gpus)``."""
-        out = [[0.0] * self.fabric.gpus for _ in range(self.iterations)]
+        return self._arrivals(self.iterations)
+
+    def _arrivals(self, count: int) -> list[list[float]]:
+        out = [[0.0] * self.fabric.gpus for _ in range(count)]
         if self.straggler is not None:
-            for row, d in zip(out, self.straggler.delays_s(self.iterations)):
+            for row, d in zip(out, self.straggler.delays_s(count)):
                 row[self.straggler.rank] = d
         return out
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from emulation.fabric import Fabric
 from emulation.flowsim import simulate
 from emulation.planners import CostModel, Plan, make_plan, plan_cost
+from emulation.scenario import parse_bytes
 from emulation.workloads.model import Workload
 
 #: Above this many transfers in one step, a run is timed with the cost model instead of the
@@ -85,6 +86,17 @@ def model_from_arguments(args) -> CostModel:
     if args.gbps <= 0:
         raise ValueError("--gbps must be > 0")
     return CostModel(args.alpha_us * 1e-6, args.delta_us * 1e-6)
+
+
+def parse_sizes(values: list[str], flag: str = "--sizes") -> list[int]:
+    """Byte sizes from the command line (``4KiB``, ``16MiB``, ...).
+
+    :raises ValueError: one is not a size (the message names ``flag``).
+    """
+    try:
+        return [parse_bytes(x) for x in values]
+    except ValueError as e:
+        raise ValueError(f"{flag}: {e}") from None
 
 
 def write_csv(rows: list[dict], path: Path) -> None:

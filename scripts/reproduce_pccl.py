@@ -29,8 +29,15 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from emulation.planners import CostModel, plan_sweep  # noqa: E402
-from emulation.scenario import format_bytes, parse_bytes  # noqa: E402
-from emulation.sweep import add_model_arguments, evaluate, model_from_arguments, time_plan, write_csv  # noqa: E402
+from emulation.scenario import format_bytes  # noqa: E402
+from emulation.sweep import (  # noqa: E402
+    add_model_arguments,
+    evaluate,
+    model_from_arguments,
+    parse_sizes,
+    time_plan,
+    write_csv,
+)
 from emulation.workloads import ALGORITHMS, build  # noqa: E402
 from topologies import ocs_star  # noqa: E402
 
@@ -112,11 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     add_model_arguments(p, alpha_us=1.0, out="runs/reproduce_pccl")
     args = p.parse_args(argv)
     try:
-        sizes = [parse_bytes(x) for x in args.sizes]
-    except ValueError as e:
-        print(f"reproduce_pccl: --sizes: {e}", file=sys.stderr)
-        return 2
-    try:
+        sizes = parse_sizes(args.sizes)
         model = model_from_arguments(args)
     except ValueError as e:
         print(f"reproduce_pccl: {e}", file=sys.stderr)

@@ -25,8 +25,15 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from emulation.planners import CostModel, StepCoster, make_plan  # noqa: E402
-from emulation.scenario import format_bytes, parse_bytes  # noqa: E402
-from emulation.sweep import add_model_arguments, evaluate, model_from_arguments, time_plan, write_csv  # noqa: E402
+from emulation.scenario import format_bytes  # noqa: E402
+from emulation.sweep import (  # noqa: E402
+    add_model_arguments,
+    evaluate,
+    model_from_arguments,
+    parse_sizes,
+    time_plan,
+    write_csv,
+)
 from emulation.workloads import build  # noqa: E402
 from topologies import ocs_star, static_ring  # noqa: E402
 
@@ -153,12 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     add_model_arguments(p, alpha_us=0.0, out="runs/reproduce_shortcircuit")
     args = p.parse_args(argv)
     try:
-        sizes = [parse_bytes(x) for x in args.sizes]
-        b_sizes = [parse_bytes(x) for x in args.b_sizes]
-    except ValueError as e:
-        print(f"reproduce_shortcircuit: --sizes: {e}", file=sys.stderr)
-        return 2
-    try:
+        sizes = parse_sizes(args.sizes)
+        b_sizes = parse_sizes(args.b_sizes, "--b-sizes")
         model = model_from_arguments(args)
     except ValueError as e:
         print(f"reproduce_shortcircuit: {e}", file=sys.stderr)

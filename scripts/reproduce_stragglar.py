@@ -37,8 +37,8 @@ from rich.table import Table  # noqa: E402
 
 from emulation.flowsim import simulate  # noqa: E402
 from emulation.planners import make_plan  # noqa: E402
-from emulation.scenario import format_bytes, parse_bytes  # noqa: E402
-from emulation.sweep import write_csv  # noqa: E402
+from emulation.scenario import format_bytes  # noqa: E402
+from emulation.sweep import parse_sizes, write_csv  # noqa: E402
 from emulation.workloads import build  # noqa: E402
 from emulation.workloads.stragglar import stragglar_rounds  # noqa: E402
 from topologies import eps_star, ocs_star  # noqa: E402
@@ -170,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("runs/reproduce_stragglar"))
     args = ap.parse_args(argv)
     try:
-        nbytes = parse_bytes(args.size)
+        nbytes, = parse_sizes([args.size], "--size")
     except ValueError as e:
-        print(f"--size: {e}", file=sys.stderr)
+        print(f"reproduce_stragglar: {e}", file=sys.stderr)
         return 2
     if min(args.ns) < 3 or args.alpha_us < 0 or args.gibps <= 0:
         print("--ns: every n must be >= 3; --alpha-us >= 0; --gibps > 0", file=sys.stderr)

@@ -176,7 +176,7 @@ def test_bvn_schedule_serves_its_matrix_within_one_turn_and_never_after_a_rotor(
     layer = MoELayer(gpus=8, experts=16, tokens_per_gpu=2048, skew="zipf", skew_param=1.2, seed=2)
     tr = route(layer)
     w = moe_workload(tr, "payload")
-    dispatch = Workload_of(w, 0)
+    dispatch = _one_step(w, 0)
     m = tr.dispatch.astype(float).copy()
     np.fill_diagonal(m, 0)
     terms = bvn_decompose(m)
@@ -204,7 +204,8 @@ def test_slotted_rejects_pairs_the_schedule_never_connects():
         simulate_slotted(w, SlotSchedule.from_matchings((((0, 1), (2, 3)),), (1e-6,)), 400.0)
 
 
-def Workload_of(w, index):  # noqa: N802 - one step of a workload as a workload
+def _one_step(w, index):
+    """Step ``index`` of ``w`` as a workload of its own."""
     from emulation.workloads.model import Workload
 
     return Workload(w.collective, w.algorithm, w.ranks, w.bytes, w.chunks, (w.steps[index],))

@@ -30,7 +30,7 @@ Synthesis of the rounds (:func:`stragglar_rounds`):
   chunk the other lacks and 1 where one does; each sender sends the highest-index chunk its
   partner lacks. Two tie-break weightings (three for odd n) are tried and the shortest schedule
   kept. Reached: even n within one round of n - 2 + ceil(log2 n) (6 -> 7, 10 -> 12, 12 -> 14,
-  24 -> 27); odd n need more (e.g. 7 -> 10, 9 -> 13, 35 -> 46): see :data:`ROUND_COUNT_NOTE`.
+  24 -> 27); odd n need more, the greedy leaving ranks idle (e.g. 7 -> 10, 9 -> 13, 35 -> 46).
 
 Every schedule is verified by :func:`check_stragglar` (tests: every n from 3 to 64).
 """
@@ -49,9 +49,6 @@ from emulation.workloads.checker import ScheduleError, apply_step, check, initia
 from emulation.workloads.model import Step, Workload
 
 Kind = Literal["exchange", "forward", "swap"]
-
-ROUND_COUNT_NOTE = ("powers of two reach n - 2 + log2(n); other even n reach n - 2 + ceil(log2 n) or one "
-                    "more; odd n need more rounds (the greedy leaves one rank idle per round)")
 
 
 @dataclass(frozen=True)
