@@ -209,3 +209,75 @@ def _one_step(w, index):
     from emulation.workloads.model import Workload
 
     return Workload(w.collective, w.algorithm, w.ranks, w.bytes, w.chunks, (w.steps[index],))
+
+
+@pytest.mark.parametrize("n, seed", [(2, 0), (3, 1), (5, 2), (8, 3), (9, 4), (16, 5)])
+def test_duplex_decompositions_are_matchings_covering_both_directions(n, seed):
+    from emulation.planners.bvn import bidirectional_decompose, duplex_coverage, weighted_round_robin
+
+    rng = np.random.default_rng(seed)
+    m = rng.pareto(1.2, (n, n)) * 1e6
+    m[rng.random((n, n)) < 0.3] = 0.0
+    np.fill_diagonal(m, 0.0)
+    sym = np.maximum(m, m.T)
+    line = sym.sum(1).max()
+    for slots in (bidirectional_decompose(m), weighted_round_robin(m)):
+        assert duplex_coverage(m, slots) >= -1e-6  # every pair's circuit time covers both ways
+        for s in slots:
+            used = [g for p in s.pairs for g in p]
+            assert len(used) == len(set(used)) and all(a < b for a, b in s.pairs) and s.weight > 0
+        assert sum(s.weight for s in slots) >= line * (1 - 1e-9)  # the busiest port bounds any schedule
+    # the split BvN costs at most 1.5x the symmetric BvN (odd cycles: L/(L-1) <= 3/2)
+    assert sum(s.weight for s in bidirectional_decompose(m)) <= 1.5 * line * (1 + 1e-9)
+
+
+def test_odd_cycles_are_split_into_rotating_matchings():
+    from emulation.planners.bvn import bidirectional_decompose, duplex_coverage
+
+    # a triangle of equal demand: no perfect matching; three one-edge slots of w/2 each
+    m = np.array([[0, 4, 4], [4, 0, 4], [4, 4, 0]], dtype=float)
+    slots = bidirectional_decompose(m)
+    held = {p: 0.0 for p in ((0, 1), (0, 2), (1, 2))}
+    for s in slots:
+        for p in s.pairs:
+            held[p] += s.weight
+    assert held == pytest.approx({p: 4.0 for p in held})
+    assert sum(s.weight for s in slots) == pytest.approx(12.0)  # 3 x 4: the triangle's edges in turn
+    assert duplex_coverage(m, slots) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_duplex_plan_prices_dark_windows_and_keeps_the_cheaper_schedule():
+    from emulation.planners.bvn import bidirectional_decompose, duplex_plan, weighted_round_robin
+
+    tr = route(MoELayer(gpus=8, experts=16, skew="zipf", skew_param=1.2, seed=0))
+    m = np.maximum(tr.dispatch, tr.combine.T).astype(float)
+    bvn, wrr = bidirectional_decompose(m), weighted_round_robin(m)
+    per_slot = 10e-6 * 50e9  # R = 10 us at 400 Gbit/s, in bytes
+    slots, method = duplex_plan(m, per_slot)
+    costs = {k: sum(s.weight for s in v) + len(v) * per_slot for k, v in (("bvn", bvn), ("weighted-round-robin", wrr))}
+    assert method == min(costs, key=costs.get)
+    assert sum(s.weight for s in slots) + len(slots) * per_slot == pytest.approx(min(costs.values()))
+    # capacity 1.0 saturates the hot GPU's port: the weighted round-robin reaches its line sum
+    sym = np.maximum(m, m.T)
+    np.fill_diagonal(sym, 0)
+    assert sum(s.weight for s in wrr) == pytest.approx(sym.sum(1).max())
+    assert len(wrr) == 7
+
+
+def test_guard_bands_shorten_what_a_slot_carries():
+    from emulation.flowsim.slotted import SlotSchedule, simulate_slotted
+    from emulation.planners.bvn import DuplexSlot
+    from emulation.workloads import build
+
+    gbps, guard = 400.0, 2e-6
+    bps = gbps * 1e9 / 8
+    w = build("direct", 2, 2 * 50_000, "alltoall")  # 50 kB each way
+    plain = SlotSchedule.from_duplex([DuplexSlot(50_000, ((0, 1),))], gbps, 0.0)
+    guarded = SlotSchedule.from_duplex([DuplexSlot(50_000, ((0, 1),))], gbps, 0.0, guard)
+    assert guarded.slots_s[0] == pytest.approx(plain.slots_s[0] + 2 * guard)
+    r0, _ = simulate_slotted(w, plain, gbps)
+    r1, _ = simulate_slotted(w, guarded, gbps)
+    assert r0.time_s == pytest.approx(50_000 / bps)
+    assert r1.time_s == pytest.approx(guard + 50_000 / bps)  # the slot's guard, then the bytes
+    with pytest.raises(ValueError, match="guard_s"):
+        SlotSchedule(((0, 1),), (1e-6,), 0.0, 0.6e-6)

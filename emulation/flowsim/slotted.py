@@ -10,7 +10,10 @@ joins its two GPUs (one hop, no forwarding through other GPUs): each directed GP
 link of capacity m x B while m parallel circuits lead from src to dst, 0 otherwise, and the pair's
 transfers share it max-min fairly (:class:`~emulation.flowsim.engine.FluidEngine`). Steps run
 round-synchronously (step i+1 is released when step i is delivered; the rotor keeps turning);
-a transfer starts moving ``alpha`` after its release.
+a transfer starts moving ``alpha`` after its release. Hosts keep a guard band ``guard_s`` at
+both ends of every slot (they start sending ``guard_s`` after the slot's planned start and stop
+``guard_s`` before its end), as the packet backend's agents do to absorb the controller's timing
+error (:mod:`emulation.emulator.slotted`).
 """
 
 from __future__ import annotations
@@ -40,18 +43,31 @@ class SlotSchedule:
     configs: tuple[Pairs, ...]
     slots_s: tuple[float, ...]
     dark_s: float = 0.0
+    guard_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.configs or len(self.configs) != len(self.slots_s):
             raise ValueError("slots_s: one slot length per configuration")
         if min(self.slots_s) <= 0 or self.dark_s < 0:
             raise ValueError("slots_s: must be positive; dark_s: must be >= 0")
+        if self.guard_s < 0 or 2 * self.guard_s >= min(self.slots_s):
+            raise ValueError(f"guard_s: must be >= 0 and under half the shortest slot "
+                             f"({min(self.slots_s) / 2:.3g} s), got {self.guard_s:.3g}")
 
     @staticmethod
     def from_matchings(matchings, slots_s, dark_s: float = 0.0) -> SlotSchedule:
         """Bidirectional circuits: every undirected pair of each matching, both directions."""
         return SlotSchedule(tuple(tuple(p for a, b in m for p in ((a, b), (b, a))) for m in matchings),
                             tuple(slots_s), dark_s)
+
+    @staticmethod
+    def from_duplex(slots, port_gbps: float, dark_s: float = 0.0, guard_s: float = 0.0) -> SlotSchedule:
+        """One slot per :class:`~emulation.planners.bvn.DuplexSlot` (duplex circuits, both
+        directions), held ``weight / B`` seconds (B = ``port_gbps``) plus the two guard bands, so
+        that the slot still carries ``weight`` bytes."""
+        bps = port_gbps * 1e9 / 8
+        return SlotSchedule(tuple(tuple(p for a, b in s.pairs for p in ((a, b), (b, a))) for s in slots),
+                            tuple(s.weight / bps + 2 * guard_s for s in slots), dark_s, guard_s)
 
     @staticmethod
     def from_bvn(terms, port_gbps: float, dark_s: float = 0.0) -> SlotSchedule:
@@ -66,7 +82,8 @@ class SlotSchedule:
         return float(sum(self.slots_s)) + len(self.configs) * self.dark_s
 
     def windows(self, until: float):
-        """Yield ``(t_on, t_off, k)`` for every slot that starts before ``until``."""
+        """Yield ``(t_on, t_off, k)`` for every slot that starts before ``until`` (the slot's
+        planned start and end; hosts send in ``[t_on + guard_s, t_off - guard_s]``)."""
         t, i = 0.0, 0
         while True:
             k = i % len(self.configs)
@@ -112,10 +129,11 @@ def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: floa
         for t_on, t_off, k in schedule.windows(t_end):
             if t_on < horizon[0]:
                 continue
+            on, off = t_on + schedule.guard_s, t_off - schedule.guard_s
             for value in np.unique(mult[k][mult[k] > 0]):
                 links = np.flatnonzero(mult[k].ravel() == value)
-                eng.set_capacity(links, value * bps, max(t_on, eng.now))
-                eng.set_capacity(links, 0.0, max(t_off, eng.now))
+                eng.set_capacity(links, value * bps, max(on, eng.now))
+                eng.set_capacity(links, 0.0, max(off, eng.now))
         horizon[0] = t_end
 
     steps: list[StepResult] = []

@@ -24,6 +24,24 @@ Method:
    n^2 - 2n + 2 terms; the bottleneck rule takes large terms first and needs fewer in practice.
 
 :func:`reconstruction_error` is ``|sum_k w_k P_k - M'|_max / max(M')`` (tests: below 1e-6).
+
+Bidirectional circuits (:func:`bidirectional_decompose`). A permutation such as 0->1->2->0 needs
+an OCS that switches every transmit fibre on its own, and TCP needs its ACKs to come back. An OCS
+whose circuits are duplex (the emulator's: a circuit joins two ports both ways) holds matchings,
+and a circuit {i, j} held t seconds carries t B each way, so it serves M when the circuit time of
+every pair covers ``S = max(M, M^T)``. With ``S <= sum_k w_k P_k`` (the BvN of S) and S symmetric,
+``S <= sum_k w_k (P_k + P_k^T) / 2``; each term is realised by splitting every cycle of P_k into
+matchings: a 2-cycle is one circuit for w; an even cycle is its two alternating matchings, w/2
+each; an odd cycle of length L is L matchings of (L-1)/2 edges (each skipping a different edge),
+w/(L-1) each, so every edge gets w/2 (the cycle's fractional chromatic index). Cycles are
+disjoint and run side by side; the term lasts w, or w L/(L-1) if it has an odd cycle.
+
+Few slots matter as much as circuit time once every slot costs a dark window R, so
+:func:`duplex_plan` also prices the demand-weighted round-robin (the n-1 matchings of K_n, each held
+for its largest pair demand: at most n-1 slots) and keeps the cheaper of the two under
+``total weight + slots x R B``. With capacity-limited MoE traffic (capacity factor 1.0) the hot
+GPU's port is saturated, every schedule needs its line sum, and the weighted round-robin reaches it
+with the fewest slots; sparse or non-capacity-bounded demand favours the split BvN.
 """
 
 from __future__ import annotations
@@ -166,3 +184,123 @@ def reconstruction_error(m: np.ndarray, terms: list[WeightedMatching]) -> float:
     target = stuff(m)
     scale = target.max()
     return float(np.abs(reconstruct(terms, target.shape[0]) - target).max() / scale) if scale > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class DuplexSlot:
+    """A matching of duplex circuits (undirected ``(i, j)`` pairs, i < j, each GPU at most once)
+    held for ``weight`` bytes of every circuit (``weight / B`` seconds); each carries both ways."""
+
+    weight: float
+    pairs: tuple[tuple[int, int], ...]
+
+
+def _cycles(perm: tuple[int, ...]) -> list[list[int]]:
+    seen, out = set(), []
+    for start in range(len(perm)):
+        if start in seen or perm[start] == start:
+            continue
+        cyc, i = [], start
+        while i not in seen:
+            seen.add(i)
+            cyc.append(i)
+            i = perm[i]
+        out.append(cyc)
+    return out
+
+
+def _cycle_matchings(cyc: list[int], w: float) -> list[tuple[float, list[tuple[int, int]]]]:
+    """A cycle's matchings and durations (module doc): every edge held w/2 (a 2-cycle: w)."""
+    length = len(cyc)
+    edges = [tuple(sorted((cyc[i], cyc[(i + 1) % length]))) for i in range(length)]
+    if length == 2:
+        return [(w, [edges[0]])]
+    if length % 2 == 0:
+        return [(w / 2, edges[0::2]), (w / 2, edges[1::2])]
+    # skip edge j: the (L-1)/2 edges j+1, j+3, ... are pairwise disjoint
+    return [(w / (length - 1), [edges[(j + 1 + 2 * q) % length] for q in range((length - 1) // 2)])
+            for j in range(length)]
+
+
+def bidirectional_decompose(m: np.ndarray, rel_tol: float = 1e-9) -> list[DuplexSlot]:
+    """Schedule ``m`` on duplex circuits: the BvN of ``max(M, M^T)`` with every permutation split
+    into matchings (module doc). Consecutive identical matchings are merged.
+
+    :param m: (n, n) demand, bytes. :returns: ``[DuplexSlot]`` whose circuit time covers
+        ``max(M, M^T)`` (:func:`duplex_coverage`); total weight between the largest line sum of
+        ``max(M, M^T)`` and 1.5 times the BvN total.
+    :raises DecompositionError: bad matrix.
+    """
+    m = _validate(m)
+    sym = np.maximum(m, m.T)
+    np.fill_diagonal(sym, 0.0)
+    out: list[DuplexSlot] = []
+    for term in bvn_decompose(sym, rel_tol):
+        parts = [_cycle_matchings(c, term.weight) for c in _cycles(term.perm)]
+        cuts = sorted({round(sum(d for d, _ in seq[:i]), 12) for seq in parts for i in range(len(seq) + 1)})
+        for a, b in zip(cuts, cuts[1:]):
+            mid = (a + b) / 2
+            pairs = []
+            for seq in parts:  # the matching each cycle holds at time mid
+                t = 0.0
+                for d, edges in seq:
+                    if t <= mid < t + d:
+                        pairs += edges
+                        break
+                    t += d
+            if not pairs or b - a <= rel_tol * term.weight:
+                continue
+            pairs = tuple(sorted(pairs))
+            if out and out[-1].pairs == pairs:
+                out[-1] = DuplexSlot(out[-1].weight + b - a, pairs)
+            else:
+                out.append(DuplexSlot(b - a, pairs))
+    return out
+
+
+def duplex_coverage(m: np.ndarray, slots: list[DuplexSlot]) -> float:
+    """``min over pairs of (circuit time - max(M, M^T)) / max(M)`` for a duplex schedule:
+    >= 0 (within rounding) when every pair's demand both ways is covered."""
+    m = _validate(m)
+    n = m.shape[0]
+    held = np.zeros((n, n))
+    for s in slots:
+        for i, j in s.pairs:
+            held[i, j] += s.weight
+            held[j, i] += s.weight
+    sym = np.maximum(m, m.T)
+    np.fill_diagonal(sym, 0.0)
+    scale = sym.max()
+    return float((held - sym).min() / scale) if scale > 0 else 0.0
+
+
+def weighted_round_robin(m: np.ndarray) -> list[DuplexSlot]:
+    """The round-robin 1-factorisation of K_n (:func:`emulation.workloads.matchings.round_robin_matchings`),
+    each matching held for the largest ``max(M, M^T)`` demand among its pairs (matchings with no
+    demand left out). :raises DecompositionError: bad matrix."""
+    from emulation.workloads.matchings import round_robin_matchings
+
+    m = _validate(m)
+    sym = np.maximum(m, m.T)
+    out = []
+    for match in round_robin_matchings(m.shape[0]):
+        w = max(float(sym[i, j]) for i, j in match)
+        if w > 0:
+            out.append(DuplexSlot(w, tuple(sorted(tuple(sorted(p)) for p in match))))
+    return out
+
+
+def duplex_plan(m: np.ndarray, reconfiguration_bytes: float = 0.0) -> tuple[list[DuplexSlot], str]:
+    """The cheaper duplex schedule for ``m`` (module doc): :func:`bidirectional_decompose`
+    (``"bvn"``) or :func:`weighted_round_robin` (``"weighted-round-robin"``), by
+    ``sum of weights + slots x reconfiguration_bytes`` (R x B, the bytes a port could have sent
+    during one dark window); ties go to the fewer slots.
+
+    :returns: ``(slots, method)``. :raises DecompositionError: bad matrix.
+    """
+    options = [(bidirectional_decompose(m), "bvn"), (weighted_round_robin(m), "weighted-round-robin")]
+
+    def cost(o):
+        return (sum(s.weight for s in o[0]) + len(o[0]) * reconfiguration_bytes, len(o[0]))
+
+    return min(options, key=cost)
