@@ -11,7 +11,15 @@ Schedule file (written by :mod:`emulation.emulator.orchestrator`)::
      "arrival_s": emulated s after the first go before this rank sends (a straggler),
      "control": "ctl.sock" (relative to the working directory),
      "steps": [{"send": [[tid, dst, [[channel, bytes], ...]], ...],
-                "recv": [[tid, src, bytes], ...], "drain": true if the next step reconfigures}, ...]}
+                "recv": [[tid, src, bytes], ...], "drain": true if the next step reconfigures}, ...],
+     "rotor": {"cycle_s": emulated s, "rate_Bps": bytes/s, "windows": {"dst": [[on, off], ...]}}}
+
+``rotor`` (time-slotted OCS, :mod:`emulation.emulator.slotted`) makes sends *gated*: a transfer
+to ``dst`` moves only inside the windows when a circuit to ``dst`` is up, ``[t0 + k cycle + on,
+t0 + k cycle + off]`` (guard bands already applied; ``t0`` = the controller rotor's clock origin,
+sent with the first ``go``). Inside a window the agent writes only what the link can drain
+before the window closes: ``rate x (off - now) - unacknowledged bytes`` (``TIOCOUTQ``), so no
+segment is in flight when the circuit goes dark and TCP never waits on a retransmission timeout.
 
 A transfer is sent as parts, one per distinct path (:meth:`emulation.routing.Routes.subflows`),
 each on the TCP connection of its channel; connection ``c`` carries IP DSCP ``c`` so the fabric
@@ -22,8 +30,8 @@ Control protocol (newline-delimited JSON), agent -> orchestrator: ``{"listening"
 ``{"ready": r}`` after connecting to its peers, ``{"done": step, "send": {tid: [t_start,
 t_sent]}, "recv": {tid: t_end}, "retrans": segments retransmitted so far}`` per step; orchestrator -> agent: ``{"connect": true}``,
 ``{"open": [[dst, channel], ...]}`` (before the first go, untimed: open these ``later``
-connections now, answered by ``{"opened": r}``), ``{"go": step}``, ``{"exit": true}``. Times are
-CLOCK_MONOTONIC seconds.
+connections now, answered by ``{"opened": r}``), ``{"go": step}`` (with ``"t0"`` in a rotor run),
+``{"exit": true}``. Times are CLOCK_MONOTONIC seconds.
 """
 
 from __future__ import annotations
@@ -41,6 +49,31 @@ import time
 HEADER = struct.Struct("!QQ")
 PAYLOAD = memoryview(bytes(1 << 20))
 RCV_WINDOW = 8 << 10  # bytes; the kernel doubles it
+GATED_PIECE = 16 << 10  # bytes written at a time by a gated sender
+GATED_MIN = 2 << 10  # a gated sender waits rather than write less than this
+GATED_POLL_S = 0.0005
+
+
+class Gate:
+    """When a circuit to one destination is up: ``windows`` ``[[on, off], ...]`` offsets (s)
+    within a rotor cycle of ``cycle_s``, repeating from ``t0`` (set later); ``rate_Bps`` is
+    what the circuit drains."""
+
+    def __init__(self, windows: list[list[float]], cycle_s: float, rate_Bps: float):
+        self.windows = sorted((float(a), float(b)) for a, b in windows)
+        self.cycle_s = cycle_s
+        self.rate = rate_Bps
+        self.t0 = 0.0
+
+    def window(self, now: float) -> tuple[float, float]:
+        """The absolute window containing ``now``, or else the next one."""
+        k = (now - self.t0) // self.cycle_s
+        for turn in (k, k + 1):
+            base = self.t0 + turn * self.cycle_s
+            for on, off in self.windows:
+                if base + off > now:
+                    return base + on, base + off
+        raise AssertionError("unreachable: every cycle has a window")
 
 
 class Receiver:
@@ -61,14 +94,22 @@ class Receiver:
         self.last: dict[int, float] = {}
         self.done_at: dict[int, float] = {}
         self.expect: dict[int, int] = {}
+        self.conns: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
         while True:
             conn, _ = self.sock.accept()
+            self.conns.append(conn)
             threading.Thread(target=self._read, args=(conn,), daemon=True).start()
 
     def _read(self, conn: socket.socket) -> None:
+        try:
+            self._read_parts(conn)
+        except OSError:  # reset by an aborting peer at the end of the run
+            return
+
+    def _read_parts(self, conn: socket.socket) -> None:
         buf = bytearray(1 << 18)
         view = memoryview(buf)
         hdr = bytearray(HEADER.size)
@@ -111,6 +152,18 @@ class Receiver:
             return {t: self.done_at[t] for t in tids}
 
 
+def abort(sock: socket.socket) -> None:
+    """Close ``sock`` with a reset (``SO_LINGER`` 0), leaving no FIN_WAIT or TIME_WAIT state
+    behind: at the end of a run the fabric may no longer join the peers (an OCS in some other
+    configuration), and a lingering half-closed socket would swallow the next run's SYN that
+    reuses its port pair."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+    except OSError:
+        pass
+
+
 def _read_exact(conn: socket.socket, view: memoryview) -> bool:
     while len(view):
         k = conn.recv_into(view)
@@ -123,7 +176,8 @@ def _read_exact(conn: socket.socket, view: memoryview) -> bool:
 class Channel:
     """One TCP connection to a peer on one channel, with a sender thread fed by a queue."""
 
-    def __init__(self, ip: str, port: int, channel: int):
+    def __init__(self, ip: str, port: int, channel: int, gate: Gate | None = None):
+        self.gate = gate
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # DSCP before connect: the SYN carries it, and the receiver (tcp_reflect_tos) answers
         # with it, so the connection's ACKs travel on the same channel as its data.
@@ -151,17 +205,56 @@ class Channel:
             if delay > 0:
                 time.sleep(delay)
             t_start = time.monotonic()
-            self.sock.sendall(HEADER.pack(tid, nbytes))
-            left = nbytes
-            while left:
-                k = min(left, len(PAYLOAD))
-                self.sock.sendall(PAYLOAD[:k])
-                left -= k
+            if self.gate is not None:
+                t_start = self._send_gated(tid, nbytes)
+            else:
+                self.sock.sendall(HEADER.pack(tid, nbytes))
+                left = nbytes
+                while left:
+                    k = min(left, len(PAYLOAD))
+                    self.sock.sendall(PAYLOAD[:k])
+                    left -= k
             report(tid, t_start, time.monotonic())
+
+    def _send_gated(self, tid: int, nbytes: int) -> float:
+        """Send one transfer inside the gate's windows (module doc); returns when the first byte
+        was written."""
+        gate, left, t_first = self.gate, nbytes, None
+        while left:
+            now = time.monotonic()
+            on, off = gate.window(now)
+            if now < on:
+                time.sleep(on - now)
+                continue
+            budget = int(gate.rate * (off - now)) - self.unacked()
+            if budget < min(GATED_MIN, left):
+                time.sleep(min(GATED_POLL_S, max(off - now, 0.0)))
+                continue
+            k = min(left, budget, GATED_PIECE)
+            if t_first is None:
+                t_first = now
+                self.sock.sendall(HEADER.pack(tid, nbytes) + PAYLOAD[:k])
+            else:
+                self.sock.sendall(PAYLOAD[:k])
+            left -= k
+        return t_first if t_first is not None else time.monotonic()
 
 
 def run(schedule: dict) -> None:
-    """Execute ``schedule`` (see module doc); returns when told to exit."""
+    """Execute ``schedule`` (see module doc); returns when told to exit, every connection
+    aborted (:func:`abort`)."""
+    receiver = Receiver(schedule["ips"][schedule["rank"]], schedule["port"])
+    conns: dict = {}
+    try:
+        _run(schedule, receiver, conns)
+    finally:
+        for c in conns.values():
+            abort(c.sock)
+        for c in list(receiver.conns):
+            abort(c)
+
+
+def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
     rank, ips, port = schedule["rank"], schedule["ips"], schedule["port"]
     alpha = schedule["alpha_s"]
     timeout = schedule.get("step_timeout_s", 600.0)
@@ -178,13 +271,14 @@ def run(schedule: dict) -> None:
             raise SystemExit(0)  # orchestrator went away
         return json.loads(line)
 
-    receiver = Receiver(ips[rank], port)
     say({"listening": rank})
     assert hear().get("connect")
     used = sorted({(dst, ch) for step in schedule["steps"] for _tid, dst, parts in step["send"]
                    for ch, _b in parts})
     later = {(d, c) for d, c in schedule.get("later", [])}
-    conns = {(d, c): Channel(ips[d], port, c) for d, c in used if (d, c) not in later}
+    rotor = schedule.get("rotor")
+    gates = {int(d): Gate(w, rotor["cycle_s"], rotor["rate_Bps"]) for d, w in rotor["windows"].items()} if rotor else {}
+    conns.update({(d, c): Channel(ips[d], port, c, gates.get(d)) for d, c in used if (d, c) not in later})
     say({"ready": rank})
 
     arrival = schedule.get("arrival_s", 0.0)
@@ -193,13 +287,15 @@ def run(schedule: dict) -> None:
         msg = hear()
         while "open" in msg:  # warm-up: connect peers the current configuration reaches
             for d, c in msg["open"]:
-                conns[(d, c)] = Channel(ips[d], port, c)
+                conns[(d, c)] = Channel(ips[d], port, c, gates.get(d))
             say({"opened": rank})
             msg = hear()
         if msg.get("exit"):
             return
         assert msg.get("go") == index, msg
         t_go = time.monotonic()
+        for gate in gates.values():
+            gate.t0 = msg.get("t0", gate.t0)
         if t_arrive is None:
             t_arrive = t_go + arrival  # a straggler joins the collective late
         t_release = max(t_go, t_arrive)

@@ -87,6 +87,7 @@ class RunResult:
     predicted_s: float | None = None
     iteration: int = 0
     straggler_delay_s: float = 0.0
+    slots: dict = field(default_factory=dict)  # time-slotted runs: slot utilisation, rotor turns, timing
 
     @property
     def algbw_gbps(self) -> float:

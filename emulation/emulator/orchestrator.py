@@ -208,6 +208,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
         coord.gather("ready", 60, alive)
         for config, opens in warmup:  # untimed
             emu.client.apply(config, 0.0)
+            emu.settle()
             for r, pairs in opens.items():
                 coord.send(r, {"open": pairs})
             coord.gather("opened", 60, alive, count=len(opens))

@@ -61,13 +61,14 @@ class SlotSchedule:
                             tuple(slots_s), dark_s)
 
     @staticmethod
-    def from_duplex(slots, port_gbps: float, dark_s: float = 0.0, guard_s: float = 0.0) -> SlotSchedule:
+    def from_duplex(slots, port_gbps: float, dark_s: float = 0.0, guard_s: float = 0.0,
+                    headroom: float = 0.0) -> SlotSchedule:
         """One slot per :class:`~emulation.planners.bvn.DuplexSlot` (duplex circuits, both
-        directions), held ``weight / B`` seconds (B = ``port_gbps``) plus the two guard bands, so
-        that the slot still carries ``weight`` bytes."""
+        directions), held ``(1 + headroom) x weight / B`` seconds (B = ``port_gbps``) plus the two
+        guard bands, so that the slot still carries ``weight`` bytes with ``headroom`` to spare."""
         bps = port_gbps * 1e9 / 8
         return SlotSchedule(tuple(tuple(p for a, b in s.pairs for p in ((a, b), (b, a))) for s in slots),
-                            tuple(s.weight / bps + 2 * guard_s for s in slots), dark_s, guard_s)
+                            tuple((1 + headroom) * s.weight / bps + 2 * guard_s for s in slots), dark_s, guard_s)
 
     @staticmethod
     def from_bvn(terms, port_gbps: float, dark_s: float = 0.0) -> SlotSchedule:
@@ -173,5 +174,6 @@ def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: floa
     res = RunResult(name=name or workload.algorithm, collective=workload.collective, algorithm=workload.algorithm,
                     planner="slotted", ranks=n, bytes=workload.bytes, backend="flow", time_s=start, steps=steps,
                     transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=workload.bytes_sent)
-    return res, {"slot_utilisation": workload.bytes_sent / capacity_bytes if capacity_bytes else 0.0,
-                 "cycles": start / schedule.cycle_s}
+    res.slots = {"slot_utilisation": float(workload.bytes_sent / capacity_bytes) if capacity_bytes else 0.0,
+                 "cycles": float(start / schedule.cycle_s)}
+    return res, dict(res.slots)

@@ -1,0 +1,228 @@
+"""Runs a Workload on a time-slotted OCS (rotor mode) with real packets.
+
+The OS-Ken controller cycles the OCS through a :class:`~emulation.flowsim.slotted.SlotSchedule`
+on its own clock (``POST /rotor``; a dark window before every slot) and never waits for traffic;
+the agents send a transfer only while a circuit to its destination is up, inside the slot minus a
+guard band at each end (:class:`emulation.agent.Gate`). Steps are round-synchronous, released by
+the orchestrator as in :mod:`emulation.emulator.orchestrator`; the rotor keeps turning across
+them. The same schedule on the flow backend is :func:`emulation.flowsim.slotted.simulate_slotted`.
+
+Per run: every agent connects to each of its peers under a configuration that joins them (the
+rotor's configurations applied one by one, untimed); the rotor starts; after one warm-up turn
+(the controller's ack-latency estimates settle) the first step is released exactly at the start
+of a turn, which is the run's time origin, as t = 0 is in the flow model. Measured times are
+divided by the TDF.
+
+Only duplex circuits can be emulated (a circuit joins two ports both ways, and TCP needs its
+ACKs back): a schedule with a one-way circuit is refused; plan with
+:func:`emulation.planners.bvn.duplex_plan`. Spec: ``specs/fabrics.md`` (PipSwitch time-slotted
+OCS), issue 6.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from emulation import dataplane as dpn
+from emulation.emulator.net import EmulatedFabric, EmulationError
+from emulation.emulator.orchestrator import _Coordinator
+from emulation.fabric import Configuration, assign_ports
+from emulation.flowsim.slotted import SlotSchedule
+from emulation.results import RunResult, StepResult, TransferResult
+from emulation.scale import Scale
+from emulation.workloads.model import Workload
+
+#: Fraction of the emulated link rate a gated sender plans to drain (HTB and TCP jitter).
+RATE_MARGIN = 0.97
+#: TCP's minimum retransmission timeout during rotor runs (emulated ms; Linux default 200): a
+#: segment lost at a slot edge is resent within a few slots instead of a few turns.
+RTO_MIN_MS = 20.0
+
+
+def duplex_matchings(schedule: SlotSchedule, gpus: int) -> list[list[tuple[int, int]]]:
+    """Each configuration of ``schedule`` as undirected GPU pairs.
+
+    :raises EmulationError: a circuit is one-way, or a GPU has two circuits in one slot.
+    """
+    out = []
+    for k, pairs in enumerate(schedule.configs):
+        directed = set(pairs)
+        one_way = [p for p in directed if (p[1], p[0]) not in directed]
+        if one_way:
+            a, b = one_way[0]
+            raise EmulationError(f"slot {k}: circuit {a}->{b} is one-way; the packet backend emulates duplex "
+                                 f"circuits only (plan with emulation.planners.bvn.duplex_plan)")
+        und = sorted({(min(a, b), max(a, b)) for a, b in directed})
+        used = [g for p in und for g in p]
+        if len(used) != len(set(used)) or max(used, default=0) >= gpus:
+            raise EmulationError(f"slot {k}: not a matching of {gpus} GPUs: {und}")
+        out.append(und)
+    return out
+
+
+def gate_windows(schedule: SlotSchedule, gpus: int, tdf: float) -> list[dict[int, list[list[float]]]]:
+    """For every GPU, ``{dst: [[on, off], ...]}``: emulated offsets within one rotor turn when a
+    circuit to ``dst`` is up, guard bands applied (the layout of :meth:`SlotSchedule.windows`)."""
+    out: list[dict[int, list[list[float]]]] = [{} for _ in range(gpus)]
+    for t_on, t_off, k in schedule.windows(schedule.cycle_s * (1 - 1e-12)):
+        on, off = (t_on + schedule.guard_s) * tdf, (t_off - schedule.guard_s) * tdf
+        for a, b in set(schedule.configs[k]):
+            out[a].setdefault(b, []).append([on, off])
+    return out
+
+
+def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: SlotSchedule, scale: Scale,
+                alpha_s: float, run_dir: Path, planner: str = "slotted") -> RunResult:
+    """Execute ``workload`` on the rotor ``schedule`` (module doc); the measured result.
+
+    :param schedule: real-time slots, dark window and guard band (multiplied by the TDF here).
+    :returns: a :class:`RunResult` whose ``slots`` holds ``slot_utilisation`` (delivered bytes /
+        bytes the up circuits could carry until the end), ``cycles``, ``slots_run``,
+        ``start_error_s`` (median, p99, max of the controller's ``|measured - planned|`` slot
+        start, emulated s) and ``dark_window_measured_s`` (median, real).
+    :raises EmulationError: the fabric is not a one-port OCS, the schedule cannot be emulated,
+        an agent died or a step did not finish in time.
+    """
+    fabric, n, tdf = emu.fabric, workload.ranks, scale.tdf
+    if n != fabric.gpus or len(fabric.ocs) != 1 or fabric.ports_per_gpu != 1:
+        raise EmulationError("a rotor run needs an ocs-star fabric with one port per GPU and the workload's ranks")
+    matchings = duplex_matchings(schedule, n)
+    ocs = fabric.ocs[0].name
+    configs = [assign_ports(fabric, ocs, m) for m in matchings]
+    windows = gate_windows(schedule, n, tdf)
+    for st in workload.steps:
+        for t in st.transfers:
+            if t.bytes > 0 and t.dst not in windows[t.src]:
+                raise EmulationError(f"GPUs {t.src} and {t.dst} are never connected by the schedule")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cycle = schedule.cycle_s * tdf
+    rate = scale.link_mbps * 1e6 / 8 * RATE_MARGIN
+    schedules = [{"rank": r, "ips": [dpn.gpu_ip(g) for g in range(n)], "port": dpn.AGENT_PORT,
+                  "alpha_s": alpha_s * tdf, "control": "ctl.sock", "steps": [],
+                  "rotor": {"cycle_s": cycle, "rate_Bps": rate, "windows": {str(d): w for d, w in windows[r].items()}}}
+                 for r in range(n)]
+    tids: list[tuple[int, object]] = []
+    for si, step in enumerate(workload.steps):
+        for sched in schedules:
+            sched["steps"].append({"send": [], "recv": []})
+        for t in step.transfers:
+            if t.bytes <= 0:
+                continue
+            tid = len(tids)
+            tids.append((si, t))
+            eb = scale.emulated_bytes(t.bytes)
+            schedules[t.src]["steps"][si]["send"].append([tid, t.dst, [[0, eb]]])
+            schedules[t.dst]["steps"][si]["recv"].append([tid, t.src, eb])
+    pairs = sorted({(t.src, t.dst) for _si, t in tids})
+    for sched in schedules:
+        sched["later"] = sorted([d, 0] for r, d in pairs if r == sched["rank"])
+    # Bound: every step within (its busiest GPU's bytes / the bytes one turn gives a pair) turns.
+    per_turn = min(off - on for w in windows for ws in w.values() for on, off in ws) * rate
+    worst = max((sum(scale.emulated_bytes(t.bytes) for t in st.transfers if t.src == g) for st in workload.steps
+                 for g in range(n)), default=0)
+    turns = len(workload.steps) * (math.ceil(worst / per_turn) + 2) * 3 + 4
+    step_timeout = turns * cycle + 30
+    for sched in schedules:
+        sched["step_timeout_s"] = step_timeout
+
+    emu.client.apply(Configuration({}), 0.0)
+    emu.set_rto_min(RTO_MIN_MS)
+    coord = _Coordinator(run_dir / "ctl.sock", n)
+    procs = []
+    rotor_on = False
+    try:
+        for r in range(n):
+            path = run_dir / f"agent-g{r}.json"
+            path.write_text(json.dumps(schedules[r]))
+            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.agent", path.name],
+                                   run_dir / f"agent-g{r}.log", cwd=run_dir))
+
+        def alive() -> None:
+            for r, p in enumerate(procs):
+                if p.poll() is not None and p.returncode != 0:
+                    raise EmulationError(f"agent g{r} exited with {p.returncode} (see {run_dir}/agent-g{r}.log)")
+        coord.accept_all(60, alive)
+        coord.broadcast({"connect": True})
+        coord.gather("ready", 60, alive)
+        todo = set(pairs)
+        for config, match in zip(configs, matchings):  # untimed: connect under each configuration
+            here = {(a, b) for a, b in todo if (min(a, b), max(a, b)) in set(match)}
+            if not here:
+                continue
+            emu.client.apply(config, 0.0)
+            emu.settle()
+            opens: dict[int, list] = {}
+            for a, b in here:
+                opens.setdefault(a, []).append([b, 0])
+            for r, ps in opens.items():
+                coord.send(r, {"open": ps})
+            coord.gather("opened", 60, alive, count=len(opens))
+            todo -= here
+        emu.client.apply(Configuration({}), 0.0)
+        since = len(emu.client.events())
+        count = turns * len(configs)
+        rotor = emu.client.start_rotor(configs, [s * tdf for s in schedule.slots_s], schedule.dark_s * tdf, count,
+                                       start_delay_s=0.05)
+        rotor_on = True
+        t0 = rotor["t0"]
+        origin = t0 + cycle  # one warm-up turn
+        time.sleep(max(0.0, origin - time.monotonic()))
+        steps: list[StepResult] = []
+        done: list[list[dict]] = []
+        for si in range(len(workload.steps)):
+            t_go = time.monotonic()
+            coord.broadcast({"go": si, "t0": t0})
+            reports = coord.gather("done", step_timeout, alive)
+            done.append(reports)
+            ends = [t for m in reports for t in m["recv"].values()]
+            end = max(ends) if ends else time.monotonic()
+            rec = StepResult(si, workload.steps[si].phase, (max(t_go, origin) - origin) / tdf,
+                             (end - origin) / tdf, "slotted")
+            rec.retransmissions = sum(m.get("retrans", 0) for m in reports) - sum(s.retransmissions for s in steps)
+            steps.append(rec)
+        coord.broadcast({"exit": True})
+        for p in procs:
+            p.wait(10)
+        emu.client.stop_rotor()
+        rotor_on = False
+        events = [e for e in emu.client.events(since) if e["kind"] == "rotor-slot"]
+        (run_dir / "rotor-events.json").write_text(json.dumps({"t0": t0, "origin": origin, "tdf": tdf,
+                                                               "events": events}))
+    finally:
+        if rotor_on:
+            emu.client.stop_rotor()
+        emu.set_rto_min(None)
+        coord.close()
+        for p in procs:
+            if p in emu.children:
+                emu.children.remove(p)
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    ends = {int(tid): v for reports in done for m in reports for tid, v in m["recv"].items()}
+    transfers = [TransferResult(si, t.src, t.dst, t.bytes, steps[si].start_s, (ends[tid] - origin) / tdf)
+                 for tid, (si, t) in enumerate(tids)]
+    end_s = steps[-1].end_s if steps else 0.0
+    capacity = 0.0
+    bps = fabric.port_gbps * 1e9 / 8
+    for t_on, t_off, k in schedule.windows(end_s):
+        capacity += len(schedule.configs[k]) * bps * (min(t_off, end_s) - t_on)
+    used = [e for e in events if e["planned_start"] >= origin - 1e-9 and e["planned_start"] <= origin + end_s * tdf]
+    err = np.abs([e["start_error_s"] for e in events]) if events else np.zeros(1)
+    dark = [(e["t_live"] - e["t_dark"]) / tdf for e in events]
+    delivered = sum(t.bytes for tid, (_si, t) in enumerate(tids) if tid in ends)
+    res = RunResult(name=name, collective=workload.collective, algorithm=workload.algorithm, planner=planner,
+                    ranks=n, bytes=workload.bytes, backend="mininet", time_s=end_s, steps=steps,
+                    transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=delivered)
+    res.slots = {"slot_utilisation": delivered / capacity if capacity else 0.0, "cycles": end_s / schedule.cycle_s,
+                 "slots_run": len(used), "start_error_s": {"median": float(np.median(err)),
+                                                            "p99": float(np.percentile(err, 99)), "max": float(err.max())},
+                 "dark_window_measured_s": float(np.median(dark)) if dark else 0.0}
+    return res
