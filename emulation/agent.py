@@ -49,6 +49,18 @@ import time
 HEADER = struct.Struct("!QQ")
 PAYLOAD = memoryview(bytes(1 << 20))
 RCV_WINDOW = 8 << 10  # bytes; the kernel doubles it
+#: Bytes (SO_RCVBUF, before the kernel doubles it) that all the senders converging on one GPU may
+#: keep in flight together: a receiver with fan-in k gives each connection 1/k of it.
+RCV_BUDGET = 24 << 10
+RCV_MIN = 2 << 10
+
+
+def receive_window(fan_in: int) -> int:
+    """SO_RCVBUF for a GPU that receives from ``fan_in`` peers at once: ``RCV_WINDOW``, or less so
+    that k concurrent senders keep at most ``RCV_BUDGET`` in flight into its port (an incast of
+    7 senders with 16 KB windows overflowed the switch's packet-socket buffer: ~150 silent losses
+    per MoE step on an EPS); at least ``RCV_MIN`` (the emulated bandwidth-delay product is ~1 KB)."""
+    return max(RCV_MIN, min(RCV_WINDOW, RCV_BUDGET // max(1, fan_in)))
 GATED_PIECE = 16 << 10  # bytes written at a time by a gated sender
 GATED_MIN = 2 << 10  # a gated sender waits rather than write less than this
 GATED_POLL_S = 0.0005
@@ -79,14 +91,14 @@ class Gate:
 class Receiver:
     """Accepts fabric connections and records when each expected transfer has fully arrived."""
 
-    def __init__(self, ip: str, port: int):
+    def __init__(self, ip: str, port: int, window: int = RCV_WINDOW):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Bound every connection's window (accepted sockets inherit it). In the userspace
         # datapath a link queue longer than the switch's packet-socket send buffer (~200 KB)
         # loses packets silently, and TCP pays with timeouts; the bandwidth-delay product of
         # an emulated link is a few KB, so this window costs no throughput.
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCV_WINDOW)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, window)
         self.sock.bind((ip, port))
         self.sock.listen(256)
         self.cond = threading.Condition()
@@ -243,7 +255,10 @@ class Channel:
 def run(schedule: dict) -> None:
     """Execute ``schedule`` (see module doc); returns when told to exit, every connection
     aborted (:func:`abort`)."""
-    receiver = Receiver(schedule["ips"][schedule["rank"]], schedule["port"])
+    # Peers sending at once; in a rotor run one at a time (a slot joins each GPU to one peer).
+    fan_in = 1 if schedule.get("rotor") else max((len({src for _tid, src, _b in st["recv"]})
+                                                  for st in schedule["steps"]), default=1)
+    receiver = Receiver(schedule["ips"][schedule["rank"]], schedule["port"], receive_window(fan_in))
     conns: dict = {}
     try:
         _run(schedule, receiver, conns)

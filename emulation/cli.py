@@ -135,11 +135,19 @@ def _plan(args) -> int:
     if isinstance(sc, int):
         return sc
     try:
-        size = parse_bytes(args.size) if args.size else sc.sizes[0]
+        size = parse_bytes(args.size) if args.size else sc.jobs()[0][0]
     except ValueError as e:
         return _fail(f"--size: {e}")
     fabric = sc.build_fabric()
     plans = [(r, sc.plan(r, fabric, size)) for r in sc.runs]
+    for r, p in plans:
+        sched = sc.slot_schedule(r, p.workload)
+        if sched:
+            s, method = sched
+            print(f"{r.name}: rotor schedule ({method}), {len(s.configs)} slots per turn of "
+                  f"{s.cycle_s * 1e6:.2f} us (slots {min(s.slots_s) * 1e6:.2f}-{max(s.slots_s) * 1e6:.2f} us, "
+                  f"dark {s.dark_s * 1e6:g} us, guard {s.guard_s * 1e6:g} us)")
+    plans = [(r, p) for r, p in plans if r.schedule == "none"]
     if args.json:
         print(json.dumps({r.name: {"workload": p.workload.to_json(), "plan": p.to_json()} for r, p in plans}))
         return 0

@@ -69,6 +69,10 @@ def timeline(result: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
 def print_summary(result: dict, console: Console | None = None) -> None:
     """The summary table: one row per run and size (and iteration, or per-iteration statistics
     when the scenario has several)."""
@@ -84,6 +88,9 @@ def print_summary(result: dict, console: Console | None = None) -> None:
                 "dark req/meas (µs)", "checks"]
         if straggler:
             cols[3:3] = ["D (ms)", "after arrival (ms)"]
+        moe = any(r.get("padding_bytes") or r.get("slots") for r in result["runs"])
+        if moe:  # no reconfiguring steps; show the rotor instead
+            cols[cols.index("reconfigs"):cols.index("checks")] = ["padding", "slots/turn", "slot util"]
         for col in cols:
             t.add_column(col, justify="right" if col != "run" else "left")
         for r in result["runs"]:
@@ -97,6 +104,13 @@ def print_summary(result: dict, console: Console | None = None) -> None:
                    ("ok" if r["checks"]["ok"] else "FAIL") if r.get("checks") else "-"]
             if straggler:
                 row[3:3] = [f"{d * 1e3:.3f}", f"{(r['time_s'] - d) * 1e3:.3f}"]
+            if moe:
+                sl = r.get("slots") or {}
+                short = {"round-robin": "rr", "weighted-round-robin": "wrr", "bvn": "bvn"}
+                i = cols.index("padding")
+                row[i:i + 2] = [_mib(r.get("padding_bytes", 0)),
+                              f"{sl['slots_per_turn']} {short.get(sl['method'], sl['method'])}" if sl else "-",
+                              f"{sl['slot_utilisation']:.2f}" if sl else "-"]
             t.add_row(*row)
         console.print(t)
     f, cost = result["fabric"], result["cost"]

@@ -88,6 +88,7 @@ class RunResult:
     iteration: int = 0
     straggler_delay_s: float = 0.0
     slots: dict = field(default_factory=dict)  # time-slotted runs: slot utilisation, rotor turns, timing
+    padding_bytes: int = 0  # bytes sent that carry no payload (MoE null tokens, tile rounding)
 
     @property
     def algbw_gbps(self) -> float:

@@ -65,23 +65,30 @@ def run_flow(sc: Scenario, progress: Progress | None = None) -> dict:
     import time
 
     from emulation.flowsim import simulate
+    from emulation.flowsim.slotted import simulate_slotted
 
     fabric = sc.build_fabric()
     arrivals = sc.iteration_arrivals_s()
     runs: list[RunResult] = []
     wall: dict[str, float] = {}
-    todo = [(size, r) for size in sc.sizes for r in sc.runs]
+    todo = sc.jobs()
     for i, (size, r) in enumerate(todo):
         if progress:
             progress(f"{r.name} {format_bytes(size)}", i, len(todo))
         plan = sc.plan(r, fabric, size)
         w = plan.workload
+        slotted = sc.slot_schedule(r, w)
         t0 = time.perf_counter()
         for it, arr in enumerate(arrivals):
-            res = simulate(fabric, w, plan, alpha_s=sc.cost.alpha_s, delta_s=sc.cost.delta_s,
-                           semantics=sc.semantics, arrivals_s=arr, name=r.name,
-                           record_transfers=w.transfer_count <= MAX_RECORDED_TRANSFERS)
-            _finish(res, plan, fabric, it, arr)
+            if slotted:
+                res, _ = simulate_slotted(w, slotted[0], sc.fabric.port_gbps, alpha_s=sc.cost.alpha_s,
+                                          arrivals_s=arr, name=r.name)
+                res.planner = plan.planner
+            else:
+                res = simulate(fabric, w, plan, alpha_s=sc.cost.alpha_s, delta_s=sc.cost.delta_s,
+                               semantics=sc.semantics, arrivals_s=arr, name=r.name,
+                               record_transfers=w.transfer_count <= MAX_RECORDED_TRANSFERS)
+            _finish(res, plan, fabric, it, arr, sc.padding_bytes(r, w), slotted)
             runs.append(res)
         wall[f"{r.name} {format_bytes(size)}"] = time.perf_counter() - t0
     if progress:
@@ -89,13 +96,19 @@ def run_flow(sc: Scenario, progress: Progress | None = None) -> dict:
     return _result(sc, "flow", runs, {"simulation_wall_s": wall, "warnings": _warnings(runs)})
 
 
-def _finish(res: RunResult, plan: Plan, fabric: Fabric, iteration: int, arrivals: list[float]) -> None:
+def _finish(res: RunResult, plan: Plan, fabric: Fabric, iteration: int, arrivals: list[float],
+            padding_bytes: int = 0, slotted: tuple | None = None) -> None:
     """Fill in what the backends do not know: checks, the plan's prediction, the iteration and
-    its straggler delay D (the latest arrival)."""
+    its straggler delay D (the latest arrival), padding bytes, and a rotor schedule's shape."""
     res.checks = check_run(res, fabric)
     res.predicted_s = plan.predicted_s
     res.iteration = iteration
     res.straggler_delay_s = max(arrivals)
+    res.padding_bytes = padding_bytes
+    if slotted:
+        sched, method = slotted
+        res.slots.update({"method": method, "slots_per_turn": len(sched.configs), "turn_s": sched.cycle_s,
+                          "dark_s": sched.dark_s, "guard_s": sched.guard_s})
 
 
 def _warnings(runs: list[RunResult]) -> list[str]:
@@ -112,12 +125,13 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
     from emulation.emulator.capabilities import detect
     from emulation.emulator.net import EmulatedFabric
     from emulation.emulator.orchestrator import measure_headroom, run_workload
+    from emulation.emulator.slotted import run_slotted
 
     fabric, scale = sc.build_fabric(), sc.scale()
     arrivals = sc.iteration_arrivals_s()
     caps = detect()
     runs: list[RunResult] = []
-    todo = [(size, r) for size in sc.sizes for r in sc.runs]
+    todo = sc.jobs()
     meta: dict = {"capabilities": caps.to_json(), "warnings": []}
     if not caps.netem and sc.cost.delta_s > 0:
         meta["warnings"].append("netem missing: per-hop propagation delay delta was not emulated")
@@ -140,11 +154,17 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
                 progress(f"{r.name} {format_bytes(size)}", i, len(todo))
             plan = sc.plan(r, fabric, size)
             w = plan.workload
+            slotted = sc.slot_schedule(r, w)
             for it, arr in enumerate(arrivals):
                 tag = f"-it{it}" if len(arrivals) > 1 else ""
-                res = run_workload(emu, r.name, w, plan, scale, sc.cost.alpha_s,
-                                   out / "emulation" / f"{r.name}-{format_bytes(size)}{tag}", arrivals_s=arr)
-                _finish(res, plan, fabric, it, arr)
+                run_dir = out / "emulation" / f"{r.name}-{format_bytes(size)}{tag}"
+                if slotted:
+                    if any(arr):
+                        raise BackendError("straggler: rotor runs on the mininet backend take no stragglers")
+                    res = run_slotted(emu, r.name, w, slotted[0], scale, sc.cost.alpha_s, run_dir, plan.planner)
+                else:
+                    res = run_workload(emu, r.name, w, plan, scale, sc.cost.alpha_s, run_dir, arrivals_s=arr)
+                _finish(res, plan, fabric, it, arr, sc.padding_bytes(r, w), slotted)
                 runs.append(res)
         if progress:
             progress("done", len(todo), len(todo))

@@ -27,6 +27,13 @@ R = ``fabric.reconfiguration_delay_s``, delta = ``cost.delta_s``. A run may name
 ``iterations`` repeats every (size, run), each iteration with its own straggler delay D
 (:class:`StragglerSpec`); results keep one record per iteration.
 
+MoE layers and time-slotted OCS (``experiments/moe_*.yaml``): a ``moe:`` section
+(:class:`MoESpec`) defines one layer's routing; runs with ``collective: moe`` and ``algorithm:
+padded`` or ``payload`` replay its dispatch and combine (``sizes`` is then optional; such a run
+is labelled with the per-GPU routed bytes). A run's ``schedule`` (:class:`RunSpec`) puts the OCS
+in rotor mode instead of a planner: ``rotor`` (round-robin matchings, equal slots) or ``plan``
+(a duplex BvN plan of the run's traffic matrix); both need ``ocs-star`` with one port per GPU.
+
 Spec: ``shared/DESIGN.md`` (data flow: experiments/*.yaml --load+validate--> Scenario).
 """
 
@@ -44,6 +51,7 @@ from emulation.fabric import Fabric, FabricError
 from emulation.planners import PLANNERS, CostModel, Plan, PlanError, make_plan
 from emulation.scale import Scale
 from emulation.workloads import ALGORITHMS, build, known
+from emulation.workloads.moe import MoELayer, moe_workload, route
 from emulation.workloads.stragglar import with_straggler
 from topologies import BUILDERS
 
@@ -144,28 +152,75 @@ class StragglerSpec(_Strict):
         return [max(0.0, self.delay_s + float(x)) for x in extra]
 
 
+class MoESpec(_Strict):
+    """``moe:`` section: one MoE layer on the fabric's GPUs (:class:`emulation.workloads.moe.MoELayer`;
+    specs/moe.md): ``experts`` in total (a multiple of the GPUs), ``top_k``, ``capacity_factor``,
+    ``tokens_per_gpu`` S, ``hidden`` H, ``element_bytes`` b, routing ``skew`` (``uniform``,
+    ``zipf`` with exponent ``skew_param``, ``dirichlet`` with concentration ``skew_param``),
+    ``seed``, combine tiles of ``tile_tokens`` x ``tile_cols``."""
+
+    experts: int = Field(ge=1)
+    top_k: int = Field(default=2, ge=1)
+    capacity_factor: float = Field(default=1.0, gt=0)
+    tokens_per_gpu: int = Field(default=4096, ge=1)
+    hidden: int = Field(default=2048, ge=1)
+    element_bytes: int = Field(default=4, ge=1)
+    skew: Literal["uniform", "zipf", "dirichlet"] = "uniform"
+    skew_param: float = Field(default=1.0, gt=0)
+    seed: int = 0
+    tile_tokens: int = Field(default=128, ge=1)
+    tile_cols: int = Field(default=64, ge=1)
+
+    def layer(self, gpus: int) -> MoELayer:
+        """The layer on ``gpus`` GPUs. :raises ValueError: naming the field."""
+        return MoELayer(gpus=gpus, **self.model_dump())
+
+
+MOE_MODES = ("padded", "payload")
+
+
 class RunSpec(_Strict):
     """One entry of ``runs:``: a collective by an algorithm, and a planner, run for every size
-    of ``sizes``. Collectives and algorithms: ``emulation.workloads.ALGORITHMS``; planners:
-    ``none``, ``always``, ``greedy``, ``dp`` (``emulation.planners``)."""
+    of ``sizes``. Collectives and algorithms: ``emulation.workloads.ALGORITHMS`` (and ``moe``:
+    ``padded``, ``payload``); planners: ``none``, ``always``, ``greedy``, ``dp``
+    (``emulation.planners``).
+
+    ``schedule`` (time-slotted OCS, :mod:`emulation.flowsim.slotted`, :mod:`emulation.emulator.slotted`):
+    ``none`` (default: the planner reconfigures between steps), ``rotor`` (the round-robin
+    matchings of K_n, every slot ``slot_s`` real seconds; default: the largest (src, dst) buffer
+    of the padded collective, or of the workload, at the port rate) or ``plan``
+    (:func:`emulation.planners.bvn.duplex_plan` of the run's traffic matrix, priced with the
+    fabric's R). Every slot carries ``headroom`` (fraction) more than it must, and hosts keep a
+    guard band of ``guard_s`` at both ends of a slot (real seconds; both backends)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     collective: str = "allreduce"
     algorithm: str
     planner: str = "none"
+    schedule: Literal["none", "rotor", "plan"] = "none"
+    slot_s: float | None = Field(default=None, gt=0)
+    guard_s: float = Field(default=0.0, ge=0)
+    headroom: float = Field(default=0.0, ge=0, le=10)
 
     @field_validator("collective")
     @classmethod
     def _collective(cls, v: str) -> str:
-        if v not in ALGORITHMS:
-            raise ValueError(f"unknown collective {v!r} (known: {', '.join(ALGORITHMS)})")
+        if v not in ALGORITHMS and v != "moe":
+            raise ValueError(f"unknown collective {v!r} (known: {', '.join(ALGORITHMS)}, moe)")
         return v
 
     @model_validator(mode="after")
     def _algo(self) -> RunSpec:
-        if self.algorithm not in ALGORITHMS[self.collective]:
+        if self.collective == "moe":
+            if self.algorithm not in MOE_MODES:
+                raise ValueError(f"algorithm: unknown moe algorithm {self.algorithm!r} (known: {', '.join(MOE_MODES)})")
+        elif self.algorithm not in ALGORITHMS[self.collective]:
             raise ValueError(f"algorithm: unknown {self.collective} algorithm {self.algorithm!r} "
                              f"(known: {known(self.collective)})")
+        if self.schedule != "none" and self.planner != "none":
+            raise ValueError(f"planner: must be none with schedule {self.schedule} (the rotor sets the circuits)")
+        if self.slot_s is not None and self.schedule != "rotor":
+            raise ValueError("slot_s: only a rotor schedule takes a slot length")
         return self
 
     @field_validator("planner")
@@ -183,8 +238,9 @@ class Scenario(_Strict):
     description: str = ""
     fabric: FabricSpec
     cost: CostSpec = CostSpec()
-    sizes: list[int] = Field(min_length=1)
+    sizes: list[int] = Field(default_factory=list)
     runs: list[RunSpec] = Field(min_length=1)
+    moe: MoESpec | None = None
     emulation: EmulationSpec = EmulationSpec()
     backend: Literal["mininet", "flow"] = "mininet"
     semantics: Literal["round-synchronous", "dependency-driven"] = "round-synchronous"
@@ -204,6 +260,22 @@ class Scenario(_Strict):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"runs: duplicate run name {sorted(dup)[0]!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _moe_and_sizes(self) -> Scenario:
+        if any(r.collective != "moe" for r in self.runs) and not self.sizes:
+            raise ValueError("sizes: at least one buffer size is needed (runs other than moe)")
+        if any(r.collective == "moe" for r in self.runs):
+            if self.moe is None:
+                raise ValueError("moe: a moe section is needed by runs with collective moe")
+            try:
+                self.moe.layer(self.fabric.gpus)
+            except ValueError as e:
+                raise ValueError(f"moe: {e}") from None
+        if any(r.schedule != "none" for r in self.runs) and (
+                self.fabric.topology != "ocs-star" or self.fabric.ports_per_gpu != 1):
+            raise ValueError("fabric: a rotor schedule needs topology ocs-star with ports_per_gpu 1")
         return self
 
     @model_validator(mode="after")
@@ -247,15 +319,86 @@ class Scenario(_Strict):
         """The planners' cost model: this scenario's alpha and delta."""
         return CostModel(self.cost.alpha_s, self.cost.delta_s)
 
+    def jobs(self) -> list[tuple[int, RunSpec]]:
+        """Every ``(size, run)`` to execute: each run for every size, a ``moe`` run once (its
+        size: the per-GPU routed bytes S k H b)."""
+        out = []
+        for size in self.sizes:
+            out += [(size, r) for r in self.runs if r.collective != "moe"]
+        if self.moe is not None:
+            layer = self.moe.layer(self.fabric.gpus)
+            per_gpu = layer.tokens_per_gpu * layer.top_k * layer.token_bytes
+            out += [(per_gpu, r) for r in self.runs if r.collective == "moe"]
+        return out
+
+    def workload(self, run: RunSpec, gpus: int, nbytes: int):
+        """``run``'s workload for an ``nbytes`` buffer (a moe run: its layer's dispatch and combine).
+
+        :raises ValueError: bad sizes.
+        """
+        if run.collective == "moe":
+            return moe_workload(route(self.moe.layer(gpus)), run.algorithm)
+        w = build(run.algorithm, gpus, nbytes, run.collective)
+        if run.algorithm == "stragglar" and self.straggler is not None:
+            w = with_straggler(w, self.straggler.rank)
+        return w
+
+    def padding_bytes(self, run: RunSpec, workload) -> int:
+        """Bytes of ``workload`` that carry no token: a moe run's null tokens (padded) or tile
+        rounding (payload); 0 for other collectives."""
+        if run.collective != "moe":
+            return 0
+        tr = route(self.moe.layer(workload.ranks))
+        off = ~np.eye(workload.ranks, dtype=bool)
+        payload = 2 * int(tr.dispatch[off].sum())  # every kept token travels out and back
+        return workload.bytes_sent - payload
+
+    def slot_schedule(self, run: RunSpec, workload):
+        """The rotor schedule of a ``schedule`` run (:class:`RunSpec`), real seconds; None for
+        ``schedule: none``.
+
+        :raises ValueError: the schedule cannot be built (e.g. a guard band longer than a slot).
+        """
+        from emulation.flowsim.slotted import SlotSchedule
+        from emulation.planners.bvn import DuplexSlot, duplex_plan
+        from emulation.workloads.matchings import round_robin_matchings
+
+        if run.schedule == "none":
+            return None
+        f = self.fabric
+        bps = f.port_gbps * 1e9 / 8
+        n = workload.ranks
+        demand = np.zeros((n, n))
+        for st in workload.steps:
+            step = np.zeros((n, n))
+            for t in st.transfers:
+                step[t.src, t.dst] += t.bytes
+            demand = np.maximum(demand, step)
+        if run.schedule == "rotor":
+            if run.slot_s is not None:
+                pair = run.slot_s * bps
+            elif run.collective == "moe":
+                layer = self.moe.layer(n)
+                pair = layer.capacity * layer.experts_per_gpu * layer.token_bytes
+            else:
+                pair = float(np.maximum(demand, demand.T).max())
+            slots = [DuplexSlot(pair, m) for m in round_robin_matchings(n)]
+            method = "round-robin"
+        else:
+            slots, method = duplex_plan(demand, f.reconfiguration_delay_s * bps)
+        sched = SlotSchedule.from_duplex(slots, f.port_gbps, f.reconfiguration_delay_s, run.guard_s, run.headroom)
+        return sched, method
+
     def plan(self, run: RunSpec, fabric: Fabric, nbytes: int) -> Plan:
         """Build ``run``'s workload for an ``nbytes`` buffer on ``fabric`` and plan it; backends
-        execute ``plan.workload``.
+        execute ``plan.workload`` (a ``schedule`` run: with the planner ``none`` on no fabric
+        state; the rotor sets the circuits).
 
         :raises PlanError: the planner cannot plan it. :raises ValueError: bad sizes.
         """
-        w = build(run.algorithm, fabric.gpus, nbytes, run.collective)
-        if run.algorithm == "stragglar" and self.straggler is not None:
-            w = with_straggler(w, self.straggler.rank)
+        w = self.workload(run, fabric.gpus, nbytes)
+        if run.schedule != "none":
+            return Plan("slotted-" + run.schedule, fabric.initial, (), self.fabric.reconfiguration_delay_s, w)
         return make_plan(run.planner, fabric, w, self.cost_model())
 
     def scale(self) -> Scale:
@@ -306,8 +449,11 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def _check_plannable(sc: Scenario, fabric: Fabric) -> None:
+    sizes = {id(r): size for size, r in sc.jobs()}
     for i, run in enumerate(sc.runs):
         try:
-            sc.plan(run, fabric, sc.sizes[0])
+            plan = sc.plan(run, fabric, sizes[id(run)])
+            if run.schedule != "none":
+                sc.slot_schedule(run, plan.workload)
         except (PlanError, ValueError) as e:
             raise ScenarioError(f"runs.{i}: {e}") from None
