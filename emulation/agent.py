@@ -51,7 +51,7 @@ PAYLOAD = memoryview(bytes(1 << 20))
 RCV_WINDOW = 8 << 10  # bytes; the kernel doubles it
 #: Bytes (SO_RCVBUF, before the kernel doubles it) that all the senders converging on one GPU may
 #: keep in flight together: a receiver with fan-in k gives each connection 1/k of it.
-RCV_BUDGET = 24 << 10
+RCV_BUDGET = 32 << 10
 RCV_MIN = 2 << 10
 
 

@@ -3,6 +3,8 @@ and the MoE traffic generator (specs/fabrics.md PipSwitch, specs/moe.md)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -281,3 +283,57 @@ def test_guard_bands_shorten_what_a_slot_carries():
     assert r1.time_s == pytest.approx(guard + 50_000 / bps)  # the slot's guard, then the bytes
     with pytest.raises(ValueError, match="guard_s"):
         SlotSchedule(((0, 1),), (1e-6,), 0.0, 0.6e-6)
+
+
+def _scenario(tmp_path, text):
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    return p
+
+
+OCS1 = "fabric: {topology: ocs-star, gpus: 8, ports_per_gpu: 1, port_gbps: 400, reconfiguration_delay_s: 1.0e-5, initial: empty}\n"
+MOE = "moe: {experts: 16, skew: zipf, skew_param: 1.2, tokens_per_gpu: 1024}\n"
+
+
+@pytest.mark.parametrize("body, message", [
+    (OCS1 + MOE + "runs: [{name: a, collective: moe, algorithm: dense}]", "runs.0.algorithm: unknown moe algorithm 'dense'"),
+    (OCS1 + "runs: [{name: a, collective: moe, algorithm: payload}]", "moe: a moe section is needed"),
+    (OCS1 + "moe: {experts: 12}\nruns: [{name: a, collective: moe, algorithm: payload}]", "moe: experts"),
+    ("fabric: {topology: eps, gpus: 8, ports_per_gpu: 1}\n" + MOE
+     + "runs: [{name: a, collective: moe, algorithm: payload, schedule: rotor}]", "fabric: a rotor schedule needs"),
+    (OCS1 + MOE + "runs: [{name: a, collective: moe, algorithm: payload, schedule: plan, slot_s: 1.0e-4}]",
+     "slot_s: only a rotor"),
+    (OCS1 + MOE + "runs: [{name: a, collective: moe, algorithm: payload, schedule: rotor, planner: always}]",
+     "planner: must be none"),
+    (OCS1 + MOE + "runs: [{name: a, collective: moe, algorithm: payload, schedule: rotor, guard_s: -1.0}]",
+     "runs.0.guard_s"),
+    (OCS1 + MOE + "runs: [{name: a, algorithm: ring}]", "sizes: at least one"),
+])
+def test_bad_moe_scenarios_name_the_field(tmp_path, body, message):
+    from emulation.scenario import ScenarioError, load_scenario
+
+    with pytest.raises(ScenarioError, match=re.escape(message)):
+        load_scenario(_scenario(tmp_path, "name: t\n" + body))
+
+
+def test_moe_scenario_runs_once_per_run_and_reports_padding_and_slots(tmp_path):
+    from emulation import runner
+    from emulation.scenario import load_scenario
+
+    sc = load_scenario(_scenario(tmp_path, "name: t\n" + OCS1 + MOE + """runs:
+  - {name: rotor, collective: moe, algorithm: padded, schedule: rotor}
+  - {name: plan, collective: moe, algorithm: payload, schedule: plan}
+"""))
+    res = runner.run_flow(sc)
+    by = {r["name"]: r for r in res["runs"]}
+    assert len(res["runs"]) == 2
+    layer = sc.moe.layer(8)
+    assert by["rotor"]["bytes"] == 1024 * 2 * 8192  # S k H b per GPU
+    tr = route(layer)
+    off = ~np.eye(8, dtype=bool)
+    assert by["rotor"]["padding_bytes"] == tr.network_bytes("padded") - 2 * tr.dispatch[off].sum()
+    assert by["plan"]["padding_bytes"] == tr.network_bytes("payload") - 2 * tr.dispatch[off].sum()
+    assert by["plan"]["padding_bytes"] < by["rotor"]["padding_bytes"]
+    assert by["rotor"]["slots"]["method"] == "round-robin" and by["rotor"]["slots"]["slots_per_turn"] == 7
+    assert 0 < by["plan"]["slots"]["slot_utilisation"] <= 1
+    assert by["plan"]["time_s"] <= by["rotor"]["time_s"] * (1 + 1e-9)
