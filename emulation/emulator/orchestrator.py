@@ -14,6 +14,7 @@ Spec: ``shared/DESIGN.md`` (packet-level backend, scale model), ``specs/collecti
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -112,6 +113,55 @@ class _Coordinator:
         self.path.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path):
+    """Start one agent per schedule (``run_dir/agent-gR.json``, log ``agent-gR.log``), accept
+    them, have them connect to their peers and yield ``(coordinator, alive)``; ``alive()``
+    raises :class:`EmulationError` if an agent died. On leaving, the agents are told to exit and
+    waited for (killed on an error) and the coordinator is closed.
+    """
+    coord = _Coordinator(run_dir / "ctl.sock", len(schedules))
+    procs = []
+    try:
+        for r, sched in enumerate(schedules):
+            path = run_dir / f"agent-g{r}.json"
+            path.write_text(json.dumps(sched))
+            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.agent", path.name],
+                                   run_dir / f"agent-g{r}.log", cwd=run_dir))
+
+        def alive() -> None:
+            for r, p in enumerate(procs):
+                if p.poll() is not None and p.returncode != 0:
+                    raise EmulationError(f"agent g{r} exited with {p.returncode} (see {run_dir}/agent-g{r}.log)")
+
+        coord.accept_all(60, alive)
+        coord.broadcast({"connect": True})
+        coord.gather("ready", 60, alive)
+        yield coord, alive
+        coord.broadcast({"exit": True})
+        for p in procs:
+            p.wait(10)
+    finally:
+        coord.close()
+        for p in procs:
+            if p in emu.children:
+                emu.children.remove(p)
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def open_under(emu: EmulatedFabric, coord: _Coordinator, alive, config: Configuration,
+               opens: dict[int, list]) -> None:
+    """Untimed: apply ``config``, flush stale datapath flows (:meth:`EmulatedFabric.settle`) and
+    have each agent ``r`` open its connections ``opens[r]`` (``[[dst, channel], ...]``)."""
+    emu.client.apply(config, 0.0)
+    emu.settle()
+    for r, pairs in opens.items():
+        coord.send(r, {"open": pairs})
+    coord.gather("opened", 60, alive, count=len(opens))
+
+
 def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan, scale: Scale,
                  alpha_s: float, run_dir: Path, arrivals_s: list[float] | None = None) -> RunResult:
     """Execute ``workload`` under ``plan`` with real packets; return the measured result.
@@ -189,29 +239,9 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
     for sched in schedules:
         sched["step_timeout_s"] = step_timeout
 
-    coord = _Coordinator(run_dir / "ctl.sock", n)
-    procs = []
-    try:
-        for r in range(n):
-            path = run_dir / f"agent-g{r}.json"
-            path.write_text(json.dumps(schedules[r]))
-            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.agent", path.name],
-                                   run_dir / f"agent-g{r}.log", cwd=run_dir))
-
-        def alive() -> None:
-            for r, p in enumerate(procs):
-                if p.poll() is not None and p.returncode != 0:
-                    raise EmulationError(f"agent g{r} exited with {p.returncode} (see {run_dir}/agent-g{r}.log)")
-
-        coord.accept_all(60, alive)
-        coord.broadcast({"connect": True})
-        coord.gather("ready", 60, alive)
+    with agents(emu, schedules, run_dir) as (coord, alive):
         for config, opens in warmup:  # untimed
-            emu.client.apply(config, 0.0)
-            emu.settle()
-            for r, pairs in opens.items():
-                coord.send(r, {"open": pairs})
-            coord.gather("opened", 60, alive, count=len(opens))
+            open_under(emu, coord, alive, config, opens)
         if warmup:
             emu.client.apply(plan.initial, 0.0)
 
@@ -238,17 +268,6 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
             ends = [t for m in reports for t in m["recv"].values()]
             rec.end_s = ((max(ends) if ends else time.monotonic()) - t0) / tdf
             steps.append(rec)
-        coord.broadcast({"exit": True})
-        for p in procs:
-            p.wait(10)
-    finally:
-        coord.close()
-        for p in procs:
-            if p in emu.children:
-                emu.children.remove(p)
-            if p.poll() is None:
-                p.kill()
-                p.wait()
 
     go = {si: min(m["t_go"] for m in reports) for si, reports in enumerate(done)}
     ends = {int(tid): v for reports in done for m in reports for tid, v in m["recv"].items()}

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -31,7 +30,7 @@ import numpy as np
 
 from emulation import dataplane as dpn
 from emulation.emulator.net import EmulatedFabric, EmulationError
-from emulation.emulator.orchestrator import _Coordinator
+from emulation.emulator.orchestrator import agents, open_under
 from emulation.fabric import Configuration, assign_ports
 from emulation.flowsim.slotted import SlotSchedule
 from emulation.results import RunResult, StepResult, TransferResult
@@ -133,78 +132,50 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
 
     emu.client.apply(Configuration({}), 0.0)
     emu.set_rto_min(RTO_MIN_MS)
-    coord = _Coordinator(run_dir / "ctl.sock", n)
-    procs = []
     rotor_on = False
     try:
-        for r in range(n):
-            path = run_dir / f"agent-g{r}.json"
-            path.write_text(json.dumps(schedules[r]))
-            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.agent", path.name],
-                                   run_dir / f"agent-g{r}.log", cwd=run_dir))
-
-        def alive() -> None:
-            for r, p in enumerate(procs):
-                if p.poll() is not None and p.returncode != 0:
-                    raise EmulationError(f"agent g{r} exited with {p.returncode} (see {run_dir}/agent-g{r}.log)")
-        coord.accept_all(60, alive)
-        coord.broadcast({"connect": True})
-        coord.gather("ready", 60, alive)
-        todo = set(pairs)
-        for config, match in zip(configs, matchings):  # untimed: connect under each configuration
-            here = {(a, b) for a, b in todo if (min(a, b), max(a, b)) in set(match)}
-            if not here:
-                continue
-            emu.client.apply(config, 0.0)
-            emu.settle()
-            opens: dict[int, list] = {}
-            for a, b in here:
-                opens.setdefault(a, []).append([b, 0])
-            for r, ps in opens.items():
-                coord.send(r, {"open": ps})
-            coord.gather("opened", 60, alive, count=len(opens))
-            todo -= here
-        emu.client.apply(Configuration({}), 0.0)
-        since = len(emu.client.events())
-        count = turns * len(configs)
-        rotor = emu.client.start_rotor(configs, [s * tdf for s in schedule.slots_s], schedule.dark_s * tdf, count,
-                                       start_delay_s=0.05)
-        rotor_on = True
-        t0 = rotor["t0"]
-        origin = t0 + cycle  # one warm-up turn
-        time.sleep(max(0.0, origin - time.monotonic()))
-        steps: list[StepResult] = []
-        done: list[list[dict]] = []
-        for si in range(len(workload.steps)):
-            t_go = time.monotonic()
-            coord.broadcast({"go": si, "t0": t0})
-            reports = coord.gather("done", step_timeout, alive)
-            done.append(reports)
-            ends = [t for m in reports for t in m["recv"].values()]
-            end = max(ends) if ends else time.monotonic()
-            rec = StepResult(si, workload.steps[si].phase, (max(t_go, origin) - origin) / tdf,
-                             (end - origin) / tdf, "slotted")
-            rec.retransmissions = sum(m.get("retrans", 0) for m in reports) - sum(s.retransmissions for s in steps)
-            steps.append(rec)
-        coord.broadcast({"exit": True})
-        for p in procs:
-            p.wait(10)
-        emu.client.stop_rotor()
-        rotor_on = False
-        events = [e for e in emu.client.events(since) if e["kind"] == "rotor-slot"]
-        (run_dir / "rotor-events.json").write_text(json.dumps({"t0": t0, "origin": origin, "tdf": tdf,
-                                                               "events": events}))
+        with agents(emu, schedules, run_dir) as (coord, alive):
+            todo = set(pairs)
+            for config, match in zip(configs, matchings):  # untimed: connect under each configuration
+                here = {(a, b) for a, b in todo if (min(a, b), max(a, b)) in set(match)}
+                if not here:
+                    continue
+                opens: dict[int, list] = {}
+                for a, b in here:
+                    opens.setdefault(a, []).append([b, 0])
+                open_under(emu, coord, alive, config, opens)
+                todo -= here
+            emu.client.apply(Configuration({}), 0.0)
+            since = len(emu.client.events())
+            count = turns * len(configs)
+            rotor = emu.client.start_rotor(configs, [s * tdf for s in schedule.slots_s], schedule.dark_s * tdf, count,
+                                           start_delay_s=0.05)
+            rotor_on = True
+            t0 = rotor["t0"]
+            origin = t0 + cycle  # one warm-up turn
+            time.sleep(max(0.0, origin - time.monotonic()))
+            steps: list[StepResult] = []
+            done: list[list[dict]] = []
+            for si in range(len(workload.steps)):
+                t_go = time.monotonic()
+                coord.broadcast({"go": si, "t0": t0})
+                reports = coord.gather("done", step_timeout, alive)
+                done.append(reports)
+                ends = [t for m in reports for t in m["recv"].values()]
+                end = max(ends) if ends else time.monotonic()
+                rec = StepResult(si, workload.steps[si].phase, (max(t_go, origin) - origin) / tdf,
+                                 (end - origin) / tdf, "slotted")
+                rec.retransmissions = sum(m.get("retrans", 0) for m in reports) - sum(s.retransmissions for s in steps)
+                steps.append(rec)
+            emu.client.stop_rotor()
+            rotor_on = False
+            events = [e for e in emu.client.events(since) if e["kind"] == "rotor-slot"]
+            (run_dir / "rotor-events.json").write_text(json.dumps({"t0": t0, "origin": origin, "tdf": tdf,
+                                                                   "events": events}))
     finally:
         if rotor_on:
             emu.client.stop_rotor()
         emu.set_rto_min(None)
-        coord.close()
-        for p in procs:
-            if p in emu.children:
-                emu.children.remove(p)
-            if p.poll() is None:
-                p.kill()
-                p.wait()
 
     ends = {int(tid): v for reports in done for m in reports for tid, v in m["recv"].items()}
     transfers = [TransferResult(si, t.src, t.dst, t.bytes, steps[si].start_s, (ends[tid] - origin) / tdf)
