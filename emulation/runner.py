@@ -52,6 +52,8 @@ def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None,
     if sc.semantics != "round-synchronous":
         raise BackendError(f"semantics: the mininet backend executes round-synchronous steps only, "
                            f"not {sc.semantics} (use --backend flow)")
+    if sc.straggler is not None and any(r.schedule != "none" for r in sc.runs):
+        raise BackendError("straggler: rotor runs on the mininet backend take no stragglers (use --backend flow)")
     return run_mininet(sc, out, progress, force)
 
 
@@ -71,17 +73,12 @@ def run_flow(sc: Scenario, progress: Progress | None = None) -> dict:
     arrivals = sc.iteration_arrivals_s()
     runs: list[RunResult] = []
     wall: dict[str, float] = {}
-    todo = sc.jobs()
-    for i, (size, r) in enumerate(todo):
-        if progress:
-            progress(f"{r.name} {format_bytes(size)}", i, len(todo))
-        plan = sc.plan(r, fabric, size)
+    for size, r, plan, slotted in _jobs(sc, fabric, progress):
         w = plan.workload
-        slotted = sc.slot_schedule(r, w)
         t0 = time.perf_counter()
         for it, arr in enumerate(arrivals):
             if slotted:
-                res, _ = simulate_slotted(w, slotted[0], sc.fabric.port_gbps, alpha_s=sc.cost.alpha_s,
+                res = simulate_slotted(w, slotted[0], sc.fabric.port_gbps, alpha_s=sc.cost.alpha_s,
                                           arrivals_s=arr, name=r.name)
                 res.planner = plan.planner
             else:
@@ -91,9 +88,20 @@ def run_flow(sc: Scenario, progress: Progress | None = None) -> dict:
             _finish(res, plan, fabric, it, arr, sc.padding_bytes(r, w), slotted)
             runs.append(res)
         wall[f"{r.name} {format_bytes(size)}"] = time.perf_counter() - t0
+    return _result(sc, "flow", runs, {"simulation_wall_s": wall, "warnings": _warnings(runs)})
+
+
+def _jobs(sc: Scenario, fabric: Fabric, progress: Progress | None):
+    """Yield ``(size, run, plan, slot schedule or None)`` for every job of ``sc``
+    (:meth:`Scenario.jobs`), reporting progress, and ``done`` at the end."""
+    todo = sc.jobs()
+    for i, (size, r) in enumerate(todo):
+        if progress:
+            progress(f"{r.name} {format_bytes(size)}", i, len(todo))
+        plan = sc.plan(r, fabric, size)
+        yield size, r, plan, sc.slot_schedule(r, plan.workload)
     if progress:
         progress("done", len(todo), len(todo))
-    return _result(sc, "flow", runs, {"simulation_wall_s": wall, "warnings": _warnings(runs)})
 
 
 def _finish(res: RunResult, plan: Plan, fabric: Fabric, iteration: int, arrivals: list[float],
@@ -131,7 +139,6 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
     arrivals = sc.iteration_arrivals_s()
     caps = detect()
     runs: list[RunResult] = []
-    todo = sc.jobs()
     meta: dict = {"capabilities": caps.to_json(), "warnings": []}
     if not caps.netem and sc.cost.delta_s > 0:
         meta["warnings"].append("netem missing: per-hop propagation delay delta was not emulated")
@@ -139,7 +146,7 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
                         delay_s=sc.cost.delta_s * scale.tdf, capabilities=caps) as emu:
         if sc.emulation.headroom != "skip":
             if progress:
-                progress("headroom probe", 0, len(todo))
+                progress("headroom probe", 0, len(sc.jobs()))
             head = measure_headroom(emu, scale, out / "emulation" / "headroom")
             meta["headroom"] = head
             if head["efficiency"] < MIN_EFFICIENCY:
@@ -149,25 +156,17 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
                 if sc.emulation.headroom == "refuse" and not force:
                     raise HeadroomError(msg)
                 meta["warnings"].append(msg)
-        for i, (size, r) in enumerate(todo):
-            if progress:
-                progress(f"{r.name} {format_bytes(size)}", i, len(todo))
-            plan = sc.plan(r, fabric, size)
+        for size, r, plan, slotted in _jobs(sc, fabric, progress):
             w = plan.workload
-            slotted = sc.slot_schedule(r, w)
             for it, arr in enumerate(arrivals):
                 tag = f"-it{it}" if len(arrivals) > 1 else ""
                 run_dir = out / "emulation" / f"{r.name}-{format_bytes(size)}{tag}"
                 if slotted:
-                    if any(arr):
-                        raise BackendError("straggler: rotor runs on the mininet backend take no stragglers")
                     res = run_slotted(emu, r.name, w, slotted[0], scale, sc.cost.alpha_s, run_dir, plan.planner)
                 else:
                     res = run_workload(emu, r.name, w, plan, scale, sc.cost.alpha_s, run_dir, arrivals_s=arr)
                 _finish(res, plan, fabric, it, arr, sc.padding_bytes(r, w), slotted)
                 runs.append(res)
-        if progress:
-            progress("done", len(todo), len(todo))
     meta["warnings"] += _warnings(runs)
     return _result(sc, "mininet", runs, {**meta, "scale": scale.to_json()})
 

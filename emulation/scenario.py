@@ -39,6 +39,7 @@ Spec: ``shared/DESIGN.md`` (data flow: experiments/*.yaml --load+validate--> Sce
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -337,7 +338,7 @@ class Scenario(_Strict):
         :raises ValueError: bad sizes.
         """
         if run.collective == "moe":
-            return moe_workload(route(self.moe.layer(gpus)), run.algorithm)
+            return moe_workload(_routed(self.moe.layer(gpus)), run.algorithm)
         w = build(run.algorithm, gpus, nbytes, run.collective)
         if run.algorithm == "stragglar" and self.straggler is not None:
             w = with_straggler(w, self.straggler.rank)
@@ -348,7 +349,7 @@ class Scenario(_Strict):
         rounding (payload); 0 for other collectives."""
         if run.collective != "moe":
             return 0
-        tr = route(self.moe.layer(workload.ranks))
+        tr = _routed(self.moe.layer(workload.ranks))
         off = ~np.eye(workload.ranks, dtype=bool)
         payload = 2 * int(tr.dispatch[off].sum())  # every kept token travels out and back
         return workload.bytes_sent - payload
@@ -408,6 +409,13 @@ class Scenario(_Strict):
     def to_yaml(self) -> str:
         """The scenario as resolved (defaults filled in), YAML."""
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+@functools.lru_cache(maxsize=16)
+def _routed(layer: MoELayer):
+    """:func:`emulation.workloads.moe.route`, once per layer (a scenario asks for the workload,
+    its padding and its schedule; 64 GPUs x 4096 tokens is worth not routing thrice)."""
+    return route(layer)
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -158,14 +158,16 @@ def test_rotor_all_to_all_takes_one_cycle_when_a_slot_fits_a_block():
     block = s // n
     rr = round_robin_matchings(n)
     w = build("direct", n, s, "alltoall")
-    res, st = simulate_slotted(w, SlotSchedule.from_matchings(rr, (block / bps,) * (n - 1), dark), gbps)
+    res = simulate_slotted(w, SlotSchedule.from_matchings(rr, (block / bps,) * (n - 1), dark), gbps)
+    st = res.slots
     assert res.time_s == pytest.approx((n - 1) * (dark + block / bps), rel=1e-9)  # the last slot's end
     assert st["slot_utilisation"] == pytest.approx(1.0)
     # half a block per slot: two turns of the rotor, the last block done at the end of the second
-    res2, st2 = simulate_slotted(w, SlotSchedule.from_matchings(rr, (0.5 * block / bps,) * (n - 1), dark), gbps)
+    res2 = simulate_slotted(w, SlotSchedule.from_matchings(rr, (0.5 * block / bps,) * (n - 1), dark), gbps)
     assert res2.time_s == pytest.approx(2 * (n - 1) * (dark + 0.5 * block / bps), rel=1e-9)
     # slots of two blocks: done after one turn, each slot half used
-    res3, st3 = simulate_slotted(w, SlotSchedule.from_matchings(rr, (2 * block / bps,) * (n - 1), dark), gbps)
+    res3 = simulate_slotted(w, SlotSchedule.from_matchings(rr, (2 * block / bps,) * (n - 1), dark), gbps)
+    st3 = res3.slots
     assert res3.time_s == pytest.approx((n - 1) * dark + (n - 2) * 2 * block / bps + block / bps, rel=1e-9)
     assert 0.5 < st3["slot_utilisation"] < 0.6
 
@@ -184,14 +186,14 @@ def test_bvn_schedule_serves_its_matrix_within_one_turn_and_never_after_a_rotor(
     terms = bvn_decompose(m)
     dark = 1e-6
     bvn = SlotSchedule.from_bvn(terms, gbps, dark)
-    res, st = simulate_slotted(dispatch, bvn, gbps)
+    res = simulate_slotted(dispatch, bvn, gbps)
     line = max(m.sum(0).max(), m.sum(1).max())
     assert line / bps <= res.time_s <= bvn.cycle_s * (1 + 1e-9)
     rr = round_robin_matchings(8)
     # a demand-oblivious rotor sized for the mean pair: the hot pairs need several turns
     mean = m.sum() / (8 * 7)
     rotor = SlotSchedule.from_matchings(rr, (mean / bps,) * len(rr), dark)
-    res_rr, _ = simulate_slotted(dispatch, rotor, gbps)
+    res_rr = simulate_slotted(dispatch, rotor, gbps)
     print(f"dispatch: BvN {res.time_s * 1e6:.1f} us ({len(terms)} slots), rotor {res_rr.time_s * 1e6:.1f} us")
     assert res.time_s < res_rr.time_s
 
@@ -277,8 +279,8 @@ def test_guard_bands_shorten_what_a_slot_carries():
     plain = SlotSchedule.from_duplex([DuplexSlot(50_000, ((0, 1),))], gbps, 0.0)
     guarded = SlotSchedule.from_duplex([DuplexSlot(50_000, ((0, 1),))], gbps, 0.0, guard)
     assert guarded.slots_s[0] == pytest.approx(plain.slots_s[0] + 2 * guard)
-    r0, _ = simulate_slotted(w, plain, gbps)
-    r1, _ = simulate_slotted(w, guarded, gbps)
+    r0 = simulate_slotted(w, plain, gbps)
+    r1 = simulate_slotted(w, guarded, gbps)
     assert r0.time_s == pytest.approx(50_000 / bps)
     assert r1.time_s == pytest.approx(guard + 50_000 / bps)  # the slot's guard, then the bytes
     with pytest.raises(ValueError, match="guard_s"):
@@ -337,3 +339,16 @@ def test_moe_scenario_runs_once_per_run_and_reports_padding_and_slots(tmp_path):
     assert by["rotor"]["slots"]["method"] == "round-robin" and by["rotor"]["slots"]["slots_per_turn"] == 7
     assert 0 < by["plan"]["slots"]["slot_utilisation"] <= 1
     assert by["plan"]["time_s"] <= by["rotor"]["time_s"] * (1 + 1e-9)
+
+
+def test_rotor_runs_with_a_straggler_are_refused_on_packets_before_anything_starts(tmp_path):
+    from emulation import runner
+    from emulation.scenario import load_scenario
+
+    sc = load_scenario(_scenario(tmp_path, "name: t\n" + OCS1 + MOE + """straggler: {rank: 3, delay_s: 1.0e-4}
+runs: [{name: rotor, collective: moe, algorithm: payload, schedule: rotor}]
+"""))
+    with pytest.raises(runner.BackendError, match="straggler: rotor runs"):
+        runner.run(sc, "mininet", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert runner.run(sc, "flow", tmp_path / "flow")["runs"][0]["straggler_delay_s"] == pytest.approx(1e-4)

@@ -84,7 +84,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     :returns: a :class:`RunResult` whose ``slots`` holds ``slot_utilisation`` (delivered bytes /
         bytes the up circuits could carry until the end), ``cycles``, ``slots_run``,
         ``start_error_s`` (median, p99, max of the controller's ``|measured - planned|`` slot
-        start, emulated s) and ``dark_window_measured_s`` (median, real).
+        start over the run's slots, emulated s) and ``dark_window_measured_s`` (median, real).
     :raises EmulationError: the fabric is not a one-port OCS, the schedule cannot be emulated,
         an agent died or a step did not finish in time.
     """
@@ -186,8 +186,8 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     for t_on, t_off, k in schedule.windows(end_s):
         capacity += len(schedule.configs[k]) * bps * (min(t_off, end_s) - t_on)
     used = [e for e in events if e["planned_start"] >= origin - 1e-9 and e["planned_start"] <= origin + end_s * tdf]
-    err = np.abs([e["start_error_s"] for e in events]) if events else np.zeros(1)
-    dark = [(e["t_live"] - e["t_dark"]) / tdf for e in events]
+    err = np.abs([e["start_error_s"] for e in used]) if used else np.zeros(1)
+    dark = [(e["t_live"] - e["t_dark"]) / tdf for e in used]
     delivered = sum(t.bytes for tid, (_si, t) in enumerate(tids) if tid in ends)
     res = RunResult(name=name, collective=workload.collective, algorithm=workload.algorithm, planner=planner,
                     ranks=n, bytes=workload.bytes, backend="mininet", time_s=end_s, steps=steps,

@@ -97,13 +97,13 @@ class SlotSchedule:
 
 
 def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: float, *, alpha_s: float = 0.0,
-                     arrivals_s: list[float] | None = None, name: str | None = None) -> tuple[RunResult, dict]:
+                     arrivals_s: list[float] | None = None, name: str | None = None) -> RunResult:
     """Run ``workload`` on the rotor ``schedule`` (module doc).
 
     :param port_gbps: B per circuit, Gbit/s.
-    :returns: the :class:`RunResult` (``planner`` = ``"slotted"``) and ``{"slot_utilisation":
-        delivered bytes / bytes the up circuits could have carried until the end,
-        "cycles": rotor turns until the end}``.
+    :returns: the :class:`RunResult` (``planner`` = ``"slotted"``) whose ``slots`` holds
+        ``slot_utilisation`` (delivered bytes / bytes the up circuits could have carried until
+        the end) and ``cycles`` (rotor turns until the end).
     :raises SimulationError: a transfer's GPU pair is never connected, or ranks are bad.
     """
     n = workload.ranks
@@ -176,4 +176,4 @@ def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: floa
                     transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=workload.bytes_sent)
     res.slots = {"slot_utilisation": float(workload.bytes_sent / capacity_bytes) if capacity_bytes else 0.0,
                  "cycles": float(start / schedule.cycle_s)}
-    return res, dict(res.slots)
+    return res
