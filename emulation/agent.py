@@ -11,7 +11,8 @@ Schedule file (written by :mod:`emulation.emulator.orchestrator`)::
      "arrival_s": emulated s after the first go before this rank sends (a straggler),
      "control": "ctl.sock" (relative to the working directory),
      "steps": [{"send": [[tid, dst, [[channel, bytes], ...]], ...],
-                "recv": [[tid, src, bytes], ...], "drain": true if the next step reconfigures}, ...],
+                "recv": [[tid, src, bytes], ...], "drain": true if the next step reconfigures,
+                "relay": [[in_tid, out_tid, dst, bytes], ...]}, ...],
      "rotor": {"cycle_s": emulated s, "rate_Bps": bytes/s, "windows": {"dst": [[on, off], ...]}}}
 
 ``rotor`` (time-slotted OCS, :mod:`emulation.emulator.slotted`) makes sends *gated*: a transfer
@@ -20,6 +21,11 @@ t0 + k cycle + off]`` (guard bands already applied; ``t0`` = the controller roto
 sent with the first ``go``). Inside a window the agent writes only what the link can drain
 before the window closes: ``rate x (off - now) - unacknowledged bytes`` (``TIOCOUTQ``), so no
 segment is in flight when the circuit goes dark and TCP never waits on a retransmission timeout.
+
+``relay`` (two-hop forwarding on a rotor, :mod:`emulation.planners.relay`): once all of
+``in_tid`` (one of this step's ``recv``) has arrived here, send ``bytes`` to ``dst`` as
+``out_tid`` on channel 0, gated and queued behind what the connection already has to send (store
+and forward; the step is done when the forwarded parts are sent too).
 
 A transfer is sent as parts, one per distinct path (:meth:`emulation.routing.Routes.subflows`),
 each on the TCP connection of its channel; connection ``c`` carries IP DSCP ``c`` so the fabric
@@ -106,6 +112,7 @@ class Receiver:
         self.last: dict[int, float] = {}
         self.done_at: dict[int, float] = {}
         self.expect: dict[int, int] = {}
+        self.hooks: dict[int, list] = {}
         self.conns: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -136,12 +143,25 @@ class Receiver:
                     return
                 n -= k
             now = time.monotonic()
+            hooks = []
             with self.cond:
                 self.got[tid] = self.got.get(tid, 0) + part
                 self.last[tid] = now
                 if tid in self.expect and self.got[tid] >= self.expect[tid]:
                     self.done_at[tid] = now
+                    hooks = self.hooks.pop(tid, [])
                     self.cond.notify_all()
+            for fn in hooks:
+                fn()
+
+    def on_arrival(self, tid: int, fn) -> None:
+        """Call ``fn()`` once transfer ``tid`` (declared by :meth:`expect_transfers`) has fully
+        arrived: now if it has, else from the thread that completes it."""
+        with self.cond:
+            if tid not in self.done_at:
+                self.hooks.setdefault(tid, []).append(fn)
+                return
+        fn()
 
     def expect_transfers(self, recv: list[list[int]]) -> None:
         """Declare the transfers of the next step (``[tid, src, bytes]``)."""
@@ -289,7 +309,8 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
     say({"listening": rank})
     assert hear().get("connect")
     used = sorted({(dst, ch) for step in schedule["steps"] for _tid, dst, parts in step["send"]
-                   for ch, _b in parts})
+                   for ch, _b in parts} | {(dst, 0) for step in schedule["steps"]
+                                            for _i, _o, dst, _b in step.get("relay", [])})
     later = {(d, c) for d, c in schedule.get("later", [])}
     rotor = schedule.get("rotor")
     gates = {int(d): Gate(w, rotor["cycle_s"], rotor["rate_Bps"]) for d, w in rotor["windows"].items()} if rotor else {}
@@ -331,6 +352,11 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
                 with lock:
                     pending[0] += 1
                 conns[(dst, c)].jobs.put((tid, part, t_release + alpha, report))
+        for in_tid, out_tid, dst, nbytes in step.get("relay", []):
+            with lock:
+                pending[0] += 1
+            receiver.on_arrival(in_tid, lambda ch=conns[(dst, 0)], o=out_tid, b=nbytes, done=report:
+                                ch.jobs.put((o, b, time.monotonic() + alpha, done)))
         with lock:
             if not lock.wait_for(lambda: pending[0] == 0, timeout):
                 raise TimeoutError(f"rank {rank} step {index}: sends did not finish in {timeout} s")

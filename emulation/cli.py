@@ -141,12 +141,15 @@ def _plan(args) -> int:
     fabric = sc.build_fabric()
     plans = [(r, sc.plan(r, fabric, size)) for r in sc.runs]
     for r, p in plans:
-        sched = sc.slot_schedule(r, p.workload)
-        if sched:
-            s, method = sched
-            print(f"{r.name}: rotor schedule ({method}), {len(s.configs)} slots per turn of "
+        slotted = sc.slot_schedule(r, p.workload)
+        if slotted:
+            s = slotted.schedule
+            print(f"{r.name}: rotor schedule ({slotted.method}), {len(s.configs)} slots per turn of "
                   f"{s.cycle_s * 1e6:.2f} us (slots {min(s.slots_s) * 1e6:.2f}-{max(s.slots_s) * 1e6:.2f} us, "
                   f"dark {s.dark_s * 1e6:g} us, guard {s.guard_s * 1e6:g} us)")
+            if slotted.relay:
+                print(f"{r.name}: two-hop forwarding relays {slotted.relay.relayed_bytes / 2**20:.1f} MiB; "
+                      f"planned turns per step {list(slotted.relay.turns)}")
     plans = [(r, p) for r, p in plans if r.schedule == "none"]
     if args.json:
         print(json.dumps({r.name: {"workload": p.workload.to_json(), "plan": p.to_json()} for r, p in plans}))

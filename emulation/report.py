@@ -91,6 +91,9 @@ def print_summary(result: dict, console: Console | None = None) -> None:
         moe = any(r.get("padding_bytes") or r.get("slots") for r in result["runs"])
         if moe:  # no reconfiguring steps; show the rotor instead
             cols[cols.index("reconfigs"):cols.index("checks")] = ["padding", "slots/turn", "slot util"]
+        relays = any((r.get("slots") or {}).get("forwarding") == "two-hop" for r in result["runs"])
+        if relays:
+            cols.insert(cols.index("checks"), "relayed")
         for col in cols:
             t.add_column(col, justify="right" if col != "run" else "left")
         for r in result["runs"]:
@@ -111,6 +114,9 @@ def print_summary(result: dict, console: Console | None = None) -> None:
                 row[i:i + 2] = [_mib(r.get("padding_bytes", 0)),
                               f"{sl['slots_per_turn']} {short.get(sl['method'], sl['method'])}" if sl else "-",
                               f"{sl['slot_utilisation']:.2f}" if sl else "-"]
+            if relays:
+                sl = r.get("slots") or {}
+                row.insert(cols.index("relayed"), _mib(sl["relayed_bytes"]) if sl.get("forwarding") == "two-hop" else "-")
             t.add_row(*row)
         console.print(t)
     f, cost = result["fabric"], result["cost"]

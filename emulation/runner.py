@@ -78,8 +78,8 @@ def run_flow(sc: Scenario, progress: Progress | None = None) -> dict:
         t0 = time.perf_counter()
         for it, arr in enumerate(arrivals):
             if slotted:
-                res = simulate_slotted(w, slotted[0], sc.fabric.port_gbps, alpha_s=sc.cost.alpha_s,
-                                          arrivals_s=arr, name=r.name)
+                res = simulate_slotted(w, slotted.schedule, sc.fabric.port_gbps, alpha_s=sc.cost.alpha_s,
+                                       arrivals_s=arr, name=r.name, relay=slotted.relay)
                 res.planner = plan.planner
             else:
                 res = simulate(fabric, w, plan, alpha_s=sc.cost.alpha_s, delta_s=sc.cost.delta_s,
@@ -92,7 +92,7 @@ def run_flow(sc: Scenario, progress: Progress | None = None) -> dict:
 
 
 def _jobs(sc: Scenario, fabric: Fabric, progress: Progress | None):
-    """Yield ``(size, run, plan, slot schedule or None)`` for every job of ``sc``
+    """Yield ``(size, run, plan, Slotted or None)`` for every job of ``sc``
     (:meth:`Scenario.jobs`), reporting progress, and ``done`` at the end."""
     todo = sc.jobs()
     for i, (size, r) in enumerate(todo):
@@ -105,7 +105,7 @@ def _jobs(sc: Scenario, fabric: Fabric, progress: Progress | None):
 
 
 def _finish(res: RunResult, plan: Plan, fabric: Fabric, iteration: int, arrivals: list[float],
-            padding_bytes: int = 0, slotted: tuple | None = None) -> None:
+            padding_bytes: int = 0, slotted=None) -> None:
     """Fill in what the backends do not know: checks, the plan's prediction, the iteration and
     its straggler delay D (the latest arrival), padding bytes, and a rotor schedule's shape."""
     res.checks = check_run(res, fabric)
@@ -114,9 +114,12 @@ def _finish(res: RunResult, plan: Plan, fabric: Fabric, iteration: int, arrivals
     res.straggler_delay_s = max(arrivals)
     res.padding_bytes = padding_bytes
     if slotted:
-        sched, method = slotted
-        res.slots.update({"method": method, "slots_per_turn": len(sched.configs), "turn_s": sched.cycle_s,
-                          "dark_s": sched.dark_s, "guard_s": sched.guard_s})
+        sched = slotted.schedule
+        res.slots.update({"method": slotted.method, "slots_per_turn": len(sched.configs), "turn_s": sched.cycle_s,
+                          "dark_s": sched.dark_s, "guard_s": sched.guard_s,
+                          "forwarding": "two-hop" if slotted.relay else "direct"})
+        if slotted.relay:
+            res.slots["planned_turns"] = list(slotted.relay.turns)
 
 
 def _warnings(runs: list[RunResult]) -> list[str]:
@@ -162,7 +165,8 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
                 tag = f"-it{it}" if len(arrivals) > 1 else ""
                 run_dir = out / "emulation" / f"{r.name}-{format_bytes(size)}{tag}"
                 if slotted:
-                    res = run_slotted(emu, r.name, w, slotted[0], scale, sc.cost.alpha_s, run_dir, plan.planner)
+                    res = run_slotted(emu, r.name, w, slotted.schedule, scale, sc.cost.alpha_s, run_dir, plan.planner,
+                                      relay=slotted.relay)
                 else:
                     res = run_workload(emu, r.name, w, plan, scale, sc.cost.alpha_s, run_dir, arrivals_s=arr)
                 _finish(res, plan, fabric, it, arr, sc.padding_bytes(r, w), slotted)

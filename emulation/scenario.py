@@ -158,6 +158,7 @@ class MoESpec(_Strict):
     specs/moe.md): ``experts`` in total (a multiple of the GPUs), ``top_k``, ``capacity_factor``,
     ``tokens_per_gpu`` S, ``hidden`` H, ``element_bytes`` b, routing ``skew`` (``uniform``,
     ``zipf`` with exponent ``skew_param``, ``dirichlet`` with concentration ``skew_param``),
+    ``popularity`` (``shared``: one popularity vector for all GPUs; ``per-gpu``: one per source GPU),
     ``seed``, combine tiles of ``tile_tokens`` x ``tile_cols``."""
 
     experts: int = Field(ge=1)
@@ -168,6 +169,7 @@ class MoESpec(_Strict):
     element_bytes: int = Field(default=4, ge=1)
     skew: Literal["uniform", "zipf", "dirichlet"] = "uniform"
     skew_param: float = Field(default=1.0, gt=0)
+    popularity: Literal["shared", "per-gpu"] = "shared"
     seed: int = 0
     tile_tokens: int = Field(default=128, ge=1)
     tile_cols: int = Field(default=64, ge=1)
@@ -192,7 +194,10 @@ class RunSpec(_Strict):
     of the padded collective, or of the workload, at the port rate) or ``plan``
     (:func:`emulation.planners.bvn.duplex_plan` of the run's traffic matrix, priced with the
     fabric's R). Every slot carries ``headroom`` (fraction) more than it must, and hosts keep a
-    guard band of ``guard_s`` at both ends of a slot (real seconds; both backends)."""
+    guard band of ``guard_s`` at both ends of a slot (real seconds; both backends).
+    ``forwarding``: ``direct`` (default: a transfer waits for a circuit to its destination) or
+    ``two-hop`` (the excess of pairs whose demand outgrows their slot is relayed through
+    intermediate GPUs, RotorLB-style: :mod:`emulation.planners.relay`; needs a schedule)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     collective: str = "allreduce"
@@ -202,6 +207,7 @@ class RunSpec(_Strict):
     slot_s: float | None = Field(default=None, gt=0)
     guard_s: float = Field(default=0.0, ge=0)
     headroom: float = Field(default=0.0, ge=0, le=10)
+    forwarding: Literal["direct", "two-hop"] = "direct"
 
     @field_validator("collective")
     @classmethod
@@ -222,6 +228,8 @@ class RunSpec(_Strict):
             raise ValueError(f"planner: must be none with schedule {self.schedule} (the rotor sets the circuits)")
         if self.slot_s is not None and self.schedule != "rotor":
             raise ValueError("slot_s: only a rotor schedule takes a slot length")
+        if self.forwarding == "two-hop" and self.schedule == "none":
+            raise ValueError("forwarding: two-hop needs a schedule (rotor or plan)")
         return self
 
     @field_validator("planner")
@@ -355,13 +363,15 @@ class Scenario(_Strict):
         return workload.bytes_sent - payload
 
     def slot_schedule(self, run: RunSpec, workload):
-        """The rotor schedule of a ``schedule`` run (:class:`RunSpec`), real seconds; None for
-        ``schedule: none``.
+        """The time-slotted OCS of a ``schedule`` run (:class:`RunSpec`), an
+        :class:`emulation.flowsim.slotted.Slotted` in real seconds (with its relay plan for
+        ``forwarding: two-hop``); None for ``schedule: none``.
 
         :raises ValueError: the schedule cannot be built (e.g. a guard band longer than a slot).
         """
-        from emulation.flowsim.slotted import SlotSchedule
+        from emulation.flowsim.slotted import Slotted, SlotSchedule
         from emulation.planners.bvn import DuplexSlot, duplex_plan
+        from emulation.planners.relay import two_hop, window_bytes
         from emulation.workloads.matchings import round_robin_matchings
 
         if run.schedule == "none":
@@ -377,7 +387,10 @@ class Scenario(_Strict):
             demand = np.maximum(demand, step)
         if run.schedule == "rotor":
             if run.slot_s is not None:
-                pair = run.slot_s * bps
+                if run.slot_s <= 2 * run.guard_s:
+                    raise ValueError(f"slot_s: {run.slot_s:.3g} s does not exceed the two guard bands "
+                                     f"(2 x guard_s = {2 * run.guard_s:.3g} s)")
+                pair = (run.slot_s - 2 * run.guard_s) * bps / (1 + run.headroom)
             elif run.collective == "moe":
                 layer = self.moe.layer(n)
                 pair = layer.capacity * layer.experts_per_gpu * layer.token_bytes
@@ -388,7 +401,11 @@ class Scenario(_Strict):
         else:
             slots, method = duplex_plan(demand, f.reconfiguration_delay_s * bps)
         sched = SlotSchedule.from_duplex(slots, f.port_gbps, f.reconfiguration_delay_s, run.guard_s, run.headroom)
-        return sched, method
+        relay = None
+        if run.forwarding == "two-hop":
+            relay = two_hop(workload, sched.configs, window_bytes(sched.slots_s, run.guard_s, run.headroom, f.port_gbps),
+                            run.headroom)
+        return Slotted(sched, method, relay)
 
     def plan(self, run: RunSpec, fabric: Fabric, nbytes: int) -> Plan:
         """Build ``run``'s workload for an ``nbytes`` buffer on ``fabric`` and plan it; backends

@@ -12,6 +12,11 @@ Spec: ``specs/moe.md`` (FlashDMoE traffic: 8 GPUs, H = 2048 FP32, top-2, capacit
 (2) ``--packet``: the same 8-GPU, 16-expert layer (Zipf 1.2 and uniform) on real packets (EPS and
     both OCS schedules, padded and payload), against the flow backend: agreement within 15%.
 (3) 64 GPUs, 64 experts, Zipf 1.2 on the flow backend (rotor and plan): times and wall clock.
+(4) Two-hop forwarding on the rotor (``experiments/moe_twohop.yaml``, RotorLB-style relaying of the
+    pairs' excess through intermediate GPUs), flow backend: shared vs per-GPU expert popularity,
+    capacity factors 1.0 and 2.0, rotor slots of 200-400 us: direct vs two-hop vs the BvN plan;
+    with ``--packet`` the scenario's four runs on real packets against the flow backend; and a
+    64-GPU per-GPU-affinity layer on the flow backend.
 
 Usage: ``.venv/bin/python scripts/reproduce_moe.py [--packet] [--out DIR]`` (default
 ``runs/reproduce_moe``; ``--packet`` needs root and Open vSwitch).
@@ -114,6 +119,50 @@ def part3(ocs: Scenario) -> None:
               f"({r['slots']['method']}), slot utilisation {r['slots']['slot_utilisation']:.2f}")
 
 
+def part4(twohop: Scenario, out: Path, packet: bool) -> list[dict]:
+    rows = []
+    print("(4) two-hop forwarding on the rotor, 8 GPUs, 16 experts, payload-efficient; ms (flow backend)")
+    print(f"{'popularity':<10} {'skew':<14} {'CF':>3} {'slot us':>7} | {'direct':>7} {'two-hop':>7} {'plan':>7} "
+          f"{'relayed MiB':>11} {'gain':>6}")
+    for pop in ("shared", "per-gpu"):
+        for skew, a in SKEWS[1:]:
+            for cf in (1.0, 2.0):
+                for slot in (200e-6, 300e-6, 400e-6):
+                    runs = [r.model_copy(update={"slot_s": slot}) if r.slot_s else r for r in twohop.runs]
+                    sc = with_layer(twohop, popularity=pop, skew=skew, skew_param=a, capacity_factor=cf)
+                    res = times(runner.run_flow(sc.model_copy(update={"runs": runs})))
+                    d, h, p = res["rotor-direct"], res["rotor-two-hop"], res["plan"]
+                    row = {"popularity": pop, "skew": f"{skew}({a:g})", "cf": cf, "slot_s": slot,
+                           "direct_s": d["time_s"], "two_hop_s": h["time_s"], "plan_s": p["time_s"],
+                           "relayed_bytes": h["slots"]["relayed_bytes"]}
+                    rows.append(row)
+                    print(f"{pop:<10} {row['skew']:<14} {cf:>3g} {slot * 1e6:>7.0f} | {d['time_s'] * 1e3:>7.3f} "
+                          f"{h['time_s'] * 1e3:>7.3f} {p['time_s'] * 1e3:>7.3f} {row['relayed_bytes'] / 2**20:>11.1f} "
+                          f"{d['time_s'] / h['time_s']:>5.2f}x")
+    worse = [r for r in rows if r["two_hop_s"] > r["direct_s"] * (1 + 1e-9)]
+    used = [r for r in rows if r["relayed_bytes"]]
+    print(f"two-hop relays in {len(used)} of {len(rows)} cases and is later than direct in {len(worse)}; "
+          f"speed-up where it relays: {min(r['direct_s'] / r['two_hop_s'] for r in used):.2f}x-"
+          f"{max(r['direct_s'] / r['two_hop_s'] for r in used):.2f}x")
+    if packet:
+        flow = times(runner.run_flow(twohop))
+        pkt = times(runner.run(twohop, "mininet", out / twohop.name))
+        print("    packet vs flow, experiments/moe_twohop.yaml:")
+        for name, f in flow.items():
+            p = pkt[name]
+            print(f"    {name:<18} packet {p['time_s'] * 1e3:.3f}  flow {f['time_s'] * 1e3:.3f}  "
+                  f"{p['time_s'] / f['time_s'] - 1:+.1%}  relayed {p['slots']['relayed_bytes'] / 2**20:.1f} MiB  "
+                  f"retransmissions {sum(s['retransmissions'] or 0 for s in p['steps'])}")
+    sc = with_layer(twohop, gpus=64, experts=64)
+    runs = [r.model_copy(update={"slot_s": 50e-6}) if r.slot_s else r for r in twohop.runs]
+    t = time.perf_counter()
+    res = times(runner.run_flow(sc.model_copy(update={"runs": runs})))
+    print(f"    64 GPUs, 64 experts, per-GPU Zipf 1.2, CF 2.0, rotor slots 50 us ({time.perf_counter() - t:.1f} s wall):")
+    for name, r in res.items():
+        print(f"    {name:<18} {r['time_s'] * 1e3:.3f} ms, relayed {r['slots'].get('relayed_bytes', 0) / 2**20:.1f} MiB")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point (module doc)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -122,12 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     eps = load_scenario(ROOT / "experiments" / "moe_eps.yaml")
     ocs = load_scenario(ROOT / "experiments" / "moe_ocs.yaml")
+    twohop = load_scenario(ROOT / "experiments" / "moe_twohop.yaml")
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(part1(eps, ocs), args.out / "flow.csv")
     if args.packet:
         write_csv(part2(eps, ocs, args.out), args.out / "packet.csv")
     part3(ocs)
-    print(f"wrote {args.out}/flow.csv" + (" and packet.csv" if args.packet else ""))
+    write_csv(part4(twohop, args.out, args.packet), args.out / "two_hop.csv")
+    print(f"wrote {args.out}/flow.csv, two_hop.csv" + (" and packet.csv" if args.packet else ""))
     return 0
 
 

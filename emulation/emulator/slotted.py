@@ -33,6 +33,7 @@ from emulation.emulator.net import EmulatedFabric, EmulationError
 from emulation.emulator.orchestrator import agents, open_under
 from emulation.fabric import Configuration, assign_ports
 from emulation.flowsim.slotted import SlotSchedule
+from emulation.planners.relay import RelayPlan
 from emulation.results import RunResult, StepResult, TransferResult
 from emulation.scale import Scale
 from emulation.workloads.model import Workload
@@ -77,10 +78,13 @@ def gate_windows(schedule: SlotSchedule, gpus: int, tdf: float) -> list[dict[int
 
 
 def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: SlotSchedule, scale: Scale,
-                alpha_s: float, run_dir: Path, planner: str = "slotted") -> RunResult:
+                alpha_s: float, run_dir: Path, planner: str = "slotted", relay: RelayPlan | None = None) -> RunResult:
     """Execute ``workload`` on the rotor ``schedule`` (module doc); the measured result.
 
     :param schedule: real-time slots, dark window and guard band (multiplied by the TDF here).
+    :param relay: two-hop forwarding (:mod:`emulation.planners.relay`): a relayed part goes to
+        its intermediate GPU's agent, which forwards it, gated like its own sends, once all of
+        it has arrived; a transfer ends when its last part reaches the destination.
     :returns: a :class:`RunResult` whose ``slots`` holds ``slot_utilisation`` (delivered bytes /
         bytes the up circuits could carry until the end), ``cycles``, ``slots_run``,
         ``start_error_s`` (median, p99, max of the controller's ``|measured - planned|`` slot
@@ -106,25 +110,45 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
                   "alpha_s": alpha_s * tdf, "control": "ctl.sock", "steps": [],
                   "rotor": {"cycle_s": cycle, "rate_Bps": rate, "windows": {str(d): w for d, w in windows[r].items()}}}
                  for r in range(n)]
-    tids: list[tuple[int, object]] = []
+    tids: list[tuple[int, object]] = []  # (step, transfer) of every transfer with bytes
+    finals: dict[int, int] = {}  # hop id -> transfer id, for hops that reach the destination
+    hop_pairs: set[tuple[int, int]] = set()
+    load = np.zeros((len(workload.steps), n))  # emulated bytes each GPU sends per step
+    hop = 0
     for si, step in enumerate(workload.steps):
         for sched in schedules:
-            sched["steps"].append({"send": [], "recv": []})
-        for t in step.transfers:
+            sched["steps"].append({"send": [], "recv": [], "relay": []})
+        for j, t in enumerate(step.transfers):
             if t.bytes <= 0:
                 continue
             tid = len(tids)
             tids.append((si, t))
-            eb = scale.emulated_bytes(t.bytes)
-            schedules[t.src]["steps"][si]["send"].append([tid, t.dst, [[0, eb]]])
-            schedules[t.dst]["steps"][si]["recv"].append([tid, t.src, eb])
-    pairs = sorted({(t.src, t.dst) for _si, t in tids})
+            for via, b in (relay.parts[si][j] if relay else ((None, t.bytes),)):
+                if b <= 0:
+                    continue
+                eb = scale.emulated_bytes(b)
+                first = t.dst if via is None else via
+                schedules[t.src]["steps"][si]["send"].append([hop, first, [[0, eb]]])
+                schedules[first]["steps"][si]["recv"].append([hop, t.src, eb])
+                hop_pairs.add((t.src, first))
+                load[si, t.src] += eb
+                if via is not None:  # stored at via, then forwarded as hop + 1
+                    schedules[via]["steps"][si]["relay"].append([hop, hop + 1, t.dst, eb])
+                    schedules[t.dst]["steps"][si]["recv"].append([hop + 1, via, eb])
+                    hop_pairs.add((via, t.dst))
+                    load[si, via] += eb
+                    hop += 1
+                finals[hop] = tid
+                hop += 1
+    pairs = sorted(hop_pairs)
+    for a, b in pairs:
+        if b not in windows[a]:
+            raise EmulationError(f"GPUs {a} and {b} are never connected by the schedule")
     for sched in schedules:
         sched["later"] = sorted([d, 0] for r, d in pairs if r == sched["rank"])
     # Bound: every step within (its busiest GPU's bytes / the bytes one turn gives a pair) turns.
     per_turn = min(off - on for w in windows for ws in w.values() for on, off in ws) * rate
-    worst = max((sum(scale.emulated_bytes(t.bytes) for t in st.transfers if t.src == g) for st in workload.steps
-                 for g in range(n)), default=0)
+    worst = float(load.max()) if load.size else 0.0
     turns = len(workload.steps) * (math.ceil(worst / per_turn) + 2) * 3 + 4
     step_timeout = turns * cycle + 30
     for sched in schedules:
@@ -177,7 +201,10 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
             emu.client.stop_rotor()
         emu.set_rto_min(None)
 
-    ends = {int(tid): v for reports in done for m in reports for tid, v in m["recv"].items()}
+    arrived = {int(h): v for reports in done for m in reports for h, v in m["recv"].items()}
+    ends: dict[int, float] = {}
+    for h, tid in finals.items():
+        ends[tid] = max(ends.get(tid, 0.0), arrived.get(h, math.inf))
     transfers = [TransferResult(si, t.src, t.dst, t.bytes, steps[si].start_s, (ends[tid] - origin) / tdf)
                  for tid, (si, t) in enumerate(tids)]
     end_s = steps[-1].end_s if steps else 0.0
@@ -188,12 +215,13 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     used = [e for e in events if e["planned_start"] >= origin - 1e-9 and e["planned_start"] <= origin + end_s * tdf]
     err = np.abs([e["start_error_s"] for e in used]) if used else np.zeros(1)
     dark = [(e["t_live"] - e["t_dark"]) / tdf for e in used]
-    delivered = sum(t.bytes for tid, (_si, t) in enumerate(tids) if tid in ends)
+    delivered = sum(t.bytes for tid, (_si, t) in enumerate(tids) if ends[tid] < math.inf)
     res = RunResult(name=name, collective=workload.collective, algorithm=workload.algorithm, planner=planner,
                     ranks=n, bytes=workload.bytes, backend="mininet", time_s=end_s, steps=steps,
                     transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=delivered)
     res.slots = {"slot_utilisation": delivered / capacity if capacity else 0.0, "cycles": end_s / schedule.cycle_s,
                  "slots_run": len(used), "start_error_s": {"median": float(np.median(err)),
                                                             "p99": float(np.percentile(err, 99)), "max": float(err.max())},
-                 "dark_window_measured_s": float(np.median(dark)) if dark else 0.0}
+                 "dark_window_measured_s": float(np.median(dark)) if dark else 0.0,
+                 "relayed_bytes": relay.relayed_bytes if relay else 0}
     return res

@@ -6,9 +6,12 @@ Spec: ``specs/fabrics.md`` (PipSwitch: "a time-slotted OCS that cycles through t
 The OCS cycles autonomously through :class:`SlotSchedule`'s configurations: a dark window of
 ``dark_s``, then slot 0 for ``slots_s[0]``, a dark window, slot 1, ... and again from slot 0;
 the clock starts at t = 0 and never waits for traffic. A transfer moves only while a circuit
-joins its two GPUs (one hop, no forwarding through other GPUs): each directed GPU pair is a
-link of capacity m x B while m parallel circuits lead from src to dst, 0 otherwise, and the pair's
-transfers share it max-min fairly (:class:`~emulation.flowsim.engine.FluidEngine`). Steps run
+joins its two GPUs, or, with two-hop forwarding (:mod:`emulation.planners.relay`), as parts
+relayed through an intermediate GPU that stores each part and forwards it in its own window to
+the destination. Each directed GPU pair is a
+link of capacity m x B while m parallel circuits lead from src to dst, 0 otherwise; a pair sends
+its transfers (and relayed parts) one after another, as the agents' one connection per pair does,
+and concurrent pairs share the engine's links max-min fairly (:class:`~emulation.flowsim.engine.FluidEngine`). Steps run
 round-synchronously (step i+1 is released when step i is delivered; the rotor keeps turning);
 a transfer starts moving ``alpha`` after its release. Hosts keep a guard band ``guard_s`` at
 both ends of every slot (they start sending ``guard_s`` after the slot's planned start and stop
@@ -18,12 +21,14 @@ error (:mod:`emulation.emulator.slotted`).
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from emulation.flowsim.engine import DeadlockError, FluidEngine
 from emulation.flowsim.simulate import SimulationError
+from emulation.planners.relay import RelayPlan
 from emulation.results import RunResult, StepResult, TransferResult
 from emulation.workloads.model import Workload
 
@@ -96,15 +101,30 @@ class SlotSchedule:
             i += 1
 
 
+@dataclass(frozen=True)
+class Slotted:
+    """A run's time-slotted OCS: the rotor ``schedule``, how it was made (``method``:
+    ``round-robin`` or :func:`emulation.planners.bvn.duplex_plan`'s choice) and, with two-hop
+    forwarding, the ``relay`` plan (:mod:`emulation.planners.relay`; None: direct only)."""
+
+    schedule: SlotSchedule
+    method: str
+    relay: RelayPlan | None = None
+
+
 def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: float, *, alpha_s: float = 0.0,
-                     arrivals_s: list[float] | None = None, name: str | None = None) -> RunResult:
+                     arrivals_s: list[float] | None = None, name: str | None = None,
+                     relay: RelayPlan | None = None) -> RunResult:
     """Run ``workload`` on the rotor ``schedule`` (module doc).
 
     :param port_gbps: B per circuit, Gbit/s.
+    :param relay: two-hop forwarding (:func:`emulation.planners.relay.two_hop`): a part relayed
+        via GPU m crosses the src-m circuit, then, ``alpha_s`` after all of it reached m, the
+        m-dst circuit; a transfer ends when its last part arrives. None: every byte goes direct.
     :returns: the :class:`RunResult` (``planner`` = ``"slotted"``) whose ``slots`` holds
         ``slot_utilisation`` (delivered bytes / bytes the up circuits could have carried until
-        the end) and ``cycles`` (rotor turns until the end).
-    :raises SimulationError: a transfer's GPU pair is never connected, or ranks are bad.
+        the end), ``cycles`` (rotor turns until the end) and ``relayed_bytes``.
+    :raises SimulationError: a transfer's (or a hop's) GPU pair is never connected, or ranks are bad.
     """
     n = workload.ranks
     bps = port_gbps * 1e9 / 8
@@ -118,10 +138,15 @@ def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: floa
             m[a, b] += 1
         mult.append(m)
         connected |= m > 0
-    for st in workload.steps:
-        for t in st.transfers:
-            if t.bytes > 0 and not connected[t.src, t.dst]:
-                raise SimulationError(f"GPUs {t.src} and {t.dst} are never connected by the schedule")
+    if relay is not None and len(relay.parts) != len(workload.steps):
+        raise SimulationError("relay: the plan is for another workload (step count differs)")
+    for i, st in enumerate(workload.steps):
+        for j, t in enumerate(st.transfers):
+            for via, b in (relay.parts[i][j] if relay else ((None, t.bytes),)):
+                hops = [(t.src, t.dst)] if via is None else [(t.src, via), (via, t.dst)]
+                for a, c in hops:
+                    if b > 0 and not connected[a, c]:
+                        raise SimulationError(f"GPUs {a} and {c} are never connected by the schedule")
     arr = np.zeros(n) if arrivals_s is None else np.asarray(arrivals_s, dtype=float)
     eng = FluidEngine(np.zeros(n * n))
     horizon = [0.0]
@@ -141,28 +166,49 @@ def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: floa
     transfers: list[TransferResult] = []
     start = 0.0
     for i, st in enumerate(workload.steps):
-        moving = [t for t in st.transfers if t.bytes > 0]
         rel = np.array([max(start, arr[t.src]) for t in st.transfers])
         end_t = rel + alpha_s
-        if moving:
-            idx = [k for k, t in enumerate(st.transfers) if t.bytes > 0]
-            ids = eng.add(np.array([t.bytes for t in moving], dtype=float), end_t[idx],
-                          np.arange(len(moving)), np.array([t.src * n + t.dst for t in moving]))
-            pos = {int(f): k for f, k in zip(ids, idx)}
-            left = len(moving)
-            while left:
-                if eng.now + schedule.cycle_s >= horizon[0]:
-                    schedule_until(max(horizon[0], eng.now) + 4 * schedule.cycle_s)
-                try:
-                    ev = eng.step()
-                except DeadlockError as e:  # cannot happen while the rotor turns; kept honest
-                    raise SimulationError(str(e)) from None
-                if ev is None:
-                    break
-                t, done = ev
-                for f in done:
-                    end_t[pos[int(f)]] = t
-                left -= len(done)
+        # Each directed pair sends its hops one after another, as an agent's connection does:
+        # the direct parts and first hops in transfer order, a second hop once its first arrived.
+        queues: dict[int, deque] = {}
+        pending: dict[int, tuple[int, int, int, int]] = {}
+
+        def send(link: int, item: tuple[int, int, int, float]) -> None:
+            q = queues.setdefault(link, deque())
+            q.append(item)
+            if len(q) == 1:
+                start_head(link)
+
+        def start_head(link: int) -> None:
+            j, b, onward, t_ready = queues[link][0]
+            (f,) = eng.add(np.array([float(b)]), np.array([max(t_ready, eng.now)]), np.zeros(1, dtype=int),
+                           np.array([link]))
+            pending[int(f)] = (j, link, b, onward)
+
+        for j, t in enumerate(st.transfers):
+            for via, b in (relay.parts[i][j] if relay else ((None, t.bytes),)):
+                if b > 0:  # onward: the GPU a relayed part goes to next, or -1
+                    send(t.src * n + (t.dst if via is None else via), (j, b, -1 if via is None else t.dst,
+                                                                        rel[j] + alpha_s))
+        while pending:
+            if eng.now + schedule.cycle_s >= horizon[0]:
+                schedule_until(max(horizon[0], eng.now) + 4 * schedule.cycle_s)
+            try:
+                ev = eng.step()
+            except DeadlockError as e:  # cannot happen while the rotor turns; kept honest
+                raise SimulationError(str(e)) from None
+            if ev is None:
+                break
+            t, done = ev
+            for f in done:
+                j, link, b, onward = pending.pop(int(f))
+                queues[link].popleft()
+                if queues[link]:
+                    start_head(link)
+                if onward < 0:
+                    end_t[j] = max(end_t[j], t)
+                else:  # stored at the intermediate GPU, then forwarded
+                    send((link % n) * n + onward, (j, b, -1, t + alpha_s))
         end = float(end_t.max()) if len(end_t) else start
         steps.append(StepResult(i, st.phase, start, end, "slotted"))
         transfers += [TransferResult(i, t.src, t.dst, t.bytes, float(a), float(b))
@@ -175,5 +221,6 @@ def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: floa
                     planner="slotted", ranks=n, bytes=workload.bytes, backend="flow", time_s=start, steps=steps,
                     transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=workload.bytes_sent)
     res.slots = {"slot_utilisation": float(workload.bytes_sent / capacity_bytes) if capacity_bytes else 0.0,
-                 "cycles": float(start / schedule.cycle_s)}
+                 "cycles": float(start / schedule.cycle_s),
+                 "relayed_bytes": relay.relayed_bytes if relay else 0}
     return res

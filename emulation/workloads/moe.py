@@ -15,6 +15,11 @@ Gumbel-top-k trick: top-k of ``log g + Gumbel noise``), from a generator seeded 
 - ``zipf``: g_e proportional to ``rank(e)^-a`` (``skew_param`` = a), ranks a seeded permutation;
 - ``dirichlet``: g ~ Dirichlet(alpha, ..., alpha) (``skew_param`` = alpha; small = skewed).
 
+``popularity`` says whose vector it is: ``shared`` (default) draws one g for the whole layer, so
+every GPU favours the same hot experts and their GPUs' ports bound the layer; ``per-gpu`` draws
+an independent g for every source GPU (token-to-expert affinity that differs by GPU, e.g. from
+data locality), which skews (src, dst) pairs while port totals stay closer to balanced.
+
 Matrices (bytes, ``[src, dst]``, diagonal = local, never on the network):
 
 - dispatch, payload-efficient: the kept tokens only; padded collective: every (src, dst) buffer
@@ -35,6 +40,7 @@ import numpy as np
 from emulation.workloads.model import Step, Transfer, Workload
 
 Skew = Literal["uniform", "zipf", "dirichlet"]
+Popularity = Literal["shared", "per-gpu"]
 Mode = Literal["padded", "payload"]
 
 
@@ -52,6 +58,7 @@ class MoELayer:
     element_bytes: int = 4
     skew: Skew = "uniform"
     skew_param: float = 1.0
+    popularity: Popularity = "shared"
     seed: int = 0
     tile_tokens: int = 128
     tile_cols: int = 64
@@ -72,6 +79,8 @@ class MoELayer:
             raise ValueError(f"skew: unknown {self.skew!r} (known: uniform, zipf, dirichlet)")
         if self.skew != "uniform" and self.skew_param <= 0:
             raise ValueError(f"skew_param: must be positive, got {self.skew_param}")
+        if self.popularity not in ("shared", "per-gpu"):
+            raise ValueError(f"popularity: unknown {self.popularity!r} (known: shared, per-gpu)")
 
     @property
     def experts_per_gpu(self) -> int:
@@ -95,7 +104,7 @@ class MoETraffic:
     are (P, P) bytes ``[src, dst]`` with the local diagonal kept (it never crosses the fabric)."""
 
     layer: MoELayer
-    popularity: np.ndarray  # (E,) expert popularity g
+    popularity: np.ndarray  # (E,) expert popularity g (per-gpu: (P, E), one row per source)
     routed: np.ndarray  # (P, E) tokens of GPU p routed to expert e (before capacity)
     kept: np.ndarray  # (P, E) after capacity
     dispatch: np.ndarray  # payload-efficient dispatch bytes
@@ -142,10 +151,12 @@ def route(layer: MoELayer) -> MoETraffic:
     rng = np.random.default_rng(layer.seed)
     g = expert_popularity(layer, rng)
     p, e, k, s = layer.gpus, layer.experts, layer.top_k, layer.tokens_per_gpu
+    if layer.popularity == "per-gpu":
+        g = np.stack([g] + [expert_popularity(layer, rng) for _ in range(p - 1)])
     routed = np.zeros((p, e), dtype=np.int64)
     logg = np.log(g)
     for src in range(p):  # Gumbel-top-k: k distinct experts per token, P(e) ~ g_e
-        keys = logg + rng.gumbel(size=(s, e))
+        keys = (logg[src] if g.ndim == 2 else logg) + rng.gumbel(size=(s, e))
         top = np.argpartition(-keys, k - 1, axis=1)[:, :k]
         routed[src] = np.bincount(top.ravel(), minlength=e)
     kept = np.minimum(routed, layer.capacity)
