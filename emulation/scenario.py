@@ -403,8 +403,7 @@ class Scenario(_Strict):
         sched = SlotSchedule.from_duplex(slots, f.port_gbps, f.reconfiguration_delay_s, run.guard_s, run.headroom)
         relay = None
         if run.forwarding == "two-hop":
-            relay = two_hop(workload, sched.configs, window_bytes(sched.slots_s, run.guard_s, run.headroom, f.port_gbps),
-                            run.headroom)
+            relay = two_hop(workload, sched.configs, window_bytes(sched.slots_s, run.guard_s, run.headroom, f.port_gbps))
         return Slotted(sched, method, relay)
 
     def plan(self, run: RunSpec, fabric: Fabric, nbytes: int) -> Plan:

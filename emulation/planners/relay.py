@@ -11,9 +11,9 @@ m holds it and forwards it over the spare capacity of its m-dst circuit (store a
 forwards a part once all of it has arrived).
 
 The plan is made per step from the step's demand (an MoE layer exchanges its dispatch counts
-before the data), turn by turn and slot by slot, from the slot after the one in which the
-previous step's plan delivered its last bytes (steps are round-synchronous while the rotor keeps
-turning, so a step rarely starts at slot 0). Every directed circuit a->b of a slot, whose
+before the data), turn by turn and slot by slot, from where the previous step's plan delivered
+its last bytes: steps are round-synchronous while the rotor keeps turning, so a step starts in
+the slot the previous one ended in, with the part of that slot's window it had not used. Every directed circuit a->b of a slot, whose
 window carries c bytes, carries in order:
 
 1. parts held at a for b (second hops; they have waited longest);
@@ -70,15 +70,13 @@ def window_bytes(slots_s, guard_s: float, headroom: float, port_gbps: float) -> 
     return (np.asarray(slots_s, dtype=float) - 2 * guard_s) * port_gbps * 1e9 / 8 / (1 + headroom)
 
 
-def two_hop(workload: Workload, configs, window: np.ndarray, headroom: float = 0.0) -> RelayPlan:
+def two_hop(workload: Workload, configs, window: np.ndarray) -> RelayPlan:
     """Plan two-hop forwarding for ``workload`` on a rotor (module doc).
 
     :param configs: (K,) configurations, each directed ``(src, dst)`` circuits (a pair listed m
         times = m circuits), as :attr:`emulation.flowsim.slotted.SlotSchedule.configs`.
-    :param window: (K,) bytes one circuit is planned to carry per slot (:func:`window_bytes`).
-    :param headroom: the fraction slots carry beyond ``window``: only demand beyond what its
-        direct windows carry *with* the headroom is relayed (relaying what the headroom absorbs
-        would only add a hop), while relayed parts must fit the windows without it.
+    :param window: (K,) bytes one circuit is planned to carry per slot (:func:`window_bytes`:
+        without the slot's headroom, which stays spare for timing error on both hops).
     :returns: the :class:`RelayPlan`.
     :raises ValueError: a window is not positive, or a step's demand joins GPUs the schedule
         never connects.
@@ -94,7 +92,7 @@ def two_hop(workload: Workload, configs, window: np.ndarray, headroom: float = 0
     connected = cap.sum(axis=0) > 0
     min_part = MIN_PART_FRACTION * window.min()
     all_parts, turns = [], []
-    first = 0  # the slot a step is expected to start in: the one after the previous step's last
+    first, fill = 0, 0.0  # where a step is expected to start: slot, fraction of it already gone
     for i, step in enumerate(workload.steps):
         demand = np.zeros((n, n))
         for t in step.transfers:
@@ -105,41 +103,46 @@ def two_hop(workload: Workload, configs, window: np.ndarray, headroom: float = 0
             a, b = bad[0]
             raise ValueError(f"step {i}: GPUs {a} and {b} are never connected by the schedule")
         order = [(first + j) % len(configs) for j in range(len(configs))]
-        relay, used, last = _plan_step(demand, [configs[k] for k in order], cap[order], 1 + headroom)
+        relay, used, last, fill = _plan_step(demand, [configs[k] for k in order], cap[order], 1 - fill)
         all_parts.append(_split(step.transfers, relay, min_part))
         turns.append(used)
-        first = (order[last] + 1) % len(configs)
+        first = order[last]
+        if fill >= 1 - 1e-9:
+            first, fill = (first + 1) % len(configs), 0.0
     return RelayPlan(tuple(all_parts), tuple(turns))
 
 
-def _plan_step(demand, configs, cap, stretch: float) -> tuple[np.ndarray, int, int]:
-    """Greedy of the module doc for one step whose turn starts with ``configs[0]`` (windows
-    ``cap``, ``stretch`` x that with the headroom):
-    ``(relay[s, m, d] bytes, turns used, index of the last slot that delivered bytes)``."""
+def _plan_step(demand, configs, cap, left: float) -> tuple[np.ndarray, int, int, float]:
+    """Greedy of the module doc for one step whose turn starts with ``configs[0]``, of which only
+    the fraction ``left`` remains: ``(relay[s, m, d] bytes, turns used, index of the last slot
+    that delivered bytes, the largest fraction of a window that slot had used by then)``."""
     n = demand.shape[0]
     ahead = np.cumsum(cap[::-1], axis=0)[::-1] - cap  # what the windows after slot k carry this turn
     rem = demand.copy()
     held = np.zeros((n, n))  # held[m, d]: relayed bytes at m waiting for an m->d window
     relay = np.zeros((n, n, n))
-    turn, last = 0, 0
+    turn, last, last_fill = 0, 0, 0.0
     eps = 1e-6
     while rem.sum() + held.sum() > eps:
         turn += 1
         if turn > MAX_TURNS:
             raise ValueError("the schedule does not carry the demand")  # unreachable when connected
         for k, pairs in enumerate(configs):
+            gone = 1 - left if turn == 1 and k == 0 else 0.0
+            slot_fill = 0.0
             for a, b in set(pairs):
-                c = cap[k, a, b]
+                full = cap[k, a, b]
+                c = full * (1 - gone)
                 x = min(c, held[a, b])
-                y = min(c * stretch - x, rem[a, b])
+                y = min(c - x, rem[a, b])
                 held[a, b] -= x
                 rem[a, b] -= y
                 c -= x + y
                 if x + y > eps:
-                    last = k
+                    slot_fill = max(slot_fill, gone + (x + y) / full)
                 if c <= eps:
                     continue
-                excess = np.maximum(rem[a] - ahead[k, a] * stretch, 0.0)
+                excess = np.maximum(rem[a] - ahead[k, a], 0.0)
                 room = np.maximum(ahead[k, b] - rem[b] - held[b], 0.0)
                 offer = np.minimum(excess, room)
                 offer[[a, b]] = 0.0
@@ -151,7 +154,9 @@ def _plan_step(demand, configs, cap, stretch: float) -> tuple[np.ndarray, int, i
                     rem[a, d] -= x
                     held[b, d] += x
                     c -= x
-    return relay, turn, last
+            if slot_fill > 0:
+                last, last_fill = k, slot_fill
+    return relay, turn, last, last_fill
 
 
 def _split(transfers, relay: np.ndarray, min_part: float) -> tuple[Parts, ...]:
