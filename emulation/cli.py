@@ -65,6 +65,14 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("file", type=Path, help="scenario YAML")
     pl.add_argument("--size", help="buffer size (default: the scenario's first size)")
     pl.add_argument("--json", action="store_true", help="print the plans as JSON")
+    t = sub.add_parser("torch", help="run a real torch.distributed (gloo) program on emulated GPUs")
+    t.add_argument("program", choices=("allreduce-perf",), help="allreduce-perf: gloo AllReduce busbw vs the flow backend")
+    t.add_argument("--gpus", type=int, default=8, help="emulated GPUs in a ring of circuits (default 8)")
+    t.add_argument("--link-mbps", type=float, default=20.0, help="emulated port rate, Mbit/s (default 20)")
+    t.add_argument("--sizes", default="8KiB,256KiB,1MiB,4MiB",
+                   help="ascending buffer sizes; the first fits alpha (default 8KiB,256KiB,1MiB,4MiB)")
+    t.add_argument("--iters", type=int, default=3, help="timed iterations per size (default 3)")
+    t.add_argument("--out", type=Path, help="results directory (default runs/torch-allreduce-perf-<time>)")
     return p
 
 
@@ -77,7 +85,50 @@ def main(argv: list[str] | None = None) -> int:
         return _compare(args)
     if args.cmd == "plan":
         return _plan(args)
+    if args.cmd == "torch":
+        return _torch(args)
     return _run(args)
+
+
+def _torch(args) -> int:
+    import datetime as dt
+
+    from emulation.emulator.net import EmulationError
+    from emulation.emulator.torchrun import torch_available
+    from emulation.gloo import allreduce_perf
+
+    if args.gpus < 3:
+        return _fail(f"--gpus: a ring of circuits needs at least 3 GPUs, got {args.gpus}")
+    if not 0 < args.link_mbps <= 1000:
+        return _fail(f"--link-mbps: must be in (0, 1000], got {args.link_mbps:g}")
+    if args.iters < 1:
+        return _fail(f"--iters: must be at least 1, got {args.iters}")
+    try:
+        sizes = [parse_bytes(x) for x in args.sizes.split(",")]
+    except ValueError as e:
+        return _fail(f"--sizes: {e}")
+    if len(sizes) < 2 or sizes != sorted(set(sizes)) or any(x % 4 or x < 4 * args.gpus for x in sizes):
+        return _fail(f"--sizes: need at least two ascending sizes, multiples of 4 bytes and of at least "
+                     f"{4 * args.gpus} bytes, got {args.sizes}")
+    if not torch_available():
+        return _fail("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, "
+                     "or .venv/bin/pip install torch==2.13.0)")
+    out = args.out or Path("runs") / f"torch-allreduce-perf-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}"
+    try:
+        res = allreduce_perf(args.gpus, args.link_mbps, sizes, args.iters, out)
+    except EmulationError as e:
+        return _fail(str(e), 1)
+    t = Table(title=f"gloo AllReduce (torch {res['torch']}) on {args.gpus} emulated GPUs, ring of circuits, "
+                    f"{args.link_mbps:g} Mbit/s; alpha {res['alpha_s'] * 1e3:.2f} ms fitted from the smallest size")
+    for c in ("bytes", "time (ms)", "busbw (Mbit/s)", "flow time (ms)", "flow busbw (Mbit/s)", "deviation", "correct"):
+        t.add_column(c, justify="right")
+    for r in res["rows"]:
+        t.add_row(format_bytes(r["bytes"]), f"{r['time_s'] * 1e3:.1f}", f"{r['busbw_gbps'] * 1e3:.2f}",
+                  f"{r['predicted_s'] * 1e3:.1f}", f"{r['predicted_busbw_gbps'] * 1e3:.2f}", f"{r['deviation']:+.1%}",
+                  "yes" if r["correct"] else "NO")
+    Console().print(t)
+    print(f"results: {out}/allreduce_perf.json")
+    return 0 if all(r["correct"] for r in res["rows"]) else 1
 
 
 def _fail(msg: str, code: int = 2) -> int:

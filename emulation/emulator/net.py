@@ -236,11 +236,13 @@ class EmulatedFabric:
         """The Mininet host of GPU ``gpu``."""
         return self.net.get(dpn.host_name(gpu))
 
-    def popen(self, gpu: int, args: list[str], log: Path, cwd: Path | None = None) -> subprocess.Popen:
+    def popen(self, gpu: int, args: list[str], log: Path, cwd: Path | None = None,
+              env: dict[str, str] | None = None) -> subprocess.Popen:
         """Start ``args`` inside GPU ``gpu``'s namespace (working directory ``cwd``, default the
-        project), output to ``log``; ended on exit."""
+        project; our environment plus ``env``), output to ``log``; ended on exit."""
         with open(log, "w") as fh:
-            p = self.host(gpu).popen(args, stdout=fh, stderr=subprocess.STDOUT, cwd=str(cwd or _project_root()))
+            p = self.host(gpu).popen(args, stdout=fh, stderr=subprocess.STDOUT, cwd=str(cwd or _project_root()),
+                                     env={**os.environ, **(env or {})})
         self.children.append(p)
         return p
 

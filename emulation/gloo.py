@@ -1,0 +1,74 @@
+"""gloo's AllReduce on the fabric: the real benchmark on the packet backend, its flow prediction.
+
+:func:`allreduce_perf` runs :mod:`emulation.torchjob.allreduce_perf` (a real ``torch.distributed``
+gloo AllReduce over a size sweep, nccl-tests style) on n emulated GPUs whose OCS holds the ring
+configuration (``ocs-star``, 2 ports per GPU, ``initial: ring``), and predicts every size with the
+flow backend: gloo's ring algorithm is the ``ring`` workload (:mod:`emulation.torchjob.allreduce_perf`
+documents why), simulated on the same fabric at the emulated link rate, with the per-message
+latency alpha fitted from the smallest size (``t_small / (2 (n - 1))``, as the alpha of an
+alpha-beta fit; the smallest size is therefore not a prediction). Times here are emulated
+(wall-clock) seconds and rates emulated Gbit/s: a real program sends real bytes, so there is no
+byte scale; ``port_gbps / link_mbps x 1000`` converts them to real-equivalent.
+
+Spec: issue 7 (gloo busbw within 20% of the flow backend's prediction).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from emulation.flowsim import simulate
+from emulation.planners import make_plan
+from emulation.workloads import build
+
+
+def busbw_gbps(nbytes: int, time_s: float, ranks: int) -> float:
+    """nccl-tests' AllReduce bus bandwidth, Gbit/s: ``nbytes x 8 / time x 2 (n - 1) / n``."""
+    return nbytes * 8 / time_s / 1e9 * 2 * (ranks - 1) / ranks
+
+
+def predict_ring(fabric, nbytes: int, alpha_s: float) -> float:
+    """Flow-backend time (s) of the ring AllReduce of ``nbytes`` on ``fabric`` as it is (planner
+    ``none``), with per-transfer latency ``alpha_s``. :raises ValueError: bad sizes."""
+    w = build("ring", fabric.gpus, nbytes)
+    return simulate(fabric, w, make_plan("none", fabric, w), alpha_s=alpha_s).time_s
+
+
+def allreduce_perf(gpus: int, link_mbps: float, sizes: list[int], iters: int, out: Path,
+                   timeout_s: float = 1800.0) -> dict:
+    """Run gloo's AllReduce benchmark on ``gpus`` emulated GPUs in a ring of circuits and
+    predict it (module doc).
+
+    :param link_mbps: emulated port rate, Mbit/s.
+    :param sizes: buffer sizes in bytes, ascending, multiples of 4; the first fits alpha.
+    :returns: ``{"gpus", "link_mbps", "alpha_s", "torch", "rows": [{"bytes", "time_s",
+        "busbw_gbps", "predicted_s", "predicted_busbw_gbps", "deviation", "correct"}]}``
+        (``deviation`` = measured busbw / predicted - 1), also written to ``out/allreduce_perf.json``.
+    :raises emulation.emulator.net.EmulationError: the fabric or a rank failed.
+    """
+    import json
+
+    from emulation.emulator.capabilities import detect
+    from emulation.emulator.net import EmulatedFabric
+    from emulation.emulator.torchrun import run_torch
+    from topologies.builders import ocs_star
+
+    fabric = ocs_star(gpus, 2, port_gbps=link_mbps / 1000, initial="ring")
+    out.mkdir(parents=True, exist_ok=True)
+    raw = (out / "gloo-raw.json").resolve()
+    with EmulatedFabric(fabric, out / "emulation", link_mbps=link_mbps, capabilities=detect()) as emu:
+        run_torch(emu, "emulation.torchjob.allreduce_perf",
+                  ["--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--out", str(raw)],
+                  out / "torch", timeout_s)
+    got = json.loads(raw.read_text())
+    first = got["results"][0]
+    alpha = max(0.0, first["time_s"] - predict_ring(fabric, first["bytes"], 0.0)) / (2 * (gpus - 1))
+    rows = []
+    for r in got["results"]:
+        pred = predict_ring(fabric, r["bytes"], alpha)
+        bus, pbus = busbw_gbps(r["bytes"], r["time_s"], gpus), busbw_gbps(r["bytes"], pred, gpus)
+        rows.append({"bytes": r["bytes"], "time_s": r["time_s"], "busbw_gbps": bus, "predicted_s": pred,
+                     "predicted_busbw_gbps": pbus, "deviation": bus / pbus - 1, "correct": r["correct"]})
+    res = {"gpus": gpus, "link_mbps": link_mbps, "alpha_s": alpha, "torch": got["torch"], "rows": rows}
+    (out / "allreduce_perf.json").write_text(json.dumps(res, indent=1))
+    return res
