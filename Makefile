@@ -7,7 +7,8 @@ setup:
 demo: setup
 	.venv/bin/ocslab run experiments/demo.yaml
 
-test: setup
+test:
+	OCSLAB_EXTRAS=torch bash scripts/setup.sh
 	.venv/bin/python -m pytest -q tests
 
 test-unit: setup

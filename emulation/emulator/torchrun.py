@@ -4,7 +4,15 @@ One process per GPU host (rank r on GPU r), started like ``torchrun`` would: ``M
 GPU 0's fabric address, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` = 0, and
 ``GLOO_SOCKET_IFNAME`` = the host's fabric interface, so the rendezvous and every gloo byte cross
 the emulated fabric (neighbours over their circuits, other pairs forwarded by the GPUs' NIC
-bridges). Processes run single-threaded (``OMP_NUM_THREADS=1``; 8 ranks share 2 cores).
+bridges). Processes run single-threaded (``OMP_NUM_THREADS=1``; 8 ranks share 2 cores). TCP
+keeps its congestion window across idle periods (``net.ipv4.tcp_slow_start_after_idle = 0`` in
+every GPU's namespace, as ML clusters tune it): a collective after a pause must not restart
+from slow start, or mid-size AllReduces measure TCP's ramp, not the fabric. Receive buffers
+are capped at :data:`TCP_RMEM_MAX` (``net.ipv4.tcp_rmem``): gloo's sockets would otherwise open
+windows of megabytes, and a link queue longer than the userspace switch's packet-socket buffer
+loses packets silently (``shared/MACHINE.md``). Such losses still happen now and then, so TCP's
+minimum retransmission timeout is :data:`RTO_MIN_MS` for the job (Linux default 200 ms; data
+centre hosts lower it too), restored afterwards.
 
 Spec: issue 7; ``shared/DESIGN.md`` (packet-level backend).
 """
@@ -20,6 +28,11 @@ from emulation.emulator.net import EmulatedFabric, EmulationError
 
 #: TCP port of the torch.distributed rendezvous (TCPStore) on GPU 0.
 MASTER_PORT = 29500
+#: Largest TCP receive buffer in the GPUs' namespaces, bytes (emulated links' bandwidth-delay
+#: product is a few KB at tens of Mbit/s).
+TCP_RMEM_MAX = 64 << 10
+#: TCP's minimum retransmission timeout during a torch job, emulated ms.
+RTO_MIN_MS = 20.0
 
 
 def torch_available() -> bool:
@@ -46,6 +59,10 @@ def run_torch(emu: EmulatedFabric, module: str, args: list[str], run_dir: Path, 
     procs = {}
     base = {"MASTER_ADDR": dpn.gpu_ip(ranks[0]), "MASTER_PORT": str(MASTER_PORT), "WORLD_SIZE": str(len(ranks)),
             "LOCAL_RANK": "0", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    for g in ranks:
+        emu.host(g).cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 "
+                         f"net.ipv4.tcp_rmem='4096 {TCP_RMEM_MAX // 2} {TCP_RMEM_MAX}'")
+    emu.set_rto_min(RTO_MIN_MS)
     for r, g in enumerate(ranks):
         env = {**base, "RANK": str(r), "GLOO_SOCKET_IFNAME": f"{dpn.host_name(g)}-eth0"}
         procs[g] = emu.popen(g, [sys.executable, "-m", module, *args], run_dir / f"torch-g{g}.log", env=env)
@@ -71,3 +88,4 @@ def run_torch(emu: EmulatedFabric, module: str, args: list[str], run_dir: Path, 
                 p.wait()
             if p in emu.children:
                 emu.children.remove(p)
+        emu.set_rto_min(None)
