@@ -99,10 +99,6 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     ocs = fabric.ocs[0].name
     configs = [assign_ports(fabric, ocs, m) for m in matchings]
     windows = gate_windows(schedule, n, tdf)
-    for st in workload.steps:
-        for t in st.transfers:
-            if t.bytes > 0 and t.dst not in windows[t.src]:
-                raise EmulationError(f"GPUs {t.src} and {t.dst} are never connected by the schedule")
     run_dir.mkdir(parents=True, exist_ok=True)
     cycle = schedule.cycle_s * tdf
     rate = scale.link_mbps * 1e6 / 8 * RATE_MARGIN

@@ -68,19 +68,16 @@ def run_torch(emu: EmulatedFabric, module: str, args: list[str], run_dir: Path, 
         procs[g] = emu.popen(g, [sys.executable, "-m", module, *args], run_dir / f"torch-g{g}.log", env=env)
     deadline = time.monotonic() + timeout_s
     try:
-        while any(p.poll() is None for p in procs.values()):
+        while True:
             failed = [g for g, p in procs.items() if p.poll() not in (None, 0)]
             if failed:
                 raise EmulationError(f"torch rank on GPU {failed[0]} exited with {procs[failed[0]].returncode} "
                                      f"(see {run_dir}/torch-g{failed[0]}.log)")
+            if all(p.poll() == 0 for p in procs.values()):
+                return {g: 0 for g in procs}
             if time.monotonic() > deadline:
                 raise EmulationError(f"torch job {module} did not finish in {timeout_s:g} s (logs in {run_dir})")
             time.sleep(0.05)
-        failed = [g for g, p in procs.items() if p.returncode != 0]
-        if failed:
-            raise EmulationError(f"torch rank on GPU {failed[0]} exited with {procs[failed[0]].returncode} "
-                                 f"(see {run_dir}/torch-g{failed[0]}.log)")
-        return {g: p.returncode for g, p in procs.items()}
     finally:
         for p in procs.values():
             if p.poll() is None:
