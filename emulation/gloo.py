@@ -15,6 +15,7 @@ Spec: issue 7 (gloo busbw within 20% of the flow backend's prediction).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from emulation.flowsim import simulate
@@ -46,8 +47,6 @@ def allreduce_perf(gpus: int, link_mbps: float, sizes: list[int], iters: int, ou
         (``deviation`` = measured busbw / predicted - 1), also written to ``out/allreduce_perf.json``.
     :raises emulation.emulator.net.EmulationError: the fabric or a rank failed.
     """
-    import json
-
     from emulation.emulator.capabilities import detect
     from emulation.emulator.net import EmulatedFabric
     from emulation.emulator.torchrun import run_torch

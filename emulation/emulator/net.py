@@ -33,6 +33,12 @@ LOCK_PATH = "/run/ocslab.lock"
 _OFFLOADS = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
 
 
+#: TCP's minimum retransmission timeout (emulated ms; Linux default 200) for runs that lose
+#: segments by design or by accident (a rotor's slot edges; the userspace switch's silent drops):
+#: a lost segment is resent within a few emulated RTTs instead of stalling the run.
+FAST_RTO_MIN_MS = 20.0
+
+
 class EmulationError(RuntimeError):
     """The emulated fabric could not be brought up (missing tool, bridge name taken, ...)."""
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from emulation import dataplane as dpn
-from emulation.emulator.net import EmulatedFabric, EmulationError
+from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
 from emulation.emulator.orchestrator import agents, open_under
 from emulation.fabric import Configuration, assign_ports
 from emulation.flowsim.slotted import SlotSchedule
@@ -40,9 +40,6 @@ from emulation.workloads.model import Workload
 
 #: Fraction of the emulated link rate a gated sender plans to drain (HTB and TCP jitter).
 RATE_MARGIN = 0.97
-#: TCP's minimum retransmission timeout during rotor runs (emulated ms; Linux default 200): a
-#: segment lost at a slot edge is resent within a few slots instead of a few turns.
-RTO_MIN_MS = 20.0
 
 
 def duplex_matchings(schedule: SlotSchedule, gpus: int) -> list[list[tuple[int, int]]]:
@@ -151,7 +148,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
         sched["step_timeout_s"] = step_timeout
 
     emu.client.apply(Configuration({}), 0.0)
-    emu.set_rto_min(RTO_MIN_MS)
+    emu.set_rto_min(FAST_RTO_MIN_MS)
     rotor_on = False
     try:
         with agents(emu, schedules, run_dir) as (coord, alive):

@@ -11,7 +11,7 @@ from slow start, or mid-size AllReduces measure TCP's ramp, not the fabric. Rece
 are capped at :data:`TCP_RMEM_MAX` (``net.ipv4.tcp_rmem``): gloo's sockets would otherwise open
 windows of megabytes, and a link queue longer than the userspace switch's packet-socket buffer
 loses packets silently (``shared/MACHINE.md``). Such losses still happen now and then, so TCP's
-minimum retransmission timeout is :data:`RTO_MIN_MS` for the job (Linux default 200 ms; data
+minimum retransmission timeout is :data:`~emulation.emulator.net.FAST_RTO_MIN_MS` for the job (Linux default 200 ms; data
 centre hosts lower it too), restored afterwards.
 
 Spec: issue 7; ``shared/DESIGN.md`` (packet-level backend).
@@ -24,15 +24,13 @@ import time
 from pathlib import Path
 
 from emulation import dataplane as dpn
-from emulation.emulator.net import EmulatedFabric, EmulationError
+from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
 
 #: TCP port of the torch.distributed rendezvous (TCPStore) on GPU 0.
 MASTER_PORT = 29500
 #: Largest TCP receive buffer in the GPUs' namespaces, bytes (emulated links' bandwidth-delay
 #: product is a few KB at tens of Mbit/s).
 TCP_RMEM_MAX = 64 << 10
-#: TCP's minimum retransmission timeout during a torch job, emulated ms.
-RTO_MIN_MS = 20.0
 
 
 def torch_available() -> bool:
@@ -62,7 +60,7 @@ def run_torch(emu: EmulatedFabric, module: str, args: list[str], run_dir: Path, 
     for g in ranks:
         emu.host(g).cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 "
                          f"net.ipv4.tcp_rmem='4096 {TCP_RMEM_MAX // 2} {TCP_RMEM_MAX}'")
-    emu.set_rto_min(RTO_MIN_MS)
+    emu.set_rto_min(FAST_RTO_MIN_MS)
     for r, g in enumerate(ranks):
         env = {**base, "RANK": str(r), "GLOO_SOCKET_IFNAME": f"{dpn.host_name(g)}-eth0"}
         procs[g] = emu.popen(g, [sys.executable, "-m", module, *args], run_dir / f"torch-g{g}.log", env=env)
