@@ -1,7 +1,7 @@
 """Launcher: ``python -m controllers [APP ...] --ofp-tcp-listen-port N --ocslab-fabric FILE
 --ocslab-api-port M [--log-file F]``.
 
-Leading APP names: ``circuit_switch``, ``routing``, ``api`` (default: all three). Flags use the
+Leading APP names: ``circuit_switch``, ``routing``, ``api``, ``failover`` (default: all). Flags use the
 ryu-manager names; OS-Ken 4.x has no ``osken-manager``, so this loads the apps with
 ``AppManager.run_apps`` on OS-Ken's native (threaded) hub (``shared/MACHINE.md``).
 """
@@ -17,6 +17,7 @@ APPS = {
     "circuit_switch": "controllers.circuit_switch",
     "routing": "controllers.routing",
     "api": "controllers.api",
+    "failover": "controllers.failover",
 }
 
 

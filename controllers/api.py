@@ -12,6 +12,9 @@ network namespace on the machine):
   "start_delay_s": float}``: cycle through the configurations on the controller's own clock
   (:meth:`controllers.circuit_switch.CircuitSwitch.start_rotor`), answering at once with
   ``{"t0", "slots"}``; each slot logs a ``rotor-slot`` event; ``{"stop": true}`` stops it.
+- ``POST /failover`` ``{"mode": "optical"|"electrical"|"migration", "placement": [gpu per rank],
+  "spares": [gpu, ...], "dark_window_s": float}``: arm GPU-failure recovery for a job
+  (:meth:`controllers.failover.FailoverApp.arm`); answers with the precomputed table.
 - ``GET /events?since=N``: the event log from sequence number N.
 """
 
@@ -102,6 +105,16 @@ class JsonApi(app_manager.OSKenApp):
                     body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 except json.JSONDecodeError as e:
                     self._send(400, {"error": f"bad JSON: {e}"})
+                    return
+                if url.path == "/failover":
+                    try:
+                        app = app_manager.lookup_service_brick("FailoverApp")
+                        if app is None:
+                            raise RuntimeError("the failover app is not loaded")
+                        self._send(200, app.arm(str(body["mode"]), [int(g) for g in body["placement"]],
+                                                [int(g) for g in body["spares"]], float(body.get("dark_window_s", 0.0))))
+                    except (KeyError, TypeError, ValueError, FabricError, RuntimeError) as e:
+                        self._send(400, {"error": str(e)})
                     return
                 if url.path == "/rotor":
                     try:

@@ -56,7 +56,7 @@ class Link:
     """A directed link ``u -> v`` leaving node ``u`` by its port ``up`` and entering ``v`` by ``vp``.
 
     For a GPU the port is its fabric port index; for an EPS it is the switch port index.
-    Capacity is the fabric's ``port_gbps`` (Gbit/s) for every link.
+    Capacity: :meth:`Fabric.link_gbps` (the fabric's ``port_gbps``, or an EPS's own port rate).
     """
 
     u: int
@@ -90,10 +90,15 @@ class OCS:
 
 @dataclass(frozen=True)
 class EPS:
-    """An electrical packet switch; ``ports[k]`` is the GPU port cabled to switch port ``k``."""
+    """An electrical packet switch; ``ports[k]`` is the GPU port cabled to switch port ``k``.
+
+    :param port_gbps: rate of every link to and from this switch, Gbit/s; None: the fabric's
+        ``port_gbps`` (a slower electrical path, e.g. a rack's shared uplink, sets its own).
+    """
 
     name: str
     ports: tuple[PortRef, ...]
+    port_gbps: float | None = None
 
 
 class Configuration(Mapping[str, frozenset[Circuit]]):
@@ -172,6 +177,9 @@ class Fabric:
             raise FabricError(f"ports_per_gpu must be at least 1, got {self.ports_per_gpu}")
         if self.port_gbps <= 0:
             raise FabricError(f"port_gbps must be positive, got {self.port_gbps}")
+        for e in self.eps:
+            if e.port_gbps is not None and e.port_gbps <= 0:
+                raise FabricError(f"{e.name}: port_gbps must be positive, got {e.port_gbps}")
         seen: dict[PortRef, str] = {}
         attached = [(o.name, o.ports) for o in self.ocs] + [(e.name, e.ports) for e in self.eps]
         attached += [("cable", (c.a, c.b)) for c in self.cables]
@@ -197,6 +205,16 @@ class Fabric:
     def eps_node(self, k: int) -> int:
         """Node id of EPS ``k``."""
         return self.gpus + k
+
+    def link_gbps(self, link: Link) -> float:
+        """Capacity of directed ``link``, Gbit/s: its EPS's ``port_gbps`` if it enters or leaves
+        one that sets it, else the fabric's ``port_gbps``."""
+        for node in (link.u, link.v):
+            if node >= self.gpus:
+                rate = self.eps[node - self.gpus].port_gbps
+                if rate is not None:
+                    return rate
+        return self.port_gbps
 
     def ocs_by_name(self, name: str) -> OCS:
         """The OCS called ``name``; raises :class:`FabricError`."""
@@ -269,7 +287,8 @@ class Fabric:
                 }
                 for o in self.ocs
             ],
-            "eps": [{"name": e.name, "ports": [[p.gpu, p.port] for p in e.ports]} for e in self.eps],
+            "eps": [{"name": e.name, "ports": [[p.gpu, p.port] for p in e.ports], "port_gbps": e.port_gbps}
+                    for e in self.eps],
             "cables": [[[c.a.gpu, c.a.port], [c.b.gpu, c.b.port]] for c in self.cables],
             "initial": self.initial.to_json(),
         }
@@ -286,7 +305,7 @@ class Fabric:
                 OCS(o["name"], tuple(PortRef(*p) for p in o["ports"]), o["reconfiguration_delay_s"])
                 for o in d["ocs"]
             ),
-            eps=tuple(EPS(e["name"], tuple(PortRef(*p) for p in e["ports"])) for e in d["eps"]),
+            eps=tuple(EPS(e["name"], tuple(PortRef(*p) for p in e["ports"]), e.get("port_gbps")) for e in d["eps"]),
             cables=tuple(Circuit.of(PortRef(*a), PortRef(*b)) for a, b in d["cables"]),
             initial=Configuration.from_json(d["initial"]),
         )

@@ -93,7 +93,10 @@ class _Strict(BaseModel):
 
 
 class FabricSpec(_Strict):
-    """``fabric:`` section; ``topology`` names a builder in ``topologies.BUILDERS``."""
+    """``fabric:`` section; ``topology`` names a builder in ``topologies.BUILDERS``. A ``rack``
+    (:func:`topologies.builders.rack`, training scenarios) also takes ``spares`` (spare GPUs
+    beside the ``gpus`` working ones) and ``electrical_gbps`` (the rate of its slower
+    electrical path, real Gbit/s)."""
 
     topology: str
     gpus: int = Field(ge=2, le=4096)
@@ -101,6 +104,8 @@ class FabricSpec(_Strict):
     port_gbps: float = Field(default=400.0, gt=0)
     reconfiguration_delay_s: float = Field(default=0.0, ge=0)
     initial: str = "ring"
+    spares: int = Field(default=0, ge=0, le=64)
+    electrical_gbps: float | None = Field(default=None, gt=0)
 
     @field_validator("topology")
     @classmethod
@@ -108,6 +113,22 @@ class FabricSpec(_Strict):
         if v not in BUILDERS:
             raise ValueError(f"unknown topology {v!r} (known: {', '.join(BUILDERS)})")
         return v
+
+    @model_validator(mode="after")
+    def _rack_only(self) -> FabricSpec:
+        if self.topology != "rack":
+            if self.spares:
+                raise ValueError(f"spares: only a rack has spare GPUs, not {self.topology}")
+            if self.electrical_gbps is not None:
+                raise ValueError(f"electrical_gbps: only a rack has an electrical path, not {self.topology}")
+        return self
+
+    def build(self) -> Fabric:
+        """Build the fabric. :raises FabricError: the builder rejects the parameters."""
+        extra = {"spares": self.spares, "electrical_gbps": self.electrical_gbps} if self.topology == "rack" else {}
+        return BUILDERS[self.topology](
+            gpus=self.gpus, ports_per_gpu=self.ports_per_gpu, port_gbps=self.port_gbps,
+            reconfiguration_delay_s=self.reconfiguration_delay_s, initial=self.initial, **extra)
 
 
 class CostSpec(_Strict):
@@ -288,6 +309,12 @@ class Scenario(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _no_rack(self) -> Scenario:
+        if self.fabric.topology == "rack":
+            raise ValueError("fabric: a rack with spares is for training scenarios (a job: section; ocslab train)")
+        return self
+
+    @model_validator(mode="after")
     def _straggler_rank(self) -> Scenario:
         if self.straggler is not None and self.straggler.rank >= self.fabric.gpus:
             raise ValueError(f"straggler.rank: {self.straggler.rank} is not a rank of {self.fabric.gpus} GPUs")
@@ -312,15 +339,8 @@ class Scenario(_Strict):
 
     def build_fabric(self) -> Fabric:
         """Build the fabric. :raises ScenarioError: the builder rejects the parameters."""
-        f = self.fabric
         try:
-            return BUILDERS[f.topology](
-                gpus=f.gpus,
-                ports_per_gpu=f.ports_per_gpu,
-                port_gbps=f.port_gbps,
-                reconfiguration_delay_s=f.reconfiguration_delay_s,
-                initial=f.initial,
-            )
+            return self.fabric.build()
         except (FabricError, TypeError) as e:
             raise ScenarioError(f"fabric: {e}") from None
 
@@ -434,12 +454,8 @@ def _routed(layer: MoELayer):
     return route(layer)
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file, and check that its fabric builds and every run can be
-    planned.
-
-    :raises ScenarioError: one line, ``FILE: field: problem``.
-    """
+def read_yaml(path: str | Path) -> dict:
+    """The mapping in YAML file ``path``. :raises ScenarioError: unreadable, not YAML, not a mapping."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text())
@@ -450,9 +466,17 @@ def load_scenario(path: str | Path) -> Scenario:
         where = f" (line {mark.line + 1})" if mark else ""
         raise ScenarioError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
     if not isinstance(data, dict):
-        raise ScenarioError(f"{path}: must be a mapping with fabric, sizes and runs")
+        raise ScenarioError(f"{path}: must be a mapping of sections (fabric, ...)")
+    return data
+
+
+def validate(model: type[BaseModel], data: dict, path: str | Path):
+    """``model.model_validate(data)``; a validation error becomes one line naming the field.
+
+    :raises ScenarioError: ``FILE: field.path: problem``.
+    """
     try:
-        sc = Scenario.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
@@ -460,10 +484,25 @@ def load_scenario(path: str | Path) -> Scenario:
         if err["type"] == "extra_forbidden":
             msg = "unknown field"
         # model-level checks name their field at the start of the message
-        field = re.match(r"([a-z_]+): (.*)", msg)
+        field = re.match(r"([a-z_]+(?:\.[a-z_0-9]+)*): (.*)", msg)
         if loc and field and err["type"] == "value_error":
             loc, msg = f"{loc}.{field.group(1)}", field.group(2)
+        elif not loc and field and err["type"] == "value_error":
+            loc, msg = field.group(1), field.group(2)
         raise ScenarioError(f"{path}: {loc}: {msg}" if loc else f"{path}: {msg}") from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file, and check that its fabric builds and every run can be
+    planned.
+
+    :raises ScenarioError: one line, ``FILE: field: problem``.
+    """
+    path = Path(path)
+    data = read_yaml(path)
+    if "job" in data:
+        raise ScenarioError(f"{path}: job: a training scenario; run it with: ocslab train {path}")
+    sc = validate(Scenario, data, path)
     try:
         fabric = sc.build_fabric()
         _check_plannable(sc, fabric)

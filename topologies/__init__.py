@@ -7,6 +7,7 @@ from topologies.builders import (
     BUILDERS,
     eps_star,
     ocs_star,
+    rack,
     ring_pairs,
     static_ring,
     static_torus,
@@ -14,4 +15,4 @@ from topologies.builders import (
     torus_pairs,
 )
 
-__all__ = ["BUILDERS", "eps_star", "ocs_star", "ring_pairs", "static_ring", "static_torus", "torus_dims", "torus_pairs"]
+__all__ = ["BUILDERS", "eps_star", "ocs_star", "rack", "ring_pairs", "static_ring", "static_torus", "torus_dims", "torus_pairs"]

@@ -110,10 +110,55 @@ def eps_star(gpus: int, port_gbps: float = 400.0, **_ignored: object) -> Fabric:
     return Fabric(f"eps-{gpus}", gpus, 1, port_gbps, eps=(eps,))
 
 
+def rack(
+    gpus: int,
+    spares: int = 2,
+    ports_per_gpu: int = 2,
+    port_gbps: float = 400.0,
+    reconfiguration_delay_s: float = 0.0,
+    initial: str = "ring",
+    electrical_gbps: float | None = None,
+) -> Fabric:
+    """A rack of ``gpus`` working GPUs and ``spares`` spare GPUs whose fabric ports are all on
+    one OCS ``ocs0`` (LUMION, ``specs/fabrics.md``): GPUs ``0..gpus-1`` work, GPUs
+    ``gpus..gpus+spares-1`` are the spares. The job's logical topology is realised by circuits:
+    ``initial: ring`` joins the working GPUs in the ring ``0-1-...-(gpus-1)-0`` (the spares have
+    none); ``empty`` has no circuit.
+
+    :param ports_per_gpu: optical ports per GPU (>= 2 for the ring).
+    :param electrical_gbps: if set, every GPU also has one more port (index ``ports_per_gpu``)
+        on a packet switch ``eps0`` of this rate: the rack's slower electrical path (a shared
+        uplink; the electrical baseline reaches a spare over it). Routes prefer circuits: a
+        pair uses ``eps0`` only where no circuit path is as short.
+    :raises FabricError: bad sizes, or a ring without 2 ports per GPU or 3 working GPUs.
+    """
+    if spares < 0:
+        raise FabricError(f"spares: must be >= 0, got {spares}")
+    if initial not in ("ring", "empty"):
+        raise FabricError(f"initial: a rack starts in a ring or empty, not {initial!r}")
+    if initial == "ring" and (ports_per_gpu < 2 or gpus < 3):
+        raise FabricError(f"initial: the ring needs 3 working GPUs with 2 ports each, got {gpus} with {ports_per_gpu}")
+    total = gpus + spares
+    ports = tuple(PortRef(g, j) for g in range(total) for j in range(ports_per_gpu))
+    ocs = OCS("ocs0", ports, reconfiguration_delay_s)
+    eps: tuple[EPS, ...] = ()
+    p = ports_per_gpu
+    if electrical_gbps is not None:
+        eps = (EPS("eps0", tuple(PortRef(g, ports_per_gpu) for g in range(total)), electrical_gbps),)
+        p += 1
+    name = f"rack-{gpus}+{spares}"
+    bare = Fabric(name, total, p, port_gbps, ocs=(ocs,), eps=eps)
+    if initial == "empty":
+        return bare
+    config = assign_ports(bare, "ocs0", ring_pairs(gpus))
+    return Fabric(name, total, p, port_gbps, ocs=(ocs,), eps=eps, initial=config)
+
+
 #: Builders by the name used in scenario files (``fabric.topology``).
 BUILDERS = {
     "ocs-star": ocs_star,
     "ring": static_ring,
     "torus": static_torus,
     "eps": eps_star,
+    "rack": rack,
 }

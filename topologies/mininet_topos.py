@@ -28,7 +28,7 @@ from mininet.topo import Topo  # noqa: E402
 
 from emulation import dataplane as dpn  # noqa: E402
 from emulation.fabric import Fabric  # noqa: E402
-from topologies.builders import eps_star, ocs_star, static_ring, static_torus  # noqa: E402
+from topologies.builders import eps_star, ocs_star, rack, static_ring, static_torus  # noqa: E402
 
 
 #: Host link rate over the sum of the GPU's port rates: the injection link paces TCP bursts
@@ -68,8 +68,11 @@ class FabricTopo(Topo):
         for k, eps in enumerate(fabric.eps):
             name = dpn.eps_name(k)
             self.addSwitch(name, dpid=dpn.dpid_hex(dpn.DPID_EPS + k), **sw)
+            own = dict(shaped)
+            if link_mbps is not None and eps.port_gbps is not None:  # a slower (or faster) electrical path
+                own["bw"] = link_mbps * eps.port_gbps / fabric.port_gbps
             for m, ref in enumerate(eps.ports, start=1):
-                self.addLink(dpn.nic_name(ref.gpu), name, port1=dpn.nic_port(ref.port), port2=m, **shaped)
+                self.addLink(dpn.nic_name(ref.gpu), name, port1=dpn.nic_port(ref.port), port2=m, **own)
         for c in fabric.cables:
             self.addLink(dpn.nic_name(c.a.gpu), dpn.nic_name(c.b.gpu),
                          port1=dpn.nic_port(c.a.port), port2=dpn.nic_port(c.b.port), **shaped)
@@ -95,4 +98,9 @@ def eps_topo(gpus: int = 8, link_mbps: float | None = None) -> FabricTopo:
     return FabricTopo(eps_star(gpus), link_mbps=link_mbps)
 
 
-topos = {"ocsstar": ocs_star_topo, "ring": ring_topo, "torus": torus_topo, "eps": eps_topo}
+def rack_topo(gpus: int = 4, spares: int = 2, link_mbps: float | None = None) -> FabricTopo:
+    """``--topo rack[,GPUS[,SPARES[,MBPS]]]``: a rack with spare GPUs (:func:`topologies.builders.rack`)."""
+    return FabricTopo(rack(gpus, spares), link_mbps=link_mbps)
+
+
+topos = {"ocsstar": ocs_star_topo, "ring": ring_topo, "torus": torus_topo, "eps": eps_topo, "rack": rack_topo}

@@ -81,6 +81,12 @@ class ControllerClient:
         """Stop a running rotor after its current slot."""
         self._call("POST", "/rotor", {"stop": True})
 
+    def arm_failover(self, mode: str, placement: list[int], spares: list[int], dark_window_s: float) -> dict:
+        """Arm GPU-failure recovery (``controllers.failover.FailoverApp.arm``); returns the
+        precomputed ``{"mode", "table": {failed GPU: new placement}}``."""
+        return self._call("POST", "/failover", {"mode": mode, "placement": placement, "spares": spares,
+                                                "dark_window_s": dark_window_s})
+
     def events(self, since: int = 0) -> list[dict]:
         """Controller event log from sequence number ``since``."""
         return self._call("GET", f"/events?since={since}")

@@ -151,7 +151,7 @@ class EmulatedFabric:
         self.ofp_port, api_port = free_port(), free_port()
         log = open(self.run_dir / "controller.log", "w")
         self.controller = subprocess.Popen(
-            [sys.executable, "-m", "controllers", "circuit_switch", "routing", "api",
+            [sys.executable, "-m", "controllers", "circuit_switch", "routing", "api", "failover",
              "--ofp-tcp-listen-port", str(self.ofp_port), "--ocslab-fabric", str(fabric_json),
              "--ocslab-api-port", str(api_port), "--log-file", str(self.run_dir / "controller.log")],
             stdout=log, stderr=subprocess.STDOUT, cwd=_project_root(), start_new_session=True,

@@ -42,10 +42,76 @@ def torch_available() -> bool:
     return True
 
 
+def tune_tcp(emu: EmulatedFabric, gpus: list[int]) -> None:
+    """TCP as a torch job wants it in the namespaces of ``gpus`` (module doc): no slow start
+    after idle, receive buffers capped at :data:`TCP_RMEM_MAX`."""
+    for g in gpus:
+        emu.host(g).cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 "
+                         f"net.ipv4.tcp_rmem='4096 {TCP_RMEM_MAX // 2} {TCP_RMEM_MAX}'")
+
+
+class TorchJob:
+    """``python -m module args...`` as rank r on GPU ``gpus[r]`` (torchrun's environment, module
+    doc), started at construction; logs go to ``log_dir/torch-gG.log``. The environment also
+    has ``OCSLAB_GPU`` = the GPU and ``extra_env``.
+
+    :param master_port: TCP port of the rendezvous on rank 0's GPU (a relaunch takes a new one,
+        so that it never meets the old store's sockets).
+    """
+
+    def __init__(self, emu: EmulatedFabric, module: str, args: list[str], log_dir: Path, gpus: list[int],
+                 master_port: int = MASTER_PORT, extra_env: dict[str, str] | None = None):
+        self.emu = emu
+        self.module = module
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.gpus = list(gpus)
+        self.ended: set[int] = set()  # GPUs whose process we ended on purpose
+        base = {"MASTER_ADDR": dpn.gpu_ip(self.gpus[0]), "MASTER_PORT": str(master_port),
+                "WORLD_SIZE": str(len(self.gpus)), "LOCAL_RANK": "0", "OMP_NUM_THREADS": "1",
+                "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+        self.procs = {}
+        for r, g in enumerate(self.gpus):
+            env = {**base, "RANK": str(r), "OCSLAB_GPU": str(g), "GLOO_SOCKET_IFNAME": f"{dpn.host_name(g)}-eth0"}
+            self.procs[g] = emu.popen(g, [sys.executable, "-m", module, *args], self.log_dir / f"torch-g{g}.log",
+                                      env=env)
+
+    def done(self) -> bool:
+        """Whether every rank has exited with status 0 (ranks ended on purpose excepted).
+
+        :raises EmulationError: a rank failed (its log named).
+        """
+        for g, p in self.procs.items():
+            if g not in self.ended and p.poll() not in (None, 0):
+                raise EmulationError(f"torch rank on GPU {g} exited with {p.returncode} "
+                                     f"(see {self.log_dir}/torch-g{g}.log)")
+        return all(p.poll() is not None for p in self.procs.values())
+
+    def wait(self, timeout_s: float) -> None:
+        """Poll until :meth:`done`. :raises EmulationError: a rank failed or ``timeout_s`` passed."""
+        deadline = time.monotonic() + timeout_s
+        while not self.done():
+            if time.monotonic() > deadline:
+                raise EmulationError(f"torch job {self.module} did not finish in {timeout_s:g} s (logs in {self.log_dir})")
+            time.sleep(0.05)
+
+    def kill(self, gpus: list[int] | None = None) -> None:
+        """SIGKILL the ranks on ``gpus`` (default all) by pid and reap them."""
+        for g in self.gpus if gpus is None else gpus:
+            p = self.procs[g]
+            self.ended.add(g)
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            if p in self.emu.children:
+                self.emu.children.remove(p)
+
+
 def run_torch(emu: EmulatedFabric, module: str, args: list[str], run_dir: Path, timeout_s: float,
               ranks: list[int] | None = None) -> dict[int, int]:
     """Run ``python -m module args...`` as rank r on GPU ``ranks[r]`` (default GPU r) and wait
-    for every process; logs go to ``run_dir/torch-gG.log``.
+    for every process (:class:`TorchJob`); TCP is tuned for the job (:func:`tune_tcp`, rto_min
+    :data:`~emulation.emulator.net.FAST_RTO_MIN_MS`, restored afterwards).
 
     :param timeout_s: wall-clock seconds for the whole job.
     :returns: ``{gpu: exit status}`` (all 0).
@@ -53,34 +119,14 @@ def run_torch(emu: EmulatedFabric, module: str, args: list[str], run_dir: Path, 
         still running is ended (by pid).
     """
     ranks = list(range(emu.fabric.gpus)) if ranks is None else ranks
-    run_dir.mkdir(parents=True, exist_ok=True)
-    procs = {}
-    base = {"MASTER_ADDR": dpn.gpu_ip(ranks[0]), "MASTER_PORT": str(MASTER_PORT), "WORLD_SIZE": str(len(ranks)),
-            "LOCAL_RANK": "0", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    for g in ranks:
-        emu.host(g).cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 "
-                         f"net.ipv4.tcp_rmem='4096 {TCP_RMEM_MAX // 2} {TCP_RMEM_MAX}'")
+    tune_tcp(emu, ranks)
     emu.set_rto_min(FAST_RTO_MIN_MS)
-    for r, g in enumerate(ranks):
-        env = {**base, "RANK": str(r), "GLOO_SOCKET_IFNAME": f"{dpn.host_name(g)}-eth0"}
-        procs[g] = emu.popen(g, [sys.executable, "-m", module, *args], run_dir / f"torch-g{g}.log", env=env)
-    deadline = time.monotonic() + timeout_s
+    job = None
     try:
-        while True:
-            failed = [g for g, p in procs.items() if p.poll() not in (None, 0)]
-            if failed:
-                raise EmulationError(f"torch rank on GPU {failed[0]} exited with {procs[failed[0]].returncode} "
-                                     f"(see {run_dir}/torch-g{failed[0]}.log)")
-            if all(p.poll() == 0 for p in procs.values()):
-                return {g: 0 for g in procs}
-            if time.monotonic() > deadline:
-                raise EmulationError(f"torch job {module} did not finish in {timeout_s:g} s (logs in {run_dir})")
-            time.sleep(0.05)
+        job = TorchJob(emu, module, args, run_dir, ranks)
+        job.wait(timeout_s)
+        return {g: 0 for g in ranks}
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            if p in emu.children:
-                emu.children.remove(p)
+        if job is not None:
+            job.kill()
         emu.set_rto_min(None)

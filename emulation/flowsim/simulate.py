@@ -2,7 +2,8 @@
 
 Cost model (``specs/collectives.md``, common cost model):
 
-- every directed link (circuit, parallel circuit, cable, EPS port) has the fabric's port rate B;
+- every directed link (circuit, parallel circuit, cable, EPS port) has the fabric's port rate B
+  (an EPS may set a rate of its own: :meth:`emulation.fabric.Fabric.link_gbps`);
 - a transfer is split over its distinct channel paths exactly as the emulator splits it
   (:meth:`emulation.routing.Routes.subflow_arrays`); each piece is a flow that gets its
   max-min fair share of every link on its path, recomputed at every start and finish;
@@ -57,6 +58,7 @@ class _Links:
         self.fabric = fabric
         self.ids: dict[Link, int] = {}
         self.links: list[Link] = []
+        self._cap: list[float] = []  # bytes/s of each global link
         self._routes: dict[Configuration, tuple[Routes, np.ndarray]] = {}
 
     def routes(self, config: Configuration) -> tuple[Routes, np.ndarray]:
@@ -73,7 +75,12 @@ class _Links:
         if i is None:
             i = self.ids[link] = len(self.links)
             self.links.append(link)
+            self._cap.append(self.fabric.link_gbps(link) * 1e9 / 8)
         return i
+
+    def capacity(self, gid: np.ndarray) -> np.ndarray:
+        """Capacity (bytes/s) of the global links ``gid``."""
+        return np.asarray(self._cap, dtype=float)[gid]
 
 
 def _arrays(step: Step) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -165,7 +172,7 @@ class _Sim:
                 fin = t_rel[sf.transfer] + self.alpha  # zero-byte pieces finish when they start
                 moving = np.flatnonzero(fbytes > 0)
                 if moving.size:
-                    eng = FluidEngine(np.full(gid.size, self.cap), now=release)
+                    eng = FluidEngine(self.space.capacity(gid), now=release)
                     sel = np.isin(sf.pair_flow, moving) if moving.size < fbytes.size else slice(None)
                     local = np.full(fbytes.size, -1, dtype=np.int64)
                     local[moving] = np.arange(moving.size)
@@ -232,7 +239,7 @@ class _Sim:
             self.space.routes(c)
         prev_links = [set(self.space.routes(plan.initial)[1].tolist())] + [
             set(self.space.routes(c)[1].tolist()) for c in configs[:-1]]
-        eng = FluidEngine(np.full(len(self.space.links), self.cap))
+        eng = FluidEngine(self.space.capacity(np.arange(len(self.space.links))))
 
         ndeps = np.array([len(d) for d in deps], dtype=np.int64)
         dependents: list[list[int]] = [[] for _ in range(total)]
@@ -279,7 +286,7 @@ class _Sim:
                     dark = np.array(sorted(set(gid.tolist()) - prev_links[e]), dtype=np.int64)
                     if dark.size:
                         eng.set_capacity(dark, 0.0, t0)
-                        eng.set_capacity(dark, self.cap, t0 + r_s)
+                        eng.set_capacity(dark, self.cap, t0 + r_s)  # circuits: the port rate
                 todo.extend(held[e])
                 held[e] = []
 

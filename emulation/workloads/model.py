@@ -100,6 +100,18 @@ class Workload:
         return Workload(self.collective, self.algorithm, self.ranks, self.bytes, self.chunks, steps,
                         tuple(perm[r] for r in self.owner))
 
+    def placed(self, gpus: list[int] | tuple[int, ...], total: int) -> Workload:
+        """The same collective with rank r running on GPU ``gpus[r]`` of a fabric of ``total``
+        GPUs (``ranks`` becomes ``total``; GPUs outside ``gpus`` take no part, e.g. a rack's
+        spares). :raises ValueError: ``gpus`` not ``ranks`` distinct GPUs below ``total``."""
+        if len(gpus) != self.ranks or len(set(gpus)) != self.ranks or not all(0 <= g < total for g in gpus):
+            raise ValueError(f"need {self.ranks} distinct GPUs in 0..{total - 1}, got {list(gpus)}")
+        steps = tuple(Step(s.phase, tuple(
+            Transfer(gpus[t.src], gpus[t.dst], t.bytes, t.chunk, t.nchunks, t.op) for t in s.transfers))
+            for s in self.steps)
+        return Workload(self.collective, self.algorithm, total, self.bytes, self.chunks, steps,
+                        tuple(gpus[r] for r in self.owner))
+
     @property
     def transfer_count(self) -> int:
         """Number of transfers over all steps."""

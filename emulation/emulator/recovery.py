@@ -1,0 +1,201 @@
+"""The job supervisor of a LUMION run: train, fail a GPU, let the controller recover, resume.
+
+One run of :func:`run_recovery` on a fresh :class:`~emulation.emulator.net.EmulatedFabric`:
+
+1. the controller's failover app is armed with the recovery mode, the job's placement and the
+   spares (it precomputes every answer, ``controllers/failover.py``);
+2. launch 0 of :mod:`emulation.torchjob.train` starts on the working GPUs;
+3. ``failure.at_s`` after the first step started, GPU k fails: every fabric port of its NIC
+   and its host interface go down (``ip link set ... down``) and its rank is SIGKILLed;
+4. the controller detects the failure by port status, installs the precomputed configuration
+   and logs ``failover`` with the new placement; when ``gpu-failed`` appears the supervisor
+   ends the surviving ranks (they would wait for their dead neighbour until gloo's timeout),
+   as torchrun's elastic agent restarts a whole group;
+5. launch 1 starts on the new placement (rank map rewritten: rank r on ``placement[r]``), with
+   a new rendezvous port; it resumes from the last checkpoint and trains to the end.
+
+Evidence that nothing reached the failed GPU after the rewrite: the packet counters
+(``ovs-ofctl dump-ports``) of the switch ports facing it -- the OCS's output (patch) ports to
+its NIC and the electrical switch's port -- read when the failure is injected, when the
+supervisor sees the ``failover`` event, and at the end; and the OCS's flow table at the end
+(no rule outputs to those ports).
+
+Spec: ``specs/fabrics.md`` (LUMION), issue 7.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from emulation import dataplane as dpn
+from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
+from emulation.emulator.torchrun import MASTER_PORT, TorchJob, tune_tcp
+from emulation.fabric import Fabric, PortRef
+
+_PORT_LINE = re.compile(r"port\s+(\d+):\s+rx pkts=(\d+).*?tx pkts=(\d+)", re.S)
+
+
+def port_counters(bridge: str) -> dict[int, tuple[int, int]]:
+    """``{OpenFlow port: (rx packets, tx packets)}`` of ``bridge`` (``ovs-ofctl dump-ports``)."""
+    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-ports", bridge], capture_output=True,
+                         text=True, timeout=30).stdout
+    return {int(p): (int(rx), int(tx)) for p, rx, tx in _PORT_LINE.findall(out)}
+
+
+def facing_ports(fabric: Fabric, gpu: int) -> dict[str, list[int]]:
+    """Switch ports that deliver to ``gpu``: ``{bridge: [OpenFlow port]}`` -- each OCS's output
+    (patch) port to the GPU's NIC, and each electrical switch's port cabled to it."""
+    out: dict[str, list[int]] = {}
+    for k, ocs in enumerate(fabric.ocs):
+        ports = [dpn.ocs_out_port(m) for m, ref in enumerate(ocs.ports, start=1) if ref.gpu == gpu]
+        if ports:
+            out[dpn.ocs_name(k)] = ports
+    for k, eps in enumerate(fabric.eps):
+        ports = [m for m, ref in enumerate(eps.ports, start=1) if ref.gpu == gpu]
+        if ports:
+            out[dpn.eps_name(k)] = ports
+    return out
+
+
+def delivered_packets(fabric: Fabric, gpu: int) -> int:
+    """Packets the switches have sent toward ``gpu`` so far (tx of :func:`facing_ports`)."""
+    total = 0
+    for bridge, ports in facing_ports(fabric, gpu).items():
+        counters = port_counters(bridge)
+        total += sum(counters.get(p, (0, 0))[1] for p in ports)
+    return total
+
+
+def rules_to(fabric: Fabric, gpu: int) -> list[str]:
+    """Flow rules of the OCS bridges that output to a port facing ``gpu``."""
+    found = []
+    for bridge, ports in facing_ports(fabric, gpu).items():
+        if not bridge.startswith("o"):
+            continue
+        flows = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], capture_output=True,
+                               text=True, timeout=30).stdout
+        found += [f"{bridge}: {line.strip()}" for line in flows.splitlines()
+                  if any(re.search(rf"output:{p}\b", line) for p in ports)]
+    return found
+
+
+def fail_gpu(emu: EmulatedFabric, gpu: int) -> None:
+    """Take GPU ``gpu`` down: every fabric port of its NIC bridge and its host interface."""
+    for j in range(emu.fabric.ports_per_gpu):
+        subprocess.run(["ip", "link", "set", f"{dpn.nic_name(gpu)}-eth{dpn.nic_port(j)}", "down"],
+                       capture_output=True, timeout=10)
+    emu.host(gpu).cmd(f"ip link set {dpn.host_name(gpu)}-eth0 down")
+
+
+def _read_steps(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:  # a line being written
+            break
+    return rows
+
+
+def run_recovery(fabric: Fabric, job: dict, mode: str, failed_gpu: int, at_s: float, link_mbps: float,
+                 dark_window_s: float, out: Path, timeout_s: float, capabilities=None) -> dict:
+    """Run the training job, fail ``failed_gpu`` at ``at_s``, recover by ``mode`` (module doc).
+
+    :param fabric: the rack (:func:`topologies.builders.rack`); the job starts on its ring's GPUs.
+    :param job: the job as JSON (:class:`emulation.training.scenario.JobSpec`).
+    :param dark_window_s: emulated dark window of the recovery's reconfiguration, seconds.
+    :param timeout_s: wall-clock bound of each launch.
+    :returns: ``{"mode", "placement": [before, after], "events": {...}, "launches": [[rank
+        records], ...], "steps": [...], "evidence": {...}}`` with CLOCK_MONOTONIC times (module doc).
+    :raises EmulationError: the emulation, a rank or the recovery failed, or the job ended
+        before the failure time.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    job_file = out / "job.json"
+    job_file.write_text(json.dumps(job))
+    steps_file = out / "steps.jsonl"
+    placement = sorted({c.a.gpu for _, c in fabric.initial.all_circuits()} |
+                       {c.b.gpu for _, c in fabric.initial.all_circuits()})
+    spares = [g for g in range(fabric.gpus) if g not in placement]
+    args = ["--job", str(job_file.resolve()), "--dir", str(out.resolve())]
+    with EmulatedFabric(fabric, out / "emulation", link_mbps=link_mbps, capabilities=capabilities) as emu:
+        emu.client.arm_failover(mode, placement, spares, dark_window_s)
+        seq = len(emu.client.events())
+        tune_tcp(emu, list(range(fabric.gpus)))
+        emu.set_rto_min(FAST_RTO_MIN_MS)
+        first = TorchJob(emu, "emulation.torchjob.train", args + ["--launch", "0"], out / "launch-0", placement)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while not (rows := [r for r in _read_steps(steps_file) if "step" in r]):
+                if first.done():
+                    raise EmulationError("the job finished before its first step was logged")
+                if time.monotonic() > deadline:
+                    raise EmulationError(f"no training step within {timeout_s:g} s (logs in {out}/launch-0)")
+                time.sleep(0.05)
+            t_fail_at = rows[0]["t_start"] + at_s
+            while time.monotonic() < t_fail_at:
+                if first.done():
+                    raise EmulationError(f"failure.at_s: the job finished all its steps before {at_s:g} s; "
+                                         f"give it more steps or fail it earlier")
+                time.sleep(0.01)
+            before = delivered_packets(fabric, failed_gpu)
+            t_fail = time.monotonic()
+            fail_gpu(emu, failed_gpu)
+            first.kill([failed_gpu])
+            events: dict[str, dict] = {"failure": {"t": t_fail, "gpu": failed_gpu}}
+            deadline = time.monotonic() + 60
+            while "failover" not in events:
+                for ev in emu.client.events(seq):
+                    seq = ev["seq"] + 1
+                    if ev["kind"] in ("gpu-failed", "failover") and ev.get("gpu", ev.get("failed_gpu")) == failed_gpu:
+                        events[ev["kind"]] = ev
+                    elif ev["kind"] == "failover-failed":
+                        raise EmulationError(f"the controller could not recover: {ev['error']}")
+                if "gpu-failed" in events:
+                    first.kill()  # survivors would block on their dead neighbour
+                if time.monotonic() > deadline:
+                    raise EmulationError(f"the controller did not recover GPU {failed_gpu} within 60 s "
+                                         f"(see {out}/emulation/controller.log)")
+                time.sleep(0.01)
+            at_rewrite = delivered_packets(fabric, failed_gpu)
+            first.kill()
+            new = events["failover"]["placement"]
+            t_restart = time.monotonic()
+            second = TorchJob(emu, "emulation.torchjob.train", args + ["--launch", "1"], out / "launch-1", new,
+                              master_port=MASTER_PORT + 1)
+            events["restart"] = {"t": t_restart, "placement": new}
+            try:
+                second.wait(timeout_s)
+            finally:
+                second.kill()
+        finally:
+            first.kill()
+            emu.set_rto_min(None)
+        at_end = delivered_packets(fabric, failed_gpu)
+        rules = rules_to(fabric, failed_gpu)
+    launches = []
+    for launch in (0, 1):
+        d = out / f"launch-{launch}"
+        launches.append(sorted((json.loads(p.read_text()) for p in d.glob("rank-*.json")), key=lambda r: r["rank"]))
+    return {
+        "mode": mode,
+        "failed_gpu": failed_gpu,
+        "placement": [placement, new],
+        "spares": spares,
+        "events": events,
+        "launches": launches,
+        "steps": _read_steps(steps_file),
+        "evidence": {
+            "facing_ports": facing_ports(fabric, failed_gpu),
+            "packets_to_failed_gpu": {"before_failure": before, "at_rewrite_seen": at_rewrite, "at_end": at_end,
+                                      "between_failure_and_rewrite": at_rewrite - before,
+                                      "after_rewrite": at_end - at_rewrite},
+            "ocs_rules_to_failed_gpu": rules,
+        },
+    }

@@ -1,0 +1,148 @@
+"""Data-parallel training of a small MLP with ``torch.distributed`` (gloo), with checkpoints.
+
+Run by the recovery supervisor (:mod:`emulation.emulator.recovery`) on every GPU host::
+
+    python -m emulation.torchjob.train --job JOB.json --dir RUN_DIR --launch L
+
+``JOB.json`` holds the job (:class:`emulation.recovery.scenario.JobSpec` as JSON). The dataset
+is generated, the same on every rank: ``samples`` points x ~ N(0, I) in ``features``
+dimensions, labelled by a fixed random teacher network (seeded), so there is something to
+learn. Step s takes global batch s of a seeded permutation per epoch; rank r trains on rows
+``r::world`` of it (data parallelism). After the backward pass every rank's gradients and its
+loss sum are flattened into one float32 vector and summed with **one** ``all_reduce`` (gloo's
+ring, like :mod:`emulation.torchjob.allreduce_perf`), then averaged: every rank applies the
+same SGD (momentum) update. Rank 0 saves a checkpoint (model, optimiser, step) every
+``checkpoint_every`` steps into ``RUN_DIR/checkpoint.pt`` (written aside, then renamed), and
+a launch that finds one resumes from it.
+
+Timestamps are CLOCK_MONOTONIC seconds (``time.monotonic``; shared by every namespace). Each
+rank writes ``RUN_DIR/launch-L/rank-R.json``: ``{"rank", "gpu", "t_start" (process started),
+"t_init" (process group formed), "t_group" (first barrier passed: the collective group is
+re-formed), "resumed_from" (checkpoint step or -1)}``; rank 0 appends one JSON line per step
+to ``RUN_DIR/steps.jsonl``: ``{"launch", "step", "t_start", "t_compute", "t_end", "loss",
+"allreduce_s"}`` and ``{"checkpoint": step, "t"}`` lines.
+
+Spec: issue 7 (data-parallel training of a small real model with per-step timing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def build_model(job: dict):
+    """The MLP: ``features -> hidden (ReLU) x layers -> classes``, seeded with ``seed``."""
+    import torch
+
+    torch.manual_seed(job["seed"])
+    dims = [job["features"]] + [job["hidden"]] * job["layers"]
+    mods = []
+    for a, b in zip(dims, dims[1:]):
+        mods += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    mods.append(torch.nn.Linear(dims[-1], job["classes"]))
+    return torch.nn.Sequential(*mods)
+
+
+def dataset(job: dict):
+    """``(x, y)``: ``(samples, features)`` float32 and ``(samples,)`` int64 class labels from a
+    random teacher MLP (seed ``seed + 1``), the same on every rank."""
+    import torch
+
+    g = torch.Generator().manual_seed(job["seed"] + 1)
+    x = torch.randn(job["samples"], job["features"], generator=g)
+    w1 = torch.randn(job["features"], 64, generator=g) / job["features"] ** 0.5
+    w2 = torch.randn(64, job["classes"], generator=g) / 8
+    y = torch.tanh(x @ w1) @ w2
+    return x, y.argmax(dim=1)
+
+
+def batch_rows(job: dict, step: int, rank: int, world: int):
+    """Indices of ``rank``'s rows of global batch ``step`` (a seeded permutation per epoch)."""
+    import torch
+
+    per_epoch = job["samples"] // job["batch"]
+    epoch, i = divmod(step, per_epoch)
+    perm = torch.randperm(job["samples"], generator=torch.Generator().manual_seed(job["seed"] * 1000 + epoch))
+    return perm[i * job["batch"]:(i + 1) * job["batch"]][rank::world]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc); exit status 0 when every step is done."""
+    t_start = time.monotonic()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--job", required=True)
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--launch", type=int, default=0)
+    args = ap.parse_args(argv)
+    with open(args.job) as fh:
+        job = json.load(fh)
+
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    t_init = time.monotonic()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dist.barrier()
+    t_group = time.monotonic()
+
+    model = build_model(job)
+    opt = torch.optim.SGD(model.parameters(), lr=job["lr"], momentum=0.9)
+    ckpt = os.path.join(args.dir, "checkpoint.pt")
+    first = 0
+    resumed = -1
+    if os.path.exists(ckpt):
+        state = torch.load(ckpt, weights_only=True)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        resumed = int(state["step"])
+        first = resumed + 1
+    launch_dir = os.path.join(args.dir, f"launch-{args.launch}")
+    os.makedirs(launch_dir, exist_ok=True)
+    with open(os.path.join(launch_dir, f"rank-{rank}.json"), "w") as fh:
+        json.dump({"rank": rank, "gpu": int(os.environ.get("OCSLAB_GPU", -1)), "t_start": t_start,
+                   "t_init": t_init, "t_group": t_group, "resumed_from": resumed}, fh)
+
+    x, y = dataset(job)
+    params = [p for p in model.parameters()]
+    loss_fn = torch.nn.CrossEntropyLoss(reduction="sum")
+    log = open(os.path.join(args.dir, "steps.jsonl"), "a") if rank == 0 else None
+    for step in range(first, job["steps"]):
+        t0 = time.monotonic()
+        rows = batch_rows(job, step, rank, world)
+        opt.zero_grad()
+        loss = loss_fn(model(x[rows]), y[rows])
+        loss.backward()
+        flat = torch.cat([p.grad.reshape(-1) for p in params] + [loss.detach().reshape(1)])
+        t1 = time.monotonic()
+        dist.all_reduce(flat)
+        t2 = time.monotonic()
+        flat /= job["batch"]  # mean over the global batch (the loss is a sum)
+        off = 0
+        for p in params:
+            p.grad.copy_(flat[off:off + p.numel()].view_as(p))
+            off += p.numel()
+        opt.step()
+        t3 = time.monotonic()
+        if log is not None:
+            log.write(json.dumps({"launch": args.launch, "step": step, "t_start": t0, "t_compute": t1, "t_end": t3,
+                                  "loss": float(flat[-1]), "allreduce_s": t2 - t1}) + "\n")
+            log.flush()
+            if (step + 1) % job["checkpoint_every"] == 0:
+                tmp = ckpt + ".tmp"
+                torch.save({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict()}, tmp)
+                os.replace(tmp, ckpt)
+                log.write(json.dumps({"launch": args.launch, "checkpoint": step, "t": time.monotonic()}) + "\n")
+                log.flush()
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

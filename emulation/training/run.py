@@ -1,0 +1,185 @@
+"""Run a training scenario's recoveries on the packet backend and summarise each one.
+
+For every recovery of the scenario :func:`run_training` calls
+:func:`emulation.emulator.recovery.run_recovery` on a fresh emulation and :func:`summarise`
+turns its raw record into the figures LUMION reports:
+
+- the **timeline**, seconds after the failure: ``detected`` (the controller's port-status
+  event), ``decided`` (spare and configuration looked up), ``dark`` (the changed circuits'
+  removal acknowledged), ``rewritten`` (new circuits acknowledged: they carry traffic),
+  ``restarted`` (the relaunch), ``group_reformed`` (the last rank through its first barrier
+  after rendezvous), ``first_step`` (the first completed step after the restart);
+- failure -> rewritten in emulated seconds and **real-equivalent** seconds: the control-plane
+  part (detection, decision, OpenFlow round trips) is real software on a real clock and is kept
+  as measured; the dark window, dilated by the TDF for the emulation, is divided by it;
+- **steady state** before the failure and after the recovery: the median step time (s, from a
+  step's start to its update applied) over the steps past ``warmup_steps`` of each launch,
+  the throughput (samples/s), the median AllReduce time, and the flow backend's AllReduce
+  prediction for that configuration (alpha fitted before the failure);
+- **loss**: first and last of each launch and its least-squares slope per step (negative: the
+  job trains), the checkpoint step resumed from, and the steps run twice (after the
+  checkpoint, before the failure): the same data and weights must give the same loss, so
+  their largest difference shows the restart really resumed from the checkpoint;
+- the **evidence** that no packet reached the failed GPU after the rewrite.
+
+Spec: issue 7; ``specs/fabrics.md`` (LUMION).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from emulation.fabric import Configuration, Fabric
+from emulation.planners.failover import failover
+from emulation.training.predict import fit_alpha, predict_allreduce
+from emulation.training.scenario import TrainingScenario
+
+Progress = Callable[[str, int, int], None]
+
+
+def _steady(steps: list[dict], warmup: int, batch: int) -> dict:
+    """Median step time / AllReduce time and throughput of ``steps`` past the first ``warmup``."""
+    use = steps[warmup:] if len(steps) > warmup else steps
+    if not use:
+        return {"steps": 0, "step_s": None, "allreduce_s": None, "samples_per_s": None}
+    step_s = statistics.median(r["t_end"] - r["t_start"] for r in use)
+    return {"steps": len(use), "step_s": step_s, "allreduce_s": statistics.median(r["allreduce_s"] for r in use),
+            "samples_per_s": batch / step_s}
+
+
+def _slope(rows: list[dict]) -> float | None:
+    """Least-squares slope of the loss over the steps of ``rows`` (loss per step)."""
+    if len(rows) < 2:
+        return None
+    return float(np.polyfit([r["step"] for r in rows], [r["loss"] for r in rows], 1)[0])
+
+
+def summarise(raw: dict, sc: TrainingScenario, fabric: Fabric) -> dict:
+    """The figures of one recovery run (module doc) from :func:`run_recovery`'s record.
+
+    :raises ValueError: the record lacks a phase (e.g. no step after the restart).
+    """
+    ev = raw["events"]
+    t_fail = ev["failure"]["t"]
+    fo = ev["failover"]
+    rows = [r for r in raw["steps"] if "step" in r]
+    before = [r for r in rows if r["launch"] == 0 and r["t_end"] <= t_fail]
+    after = [r for r in rows if r["launch"] == 1]
+    if not before or not after:
+        raise ValueError(f"{raw['mode']}: no completed step {'before the failure' if not before else 'after the restart'}")
+    relaunch = raw["launches"][1]
+    resumed = relaunch[0]["resumed_from"] if relaunch else -1
+    timeline = {
+        "detected": ev["gpu-failed"]["t_detected"] - t_fail,
+        "decided": fo["t_decided"] - t_fail,
+        "dark": fo.get("t_dark", fo["t_request"]) - t_fail,
+        "rewritten": fo["t_live"] - t_fail,
+        "restarted": ev["restart"]["t"] - t_fail,
+        "group_reformed": max(r["t_group"] for r in relaunch) - t_fail,
+        "first_step": after[0]["t_end"] - t_fail,
+    }
+    dark = fo.get("dark_window_measured_s", 0.0)
+    rewritten = timeline["rewritten"]
+    job = sc.job
+    st_before = _steady(before, job.warmup_steps, job.batch)
+    st_after = _steady(after, job.warmup_steps, job.batch)
+    nbytes = job.gradient_bytes
+    old, new = raw["placement"]
+    after_config = failover(fabric, raw["mode"], tuple(old), fabric.initial, raw["failed_gpu"],
+                            new[old.index(raw["failed_gpu"])] if raw["mode"] != "migration" else None,
+                            tuple(raw["spares"])).configuration
+    if after_config != Configuration.from_json(fo["configuration"]):
+        raise ValueError(f"{raw['mode']}: the controller installed another configuration than the planner's")
+    emu_fabric = _emulated(fabric, sc.emulation.link_mbps)
+    alpha = fit_alpha(emu_fabric, fabric.initial, old, nbytes, st_before["allreduce_s"])
+    st_before["predicted_allreduce_s"] = predict_allreduce(emu_fabric, fabric.initial, old, nbytes, alpha)
+    st_after["predicted_allreduce_s"] = predict_allreduce(emu_fabric, after_config, new, nbytes, alpha)
+    loss_at = {r["step"]: r["loss"] for r in before}
+    last_before = before[-1]["step"]
+    replayed = [r for r in after if r["step"] in loss_at]
+    return {
+        "mode": raw["mode"],
+        "failed_gpu": raw["failed_gpu"],
+        "placement_before": old,
+        "placement_after": new,
+        "moved_ranks": fo["moved"],
+        "detection": ev["gpu-failed"].get("detection", "port-status"),
+        "timeline_s": timeline,
+        "failure_to_rewritten_s": {"emulated": rewritten, "real_equivalent": rewritten - dark + dark / sc.tdf,
+                                   "dark_window_measured_s": dark,
+                                   "dark_window_requested_s": fo.get("dark_window_requested_s", 0.0)},
+        "steady": {"before": st_before, "after": st_after,
+                   "after_over_before": st_after["step_s"] / st_before["step_s"]},
+        "alpha_s": alpha,
+        "loss": {"launch0_first": before[0]["loss"], "launch0_last": before[-1]["loss"],
+                 "launch1_first": after[0]["loss"], "launch1_last": after[-1]["loss"],
+                 "resumed_from": resumed, "loss_at_checkpoint": loss_at.get(resumed),
+                 "last_step_before_failure": last_before, "steps_redone": last_before - resumed,
+                 "launch0_slope_per_step": _slope(before), "launch1_slope_per_step": _slope(after),
+                 "replayed_steps": len(replayed),
+                 "replay_max_abs_diff": max((abs(r["loss"] - loss_at[r["step"]]) for r in replayed), default=None)},
+        "evidence": raw["evidence"],
+        "steps": [{"launch": r["launch"], "step": r["step"], "t_s": r["t_end"] - t_fail,
+                   "step_s": r["t_end"] - r["t_start"], "allreduce_s": r["allreduce_s"], "loss": r["loss"]}
+                  for r in rows],
+    }
+
+
+def _emulated(fabric: Fabric, link_mbps: float) -> Fabric:
+    """``fabric`` at the emulated rates (the job sends real bytes: byte scale 1)."""
+    import dataclasses
+
+    f = link_mbps / 1000 / fabric.port_gbps
+    eps = tuple(dataclasses.replace(e, port_gbps=e.port_gbps * f if e.port_gbps else None) for e in fabric.eps)
+    return dataclasses.replace(fabric, port_gbps=link_mbps / 1000, eps=eps)
+
+
+def run_training(sc: TrainingScenario, out: Path, progress: Progress | None = None) -> dict:
+    """Run every recovery of ``sc`` with real packets (a fresh emulation each); write and return
+    ``out/result.json``: ``{"scenario", "created", "tdf", "gradient_bytes", "parameters",
+    "runs": [summary per recovery], "comparison": {...}}``.
+
+    :raises emulation.emulator.net.EmulationError: the emulation or the job failed.
+    """
+    from emulation.emulator.capabilities import detect
+    from emulation.emulator.recovery import run_recovery
+
+    fabric = sc.build_fabric()
+    caps = detect()
+    runs = []
+    for i, mode in enumerate(sc.recovery):
+        if progress:
+            progress(mode, i, len(sc.recovery))
+        raw = run_recovery(fabric, sc.job.model_dump(), mode, sc.failure.gpu, sc.failure.at_s, sc.emulation.link_mbps,
+                           sc.fabric.reconfiguration_delay_s * sc.tdf, out / mode, sc.timeout_s, caps)
+        (out / mode / "raw.json").write_text(json.dumps(raw, indent=1))
+        runs.append(summarise(raw, sc, fabric))
+    if progress:
+        progress("done", len(sc.recovery), len(sc.recovery))
+    result = {"scenario": sc.name, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+              "resolved": sc.to_json(), "tdf": sc.tdf, "parameters": sc.job.parameters,
+              "gradient_bytes": sc.job.gradient_bytes, "capabilities": caps.to_json(), "runs": runs,
+              "comparison": compare_recoveries(runs)}
+    (out / "result.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def compare_recoveries(runs: list[dict]) -> dict:
+    """Steady-state step time after each recovery over the optical one's (and over the step
+    time before the failure), when an optical run is present."""
+    by = {r["mode"]: r for r in runs}
+    out: dict = {}
+    if "optical" in by:
+        ref = by["optical"]["steady"]["after"]["step_s"]
+        out["after_over_optical"] = {m: r["steady"]["after"]["step_s"] / ref for m, r in by.items()}
+        out["throughput_optical_over"] = {m: r["steady"]["after"]["samples_per_s"] and
+                                          by["optical"]["steady"]["after"]["samples_per_s"] /
+                                          r["steady"]["after"]["samples_per_s"] for m, r in by.items()}
+    out["after_over_before"] = {m: r["steady"]["after_over_before"] for m, r in by.items()}
+    return out

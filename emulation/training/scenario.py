@@ -1,0 +1,159 @@
+"""Training scenario files: a real data-parallel job on a rack with spares, a GPU failure, and
+the recoveries to compare (LUMION, ``specs/fabrics.md``).
+
+Example (``experiments/lumion.yaml``)::
+
+    name: lumion
+    fabric: {topology: rack, gpus: 4, spares: 4, ports_per_gpu: 2, port_gbps: 100,
+             electrical_gbps: 50, reconfiguration_delay_s: 20.0e-6}
+    emulation: {link_mbps: 20}
+    job: {hidden: 512, layers: 2, batch: 64, steps: 50, checkpoint_every: 5}
+    failure: {gpu: 2, at_s: 10}
+    recovery: [optical, electrical, migration]
+
+The job's ring of ranks starts on the working GPUs ``0..gpus-1`` (rank r on GPU r) in a ring
+of circuits. ``failure.gpu`` fails ``failure.at_s`` emulated (wall-clock) seconds after the
+first training step starts. Each entry of ``recovery`` is one run of the whole scenario on a
+fresh emulation (:data:`emulation.planners.failover.RECOVERIES`). Times of the job are
+emulated seconds: a real program sends real bytes (byte scale 1), so the time dilation factor
+is ``TDF = port_gbps x 1000 / link_mbps`` and the dark window is ``reconfiguration_delay_s x TDF``.
+
+Spec: issue 7; ``shared/DESIGN.md`` (scale model).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from emulation.fabric import Fabric, FabricError
+from emulation.planners.failover import failover_table
+from emulation.scenario import EmulationSpec, FabricSpec, ScenarioError, _Strict, read_yaml, validate
+
+Recovery = Literal["optical", "electrical", "migration"]
+
+
+class JobSpec(_Strict):
+    """``job:`` section: the model (an MLP ``features -> hidden x layers -> classes``), the
+    generated dataset (``samples`` points), the global ``batch`` (split over the ranks), SGD
+    learning rate ``lr``, ``steps`` in all, a checkpoint every ``checkpoint_every`` steps,
+    ``seed``; ``warmup_steps`` after each (re)launch are left out of the steady-state figures."""
+
+    model: Literal["mlp"] = "mlp"
+    features: int = Field(default=32, ge=1, le=4096)
+    hidden: int = Field(default=512, ge=1, le=8192)
+    layers: int = Field(default=2, ge=1, le=8)
+    classes: int = Field(default=10, ge=2, le=1000)
+    samples: int = Field(default=8192, ge=1)
+    batch: int = Field(default=64, ge=1)
+    lr: float = Field(default=0.05, gt=0)
+    steps: int = Field(default=50, ge=2, le=100_000)
+    checkpoint_every: int = Field(default=5, ge=1)
+    seed: int = 0
+    warmup_steps: int = Field(default=2, ge=0)
+
+    @model_validator(mode="after")
+    def _sizes(self) -> JobSpec:
+        if self.batch > self.samples:
+            raise ValueError(f"batch: {self.batch} exceeds the dataset's {self.samples} samples")
+        return self
+
+    @property
+    def parameters(self) -> int:
+        """Number of model parameters."""
+        dims = [self.features] + [self.hidden] * self.layers + [self.classes]
+        return sum(a * b + b for a, b in zip(dims, dims[1:]))
+
+    @property
+    def gradient_bytes(self) -> int:
+        """Bytes every rank AllReduces per step: float32 gradients plus the loss."""
+        return 4 * (self.parameters + 1)
+
+
+class FailureSpec(_Strict):
+    """``failure:`` section: working GPU ``gpu`` fails ``at_s`` emulated seconds after the first
+    training step starts (its fabric ports go down and its processes are killed)."""
+
+    gpu: int = Field(ge=0)
+    at_s: float = Field(gt=0)
+
+
+class TrainingScenario(_Strict):
+    """A whole training scenario file (module doc)."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    fabric: FabricSpec
+    emulation: EmulationSpec = EmulationSpec()
+    job: JobSpec = JobSpec()
+    failure: FailureSpec
+    recovery: list[Recovery] = Field(min_length=1)
+    timeout_s: float = Field(default=900.0, gt=0)
+
+    @model_validator(mode="after")
+    def _checks(self) -> TrainingScenario:
+        f = self.fabric
+        if f.topology != "rack":
+            raise ValueError(f"fabric.topology: a training scenario runs on a rack, not {f.topology}")
+        if f.spares < 1:
+            raise ValueError("fabric.spares: the rack needs at least one spare GPU")
+        if len(set(self.recovery)) != len(self.recovery):
+            raise ValueError("recovery: a recovery is listed twice")
+        if "electrical" in self.recovery and f.electrical_gbps is None:
+            raise ValueError("fabric.electrical_gbps: the electrical recovery reaches the spare over the rack's "
+                             "electrical path; give its rate")
+        if "migration" in self.recovery and f.spares < f.gpus:
+            raise ValueError(f"fabric.spares: migration restarts the job on {f.gpus} fresh GPUs, the rack has "
+                             f"{f.spares} spares")
+        if self.failure.gpu >= f.gpus:
+            raise ValueError(f"failure.gpu: {self.failure.gpu} is not a working GPU (0..{f.gpus - 1})")
+        if self.job.batch < f.gpus:
+            raise ValueError(f"job.batch: {self.job.batch} samples cannot be split over {f.gpus} GPUs")
+        return self
+
+    @property
+    def tdf(self) -> float:
+        """Time dilation factor: real port rate over the emulated one (byte scale 1)."""
+        return self.fabric.port_gbps * 1000 / self.emulation.link_mbps
+
+    @property
+    def placement(self) -> tuple[int, ...]:
+        """GPU of every rank at launch: rank r on GPU r."""
+        return tuple(range(self.fabric.gpus))
+
+    @property
+    def spares(self) -> tuple[int, ...]:
+        """The spare GPUs, in order of preference."""
+        return tuple(range(self.fabric.gpus, self.fabric.gpus + self.fabric.spares))
+
+    def build_fabric(self) -> Fabric:
+        """The rack. :raises ScenarioError: the builder rejects the parameters."""
+        try:
+            return self.fabric.build()
+        except (FabricError, TypeError) as e:
+            raise ScenarioError(f"fabric: {e}") from None
+
+    def to_json(self) -> dict:
+        """The scenario as resolved (defaults filled in)."""
+        return self.model_dump(mode="json")
+
+
+def load_training(path: str | Path) -> TrainingScenario:
+    """Read and validate a training scenario, and check that the rack builds and every
+    recovery has its precomputed configurations.
+
+    :raises ScenarioError: one line, ``FILE: field: problem``.
+    """
+    path = Path(path)
+    sc = validate(TrainingScenario, read_yaml(path), path)
+    try:
+        fabric = sc.build_fabric()
+        for mode in sc.recovery:
+            failover_table(fabric, mode, sc.placement, sc.spares)
+    except ScenarioError as e:
+        raise ScenarioError(f"{path}: {e}") from None
+    except FabricError as e:
+        raise ScenarioError(f"{path}: fabric: {e}") from None
+    return sc
