@@ -10,6 +10,10 @@
   steps.
 - ``ocslab plan FILE [--size B] [--json]``: show each run's plan (keep / reconfigure per step,
   circuits changed, cost-model time per step) without running anything.
+- ``ocslab torch allreduce-perf [...]``: gloo's AllReduce on emulated GPUs against the flow backend.
+- ``ocslab train FILE [--out DIR] [--recovery R,...]``: a training scenario (``job:``): real
+  data-parallel training, a GPU failure and each recovery (LUMION); ``result.json``,
+  ``timeline.png`` and tables.
 
 Bad input (scenario file, flag) prints one line and exits with status 2; a failure of the
 emulation itself exits with status 1. Nothing is left half-created.
@@ -73,6 +77,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="ascending buffer sizes; the first fits alpha (default 8KiB,256KiB,1MiB,4MiB)")
     t.add_argument("--iters", type=int, default=3, help="timed iterations per size (default 3)")
     t.add_argument("--out", type=Path, help="results directory (default runs/torch-allreduce-perf-<time>)")
+    tr = sub.add_parser("train", help="train on a rack, fail a GPU and recover (a training scenario, LUMION)")
+    tr.add_argument("file", type=Path, help="training scenario YAML (e.g. experiments/lumion.yaml)")
+    tr.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-<time>)")
+    tr.add_argument("--recovery", help="comma-separated subset of the scenario's recoveries to run")
     return p
 
 
@@ -87,7 +95,57 @@ def main(argv: list[str] | None = None) -> int:
         return _plan(args)
     if args.cmd == "torch":
         return _torch(args)
+    if args.cmd == "train":
+        return _train(args)
     return _run(args)
+
+
+def _train(args) -> int:
+    import datetime as dt
+
+    from emulation.emulator.controller_client import ControllerError
+    from emulation.emulator.net import EmulationError
+    from emulation.emulator.torchrun import torch_available
+    from emulation.training import report
+    from emulation.training.run import run_training
+    from emulation.training.scenario import load_training
+
+    try:
+        sc = load_training(args.file)
+    except ScenarioError as e:
+        return _fail(str(e))
+    if args.recovery is not None:
+        wanted = [x.strip() for x in args.recovery.split(",") if x.strip()]
+        bad = [x for x in wanted if x not in sc.recovery]
+        if not wanted or bad:
+            return _fail(f"--recovery: {bad[0] if bad else args.recovery!r} is not a recovery of the scenario "
+                         f"(it has: {', '.join(sc.recovery)})")
+        sc = sc.model_copy(update={"recovery": wanted})
+    if not torch_available():
+        return _fail("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, "
+                     "or .venv/bin/pip install torch==2.13.0)")
+    out = _fresh_out(args.out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
+    if isinstance(out, int):
+        return out
+    console = Console(stderr=True)
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=console, transient=True) as bar:
+            task = bar.add_task("train: starting", total=len(sc.recovery))
+
+            def progress(label: str, done: int, total: int) -> None:
+                bar.update(task, description=f"train: {label}", completed=done, total=total)
+
+            res = run_training(sc, out, progress)
+    except (EmulationError, ControllerError, ValueError) as e:
+        return _fail(f"{e} (logs in {out})", 1)
+    except KeyboardInterrupt:
+        console.print(f"interrupted: emulation torn down (logs in {out})")
+        return 130
+    report.timeline_plot(res, out / "timeline.png")
+    report.print_summary(res)
+    Console().print(f"results: {out}/result.json, timeline.png")
+    return 0
 
 
 def _torch(args) -> int:

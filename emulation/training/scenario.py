@@ -147,7 +147,10 @@ def load_training(path: str | Path) -> TrainingScenario:
     :raises ScenarioError: one line, ``FILE: field: problem``.
     """
     path = Path(path)
-    sc = validate(TrainingScenario, read_yaml(path), path)
+    data = read_yaml(path)
+    if "runs" in data:
+        raise ScenarioError(f"{path}: runs: a collective scenario; run it with: ocslab run {path}")
+    sc = validate(TrainingScenario, data, path)
     try:
         fabric = sc.build_fabric()
         for mode in sc.recovery:

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""LUMION: a real training job loses a GPU; the OCS splices a spare into its place.
+
+Spec: ``specs/fabrics.md`` (LUMION: replacing a failed GPU inside the rack), issue 7. Scenario:
+``experiments/lumion.yaml`` (4 working GPUs + 4 spares on one OCS, a half-rate electrical
+switch beside it; data-parallel training of an MLP with gloo; GPU 2 fails after 12 s).
+
+(1) Flow backend (no root): the AllReduce time of the job's gradients on the ring before the
+    failure and on each recovery's configuration, at the real rate, and the electrical
+    recovery's slowdown as the electrical path's rate varies.
+(2) Packet backend (root, Open vSwitch, torch): the scenario's three recoveries on real packets
+    (``ocslab train``): the recovery timeline (failure, detected, circuits rewritten, job
+    restarted, group re-formed, first step), failure -> rewritten in emulated and real-equivalent
+    time, the steady-state step time and throughput before the failure, after recovery, and for
+    both baselines, the loss before and after, the packets that reached the failed GPU after the
+    rewrite; saves ``timeline.png``; checks issue 7's acceptance and exits 1 if one fails.
+
+Usage: ``.venv/bin/python scripts/reproduce_lumion.py [--flow-only] [--out DIR]`` (default
+``runs/reproduce_lumion``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from emulation.planners.failover import failover_table  # noqa: E402
+from emulation.training import report  # noqa: E402
+from emulation.training.predict import predict_allreduce  # noqa: E402
+from emulation.training.scenario import TrainingScenario, load_training  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def part1(sc: TrainingScenario) -> None:
+    fabric = sc.build_fabric()
+    nbytes = sc.job.gradient_bytes
+    print(f"(1) flow backend: ring AllReduce of {nbytes / 1e6:.2f} MB of gradients on {sc.fabric.gpus} GPUs, "
+          f"{sc.fabric.port_gbps:g} Gbit/s circuits, electrical path {sc.fabric.electrical_gbps:g} Gbit/s, alpha 0")
+    base = predict_allreduce(fabric, fabric.initial, list(sc.placement), nbytes)
+    print(f"    before the failure: {base * 1e6:.1f} us")
+    for mode in sc.recovery:
+        fo = failover_table(fabric, mode, sc.placement, sc.spares)[sc.failure.gpu]
+        t = predict_allreduce(fabric, fo.configuration, list(fo.placement), nbytes)
+        print(f"    {mode:<10} GPUs {list(fo.placement)}: {t * 1e6:.1f} us ({t / base:.2f}x before)")
+    print("    electrical recovery vs the electrical path's rate:")
+    for frac in (0.25, 0.5, 0.75, 1.0):
+        eps = tuple(dataclasses.replace(e, port_gbps=sc.fabric.port_gbps * frac) for e in fabric.eps)
+        f = dataclasses.replace(fabric, eps=eps)
+        fo = failover_table(f, "electrical", sc.placement, sc.spares)[sc.failure.gpu]
+        t = predict_allreduce(f, fo.configuration, list(fo.placement), nbytes)
+        print(f"      {frac:>4.2f} x port rate: {t / base:.2f}x the AllReduce before the failure")
+
+
+def part2(sc: TrainingScenario, out: Path) -> int:
+    from emulation.training.run import run_training
+
+    print(f"\n(2) packet backend: {', '.join(sc.recovery)}; results in {out}")
+    res = run_training(sc, out, lambda label, i, n: print(f"    [{i}/{n}] {label}", flush=True))
+    report.timeline_plot(res, out / "timeline.png")
+    report.print_summary(res)
+    by = {r["mode"]: r for r in res["runs"]}
+    ok = True
+
+    def check(cond: bool, text: str) -> None:
+        nonlocal ok
+        ok &= bool(cond)
+        print(f"    {'ok  ' if cond else 'FAIL'} {text}")
+
+    print("acceptance (issue 7):")
+    if "optical" in by:
+        r = by["optical"]["steady"]
+        check(abs(r["after_over_before"] - 1) <= 0.10,
+              f"optical: step time after recovery {r['after']['step_s']:.3f} s vs before {r['before']['step_s']:.3f} s "
+              f"({r['after_over_before'] - 1:+.1%}, within 10%)")
+    if "electrical" in by and "optical" in by:
+        ratio = res["comparison"]["after_over_optical"]["electrical"]
+        tput = res["comparison"]["throughput_optical_over"]["electrical"]
+        check(ratio > 1.2, f"electrical: step time {ratio:.2f}x the optical recovery's; optical throughput "
+                           f"{tput:.2f}x the electrical (paper: about 2x)")
+    for m, r in by.items():
+        f = r["failure_to_rewritten_s"]
+        print(f"    {m}: failure -> circuits rewritten {f['emulated'] * 1e3:.1f} ms emulated, "
+              f"{f['real_equivalent'] * 1e3:.2f} ms real-equivalent")
+        p = r["evidence"]["packets_to_failed_gpu"]
+        check(p["after_rewrite"] == 0 and not r["evidence"]["ocs_rules_to_failed_gpu"],
+              f"{m}: {p['after_rewrite']} packets reached GPU {r['failed_gpu']}'s ports after the rewrite "
+              f"({p['between_failure_and_rewrite']} between the failure and the rewrite); no OCS rule outputs to them")
+        lo = r["loss"]
+        check(lo["launch0_slope_per_step"] < 0 and lo["launch1_slope_per_step"] < 0,
+              f"{m}: loss decreases before ({lo['launch0_first']:.3f} -> {lo['launch0_last']:.3f}) and after the restart "
+              f"({lo['launch1_first']:.3f} -> {lo['launch1_last']:.3f})")
+        check(lo["replay_max_abs_diff"] is not None and lo["replay_max_abs_diff"] < 1e-3,
+              f"{m}: resumed from the checkpoint of step {lo['resumed_from']}: the {lo['replayed_steps']} steps run again "
+              f"match their first losses within {lo['replay_max_abs_diff'] or 0:.1e}")
+    print(f"timeline plot: {out / 'timeline.png'}")
+    return 0 if ok else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--flow-only", action="store_true", help="part (1) only (no root needed)")
+    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "reproduce_lumion")
+    args = ap.parse_args()
+    sc = load_training(ROOT / "experiments" / "lumion.yaml")
+    part1(sc)
+    if args.flow_only:
+        return 0
+    if args.out.exists():
+        shutil.rmtree(args.out)
+    return part2(sc, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
