@@ -34,7 +34,7 @@ from pathlib import Path
 from emulation import dataplane as dpn
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
 from emulation.emulator.torchrun import MASTER_PORT, TorchJob, tune_tcp
-from emulation.fabric import Fabric, PortRef
+from emulation.fabric import Fabric
 
 _PORT_LINE = re.compile(r"port\s+(\d+):\s+rx pkts=(\d+).*?tx pkts=(\d+)", re.S)
 
@@ -103,12 +103,14 @@ def _read_steps(path: Path) -> list[dict]:
     return rows
 
 
-def run_recovery(fabric: Fabric, job: dict, mode: str, failed_gpu: int, at_s: float, link_mbps: float,
-                 dark_window_s: float, out: Path, timeout_s: float, capabilities=None) -> dict:
+def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[int], mode: str, failed_gpu: int,
+                 at_s: float, link_mbps: float, dark_window_s: float, out: Path, timeout_s: float,
+                 capabilities=None) -> dict:
     """Run the training job, fail ``failed_gpu`` at ``at_s``, recover by ``mode`` (module doc).
 
-    :param fabric: the rack (:func:`topologies.builders.rack`); the job starts on its ring's GPUs.
+    :param fabric: the rack (:func:`topologies.builders.rack`) holding the job's ring.
     :param job: the job as JSON (:class:`emulation.training.scenario.JobSpec`).
+    :param placement: GPU of every rank at launch; ``spares``: the spare GPUs, preferred first.
     :param dark_window_s: emulated dark window of the recovery's reconfiguration, seconds.
     :param timeout_s: wall-clock bound of each launch.
     :returns: ``{"mode", "placement": [before, after], "events": {...}, "launches": [[rank
@@ -120,9 +122,6 @@ def run_recovery(fabric: Fabric, job: dict, mode: str, failed_gpu: int, at_s: fl
     job_file = out / "job.json"
     job_file.write_text(json.dumps(job))
     steps_file = out / "steps.jsonl"
-    placement = sorted({c.a.gpu for _, c in fabric.initial.all_circuits()} |
-                       {c.b.gpu for _, c in fabric.initial.all_circuits()})
-    spares = [g for g in range(fabric.gpus) if g not in placement]
     args = ["--job", str(job_file.resolve()), "--dir", str(out.resolve())]
     with EmulatedFabric(fabric, out / "emulation", link_mbps=link_mbps, capabilities=capabilities) as emu:
         emu.client.arm_failover(mode, placement, spares, dark_window_s)

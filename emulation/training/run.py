@@ -27,6 +27,7 @@ Spec: issue 7; ``specs/fabrics.md`` (LUMION).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import statistics
@@ -133,8 +134,6 @@ def summarise(raw: dict, sc: TrainingScenario, fabric: Fabric) -> dict:
 
 def _emulated(fabric: Fabric, link_mbps: float) -> Fabric:
     """``fabric`` at the emulated rates (the job sends real bytes: byte scale 1)."""
-    import dataclasses
-
     f = link_mbps / 1000 / fabric.port_gbps
     eps = tuple(dataclasses.replace(e, port_gbps=e.port_gbps * f if e.port_gbps else None) for e in fabric.eps)
     return dataclasses.replace(fabric, port_gbps=link_mbps / 1000, eps=eps)
@@ -156,8 +155,9 @@ def run_training(sc: TrainingScenario, out: Path, progress: Progress | None = No
     for i, mode in enumerate(sc.recovery):
         if progress:
             progress(mode, i, len(sc.recovery))
-        raw = run_recovery(fabric, sc.job.model_dump(), mode, sc.failure.gpu, sc.failure.at_s, sc.emulation.link_mbps,
-                           sc.fabric.reconfiguration_delay_s * sc.tdf, out / mode, sc.timeout_s, caps)
+        raw = run_recovery(fabric, sc.job.model_dump(), list(sc.placement), list(sc.spares), mode, sc.failure.gpu,
+                           sc.failure.at_s, sc.emulation.link_mbps, sc.fabric.reconfiguration_delay_s * sc.tdf,
+                           out / mode, sc.timeout_s, caps)
         (out / mode / "raw.json").write_text(json.dumps(raw, indent=1))
         runs.append(summarise(raw, sc, fabric))
     if progress:
