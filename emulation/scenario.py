@@ -124,11 +124,14 @@ class FabricSpec(_Strict):
         return self
 
     def build(self) -> Fabric:
-        """Build the fabric. :raises FabricError: the builder rejects the parameters."""
+        """Build the fabric. :raises ScenarioError: ``fabric: ...``, the builder rejects the parameters."""
         extra = {"spares": self.spares, "electrical_gbps": self.electrical_gbps} if self.topology == "rack" else {}
-        return BUILDERS[self.topology](
-            gpus=self.gpus, ports_per_gpu=self.ports_per_gpu, port_gbps=self.port_gbps,
-            reconfiguration_delay_s=self.reconfiguration_delay_s, initial=self.initial, **extra)
+        try:
+            return BUILDERS[self.topology](
+                gpus=self.gpus, ports_per_gpu=self.ports_per_gpu, port_gbps=self.port_gbps,
+                reconfiguration_delay_s=self.reconfiguration_delay_s, initial=self.initial, **extra)
+        except (FabricError, TypeError) as e:
+            raise ScenarioError(f"fabric: {e}") from None
 
 
 class CostSpec(_Strict):
@@ -338,11 +341,8 @@ class Scenario(_Strict):
         return out
 
     def build_fabric(self) -> Fabric:
-        """Build the fabric. :raises ScenarioError: the builder rejects the parameters."""
-        try:
-            return self.fabric.build()
-        except (FabricError, TypeError) as e:
-            raise ScenarioError(f"fabric: {e}") from None
+        """Build the fabric (:meth:`FabricSpec.build`). :raises ScenarioError: the builder rejects it."""
+        return self.fabric.build()
 
     def cost_model(self) -> CostModel:
         """The planners' cost model: this scenario's alpha and delta."""

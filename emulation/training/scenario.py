@@ -129,11 +129,8 @@ class TrainingScenario(_Strict):
         return tuple(range(self.fabric.gpus, self.fabric.gpus + self.fabric.spares))
 
     def build_fabric(self) -> Fabric:
-        """The rack. :raises ScenarioError: the builder rejects the parameters."""
-        try:
-            return self.fabric.build()
-        except (FabricError, TypeError) as e:
-            raise ScenarioError(f"fabric: {e}") from None
+        """The rack (:meth:`FabricSpec.build`). :raises ScenarioError: the builder rejects it."""
+        return self.fabric.build()
 
     def to_json(self) -> dict:
         """The scenario as resolved (defaults filled in)."""
