@@ -14,7 +14,8 @@ network namespace on the machine):
   ``{"t0", "slots"}``; each slot logs a ``rotor-slot`` event; ``{"stop": true}`` stops it.
 - ``POST /failover`` ``{"mode": "optical"|"electrical"|"migration", "placement": [gpu per rank],
   "spares": [gpu, ...], "dark_window_s": float}``: arm GPU-failure recovery for a job
-  (:meth:`controllers.failover.FailoverApp.arm`); answers with the precomputed table.
+  (:meth:`controllers.failover.FailoverApp.arm`); answers with the precomputed table;
+  ``{"disarm": true}`` stops watching.
 - ``GET /events?since=N``: the event log from sequence number N.
 """
 
@@ -111,6 +112,9 @@ class JsonApi(app_manager.OSKenApp):
                         app = app_manager.lookup_service_brick("FailoverApp")
                         if app is None:
                             raise RuntimeError("the failover app is not loaded")
+                        if body.get("disarm"):
+                            self._send(200, app.disarm())
+                            return
                         self._send(200, app.arm(str(body["mode"]), [int(g) for g in body["placement"]],
                                                 [int(g) for g in body["spares"]], float(body.get("dark_window_s", 0.0))))
                     except (KeyError, TypeError, ValueError, FabricError, RuntimeError) as e:

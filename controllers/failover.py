@@ -75,6 +75,14 @@ class FailoverApp(app_manager.OSKenApp):
                              dark_window_s=dark_window_s)
         return {"mode": mode, "table": {g: list(fo.placement) for g, fo in table.items()}}
 
+    def disarm(self) -> dict:
+        """Stop watching (before the emulation is torn down: deleting the links reports every
+        port down). :returns: ``{"disarmed": True}``."""
+        with self._lock:
+            self._job = None
+        self.state.log_event("failover-disarmed")
+        return {"disarmed": True}
+
     # ---- detection ---------------------------------------------------------------------------
     def _gpu_of(self, dpid: int, port: int) -> int | None:
         fabric = self.state.fabric

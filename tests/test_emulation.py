@@ -329,7 +329,7 @@ def test_rotor_cycles_the_matchings_on_the_controller_clock(run_dir):
     assert np.median(err) < 0.1 * slot
 
 
-def test_moe_layer_on_the_rotor_matches_the_flow_model(tmp_path):
+def test_moe_layer_on_the_rotor_matches_the_flow_model(run_dir):
     """Issue 6: an 8-GPU MoE layer (16 experts, top-2, CF 1.0, Zipf 1.2) on the time-slotted OCS
     driven by the controller's clock: agents send only inside their circuits' windows; the
     round-robin rotor and the duplex BvN plan agree with the flow backend within 15%, the plan is
@@ -340,8 +340,8 @@ def test_moe_layer_on_the_rotor_matches_the_flow_model(tmp_path):
     sc = load_scenario(Path(__file__).resolve().parents[1] / "experiments" / "moe_ocs.yaml")
     runs = [r for r in sc.runs if r.algorithm == "payload"]
     sc = sc.model_copy(update={"runs": runs})
-    flow = {r["name"]: r for r in runner.run(sc, "flow", tmp_path / "flow")["runs"]}
-    packet = {r["name"]: r for r in runner.run(sc, "mininet", tmp_path / "mn")["runs"]}
+    flow = {r["name"]: r for r in runner.run(sc, "flow", run_dir / "flow")["runs"]}
+    packet = {r["name"]: r for r in runner.run(sc, "mininet", run_dir / "mn")["runs"]}
     for name, f in flow.items():
         p = packet[name]
         print(f"{name}: packet {p['time_s'] * 1e3:.3f} ms, flow {f['time_s'] * 1e3:.3f} ms, slot utilisation "
@@ -358,7 +358,7 @@ def test_moe_layer_on_the_rotor_matches_the_flow_model(tmp_path):
     assert flow["rotor-payload"]["padding_bytes"] < sc.padding_bytes(padded, w_pad)
 
 
-def test_two_hop_forwarding_on_the_rotor_relays_through_agents_and_matches_the_flow_model(tmp_path):
+def test_two_hop_forwarding_on_the_rotor_relays_through_agents_and_matches_the_flow_model(run_dir):
     """Issue 6: with per-GPU expert affinity the hot (src, dst) pairs outgrow a 300 us rotor slot;
     relaying their excess through intermediate GPUs' agents (store and forward, gated to the
     intermediate's own windows) finishes the layer sooner than sending direct, on real packets
@@ -368,8 +368,8 @@ def test_two_hop_forwarding_on_the_rotor_relays_through_agents_and_matches_the_f
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "experiments" / "moe_twohop.yaml")
     sc = sc.model_copy(update={"runs": [r for r in sc.runs if r.name in ("rotor-direct", "rotor-two-hop")]})
-    flow = {r["name"]: r for r in runner.run(sc, "flow", tmp_path / "flow")["runs"]}
-    packet = {r["name"]: r for r in runner.run(sc, "mininet", tmp_path / "mn")["runs"]}
+    flow = {r["name"]: r for r in runner.run(sc, "flow", run_dir / "flow")["runs"]}
+    packet = {r["name"]: r for r in runner.run(sc, "mininet", run_dir / "mn")["runs"]}
     for name, f in flow.items():
         p = packet[name]
         print(f"{name}: packet {p['time_s'] * 1e3:.3f} ms, flow {f['time_s'] * 1e3:.3f} ms, relayed "

@@ -40,6 +40,9 @@ def test_a_failed_gpu_is_replaced_by_a_spare_and_training_resumes_at_full_speed(
         ev = r["evidence"]
         assert ev["packets_to_failed_gpu"]["after_rewrite"] == 0 and not ev["ocs_rules_to_failed_gpu"]
         assert r["steady"]["after"]["steps"] >= 10
+        # One failure, one recovery: disarmed before teardown reports every port down.
+        log = (run_dir / mode / "emulation" / "controller.log").read_text()
+        assert log.count(" failover {") == 1 and log.count(" gpu-failed {") == 1 and "failover-disarmed" in log
         # The job trains before and after, and really resumed: the steps after the checkpoint
         # that ran twice give the same loss.
         lo = r["loss"]

@@ -87,6 +87,10 @@ class ControllerClient:
         return self._call("POST", "/failover", {"mode": mode, "placement": placement, "spares": spares,
                                                 "dark_window_s": dark_window_s})
 
+    def disarm_failover(self) -> None:
+        """Stop GPU-failure recovery (before tearing the emulation down)."""
+        self._call("POST", "/failover", {"disarm": True})
+
     def events(self, since: int = 0) -> list[dict]:
         """Controller event log from sequence number ``since``."""
         return self._call("GET", f"/events?since={since}")

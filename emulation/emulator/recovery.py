@@ -176,6 +176,7 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
         finally:
             first.kill()
             emu.set_rto_min(None)
+            emu.client.disarm_failover()  # tearing the links down reports every port down
         at_end = delivered_packets(fabric, failed_gpu)
         rules = rules_to(fabric, failed_gpu)
     launches = []

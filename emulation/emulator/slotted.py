@@ -164,7 +164,10 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
                 todo -= here
             emu.client.apply(Configuration({}), 0.0)
             since = len(emu.client.events())
-            count = turns * len(configs)
+            # The rotor keeps turning as long as a step may wait (it is stopped when the last step
+            # is done): a connection whose lost segment sits in TCP's retransmission backoff
+            # still finds a window, and the step is slow instead of never finishing.
+            count = (turns + math.ceil(30 / cycle)) * len(configs)
             rotor = emu.client.start_rotor(configs, [s * tdf for s in schedule.slots_s], schedule.dark_s * tdf, count,
                                            start_delay_s=0.05)
             rotor_on = True
