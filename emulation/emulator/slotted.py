@@ -63,12 +63,31 @@ def duplex_matchings(schedule: SlotSchedule, gpus: int) -> list[list[tuple[int, 
     return out
 
 
-def gate_windows(schedule: SlotSchedule, gpus: int, tdf: float) -> list[dict[int, list[list[float]]]]:
+def ack_margin_s(link_mbps: float, guard_s: float = 0.0) -> float:
+    """Emulated seconds a gated sender stops writing before its window closes, beyond the guard
+    band ``guard_s`` (emulated), so that its last segment and the peer's ACKs for it cross before
+    the circuit goes dark.
+
+    At the emulated rate a full frame takes milliseconds on each of the three shaped links of a
+    circuit (host, GPU -> OCS, the peer's host link), and an ACK can queue behind one of the
+    peer's own frames in a duplex slot. An ACK lost in the dark leaves delivered data
+    unacknowledged; the sender's retransmission timer then backs off through dark slots and the
+    connection can stall for turns (a 400 Gbit/s port crosses a frame in 30 ns: the flow model
+    has no such term). The last write needs four frame times plus 1 ms of switching before the
+    dark; the guard band counts toward it and the rest comes out of the slot's headroom.
+    """
+    return max(0.0, 4 * 1514 * 8 / (link_mbps * 1e6) + 1e-3 - guard_s)
+
+
+def gate_windows(schedule: SlotSchedule, gpus: int, tdf: float, margin_s: float = 0.0) -> list[dict[int, list[list[float]]]]:
     """For every GPU, ``{dst: [[on, off], ...]}``: emulated offsets within one rotor turn when a
-    circuit to ``dst`` is up, guard bands applied (the layout of :meth:`SlotSchedule.windows`)."""
+    circuit to ``dst`` may take new data: guard bands applied (the layout of
+    :meth:`SlotSchedule.windows`), and each window closed ``margin_s`` earlier
+    (:func:`ack_margin_s`)."""
     out: list[dict[int, list[list[float]]]] = [{} for _ in range(gpus)]
     for t_on, t_off, k in schedule.windows(schedule.cycle_s * (1 - 1e-12)):
         on, off = (t_on + schedule.guard_s) * tdf, (t_off - schedule.guard_s) * tdf
+        off = max(on, off - margin_s)
         for a, b in set(schedule.configs[k]):
             out[a].setdefault(b, []).append([on, off])
     return out
@@ -95,7 +114,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     matchings = duplex_matchings(schedule, n)
     ocs = fabric.ocs[0].name
     configs = [assign_ports(fabric, ocs, m) for m in matchings]
-    windows = gate_windows(schedule, n, tdf)
+    windows = gate_windows(schedule, n, tdf, ack_margin_s(scale.link_mbps, schedule.guard_s * tdf))
     run_dir.mkdir(parents=True, exist_ok=True)
     cycle = schedule.cycle_s * tdf
     rate = scale.link_mbps * 1e6 / 8 * RATE_MARGIN
