@@ -14,6 +14,8 @@ switch beside it; data-parallel training of an MLP with gloo; GPU 2 fails after 
     time, the steady-state step time and throughput before the failure, after recovery, and for
     both baselines, the loss before and after, the packets that reached the failed GPU after the
     rewrite; saves ``timeline.png``; checks issue 7's acceptance and exits 1 if one fails.
+(3) The optical recovery again with a cold restart (new processes instead of warm standbys):
+    what starting Python and torch adds to the recovery on these machines.
 
 Usage: ``.venv/bin/python scripts/reproduce_lumion.py [--flow-only] [--out DIR]`` (default
 ``runs/reproduce_lumion``).
@@ -102,6 +104,16 @@ def part2(sc: TrainingScenario, out: Path) -> int:
     return 0 if ok else 1
 
 
+def part3(sc: TrainingScenario, out: Path) -> None:
+    from emulation.training.run import run_training
+
+    other = "cold" if sc.job.restart == "warm" else "warm"
+    print(f"\n(3) optical recovery with a {other} restart; results in {out}")
+    alt = sc.model_copy(update={"recovery": ["optical"], "job": sc.job.model_copy(update={"restart": other})})
+    res = run_training(alt, out)
+    report.print_summary(res)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--flow-only", action="store_true", help="part (1) only (no root needed)")
@@ -113,7 +125,9 @@ def main() -> int:
         return 0
     if args.out.exists():
         shutil.rmtree(args.out)
-    return part2(sc, args.out)
+    status = part2(sc, args.out)
+    part3(sc, args.out / "restart")
+    return status
 
 
 if __name__ == "__main__":

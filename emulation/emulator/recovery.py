@@ -12,7 +12,11 @@ One run of :func:`run_recovery` on a fresh :class:`~emulation.emulator.net.Emula
    ends the surviving ranks (they would wait for their dead neighbour until gloo's timeout),
    as torchrun's elastic agent restarts a whole group;
 5. launch 1 starts on the new placement (rank map rewritten: rank r on ``placement[r]``), with
-   a new rendezvous port; it resumes from the last checkpoint and trains to the end.
+   a new rendezvous port; it resumes from the last checkpoint and trains to the end. With a
+   warm restart (default) launch 1 is made of standby processes started, torch imported, on
+   every GPU before launch 0: the relaunch assigns them their ranks
+   (:class:`~emulation.emulator.torchrun.TorchJob` ``standby``), so it costs the rendezvous and
+   not the seconds of starting Python and torch.
 
 Evidence that nothing reached the failed GPU after the rewrite: the packet counters
 (``ovs-ofctl dump-ports``) of the switch ports facing it -- the OCS's output (patch) ports to
@@ -105,7 +109,7 @@ def _read_steps(path: Path) -> list[dict]:
 
 def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[int], mode: str, failed_gpu: int,
                  at_s: float, link_mbps: float, dark_window_s: float, out: Path, timeout_s: float,
-                 capabilities=None) -> dict:
+                 capabilities=None, restart: str = "warm") -> dict:
     """Run the training job, fail ``failed_gpu`` at ``at_s``, recover by ``mode`` (module doc).
 
     :param fabric: the rack (:func:`topologies.builders.rack`) holding the job's ring.
@@ -113,6 +117,10 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
     :param placement: GPU of every rank at launch; ``spares``: the spare GPUs, preferred first.
     :param dark_window_s: emulated dark window of the recovery's reconfiguration, seconds.
     :param timeout_s: wall-clock bound of each launch.
+    :param restart: ``warm``: a standby process waits, torch imported, on every GPU of the rack
+        from the start (before launch 0, so it does not disturb the measured steps), and the
+        relaunch assigns ranks to the standbys of the new placement; ``cold``: the relaunch
+        starts new processes.
     :returns: ``{"mode", "placement": [before, after], "events": {...}, "launches": [[rank
         records], ...], "steps": [...], "evidence": {...}}`` with CLOCK_MONOTONIC times (module doc).
     :raises EmulationError: the emulation, a rank or the recovery failed, or the job ended
@@ -128,8 +136,17 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
         seq = len(emu.client.events())
         tune_tcp(emu, list(range(fabric.gpus)))
         emu.set_rto_min(FAST_RTO_MIN_MS)
-        first = TorchJob(emu, "emulation.torchjob.train", args + ["--launch", "0"], out / "launch-0", placement)
+        standby = first = None
         try:
+            if restart == "warm":
+                standby = TorchJob(emu, "emulation.torchjob.train", args, out / "launch-1",
+                                   list(range(fabric.gpus)), standby=out / "standby")
+                deadline = time.monotonic() + timeout_s
+                while not standby.ready():
+                    if time.monotonic() > deadline:
+                        raise EmulationError(f"the standbys were not ready within {timeout_s:g} s (logs in {out}/launch-1)")
+                    time.sleep(0.05)
+            first = TorchJob(emu, "emulation.torchjob.train", args + ["--launch", "0"], out / "launch-0", placement)
             deadline = time.monotonic() + timeout_s
             while not (rows := [r for r in _read_steps(steps_file) if "step" in r]):
                 if first.done():
@@ -147,6 +164,8 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
             t_fail = time.monotonic()
             fail_gpu(emu, failed_gpu)
             first.kill([failed_gpu])
+            if standby is not None:
+                standby.kill([failed_gpu])
             events: dict[str, dict] = {"failure": {"t": t_fail, "gpu": failed_gpu}}
             deadline = time.monotonic() + 60
             while "failover" not in events:
@@ -165,16 +184,21 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
             at_rewrite = delivered_packets(fabric, failed_gpu)
             first.kill()
             new = events["failover"]["placement"]
-            t_restart = time.monotonic()
-            second = TorchJob(emu, "emulation.torchjob.train", args + ["--launch", "1"], out / "launch-1", new,
-                              master_port=MASTER_PORT + 1)
-            events["restart"] = {"t": t_restart, "placement": new}
+            if standby is not None:
+                second, t_restart = standby, standby.assign(new, MASTER_PORT + 1, 1)
+            else:
+                t_restart = time.monotonic()
+                second = TorchJob(emu, "emulation.torchjob.train", args + ["--launch", "1"], out / "launch-1", new,
+                                  master_port=MASTER_PORT + 1)
+            events["restart"] = {"t": t_restart, "placement": new, "restart": restart}
             try:
                 second.wait(timeout_s)
             finally:
                 second.kill()
         finally:
-            first.kill()
+            for j in (first, standby):
+                if j is not None:
+                    j.kill()
             emu.set_rto_min(None)
             emu.client.disarm_failover()  # tearing the links down reports every port down
         at_end = delivered_packets(fabric, failed_gpu)

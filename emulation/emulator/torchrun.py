@@ -19,6 +19,8 @@ Spec: issue 7; ``shared/DESIGN.md`` (packet-level backend).
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -42,6 +44,26 @@ def torch_available() -> bool:
     return True
 
 
+def name_service(emu: EmulatedFabric, directory: Path) -> list[str]:
+    """A command prefix that runs a program in a private mount namespace whose ``/etc/hosts``
+    names every GPU (``g0`` ... at its fabric address, after the machine's own entries) and
+    whose ``/etc/resolv.conf`` has no name server; the files go to ``directory``.
+
+    torch's rendezvous looks up its peers' names (``getnameinfo``). The machine's name server
+    sits in 10.0.0.0/8, which inside a GPU's namespace is the emulated fabric: each query would
+    be dropped there and time out (about 6 s per rendezvous measured). The machine's own files
+    are not touched.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    hosts, resolv = directory / "hosts", directory / "resolv.conf"
+    own = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
+    hosts.write_text(own + "".join(f"{dpn.gpu_ip(g)} {dpn.host_name(g)}\n" for g in range(emu.fabric.gpus)))
+    resolv.write_text("# ocslab: no name server inside the emulated GPUs\n")
+    script = (f"mount --bind {hosts.resolve()} /etc/hosts && mount --bind {resolv.resolve()} /etc/resolv.conf"
+              ' && exec "$@"')
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
+
+
 def tune_tcp(emu: EmulatedFabric, gpus: list[int]) -> None:
     """TCP as a torch job wants it in the namespaces of ``gpus`` (module doc): no slow start
     after idle, receive buffers capped at :data:`TCP_RMEM_MAX`."""
@@ -57,24 +79,64 @@ class TorchJob:
 
     :param master_port: TCP port of the rendezvous on rank 0's GPU (a relaunch takes a new one,
         so that it never meets the old store's sockets).
+    :param standby: start warm standbys instead: ``module`` gets ``--standby standby`` and no
+        rank; it announces ``standby/ready-gG`` and blocks on the FIFO ``standby/assign-gG`` until
+        :meth:`assign` writes to it (the protocol of
+        :mod:`emulation.torchjob.train`).
     """
 
     def __init__(self, emu: EmulatedFabric, module: str, args: list[str], log_dir: Path, gpus: list[int],
-                 master_port: int = MASTER_PORT, extra_env: dict[str, str] | None = None):
+                 master_port: int = MASTER_PORT, extra_env: dict[str, str] | None = None,
+                 standby: Path | None = None):
         self.emu = emu
         self.module = module
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.gpus = list(gpus)
+        self.standby = standby
         self.ended: set[int] = set()  # GPUs whose process we ended on purpose
-        base = {"MASTER_ADDR": dpn.gpu_ip(self.gpus[0]), "MASTER_PORT": str(master_port),
-                "WORLD_SIZE": str(len(self.gpus)), "LOCAL_RANK": "0", "OMP_NUM_THREADS": "1",
-                "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+        base = {"LOCAL_RANK": "0", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+        if standby is None:
+            base.update(MASTER_ADDR=dpn.gpu_ip(self.gpus[0]), MASTER_PORT=str(master_port),
+                        WORLD_SIZE=str(len(self.gpus)))
+        else:
+            standby.mkdir(parents=True, exist_ok=True)
+            args = [*args, "--standby", str(standby.resolve())]
         self.procs = {}
+        prefix = name_service(emu, self.log_dir)
         for r, g in enumerate(self.gpus):
-            env = {**base, "RANK": str(r), "OCSLAB_GPU": str(g), "GLOO_SOCKET_IFNAME": f"{dpn.host_name(g)}-eth0"}
-            self.procs[g] = emu.popen(g, [sys.executable, "-m", module, *args], self.log_dir / f"torch-g{g}.log",
-                                      env=env)
+            env = {**base, "OCSLAB_GPU": str(g), "GLOO_SOCKET_IFNAME": f"{dpn.host_name(g)}-eth0"}
+            if standby is None:
+                env["RANK"] = str(r)
+            self.procs[g] = emu.popen(g, [*prefix, sys.executable, "-m", module, *args],
+                                      self.log_dir / f"torch-g{g}.log", env=env)
+
+    def ready(self) -> bool:
+        """Standbys: whether every one has announced itself. :raises EmulationError: one died."""
+        self.done()
+        return all((self.standby / f"ready-g{g}").exists() for g in self.gpus)
+
+    def assign(self, placement: list[int], master_port: int, launch: int) -> float:
+        """Standbys: make rank r of launch ``launch`` the standby on GPU ``placement[r]`` (the
+        rendezvous on ``placement[0]``), end the standbys not placed; returns the CLOCK_MONOTONIC
+        time the assignments were written."""
+        spare = [g for g in self.gpus if g not in placement]
+        self.kill(spare)
+        t = time.monotonic()
+        for r, g in enumerate(placement):
+            msg = json.dumps({"rank": r, "world": len(placement), "master_addr": dpn.gpu_ip(placement[0]),
+                              "master_port": master_port, "launch": launch}).encode()
+            try:  # the standby blocks reading its FIFO; no reader (it died): ENXIO
+                fd = os.open(self.standby / f"assign-g{g}", os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as e:
+                raise EmulationError(f"the standby on GPU {g} is not waiting ({e.strerror}; see "
+                                     f"{self.log_dir}/torch-g{g}.log)") from None
+            try:
+                os.write(fd, msg)  # under PIPE_BUF: written at once
+            finally:
+                os.close(fd)
+        self.gpus = list(placement)
+        return t
 
     def done(self) -> bool:
         """Whether every rank has exited with status 0 (ranks ended on purpose excepted).

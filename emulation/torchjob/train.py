@@ -15,6 +15,12 @@ same SGD (momentum) update. Rank 0 saves a checkpoint (model, optimiser, step) e
 ``checkpoint_every`` steps into ``RUN_DIR/checkpoint.pt`` (written aside, then renamed), and
 a launch that finds one resumes from it.
 
+**Warm standby** (``--standby DIR``): the process imports torch and generates the dataset, writes
+``DIR/ready-gG`` (G = ``OCSLAB_GPU``) and blocks on the FIFO ``DIR/assign-gG`` until the
+supervisor writes ``{"rank", "world", "master_addr", "master_port", "launch"}`` into it; then it joins that launch like a process
+started with those values. A restart then costs the rendezvous, not Python's and torch's start
+(seconds on these machines). ``t_start`` is then when the assignment was seen.
+
 Timestamps are CLOCK_MONOTONIC seconds (``time.monotonic``; shared by every namespace). Each
 rank writes ``RUN_DIR/launch-L/rank-R.json``: ``{"rank", "gpu", "t_start" (process started),
 "t_init" (process group formed), "t_group" (first barrier passed: the collective group is
@@ -70,6 +76,22 @@ def batch_rows(job: dict, step: int, rank: int, world: int):
     return perm[i * job["batch"]:(i + 1) * job["batch"]][rank::world]
 
 
+def wait_for_assignment(directory: str) -> tuple[float, int]:
+    """Standby: make the FIFO ``directory/assign-gG``, announce ``ready-gG``, block (no CPU) until
+    the supervisor writes the assignment into the FIFO, export it as the torchrun environment;
+    return ``(CLOCK_MONOTONIC time it arrived, launch)``."""
+    gpu = os.environ["OCSLAB_GPU"]
+    fifo = os.path.join(directory, f"assign-g{gpu}")
+    os.mkfifo(fifo)
+    open(os.path.join(directory, f"ready-g{gpu}"), "w").close()
+    with open(fifo) as fh:
+        a = json.loads(fh.read())
+    t = time.monotonic()
+    os.environ.update(RANK=str(a["rank"]), WORLD_SIZE=str(a["world"]), MASTER_ADDR=a["master_addr"],
+                      MASTER_PORT=str(a["master_port"]))
+    return t, int(a["launch"])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point (module doc); exit status 0 when every step is done."""
     t_start = time.monotonic()
@@ -77,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--job", required=True)
     ap.add_argument("--dir", required=True)
     ap.add_argument("--launch", type=int, default=0)
+    ap.add_argument("--standby", help="wait in this directory for a rank assignment (module doc)")
     args = ap.parse_args(argv)
     with open(args.job) as fh:
         job = json.load(fh)
@@ -85,14 +108,22 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
+    x, y = dataset(job)
+    # Everything that does not depend on the rank comes before the wait: a standby then pays
+    # only the rendezvous (building the first model imports half of torch.nn: about 1.5 s here).
+    model = build_model(job)
+    opt = torch.optim.SGD(model.parameters(), lr=job["lr"], momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss(reduction="sum")
+    loss_fn(model(x[:2]), y[:2]).backward()  # first autograd pass: lazy initialisation
+    opt.zero_grad()
+    if args.standby:
+        t_start, args.launch = wait_for_assignment(args.standby)
     dist.init_process_group("gloo")
     t_init = time.monotonic()
     rank, world = dist.get_rank(), dist.get_world_size()
     dist.barrier()
     t_group = time.monotonic()
 
-    model = build_model(job)
-    opt = torch.optim.SGD(model.parameters(), lr=job["lr"], momentum=0.9)
     ckpt = os.path.join(args.dir, "checkpoint.pt")
     first = 0
     resumed = -1
@@ -108,9 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dump({"rank": rank, "gpu": int(os.environ.get("OCSLAB_GPU", -1)), "t_start": t_start,
                    "t_init": t_init, "t_group": t_group, "resumed_from": resumed}, fh)
 
-    x, y = dataset(job)
     params = [p for p in model.parameters()]
-    loss_fn = torch.nn.CrossEntropyLoss(reduction="sum")
     log = open(os.path.join(args.dir, "steps.jsonl"), "a") if rank == 0 else None
     for step in range(first, job["steps"]):
         t0 = time.monotonic()

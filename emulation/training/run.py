@@ -106,6 +106,7 @@ def summarise(raw: dict, sc: TrainingScenario, fabric: Fabric) -> dict:
         "placement_after": new,
         "moved_ranks": fo["moved"],
         "detection": ev["gpu-failed"].get("detection", "port-status"),
+        "restart": ev["restart"].get("restart", "cold"),
         "timeline_s": timeline,
         "failure_to_rewritten_s": {"emulated": rewritten, "real_equivalent": rewritten - dark + dark / sc.tdf,
                                    "dark_window_measured_s": dark,
@@ -152,7 +153,7 @@ def run_training(sc: TrainingScenario, out: Path, progress: Progress | None = No
             progress(mode, i, len(sc.recovery))
         raw = run_recovery(fabric, sc.job.model_dump(), list(sc.placement), list(sc.spares), mode, sc.failure.gpu,
                            sc.failure.at_s, sc.emulation.link_mbps, sc.fabric.reconfiguration_delay_s * sc.tdf,
-                           out / mode, sc.timeout_s, caps)
+                           out / mode, sc.timeout_s, caps, restart=sc.job.restart)
         (out / mode / "raw.json").write_text(json.dumps(raw, indent=1))
         runs.append(summarise(raw, sc, fabric))
     if progress:

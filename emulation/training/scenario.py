@@ -39,7 +39,10 @@ class JobSpec(_Strict):
     """``job:`` section: the model (an MLP ``features -> hidden x layers -> classes``), the
     generated dataset (``samples`` points), the global ``batch`` (split over the ranks), SGD
     learning rate ``lr``, ``steps`` in all, a checkpoint every ``checkpoint_every`` steps,
-    ``seed``; ``warmup_steps`` after each (re)launch are left out of the steady-state figures."""
+    ``seed``; ``warmup_steps`` after each (re)launch are left out of the steady-state figures.
+    ``restart``: ``warm`` (default: the relaunch assigns ranks to standby processes that have
+    imported torch on every GPU, as a production job keeps warm workers) or ``cold`` (new
+    processes: Python and torch start inside the recovery time)."""
 
     model: Literal["mlp"] = "mlp"
     features: int = Field(default=32, ge=1, le=4096)
@@ -53,6 +56,7 @@ class JobSpec(_Strict):
     checkpoint_every: int = Field(default=5, ge=1)
     seed: int = 0
     warmup_steps: int = Field(default=2, ge=0)
+    restart: Literal["warm", "cold"] = "warm"
 
     @model_validator(mode="after")
     def _sizes(self) -> JobSpec:
