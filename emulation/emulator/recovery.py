@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from emulation import dataplane as dpn
+from emulation.emulator.controller_client import ControllerError
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
 from emulation.emulator.torchrun import MASTER_PORT, TorchJob, tune_tcp
 from emulation.fabric import Fabric
@@ -200,7 +201,10 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
                 if j is not None:
                     j.kill()
             emu.set_rto_min(None)
-            emu.client.disarm_failover()  # tearing the links down reports every port down
+            try:
+                emu.client.disarm_failover()  # tearing the links down reports every port down
+            except ControllerError:
+                pass  # the controller is gone: nothing left to disarm (the original error stands)
         at_end = delivered_packets(fabric, failed_gpu)
         rules = rules_to(fabric, failed_gpu)
     launches = []
