@@ -492,23 +492,35 @@ def validate(model: type[BaseModel], data: dict, path: str | Path):
         raise ScenarioError(f"{path}: {loc}: {msg}" if loc else f"{path}: {msg}") from None
 
 
+def load_checked(path: str | Path, model: type[BaseModel], other_kind: tuple[str, str, str], check) -> BaseModel:
+    """Read ``path`` (:func:`read_yaml`), refuse a file of the other scenario kind, validate it
+    as ``model`` (:func:`validate`) and run ``check(scenario)``, prefixing its one-line error
+    with the path.
+
+    :param other_kind: ``(section, kind, command)``: a file with that top-level section is a
+        scenario of that kind, run by that ``ocslab`` command.
+    :raises ScenarioError: one line, ``FILE: field: problem``.
+    """
+    path = Path(path)
+    data = read_yaml(path)
+    section, kind, command = other_kind
+    if section in data:
+        raise ScenarioError(f"{path}: {section}: a {kind} scenario; run it with: ocslab {command} {path}")
+    sc = validate(model, data, path)
+    try:
+        check(sc)
+    except ScenarioError as e:
+        raise ScenarioError(f"{path}: {e}") from None
+    return sc
+
+
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file, and check that its fabric builds and every run can be
     planned.
 
     :raises ScenarioError: one line, ``FILE: field: problem``.
     """
-    path = Path(path)
-    data = read_yaml(path)
-    if "job" in data:
-        raise ScenarioError(f"{path}: job: a training scenario; run it with: ocslab train {path}")
-    sc = validate(Scenario, data, path)
-    try:
-        fabric = sc.build_fabric()
-        _check_plannable(sc, fabric)
-    except ScenarioError as e:
-        raise ScenarioError(f"{path}: {e}") from None
-    return sc
+    return load_checked(path, Scenario, ("job", "training", "train"), lambda sc: _check_plannable(sc, sc.build_fabric()))
 
 
 def _check_plannable(sc: Scenario, fabric: Fabric) -> None:

@@ -81,10 +81,9 @@ def part2(sc: TrainingScenario, out: Path) -> int:
               f"optical: step time after recovery {r['after']['step_s']:.3f} s vs before {r['before']['step_s']:.3f} s "
               f"({r['after_over_before'] - 1:+.1%}, within 10%)")
     if "electrical" in by and "optical" in by:
-        ratio = res["comparison"]["after_over_optical"]["electrical"]
-        tput = res["comparison"]["throughput_optical_over"]["electrical"]
+        ratio = res["comparison"]["after_over_optical"]["electrical"]  # = optical throughput / electrical
         check(ratio > 1.2, f"electrical: step time {ratio:.2f}x the optical recovery's; optical throughput "
-                           f"{tput:.2f}x the electrical (paper: about 2x)")
+                           f"{ratio:.2f}x the electrical (paper: about 2x)")
     for m, r in by.items():
         f = r["failure_to_rewritten_s"]
         print(f"    {m}: failure -> circuits rewritten {f['emulated'] * 1e3:.1f} ms emulated, "

@@ -51,7 +51,7 @@ def print_summary(result: dict, console: Console | None = None) -> None:
         t.add_column(c, justify="right")
     for r in runs:
         b, a = r["steady"]["before"], r["steady"]["after"]
-        ratio = cmp.get("throughput_optical_over", {}).get(r["mode"])
+        ratio = cmp.get("after_over_optical", {}).get(r["mode"])
         t.add_row(r["mode"], _s(b["step_s"]), _s(a["step_s"]), f"{r['steady']['after_over_before']:.3f}",
                   _s(a["samples_per_s"], 1, "{:.1f}"), _s(a["allreduce_s"]), _s(a["predicted_allreduce_s"]),
                   "-" if ratio is None else f"{ratio:.2f}x")

@@ -30,7 +30,7 @@ from pydantic import Field, model_validator
 
 from emulation.fabric import Fabric, FabricError
 from emulation.planners.failover import failover_table
-from emulation.scenario import EmulationSpec, FabricSpec, ScenarioError, _Strict, read_yaml, validate
+from emulation.scenario import EmulationSpec, FabricSpec, ScenarioError, _Strict, load_checked
 
 Recovery = Literal["optical", "electrical", "migration"]
 
@@ -147,17 +147,13 @@ def load_training(path: str | Path) -> TrainingScenario:
 
     :raises ScenarioError: one line, ``FILE: field: problem``.
     """
-    path = Path(path)
-    data = read_yaml(path)
-    if "runs" in data:
-        raise ScenarioError(f"{path}: runs: a collective scenario; run it with: ocslab run {path}")
-    sc = validate(TrainingScenario, data, path)
+    return load_checked(path, TrainingScenario, ("runs", "collective", "run"), _check_recoveries)
+
+
+def _check_recoveries(sc: TrainingScenario) -> None:
+    fabric = sc.build_fabric()
     try:
-        fabric = sc.build_fabric()
         for mode in sc.recovery:
             failover_table(fabric, mode, sc.placement, sc.spares)
-    except ScenarioError as e:
-        raise ScenarioError(f"{path}: {e}") from None
     except FabricError as e:
-        raise ScenarioError(f"{path}: fabric: {e}") from None
-    return sc
+        raise ScenarioError(f"fabric: {e}") from None
