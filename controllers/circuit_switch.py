@@ -26,6 +26,7 @@ from emulation import dataplane as dpn
 from emulation.fabric import Circuit, Configuration, FabricError
 
 PRIO_CIRCUIT = 100
+PRIO_DROP = 0
 
 
 class CircuitSwitch(app_manager.OSKenApp):
@@ -54,8 +55,15 @@ class CircuitSwitch(app_manager.OSKenApp):
         parser, ofp = dp.ofproto_parser, dp.ofproto
         wipe = parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
                                  out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=parser.OFPMatch())
-        msgs = [wipe]
         k = self._ocs_index(dp.id)
+        # Lowest priority: what no other rule takes (an OCS port without a circuit is dark; a NIC
+        # or EPS without a route is a hole) goes to the bridge's own port, which is down, so Open
+        # vSwitch drops it there and counts it exactly (emulation/drops.py). Secure
+        # fail mode would drop these packets anyway, without saying where.
+        cookie = dpn.COOKIE_DARK if k is not None else dpn.COOKIE_NO_ROUTE
+        sink = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(ofp.OFPP_LOCAL)])]
+        catch_all = parser.OFPFlowMod(dp, cookie=cookie, priority=PRIO_DROP, match=parser.OFPMatch(), instructions=sink)
+        msgs = [wipe, catch_all]
         if k is not None:
             ocs = self.state.fabric.ocs[k]
             with self.state.lock:
@@ -125,7 +133,8 @@ class CircuitSwitch(app_manager.OSKenApp):
 
         Phases (CLOCK_MONOTONIC seconds): ``t_request``; ``t_dark`` when the removal of the
         changed circuits is acknowledged (barrier); routes are recomputed while dark; after
-        ``dark_window_s`` the new circuits are installed and ``t_live`` is their barrier ack.
+        ``dark_window_s`` the new circuits are installed and ``t_live`` is their barrier ack
+        (the dark window measured is R plus the switch's commit time, never less than R).
         ``dark_window_measured_s = t_live - t_dark``. Unchanged circuits stay up. With
         ``live_at`` (CLOCK_MONOTONIC) the new circuits are installed no earlier than then.
 

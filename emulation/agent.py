@@ -8,7 +8,7 @@ Schedule file (written by :mod:`emulation.emulator.orchestrator`)::
 
     {"rank": r, "ips": [ip of every rank], "port": 5001, "alpha_s": emulated s,
      "later": [[dst, channel], ...] connections the initial configuration cannot carry,
-     "arrival_s": emulated s after the first go before this rank sends (a straggler),
+     "arrival_s": emulated s after the run's start before this rank sends (a straggler),
      "control": "ctl.sock" (relative to the working directory),
      "steps": [{"send": [[tid, dst, [[channel, bytes], ...]], ...],
                 "recv": [[tid, src, bytes], ...], "drain": true if the next step reconfigures,
@@ -36,8 +36,10 @@ Control protocol (newline-delimited JSON), agent -> orchestrator: ``{"listening"
 ``{"ready": r}`` after connecting to its peers, ``{"done": step, "send": {tid: [t_start,
 t_sent]}, "recv": {tid: t_end}, "retrans": segments retransmitted so far}`` per step; orchestrator -> agent: ``{"connect": true}``,
 ``{"open": [[dst, channel], ...]}`` (before the first go, untimed: open these ``later``
-connections now, answered by ``{"opened": r}``), ``{"go": step}`` (with ``"t0"`` in a rotor run),
-``{"exit": true}``. Times are CLOCK_MONOTONIC seconds.
+connections now, answered by ``{"opened": r}``), ``{"go": step}`` (with ``"t0"`` in a rotor run;
+``"at"``: release the step at that instant, not on hearing it; ``"origin"``: when the run's
+clock, which leaves out the time spent between steps, read 0: a straggler arrives at
+``origin + arrival_s``), ``{"exit": true}``. Times are CLOCK_MONOTONIC seconds.
 """
 
 from __future__ import annotations
@@ -54,18 +56,23 @@ import time
 
 HEADER = struct.Struct("!QQ")
 PAYLOAD = memoryview(bytes(1 << 20))
-RCV_WINDOW = 8 << 10  # bytes; the kernel doubles it
+#: SO_RCVBUF of a connection (bytes; the kernel doubles it and advertises about half of that).
+#: Every shaped link's queue holds 1000 frames (emulation/emulator/shaper.py) and ACKs travel in
+#: their own class, so a window of many bandwidth-delay products (an emulated link's is a few kB)
+#: costs no loss and keeps TCP off its window limit even when a step's traffic flows both ways.
+RCV_WINDOW = 64 << 10
 #: Bytes (SO_RCVBUF, before the kernel doubles it) that all the senders converging on one GPU may
-#: keep in flight together: a receiver with fan-in k gives each connection 1/k of it.
-RCV_BUDGET = 32 << 10
-RCV_MIN = 2 << 10
+#: keep in flight together: a receiver with fan-in k gives each connection 1/k of it. With at most
+#: ~350 full frames in flight toward any port, no queue of the fabric (1000 frames) can overflow:
+#: the emulated fabric is lossless by construction, like a credit-based RDMA fabric.
+RCV_BUDGET = 512 << 10
+RCV_MIN = 8 << 10
 
 
 def receive_window(fan_in: int) -> int:
     """SO_RCVBUF for a GPU that receives from ``fan_in`` peers at once: ``RCV_WINDOW``, or less so
-    that k concurrent senders keep at most ``RCV_BUDGET`` in flight into its port (an incast of
-    7 senders with 16 KB windows overflowed the switch's packet-socket buffer: ~150 silent losses
-    per MoE step on an EPS); at least ``RCV_MIN`` (the emulated bandwidth-delay product is ~1 KB)."""
+    that k concurrent senders keep at most ``RCV_BUDGET`` in flight into its port; at least
+    ``RCV_MIN`` (a few times an emulated link's bandwidth-delay product)."""
     return max(RCV_MIN, min(RCV_WINDOW, RCV_BUDGET // max(1, fan_in)))
 GATED_PIECE = 16 << 10  # bytes written at a time by a gated sender
 GATED_MIN = 2 << 10  # a gated sender waits rather than write less than this
@@ -240,8 +247,9 @@ class Channel:
             if self.gate is not None:
                 t_start = self._send_gated(tid, nbytes)
             else:
-                self.sock.sendall(HEADER.pack(tid, nbytes))
-                left = nbytes
+                k = min(nbytes, len(PAYLOAD) - HEADER.size)
+                self.sock.sendall(HEADER.pack(tid, nbytes) + PAYLOAD[:k])  # no segment of the header alone
+                left = nbytes - k
                 while left:
                     k = min(left, len(PAYLOAD))
                     self.sock.sendall(PAYLOAD[:k])
@@ -329,12 +337,17 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
         if msg.get("exit"):
             return
         assert msg.get("go") == index, msg
-        t_go = time.monotonic()
+        t_heard = time.monotonic()
+        # Every agent releases the step at the same instant ``at`` (a little after the broadcast)
+        # so the step is not measured from whichever agent heard of it first.
+        t_go = max(t_heard, msg.get("at", t_heard))
         for gate in gates.values():
             gate.t0 = msg.get("t0", gate.t0)
-        if t_arrive is None:
+        if "origin" in msg:  # the run's clock without the time spent between steps
+            t_arrive = msg["origin"] + arrival
+        elif t_arrive is None:
             t_arrive = t_go + arrival  # a straggler joins the collective late
-        t_release = max(t_go, t_arrive)
+        t_release = max(t_go, t_arrive)  # the senders wait until then (plus alpha)
         receiver.expect_transfers(step["recv"])
         sent: dict[int, list[float]] = {}
         pending = [0]
@@ -371,7 +384,7 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
                     raise TimeoutError(f"rank {rank} step {index}: data not acknowledged in {timeout} s")
                 time.sleep(0.0005)
         retrans = sum(c.retransmissions() for c in conns.values())
-        say({"done": index, "t_go": t_go, "send": sent, "recv": recv, "retrans": retrans})
+        say({"done": index, "t_go": t_go, "t_heard": t_heard, "send": sent, "recv": recv, "retrans": retrans})
     hear()  # exit
 
 

@@ -4,13 +4,16 @@
 - no directed link carries more than its capacity over any step: for every step, the bytes
   routed over its busiest link (``StepResult.max_link_bytes``) fit in ``B x`` the step's
   duration (a packet run that beats this has a broken clock or a leaky shaper);
-- busbw never exceeds the per-GPU injection bandwidth (ports per GPU x port rate).
+- busbw never exceeds the per-GPU injection bandwidth (ports per GPU x port rate);
+- (packet backend) the emulator lost no packet of its own: every drop was modelled congestion
+  or a dark circuit (:mod:`emulation.drops`), none an artefact of the emulator.
 
 Spec: issue 3 of ocslab (sanity checks on both backends), ``shared/DESIGN.md`` (results).
 """
 
 from __future__ import annotations
 
+from emulation.drops import artefact_problem, summarise
 from emulation.fabric import Fabric
 from emulation.results import RunResult
 
@@ -45,5 +48,9 @@ def check_run(run: RunResult, fabric: Fabric, tolerance: float = TOLERANCE) -> d
     ratio = run.busbw_gbps / injection if run.time_s > 0 else float("inf")
     if ratio > 1 + tolerance:
         problems.append(f"busbw {run.busbw_gbps:.1f} Gbit/s exceeds the injection bandwidth {injection:.0f} Gbit/s")
+    artefacts = artefact_problem(run.drops) if run.drops else None
+    if artefacts:
+        problems.append(artefacts)
     return {"ok": not problems, "bytes_conserved": conserved, "max_link_utilisation": util,
-            "busbw_over_injection": ratio, "problems": problems}
+            "busbw_over_injection": ratio, "emulator_drops": summarise(run.drops)["artefacts"] if run.drops else 0,
+            "problems": problems}

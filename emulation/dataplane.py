@@ -28,6 +28,11 @@ DPID_NIC = 0x0001_0000_0000
 DPID_OCS = 0x0002_0000_0000
 DPID_EPS = 0x0003_0000_0000
 AGENT_PORT = 5001
+#: OpenFlow cookies of the lowest-priority drop rules the controller installs: on an OCS they
+#: count packets that reached a port with no circuit (dark), on a NIC or EPS bridge packets with
+#: no route (:mod:`emulation.emulator.counters`).
+COOKIE_DARK = 0xDA4C
+COOKIE_NO_ROUTE = 0x40DE
 
 #: Wire bytes per TCP payload byte of a full frame: 1514 (Ethernet header + 1500 MTU) over
 #: 1448 (MSS with timestamps). HTB counts wire bytes, the scale model's emulated rate B_e is a

@@ -37,6 +37,8 @@ class StepResult:
     dark_window_measured_s: float | None = None
     max_link_bytes: float | None = None
     retransmissions: int | None = None
+    drops: dict | None = None  # packet backend: packets lost in the step, by place (emulation/drops.py)
+    timing: dict | None = None  # packet backend: where the step's time went beyond the transfers (s)
 
     @property
     def duration_s(self) -> float:
@@ -89,6 +91,7 @@ class RunResult:
     straggler_delay_s: float = 0.0
     slots: dict = field(default_factory=dict)  # time-slotted runs: slot utilisation, rotor turns, timing
     padding_bytes: int = 0  # bytes sent that carry no payload (MoE null tokens, tile rounding)
+    drops: dict = field(default_factory=dict)  # packet backend: packets lost in the run, by place
 
     @property
     def algbw_gbps(self) -> float:

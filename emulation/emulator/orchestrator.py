@@ -37,6 +37,12 @@ from emulation.scale import Scale
 from emulation.workloads.model import Step, Transfer, Workload
 
 
+#: Emulated seconds between broadcasting a step's release and the release itself, so that every
+#: agent has heard of it and all start together (doubled, up to the maximum, when one was late).
+RELEASE_LEAD_S = 0.005
+MAX_RELEASE_LEAD_S = 0.2
+
+
 class _Coordinator:
     """Unix-socket step barrier: one line-JSON connection per agent."""
 
@@ -245,45 +251,58 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
         if warmup:
             emu.client.apply(plan.initial, 0.0)
 
-        t0 = time.monotonic()
+        counters = emu.drops
+        first = last = counters.quiet_snapshot()
+        arrive = [(arrivals_s[r] if arrivals_s else 0.0) * tdf for r in range(n)]  # emulated s on the run's clock
+        clock = 0.0  # the run's clock (emulated s) when the next step starts
         retrans_before = 0
         steps: list[StepResult] = []
-        done: list[list[dict]] = []
+        transfers: dict[int, TransferResult] = {}
+        lead = RELEASE_LEAD_S
         for si, sp in enumerate(plan.steps):
-            rec = StepResult(si, workload.steps[si].phase, 0.0, 0.0, sp.action, max_link_bytes=step_loads[si])
+            rec = StepResult(si, workload.steps[si].phase, clock / tdf, 0.0, sp.action, max_link_bytes=step_loads[si])
+            dark = 0.0
             if sp.action == "reconfigure":
                 res = emu.client.apply(sp.configuration, plan.reconfiguration_delay_s * tdf)
+                dark = res["dark_window_measured_s"]
                 rec.dark_window_requested_s = res["dark_window_requested_s"] / tdf
-                rec.dark_window_measured_s = res["dark_window_measured_s"] / tdf
-                rec.start_s = (res["t_request"] - t0) / tdf
-                coord.broadcast({"go": si})
-            else:
-                t_go = time.monotonic()
-                coord.broadcast({"go": si})
-                rec.start_s = (t_go - t0) / tdf
+                rec.dark_window_measured_s = dark / tdf
+            # The step's transfers start on the run's clock at ``clock + dark``, which is the
+            # instant ``at`` on the wall clock; ``origin`` maps one onto the other.
+            at = time.monotonic() + lead
+            origin = at - (clock + dark)
+            coord.broadcast({"go": si, "at": at, "origin": origin})
             reports = coord.gather("done", step_timeout, alive)
-            done.append(reports)
+            late = max(m["t_heard"] for m in reports) - at
+            if late > 0:  # an agent heard of the step after its release: give the next ones more lead
+                lead = min(MAX_RELEASE_LEAD_S, 2 * (lead + late))
+            snap = counters.snapshot()
+            rec.drops, last = counters.drops(last, snap), snap
             total_retrans = sum(m.get("retrans", 0) for m in reports)
             rec.retransmissions, retrans_before = total_retrans - retrans_before, total_retrans
-            ends = [t for m in reports for t in m["recv"].values()]
-            rec.end_s = ((max(ends) if ends else time.monotonic()) - t0) / tdf
+            ends = {int(tid): t for m in reports for tid, t in m["recv"].items()}
+            starts = [v[0] for m in reports for v in m["send"].values()]
+            if starts:  # how late the agents wrote their first bytes, and when the last arrived
+                rec.timing = {"start_lag_s": (max(starts) - at - alpha_s * tdf) / tdf,
+                              "first_start_s": (min(starts) - at - alpha_s * tdf) / tdf,
+                              "heard_lag_s": (max(m["t_heard"] for m in reports) - at) / tdf}
+            end = max(ends.values(), default=max(at, origin + max(arrive)))
+            rec.end_s = (end - origin) / tdf
+            clock = end - origin
+            for tid, t_end in ends.items():
+                _, t = tids[tid]
+                transfers[tid] = TransferResult(si, t.src, t.dst, t.bytes,
+                                                (max(at, origin + arrive[t.src]) - origin) / tdf, (t_end - origin) / tdf)
             steps.append(rec)
+        run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
 
-    go = {si: min(m["t_go"] for m in reports) for si, reports in enumerate(done)}
-    ends = {int(tid): v for reports in done for m in reports for tid, v in m["recv"].items()}
-    # A transfer is released at its step's go, or when its (straggling) sender arrives.
-    first_go = go[0] if go else t0
-    arrive = [first_go + (arrivals_s[r] if arrivals_s else 0.0) * tdf for r in range(n)]
-    transfers = [
-        TransferResult(si, t.src, t.dst, t.bytes, (max(go[si], arrive[t.src]) - t0) / tdf, (ends[tid] - t0) / tdf)
-        for tid, (si, t) in enumerate(tids)
-    ]
     return RunResult(
         name=name, collective=workload.collective, algorithm=workload.algorithm, planner=plan.planner,
         ranks=n, bytes=workload.bytes, backend="mininet", time_s=steps[-1].end_s if steps else 0.0,
-        steps=steps, transfers=transfers, bytes_sent=workload.bytes_sent,
-        bytes_delivered=sum(t.bytes for tid, (_, t) in enumerate(tids) if tid in ends),
+        steps=steps, transfers=[transfers[k] for k in sorted(transfers)], bytes_sent=workload.bytes_sent,
+        bytes_delivered=sum(t.bytes for tid, t in transfers.items()),
         link_bytes=[[l.u, l.up, l.v, l.vp, b] for l, b in sorted(totals.items(), key=lambda x: (x[0].u, x[0].up))],
+        drops=run_drops,
     )
 
 

@@ -1,0 +1,215 @@
+"""Counters of one running emulation that say where its packets were lost (the categories are
+those of :mod:`emulation.drops`).
+
+- ``congestion``: tc qdisc drops on the transmit end of every shaped fabric link;
+- ``dark`` and ``no_route``: the controller's lowest-priority rule on every bridge sends what
+  no circuit or route takes to the bridge's own port, which is down, and Open vSwitch counts
+  exactly what it drops there (``ovs-appctl dpctl/show -s``);
+- ``veth``: ``tx_dropped``/``rx_dropped`` of our root-namespace devices;
+- ``backlog``: ``/proc/net/softnet_stat``;
+- ``ovs_rx``: drops of Open vSwitch's receive packet sockets on our ports (``ss -f link -m``);
+- ``datapath``: upcalls lost (``ovs-appctl dpctl/show``);
+- ``ovs_tx``: conservation over the whole run: packets the GPUs sent (their interfaces'
+  counters) that neither arrived nor appear in any counter above.
+
+Everything but ``ovs_tx`` is read at every step boundary; ``ovs_tx`` needs the fabric to be quiet
+(no packet in flight), which it is before the first step and after the last. Every counter is
+read from devices, sockets and bridges this emulation owns, except ``backlog`` and
+``datapath``, which the kernel keeps per machine and Open vSwitch per datapath.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+
+def _run(args: list[str], timeout: float = 10.0) -> str:
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout).stdout
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Which of the emulation's interfaces play which role.
+
+    :param fabric_tx: root-namespace devices whose egress qdisc is a shaped fabric link.
+    :param ovs_ports: every root-namespace device attached to one of our bridges.
+    :param hosts: ``{host pid: interface}`` of every GPU (its end of the injection link).
+    :param ocs_bridges: OCS bridge names; :param forwarding_bridges: NIC and EPS bridge names.
+    """
+
+    fabric_tx: tuple[str, ...]
+    ovs_ports: tuple[str, ...]
+    hosts: dict[int, str]
+    ocs_bridges: tuple[str, ...]
+    forwarding_bridges: tuple[str, ...]
+
+    @staticmethod
+    def of_net(net) -> Ports:
+        """Classify the interfaces of a built Mininet network of :mod:`topologies.mininet_topos`."""
+        fabric_tx, ovs, hosts = [], [], {}
+        for link in net.links:
+            if getattr(link, "isPatchLink", False):
+                continue
+            for me, peer in ((link.intf1, link.intf2), (link.intf2, link.intf1)):
+                kind, peer_kind = me.node.name[0], peer.node.name[0]
+                if kind == "g":
+                    hosts[me.node.pid] = me.name
+                    continue
+                ovs.append(me.name)
+                if (kind in "ne" and peer_kind in "ne") or (kind == "n" and peer_kind == "o"):
+                    fabric_tx.append(me.name)
+        return Ports(tuple(sorted(fabric_tx)), tuple(sorted(ovs)), hosts,
+                     tuple(sorted(s.name for s in net.switches if s.name[0] == "o")),
+                     tuple(sorted(s.name for s in net.switches if s.name[0] in "ne")))
+
+
+@dataclass
+class Snapshot:
+    """Counter values at one instant (packets); ``t`` is CLOCK_MONOTONIC seconds.
+
+    ``qdisc_drops``, ``ovs_rx`` and ``sunk`` are per device (``sunk``: packets Open vSwitch
+    dropped at each bridge's own port)."""
+
+    t: float
+    qdisc_drops: dict[str, int]
+    veth_drops: int
+    backlog: int
+    ovs_rx: dict[str, int]
+    sunk: dict[str, int]
+    datapath_lost: int
+    host_tx: int
+    host_rx: int
+
+
+class DropCounters:
+    """Reads the drop counters of one running emulation (module doc).
+
+    :param ports: the roles of the emulation's interfaces (:meth:`Ports.of_net`).
+    """
+
+    def __init__(self, ports: Ports):
+        self.ports = ports
+        self._ovs_set = set(ports.ovs_ports)
+        self._bridges = set(ports.ocs_bridges) | set(ports.forwarding_bridges)
+
+    # ---- readers ---------------------------------------------------------------------------
+    def _qdisc_drops(self) -> dict[str, int]:
+        out = {}
+        for q in json.loads(_run(["tc", "-s", "-j", "qdisc", "show"]) or "[]"):
+            dev = q.get("dev")
+            if dev in self._ovs_set and q.get("root"):
+                out[dev] = int(q.get("drops", 0))
+        return out
+
+    def _veth_drops(self) -> int:
+        total = 0
+        for dev in self.ports.ovs_ports:
+            base = Path("/sys/class/net") / dev / "statistics"
+            for name in ("tx_dropped", "rx_dropped"):
+                try:
+                    total += int((base / name).read_text())
+                except (OSError, ValueError):
+                    pass
+        return total
+
+    @staticmethod
+    def _softnet_drops() -> int:
+        return sum(int(line.split()[1], 16) for line in Path("/proc/net/softnet_stat").read_text().splitlines())
+
+    def _ovs_socket_drops(self) -> dict[str, int]:
+        """``{device: drops}`` of Open vSwitch's receive packet sockets on our ports."""
+        out = {}
+        for line in _run(["ss", "-f", "link", "-m", "-a", "-n", "-H"]).splitlines():
+            m = re.search(r"\*:(\S+)\s.*skmem:\(([^)]*)\)", line)
+            if not m or m.group(1) not in self._ovs_set:
+                continue
+            d = re.search(r"\bd(\d+)", m.group(2))
+            out[m.group(1)] = out.get(m.group(1), 0) + (int(d.group(1)) if d else 0)
+        return out
+
+    def _datapath(self) -> tuple[dict[str, int], int]:
+        """Packets sent to (and dropped at) each of our bridges' own ports, and upcalls lost."""
+        text = _run(["ovs-appctl", "dpctl/show", "-s"])
+        m = re.search(r"lost:(\d+)", text)
+        lost = int(m.group(1)) if m else 0
+        sunk = {}
+        for port, body in re.findall(r"port \d+: (\S+) \(tap\)\n((?:\s{4}.*\n?)*)", text):
+            if port in self._bridges:
+                tx = re.search(r"TX packets:(\d+)\D+\d+\D+dropped:(\d+)", body)
+                if tx:
+                    sunk[port] = int(tx.group(1)) + int(tx.group(2))
+        return sunk, lost
+
+    def _hosts(self) -> tuple[int, int]:
+        tx = rx = 0
+        for pid, intf in self.ports.hosts.items():
+            try:
+                text = Path(f"/proc/{pid}/net/dev").read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                name, _, rest = line.partition(":")
+                if name.strip() == intf:
+                    v = rest.split()
+                    rx += int(v[1])
+                    tx += int(v[9])
+        return tx, rx
+
+    # ---- snapshots -------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """Read every counter now."""
+        tx, rx = self._hosts()
+        sunk, lost = self._datapath()
+        return Snapshot(time.monotonic(), self._qdisc_drops(), self._veth_drops(), self._softnet_drops(),
+                        self._ovs_socket_drops(), sunk, lost, tx, rx)
+
+    def quiet_snapshot(self, settle_s: float = 0.25, timeout_s: float = 5.0) -> Snapshot:
+        """A snapshot once no GPU has sent or received a packet for ``settle_s`` (longer than
+        TCP's delayed-ACK timer, so that nothing is in flight), or after ``timeout_s``."""
+        last = self._hosts()
+        quiet_since = time.monotonic()
+        deadline = quiet_since + timeout_s
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            now = self._hosts()
+            if now != last:
+                last, quiet_since = now, time.monotonic()
+            elif time.monotonic() - quiet_since >= settle_s:
+                break
+        return self.snapshot()
+
+    def drops(self, a: Snapshot, b: Snapshot, quiet: bool = False) -> dict:
+        """Packets lost between ``a`` and ``b`` by category (module doc), with ``where``: the
+        devices with artefact drops. With ``quiet`` (both snapshots taken with nothing in
+        flight) also ``sent``, ``received`` and ``ovs_tx``."""
+        fab = set(self.ports.fabric_tx)
+        dq = {d: b.qdisc_drops.get(d, 0) - a.qdisc_drops.get(d, 0) for d in b.qdisc_drops}
+        dsunk = {br: b.sunk.get(br, 0) - a.sunk.get(br, 0) for br in b.sunk}
+        drx = {d: b.ovs_rx.get(d, 0) - a.ovs_rx.get(d, 0) for d in b.ovs_rx}
+        out = {
+            "congestion": sum(v for d, v in dq.items() if d in fab),
+            "dark": sum(v for br, v in dsunk.items() if br in self.ports.ocs_bridges),
+            "veth": b.veth_drops - a.veth_drops,
+            "backlog": b.backlog - a.backlog,
+            "ovs_rx": sum(drx.values()),
+            "no_route": sum(v for br, v in dsunk.items() if br not in self.ports.ocs_bridges),
+            "datapath": b.datapath_lost - a.datapath_lost,
+        }
+        where = {f"ovs_rx {d}": v for d, v in drx.items() if v}
+        where.update({f"no_route {br}": v for br, v in dsunk.items() if v and br not in self.ports.ocs_bridges})
+        if quiet:
+            sent, received = b.host_tx - a.host_tx, b.host_rx - a.host_rx
+            counted = sum(v for k, v in out.items() if k not in ("backlog",))
+            out["ovs_tx"] = max(0, sent - received - counted)
+            out["sent"], out["received"] = sent, received
+        out["where"] = where
+        return out
+
+
+__all__ = ["DropCounters", "Ports", "Snapshot"]
