@@ -25,7 +25,7 @@ PRIO_LOCAL = 200
 PRIO_CHANNEL = 100
 PRIO_DEFAULT = 90
 
-RuleKey = tuple  # ("ip", dst, channel | None) or ("arp", dst)
+RuleKey = tuple  # ("ip", dst, channel | None) or ("arp", dst), with "host" appended: from the GPU only
 
 
 class Routing(app_manager.OSKenApp):
@@ -65,6 +65,11 @@ class Routing(app_manager.OSKenApp):
         else:
             return {}
         rules: dict[RuleKey, tuple[int, int]] = {}
+        # One fabric port: every peer is a direct neighbour, so nothing transits a NIC. Only the
+        # GPU's own packets may leave by the port; one that arrives from the fabric for another GPU
+        # crossed a reconfiguration into the wrong circuit, and bouncing it back into the fabric
+        # would ping-pong it between two GPUs for the whole slot. It falls to the drop rule.
+        host_only = fabric.ports_per_gpu == 1 and port_of is dpn.nic_port
         for dst in range(fabric.gpus):
             if dst == node:
                 rules[("ip", dst, None)] = (PRIO_LOCAL, dpn.NIC_HOST_PORT)
@@ -84,15 +89,18 @@ class Routing(app_manager.OSKenApp):
             for ch in range(routes.channels):
                 hop = routes.next_hop(node, dst, ch)
                 rules[("ip", dst, ch)] = (PRIO_CHANNEL, port_of(hop.up))
+        if host_only:
+            rules = {(k if k[1] == node else (*k, "host")): v for k, v in rules.items()}
         return rules
 
     @staticmethod
     def _match(parser, key: RuleKey):
+        extra = {"in_port": dpn.NIC_HOST_PORT} if key[-1] == "host" else {}
         if key[0] == "arp":
-            return parser.OFPMatch(eth_type=0x0806, arp_tpa=dpn.gpu_ip(key[1]))
+            return parser.OFPMatch(**extra, eth_type=0x0806, arp_tpa=dpn.gpu_ip(key[1]))
         if key[2] is None:
-            return parser.OFPMatch(eth_type=0x0800, ipv4_dst=dpn.gpu_ip(key[1]))
-        return parser.OFPMatch(eth_type=0x0800, ipv4_dst=dpn.gpu_ip(key[1]), ip_dscp=key[2])
+            return parser.OFPMatch(**extra, eth_type=0x0800, ipv4_dst=dpn.gpu_ip(key[1]))
+        return parser.OFPMatch(**extra, eth_type=0x0800, ipv4_dst=dpn.gpu_ip(key[1]), ip_dscp=key[2])
 
     def _updates(self, dp, fresh: bool) -> list:
         """Flow mods bringing bridge ``dp`` from its installed rules to the desired ones

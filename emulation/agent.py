@@ -20,7 +20,13 @@ to ``dst`` moves only inside the windows when a circuit to ``dst`` is up, ``[t0 
 t0 + k cycle + off]`` (guard bands already applied; ``t0`` = the controller rotor's clock origin,
 sent with the first ``go``). Inside a window the agent writes only what the link can drain
 before the window closes: ``rate x (off - now) - unacknowledged bytes`` (``TIOCOUTQ``), so no
-segment is in flight when the circuit goes dark and TCP never waits on a retransmission timeout.
+segment should be in flight when the circuit goes dark. Should one be lost there anyway (or the
+ACK for it: the machine was late), the connection *stalls*: it has data of an earlier window
+unacknowledged when its next window opens. The sender then writes new data at once (the next
+piece of the transfer, or an empty frame the receiver ignores), so the receiver SACKs beyond the
+loss, or cumulatively ACKs it, and TCP retransmits within that window; its retransmission timer
+is longer than a rotor turn (:mod:`emulation.emulator.slotted`), so it never fires in the dark
+and backs off. ``stalls`` counts such windows.
 
 ``relay`` (two-hop forwarding on a rotor, :mod:`emulation.planners.relay`): once all of
 ``in_tid`` (one of this step's ``recv``) has arrived here, send ``bytes`` to ``dst`` as
@@ -34,7 +40,8 @@ routes channels separately (parallel circuits, ECMP). Each part is framed as ``!
 
 Control protocol (newline-delimited JSON), agent -> orchestrator: ``{"listening": r}``, then
 ``{"ready": r}`` after connecting to its peers, ``{"done": step, "send": {tid: [t_start,
-t_sent]}, "recv": {tid: t_end}, "retrans": segments retransmitted so far}`` per step; orchestrator -> agent: ``{"connect": true}``,
+t_sent]}, "recv": {tid: t_end}, "retrans": segments retransmitted so far, "stalls": stalled
+windows so far, "t_go", "t_heard"}`` per step; orchestrator -> agent: ``{"connect": true}``,
 ``{"open": [[dst, channel], ...]}`` (before the first go, untimed: open these ``later``
 connections now, answered by ``{"opened": r}``), ``{"go": step}`` (with ``"t0"`` in a rotor run;
 ``"at"``: release the step at that instant, not on hearing it; ``"origin"``: when the run's
@@ -77,6 +84,9 @@ def receive_window(fan_in: int) -> int:
 GATED_PIECE = 16 << 10  # bytes written at a time by a gated sender
 GATED_MIN = 2 << 10  # a gated sender waits rather than write less than this
 GATED_POLL_S = 0.0005
+#: Transfer id of an empty frame a gated sender writes to resume a stalled connection.
+NUDGE_TID = (1 << 64) - 1
+NUDGE_BYTES = 1448  # one segment of new data
 
 
 class Gate:
@@ -143,6 +153,8 @@ class Receiver:
             if not _read_exact(conn, memoryview(hdr)):
                 return
             tid, part = HEADER.unpack(hdr)
+            if tid == NUDGE_TID:
+                continue
             n = part
             while n:
                 k = conn.recv_into(view, min(n, len(buf)))
@@ -217,6 +229,9 @@ class Channel:
 
     def __init__(self, ip: str, port: int, channel: int, gate: Gate | None = None):
         self.gate = gate
+        self.stalls = 0  # windows that opened with data of an earlier window unacknowledged
+        self._last_write = 0.0
+        self._nudged = None  # the window (its opening instant) in which we last nudged
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # DSCP before connect: the SYN carries it, and the receiver (tcp_reflect_tos) answers
         # with it, so the connection's ACKs travel on the same channel as its data.
@@ -237,9 +252,39 @@ class Channel:
         info = self.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
         return struct.unpack_from("I", info, 100)[0] if len(info) >= 104 else 0
 
+    def _stalled(self, on: float) -> bool:
+        """In the window that opened at ``on``: bytes written before it are still unacknowledged,
+        so a segment or its ACK was lost in a dark window. TCP would resend only when its
+        retransmission timer fires, which on a rotor is most likely in the dark again (and then
+        backs off, turn after turn)."""
+        return self._nudged != on and self._last_write < on and self.unacked() > 0
+
+    def _write(self, data) -> None:
+        self.sock.sendall(data)
+        self._last_write = time.monotonic()
+
+    def _nudge_if_stalled(self) -> None:
+        """Between transfers: if the current window opened on a stall, write an empty frame
+        (new data beyond the lost segment: the receiver SACKs or cumulatively ACKs it and TCP
+        retransmits the loss at once). The receiver ignores it."""
+        now = time.monotonic()
+        on, off = self.gate.window(now)
+        if on <= now < off and self._stalled(on):
+            self._nudged = on
+            self.stalls += 1
+            self._write(HEADER.pack(NUDGE_TID, 0))
+
     def _run(self) -> None:
         while True:
-            tid, nbytes, not_before, report = self.jobs.get()
+            if self.gate is not None and self.unacked():
+                try:
+                    job = self.jobs.get(timeout=GATED_POLL_S)
+                except queue.Empty:
+                    self._nudge_if_stalled()
+                    continue
+            else:
+                job = self.jobs.get()
+            tid, nbytes, not_before, report = job
             delay = not_before - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
@@ -267,15 +312,19 @@ class Channel:
                 time.sleep(on - now)
                 continue
             budget = int(gate.rate * (off - now)) - self.unacked()
+            if self._stalled(on):  # resume now: a little new data makes the receiver SACK the loss
+                self._nudged = on
+                self.stalls += 1
+                budget = max(budget, min(left, NUDGE_BYTES))
             if budget < min(GATED_MIN, left):
                 time.sleep(min(GATED_POLL_S, max(off - now, 0.0)))
                 continue
             k = min(left, budget, GATED_PIECE)
             if t_first is None:
                 t_first = now
-                self.sock.sendall(HEADER.pack(tid, nbytes) + PAYLOAD[:k])
+                self._write(HEADER.pack(tid, nbytes) + PAYLOAD[:k])
             else:
-                self.sock.sendall(PAYLOAD[:k])
+                self._write(PAYLOAD[:k])
             left -= k
         return t_first if t_first is not None else time.monotonic()
 
@@ -384,7 +433,9 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
                     raise TimeoutError(f"rank {rank} step {index}: data not acknowledged in {timeout} s")
                 time.sleep(0.0005)
         retrans = sum(c.retransmissions() for c in conns.values())
-        say({"done": index, "t_go": t_go, "t_heard": t_heard, "send": sent, "recv": recv, "retrans": retrans})
+        stalls = sum(c.stalls for c in conns.values())
+        say({"done": index, "t_go": t_go, "t_heard": t_heard, "send": sent, "recv": recv, "retrans": retrans,
+             "stalls": stalls})
     hear()  # exit
 
 

@@ -39,6 +39,7 @@ class StepResult:
     retransmissions: int | None = None
     drops: dict | None = None  # packet backend: packets lost in the step, by place (emulation/drops.py)
     timing: dict | None = None  # packet backend: where the step's time went beyond the transfers (s)
+    stalls: int | None = None  # rotor runs: windows that opened on a connection stalled by a loss in the dark
 
     @property
     def duration_s(self) -> float:

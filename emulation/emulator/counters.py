@@ -91,10 +91,14 @@ class DropCounters:
     """Reads the drop counters of one running emulation (module doc).
 
     :param ports: the roles of the emulation's interfaces (:meth:`Ports.of_net`).
+    :param misdelivered_is_dark: a NIC's drops are packets that crossed a reconfiguration into the
+        wrong circuit (a fabric of one-port GPUs on OCSes, where nothing transits a NIC), not
+        holes in its routes.
     """
 
-    def __init__(self, ports: Ports):
+    def __init__(self, ports: Ports, misdelivered_is_dark: bool = False):
         self.ports = ports
+        self.misdelivered_is_dark = misdelivered_is_dark
         self._ovs_set = set(ports.ovs_ports)
         self._bridges = set(ports.ocs_bridges) | set(ports.forwarding_bridges)
 
@@ -192,17 +196,18 @@ class DropCounters:
         dq = {d: b.qdisc_drops.get(d, 0) - a.qdisc_drops.get(d, 0) for d in b.qdisc_drops}
         dsunk = {br: b.sunk.get(br, 0) - a.sunk.get(br, 0) for br in b.sunk}
         drx = {d: b.ovs_rx.get(d, 0) - a.ovs_rx.get(d, 0) for d in b.ovs_rx}
+        dark_at = set(self.ports.ocs_bridges) | (set(self.ports.forwarding_bridges) if self.misdelivered_is_dark else set())
         out = {
             "congestion": sum(v for d, v in dq.items() if d in fab),
-            "dark": sum(v for br, v in dsunk.items() if br in self.ports.ocs_bridges),
+            "dark": sum(v for br, v in dsunk.items() if br in dark_at),
             "veth": b.veth_drops - a.veth_drops,
             "backlog": b.backlog - a.backlog,
             "ovs_rx": sum(drx.values()),
-            "no_route": sum(v for br, v in dsunk.items() if br not in self.ports.ocs_bridges),
+            "no_route": sum(v for br, v in dsunk.items() if br not in dark_at),
             "datapath": b.datapath_lost - a.datapath_lost,
         }
         where = {f"ovs_rx {d}": v for d, v in drx.items() if v}
-        where.update({f"no_route {br}": v for br, v in dsunk.items() if v and br not in self.ports.ocs_bridges})
+        where.update({f"no_route {br}": v for br, v in dsunk.items() if v and br not in dark_at})
         if quiet:
             sent, received = b.host_tx - a.host_tx, b.host_rx - a.host_rx
             counted = sum(v for k, v in out.items() if k not in ("backlog",))

@@ -237,7 +237,8 @@ class EmulatedFabric:
 
         self.net.staticArp()
         self.net.start()
-        self.drops = DropCounters(Ports.of_net(self.net))
+        self.drops = DropCounters(Ports.of_net(self.net),
+                                  misdelivered_is_dark=self.fabric.ports_per_gpu == 1 and bool(self.fabric.ocs))
         if self.link_mbps is not None:
             # Open vSwitch resets the qdisc of a port whose QoS it manages, on any reconfiguration
             # of any bridge: QoS type linux-noop tells it to leave our ports' qdiscs alone.

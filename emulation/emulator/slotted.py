@@ -7,6 +7,10 @@ guard band at each end (:class:`emulation.agent.Gate`). Steps are round-synchron
 the orchestrator as in :mod:`emulation.emulator.orchestrator`; the rotor keeps turning across
 them. The same schedule on the flow backend is :func:`emulation.flowsim.slotted.simulate_slotted`.
 
+Packets lost are counted for the run and per step (:mod:`emulation.drops`); a step's count is
+read just after the next step is released (the rotor does not wait), so it may include that
+step's first milliseconds.
+
 Per run: every agent connects to each of its peers under a configuration that joins them (the
 rotor's configurations applied one by one, untimed); the rotor starts; after one warm-up turn
 (the controller's ack-latency estimates settle) the first step is released exactly at the start
@@ -167,7 +171,9 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
         sched["step_timeout_s"] = step_timeout
 
     emu.client.apply(Configuration({}), 0.0)
-    emu.set_rto_min(FAST_RTO_MIN_MS)
+    # A segment lost in the dark is resumed by its sender at the pair's next window (the agent's
+    # stall nudge); the retransmission timer must not fire first, in the dark, and back off.
+    emu.set_rto_min(max(FAST_RTO_MIN_MS, 2e3 * cycle))
     rotor_on = False
     try:
         with agents(emu, schedules, run_dir) as (coord, alive):
@@ -182,6 +188,8 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
                 open_under(emu, coord, alive, config, opens)
                 todo -= here
             emu.client.apply(Configuration({}), 0.0)
+            counters = emu.drops
+            first = counters.quiet_snapshot()
             since = len(emu.client.events())
             # The rotor keeps turning as long as a step may wait (it is stopped when the last step
             # is done): a connection whose lost segment sits in TCP's retransmission backoff
@@ -195,9 +203,10 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
             time.sleep(max(0.0, origin - time.monotonic()))
             steps: list[StepResult] = []
             done: list[list[dict]] = []
+            last = first
+            t_go = time.monotonic()
+            coord.broadcast({"go": 0, "t0": t0})
             for si in range(len(workload.steps)):
-                t_go = time.monotonic()
-                coord.broadcast({"go": si, "t0": t0})
                 reports = coord.gather("done", step_timeout, alive)
                 done.append(reports)
                 ends = [t for m in reports for t in m["recv"].values()]
@@ -205,9 +214,16 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
                 rec = StepResult(si, workload.steps[si].phase, (max(t_go, origin) - origin) / tdf,
                                  (end - origin) / tdf, "slotted")
                 rec.retransmissions = sum(m.get("retrans", 0) for m in reports) - sum(s.retransmissions for s in steps)
+                rec.stalls = sum(m.get("stalls", 0) for m in reports) - sum(s.stalls or 0 for s in steps)
+                if si + 1 < len(workload.steps):  # the rotor's clock does not wait: release first, count after
+                    t_go = time.monotonic()
+                    coord.broadcast({"go": si + 1, "t0": t0})
+                snap = counters.snapshot()
+                rec.drops, last = counters.drops(last, snap), snap
                 steps.append(rec)
             emu.client.stop_rotor()
             rotor_on = False
+            run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
             events = [e for e in emu.client.events(since) if e["kind"] == "rotor-slot"]
             (run_dir / "rotor-events.json").write_text(json.dumps({"t0": t0, "origin": origin, "tdf": tdf,
                                                                    "events": events}))
@@ -233,7 +249,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     delivered = sum(t.bytes for tid, (_si, t) in enumerate(tids) if ends[tid] < math.inf)
     res = RunResult(name=name, collective=workload.collective, algorithm=workload.algorithm, planner=planner,
                     ranks=n, bytes=workload.bytes, backend="mininet", time_s=end_s, steps=steps,
-                    transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=delivered)
+                    transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=delivered, drops=run_drops)
     res.slots = {"slot_utilisation": delivered / capacity if capacity else 0.0, "cycles": end_s / schedule.cycle_s,
                  "slots_run": len(used), "start_error_s": {"median": float(np.median(err)),
                                                             "p99": float(np.percentile(err, 99)), "max": float(err.max())},
