@@ -326,9 +326,9 @@ def _execute(sc, backend: str, out: Path, force: bool) -> dict | int:
     except runner.BackendError as e:
         _cleanup(out, created)
         return _fail(str(e))
-    except runner.HeadroomError as e:
+    except runner.HeadroomError as e:  # the rate the scenario names is wrong for this machine
         _cleanup(out, created)
-        return _fail(str(e), 1)
+        return _fail(str(e), 2)
     except SimulationError as e:
         _cleanup(out, created)
         return _fail(f"flow backend: {e}", 1)

@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from emulation.drops import summarise
 from emulation.results import RunResult
 from emulation.scenario import format_bytes
 
@@ -30,11 +31,14 @@ def write(result: dict, out: Path, scenario_yaml: str) -> None:
     with open(out / "steps.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["run", "bytes", "iteration", "step", "phase", "action", "start_s", "end_s",
-                    "dark_window_requested_s", "dark_window_measured_s"])
+                    "dark_window_requested_s", "dark_window_measured_s", "retransmissions", "drops_modelled",
+                    "drops_emulator"])
         for r in result["runs"]:
             for s in r["steps"]:
+                d = summarise(s.get("drops") or {})
                 w.writerow([r["name"], r["bytes"], r.get("iteration", 0), s["index"], s["phase"], s["action"], s["start_s"],
-                            s["end_s"], s["dark_window_requested_s"], s["dark_window_measured_s"]])
+                            s["end_s"], s["dark_window_requested_s"], s["dark_window_measured_s"],
+                            s.get("retransmissions"), d["modelled"], d["artefacts"]])
     timeline(result, out / "timeline.png")
 
 
@@ -94,6 +98,9 @@ def print_summary(result: dict, console: Console | None = None) -> None:
         relays = any((r.get("slots") or {}).get("forwarding") == "two-hop" for r in result["runs"])
         if relays:
             cols.insert(cols.index("checks"), "relayed")
+        packets = result["backend"] == "mininet"
+        if packets:  # what the emulator's own counters say about the run (emulation/drops.py)
+            cols[cols.index("checks"):cols.index("checks")] = ["retx", "drops mod/emu"]
         for col in cols:
             t.add_column(col, justify="right" if col != "run" else "left")
         for r in result["runs"]:
@@ -117,6 +124,11 @@ def print_summary(result: dict, console: Console | None = None) -> None:
             if relays:
                 sl = r.get("slots") or {}
                 row.insert(cols.index("relayed"), _mib(sl["relayed_bytes"]) if sl.get("forwarding") == "two-hop" else "-")
+            if packets:
+                drops = summarise(r.get("drops") or {})
+                row[cols.index("retx"):cols.index("retx")] = [
+                    str(sum(s.get("retransmissions") or 0 for s in r["steps"])),
+                    f"{drops['modelled']}/{drops['artefacts']}"]
             t.add_row(*row)
         console.print(t)
     f, cost = result["fabric"], result["cost"]
@@ -132,6 +144,12 @@ def print_summary(result: dict, console: Console | None = None) -> None:
     if "scale" in result:
         s = result["scale"]
         console.print(f"scale: links {s['link_mbps']} Mbit/s, byte scale {s['byte_scale']}, TDF {s['tdf']:.0f}")
+    if "calibration" in result:
+        c = result["calibration"]
+        probes = ", ".join(f"{p['link_mbps']:g} Mbit/s {p['efficiency']:.0%}" for p in c["probes"])
+        how = "auto" if c["requested"] is None else f"asked {c['requested']:g}"
+        console.print(f"calibration ({how}): {c['link_mbps']:g} Mbit/s per link reaches the {c['target']:.0%} target "
+                      f"under full load (probes: {probes})")
     if "headroom" in result:
         h = result["headroom"]
         console.print(f"headroom: {h['efficiency']:.0%} of link rate at {h['offered_mbps']:.0f} Mbit/s offered")

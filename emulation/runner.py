@@ -17,9 +17,6 @@ from emulation.planners import Plan
 from emulation.results import RunResult
 from emulation.scenario import Scenario, format_bytes
 
-#: Minimum headroom-probe efficiency before the run is refused or warned about.
-MIN_EFFICIENCY = 0.85
-
 Progress = Callable[[str, int, int], None]
 
 
@@ -129,36 +126,48 @@ def _warnings(runs: list[RunResult]) -> list[str]:
 def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force: bool = False) -> dict:
     """Run every (size, run) of ``sc`` with real packets; return the ``result.json`` dict.
 
-    :raises HeadroomError: the headroom probe shows the CPU would bound the run (policy
-        ``refuse``, unless ``force``).
+    First the link rate is calibrated (:mod:`emulation.emulator.calibration`): ``auto`` takes
+    the highest rate whose headroom probe reaches the target; a given rate is probed and, if it
+    misses, refused (policy ``refuse``, unless ``force``) or used with a warning (``warn``).
+
+    :raises HeadroomError: the given rate misses the target and the policy is ``refuse``.
+    :raises emulation.emulator.calibration.CalibrationError: no rate reaches the target.
     :raises emulation.emulator.net.EmulationError: the emulation could not be brought up.
     """
+    from emulation.emulator.calibration import AUTO_START_MBPS, calibrate
     from emulation.emulator.capabilities import detect
     from emulation.emulator.net import EmulatedFabric
-    from emulation.emulator.orchestrator import measure_headroom, run_workload
+    from emulation.emulator.orchestrator import run_workload
     from emulation.emulator.slotted import run_slotted
 
-    fabric, scale = sc.build_fabric(), sc.scale()
+    fabric = sc.build_fabric()
+    em = sc.emulation
+    requested = None if em.link_mbps == "auto" else float(em.link_mbps)
     arrivals = sc.iteration_arrivals_s()
     caps = detect()
     runs: list[RunResult] = []
     meta: dict = {"capabilities": caps.to_json(), "warnings": []}
     if not caps.netem and sc.cost.delta_s > 0:
         meta["warnings"].append("netem missing: per-hop propagation delay delta was not emulated")
-    with EmulatedFabric(fabric, out / "emulation", link_mbps=scale.link_mbps,
-                        delay_s=sc.cost.delta_s * scale.tdf, capabilities=caps) as emu:
-        if sc.emulation.headroom != "skip":
+    start = requested if requested is not None else AUTO_START_MBPS
+    with EmulatedFabric(fabric, out / "emulation", link_mbps=start,
+                        delay_s=sc.cost.delta_s * sc.scale(start).tdf, capabilities=caps) as emu:
+        rate = start
+        if em.headroom != "skip":
             if progress:
-                progress("headroom probe", 0, len(sc.jobs()))
-            head = measure_headroom(emu, scale, out / "emulation" / "headroom")
-            meta["headroom"] = head
-            if head["efficiency"] < MIN_EFFICIENCY:
-                msg = (f"headroom: the emulated links reached only {head['efficiency']:.0%} of their rate "
-                       f"under full load ({head['offered_mbps']:.0f} Mbit/s offered); lower "
-                       f"emulation.link_mbps so the links, not the CPU, are the bottleneck")
-                if sc.emulation.headroom == "refuse" and not force:
-                    raise HeadroomError(msg)
-                meta["warnings"].append(msg)
+                progress("calibrating the link rate", 0, len(sc.jobs()))
+            cal = calibrate(emu, requested, em.byte_scale, out / "emulation" / "calibration", em.headroom_target)
+            meta["calibration"] = cal.to_json()
+            meta["headroom"] = cal.chosen
+            rate = cal.link_mbps
+            if not cal.requested_ok:
+                if em.headroom == "refuse" and not force:
+                    raise HeadroomError(cal.refusal())
+                meta["warnings"].append(cal.refusal() + " (run anyway)")
+                meta["headroom"] = next(p for p in cal.probes if p["link_mbps"] == requested)
+                rate = requested
+                emu.set_link_mbps(rate)
+        scale = sc.scale(rate)
         for size, r, plan, slotted in _jobs(sc, fabric, progress):
             w = plan.workload
             for it, arr in enumerate(arrivals):

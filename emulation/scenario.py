@@ -15,7 +15,7 @@ Example (``experiments/demo.yaml``)::
       - {name: ring, algorithm: ring, planner: none}
       - {name: rhd-static, algorithm: rhd, planner: none}
       - {name: rhd-circuits, algorithm: rhd, planner: always}
-    emulation: {link_mbps: 10, byte_scale: 0.1}
+    emulation: {link_mbps: auto, byte_scale: 0.1}
     # optional: backend: flow, semantics: dependency-driven, iterations: 10,
     #           straggler: {rank: 7, delay_s: 1.0e-3, jitter_s: 0, distribution: uniform, seed: 0}
 
@@ -142,11 +142,33 @@ class CostSpec(_Strict):
 
 
 class EmulationSpec(_Strict):
-    """``emulation:`` section: the scale model of the packet backend."""
+    """``emulation:`` section: the scale model of the packet backend.
 
-    link_mbps: float = Field(default=10.0, gt=0, le=1000)
+    ``link_mbps`` is the emulated rate B_e of every port (Mbit/s) or ``auto``: the highest rate
+    at which this machine's headroom probe (every link saturated at once) reaches
+    ``headroom_target`` of link rate (:mod:`emulation.emulator.calibration`). A given rate is
+    probed too; ``headroom`` says what happens when it misses the target: ``refuse`` (the run
+    stops before anything is measured, naming the rate that would work), ``warn`` (it runs, with
+    a warning in the result), ``skip`` (no probe; not with ``auto``). ``byte_scale`` s: emulated
+    bytes = real bytes x s; TDF = s x port rate / B_e."""
+
+    link_mbps: float | Literal["auto"] = "auto"
     byte_scale: float = Field(default=0.1, gt=0, le=1)
-    headroom: Literal["warn", "refuse", "skip"] = "warn"
+    headroom: Literal["refuse", "warn", "skip"] = "refuse"
+    headroom_target: float = Field(default=0.97, gt=0.5, le=1)
+
+    @field_validator("link_mbps")
+    @classmethod
+    def _rate(cls, v):
+        if v != "auto" and not 0 < v <= 1000:
+            raise ValueError(f"must be auto or in (0, 1000] Mbit/s, got {v:g}")
+        return v
+
+    @model_validator(mode="after")
+    def _auto_needs_probe(self):
+        if self.link_mbps == "auto" and self.headroom == "skip":
+            raise ValueError("link_mbps: auto is chosen by the headroom probe; it cannot be combined with headroom: skip")
+        return self
 
 
 class StragglerSpec(_Strict):
@@ -438,9 +460,16 @@ class Scenario(_Strict):
             return Plan("slotted-" + run.schedule, fabric.initial, (), self.fabric.reconfiguration_delay_s, w)
         return make_plan(run.planner, fabric, w, self.cost_model())
 
-    def scale(self) -> Scale:
-        """The packet backend's scale model for this scenario."""
-        return Scale(self.emulation.link_mbps, self.emulation.byte_scale, self.fabric.port_gbps)
+    def scale(self, link_mbps: float | None = None) -> Scale:
+        """The packet backend's scale model for this scenario, at ``link_mbps`` (default: the
+        scenario's own rate).
+
+        :raises ValueError: the scenario's rate is ``auto`` and no rate was given (calibrate first).
+        """
+        rate = link_mbps if link_mbps is not None else self.emulation.link_mbps
+        if rate == "auto":
+            raise ValueError("emulation.link_mbps is auto: the rate comes from calibration")
+        return Scale(rate, self.emulation.byte_scale, self.fabric.port_gbps)
 
     def to_yaml(self) -> str:
         """The scenario as resolved (defaults filled in), YAML."""

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from emulation import dataplane as dpn
+from emulation.emulator.calibration import calibrated_scale
 from emulation.emulator.net import EmulatedFabric, bridge_names
 from emulation.emulator.orchestrator import run_workload
 from emulation.fabric import assign_ports
@@ -84,10 +85,10 @@ def test_reconfiguration_dark_window_is_enforced_and_measured(run_dir):
 def test_ring_allreduce_is_link_bound_and_delivers_every_byte(run_dir):
     n, size = 4, 8 << 20
     f = ocs_star(n, 2, 400, 0.0, "ring")
-    scale = Scale(10.0, 0.1, 400)
     alpha = 5e-6
     w = build("ring", n, size)
-    with EmulatedFabric(f, run_dir, link_mbps=scale.link_mbps) as emu:
+    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
+        scale = calibrated_scale(emu, 0.1, run_dir / "calibration")
         r = run_workload(emu, "ring", w, make_plan("none", f, w), scale, alpha, run_dir / "ring")
     assert r.bytes_delivered == r.bytes_sent == w.bytes_sent
     assert len(r.steps) == 2 * (n - 1)
@@ -167,8 +168,8 @@ def test_flow_and_packet_backends_agree_and_pass_the_sanity_checks(run_dir):
 
     n, size, alpha = 4, 8 << 20, 5e-6
     f = ocs_star(n, 2, 400, 10e-6, "ring")
-    scale = Scale(10.0, 0.1, 400)
-    with EmulatedFabric(f, run_dir, link_mbps=scale.link_mbps) as emu:
+    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
+        scale = calibrated_scale(emu, 0.1, run_dir / "calibration")
         for alg, planner in (("ring", "none"), ("rhd", "always")):
             w = build(alg, n, size)
             plan = make_plan(planner, f, w)
@@ -187,11 +188,11 @@ def test_a_straggler_delays_the_packet_run_like_the_flow_run(run_dir):
 
     n, size, alpha, d = 4, 4 << 20, 5e-6, 200e-6
     f = ocs_star(n, 2, 400, 0.0, "ring")
-    scale = Scale(10.0, 0.1, 400)
     w = build("ring", n, size)
     plan = make_plan("none", f, w)
     arrivals = [0.0, 0.0, d, 0.0]
-    with EmulatedFabric(f, run_dir, link_mbps=scale.link_mbps) as emu:
+    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
+        scale = calibrated_scale(emu, 0.1, run_dir / "calibration")
         pkt = run_workload(emu, "ring", w, plan, scale, alpha, run_dir / "late", arrivals_s=arrivals)
     flow = simulate(f, w, plan, alpha_s=alpha, arrivals_s=arrivals)
     assert flow.time_s == pytest.approx(d + ring_alpha_beta_s(n, size, alpha, 400), rel=1e-9)
@@ -208,11 +209,11 @@ def test_dp_plan_mixing_keep_and_reconfigure_runs_on_packets_like_the_flow_model
 
     n, size, alpha, r = 8, 4 << 20, 5e-6, 25e-6
     f = ocs_star(n, 2, 400, r, "ring")
-    scale = Scale(10.0, 0.1, 400)
     plan = make_plan("dp", f, build("rhd", n, size), CostModel(alpha, 0.0))
     actions = [s.action for s in plan.steps]
     assert actions == ["keep", "reconfigure", "reconfigure", "keep", "reconfigure", "reconfigure"], actions
-    with EmulatedFabric(f, run_dir, link_mbps=scale.link_mbps) as emu:
+    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
+        scale = calibrated_scale(emu, 0.1, run_dir / "calibration")
         pkt = run_workload(emu, "rhd-dp", plan.workload, plan, scale, alpha, run_dir / "dp")
         assert emu.client.circuits() == plan.steps[-1].configuration
     flow = simulate(f, plan.workload, plan, alpha_s=alpha)
@@ -236,10 +237,10 @@ def test_stragglar_on_packets_matches_the_flow_ratio_and_crossover(run_dir):
     n, size, alpha = 8, 1 << 30, 3e-6
     gbps = 450 * 8 * 2**30 / 1e9
     f = eps_star(n, gbps)
-    scale = Scale(10.0, 1 / 1024, gbps)
     a = (n - 2) * alpha + (n - 2) / (n - 1) * size / f.port_bytes_per_s
     got: dict = {}
-    with EmulatedFabric(f, run_dir, link_mbps=scale.link_mbps) as emu:
+    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
+        scale = calibrated_scale(emu, 1 / 1024, run_dir / "calibration")
         for k in (2.0, 0.5):
             arr = [0.0] * n
             arr[-1] = k * a

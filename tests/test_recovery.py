@@ -120,7 +120,7 @@ def test_job_spec_counts_parameters_and_gradient_bytes():
 
 GOOD = """name: t
 fabric: {topology: rack, gpus: 4, spares: 4, port_gbps: 100, electrical_gbps: 50}
-failure: {gpu: 2, at_s: 5}
+failure: {gpu: 2, at_step: 7}
 recovery: [optical, electrical, migration]
 """
 
@@ -130,7 +130,9 @@ recovery: [optical, electrical, migration]
     (("spares: 4", "spares: 2"), "fabric.spares: migration restarts the job on 4 fresh GPUs"),
     ((", electrical_gbps: 50", ""), "fabric.electrical_gbps: the electrical recovery"),
     (("gpu: 2", "gpu: 4"), "failure.gpu: 4 is not a working GPU"),
-    (("at_s: 5", "at_s: 0"), "failure.at_s: Input should be greater than 0"),
+    (("at_step: 7", "at_step: -1"), "failure.at_step: Input should be greater than or equal to 0"),
+    (("at_step: 7", "at_step: 9"), "failure.at_step: step 9 ends with a checkpoint (every 5 steps)"),
+    (("at_step: 7", "at_s: 7"), "failure.at_step: Field required"),
     (("[optical, electrical, migration]", "[optical, optical]"), "recovery: a recovery is listed twice"),
     (("[optical, electrical, migration]", "[teleport]"), "recovery.0: Input should be"),
     (("topology: rack", "topology: ocs-star"), "fabric.spares: only a rack has spare GPUs"),

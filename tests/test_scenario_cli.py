@@ -15,7 +15,17 @@ def test_demo_loads_and_resolves():
     sc = load_scenario(ROOT / "experiments" / "demo.yaml")
     assert sc.sizes == [25 << 20, 1 << 20]
     assert [r.name for r in sc.runs] == ["ring", "rhd-static", "rhd-circuits"]
-    assert sc.scale().tdf == pytest.approx(0.1 * 400e9 / 10e6)
+    assert sc.emulation.link_mbps == "auto" and sc.emulation.headroom == "refuse"
+    assert sc.scale(10.0).tdf == pytest.approx(0.1 * 400e9 / 10e6)
+    with pytest.raises(ValueError, match="calibration"):
+        sc.scale()
+
+
+def test_auto_link_rate_needs_the_headroom_probe(tmp_path):
+    p = tmp_path / "auto.yaml"
+    p.write_text(GOOD.replace("  link_mbps: auto", "  headroom: skip\n  link_mbps: auto", 1))
+    with pytest.raises(ScenarioError, match=r"emulation\.link_mbps: auto .*headroom: skip"):
+        load_scenario(p)
 
 
 @pytest.mark.parametrize("old,new,field", [
@@ -24,7 +34,8 @@ def test_demo_loads_and_resolves():
     ("algorithm: ring,", "algorithm: rin,", "runs.0.algorithm"),
     ("planner: always", "planner: sometimes", "runs.2.planner"),
     ("[25MiB, 1MiB]", "[25MiB, lots]", "sizes"),
-    ("link_mbps: 10", "link_mbps: 5000", "emulation.link_mbps"),
+    ("link_mbps: auto", "link_mbps: 5000", "emulation.link_mbps"),
+    ("link_mbps: auto", "link_mbps: fast", "emulation.link_mbps"),
     ("ports_per_gpu: 2", "ports_per_gpu: 1", "fabric"),
     ("topology: ocs-star", "topology: hypercube", "fabric.topology"),
     ("name: rhd-static,", "name: ring,", "runs"),

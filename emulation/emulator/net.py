@@ -304,6 +304,23 @@ class EmulatedFabric:
             subprocess.run(["ovs-vsctl", "--if-exists", "del-br", b], capture_output=True)
 
     # ---- use ------------------------------------------------------------------------------
+    def set_link_mbps(self, mbps: float) -> None:
+        """Shape every fabric link at ``mbps`` (payload Mbit/s) from now on (between runs: the
+        queues are not drained first). The propagation delay is scaled with it (``delay_s x old /
+        new``): it stands for a real delay, and the time dilation factor is inversely
+        proportional to the rate.
+
+        :raises EmulationError: tc refused.
+        """
+        if mbps == self.link_mbps:
+            return
+        self.delay_s *= self.link_mbps / mbps
+        self.link_mbps = mbps
+        try:
+            shaper.apply(self._shaped_links(), self.run_dir / "tc", self.queue_packets, change=True)
+        except shaper.ShapingError as e:
+            raise EmulationError(str(e)) from None
+
     def settle(self) -> None:
         """Flush Open vSwitch's cached datapath flows (``ovs-appctl revalidator/purge``), so that
         the next packets take the OpenFlow rules just installed. A barrier reply means the rules

@@ -5,7 +5,7 @@ One run of :func:`run_recovery` on a fresh :class:`~emulation.emulator.net.Emula
 1. the controller's failover app is armed with the recovery mode, the job's placement and the
    spares (it precomputes every answer, ``controllers/failover.py``);
 2. launch 0 of :mod:`emulation.torchjob.train` starts on the working GPUs;
-3. ``failure.at_s`` after the first step started, GPU k fails: every fabric port of its NIC
+3. as soon as rank 0 has logged step ``failure.at_step``, GPU k fails: every fabric port of its NIC
    and its host interface go down (``ip link set ... down``) and its rank is SIGKILLed;
 4. the controller detects the failure by port status, installs the precomputed configuration
    and logs ``failover`` with the new placement; when ``gpu-failed`` appears the supervisor
@@ -109,9 +109,10 @@ def _read_steps(path: Path) -> list[dict]:
 
 
 def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[int], mode: str, failed_gpu: int,
-                 at_s: float, link_mbps: float, dark_window_s: float, out: Path, timeout_s: float,
+                 at_step: int, link_mbps: float, dark_window_s: float, out: Path, timeout_s: float,
                  capabilities=None, restart: str = "warm") -> dict:
-    """Run the training job, fail ``failed_gpu`` at ``at_s``, recover by ``mode`` (module doc).
+    """Run the training job, fail ``failed_gpu`` once step ``at_step`` is logged, recover by
+    ``mode`` (module doc).
 
     :param fabric: the rack (:func:`topologies.builders.rack`) holding the job's ring.
     :param job: the job as JSON (:class:`emulation.training.scenario.JobSpec`).
@@ -125,7 +126,7 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
     :returns: ``{"mode", "placement": [before, after], "events": {...}, "launches": [[rank
         records], ...], "steps": [...], "evidence": {...}}`` with CLOCK_MONOTONIC times (module doc).
     :raises EmulationError: the emulation, a rank or the recovery failed, or the job ended
-        before the failure time.
+        before step ``at_step``.
     """
     out.mkdir(parents=True, exist_ok=True)
     job_file = out / "job.json"
@@ -149,18 +150,12 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
                     time.sleep(0.05)
             first = TorchJob(emu, "emulation.torchjob.train", args + ["--launch", "0"], out / "launch-0", placement)
             deadline = time.monotonic() + timeout_s
-            while not (rows := [r for r in _read_steps(steps_file) if "step" in r]):
+            while not any(r.get("step", -1) >= at_step for r in _read_steps(steps_file)):
                 if first.done():
-                    raise EmulationError("the job finished before its first step was logged")
+                    raise EmulationError(f"failure.at_step: the job ended before step {at_step} (logs in {out}/launch-0)")
                 if time.monotonic() > deadline:
-                    raise EmulationError(f"no training step within {timeout_s:g} s (logs in {out}/launch-0)")
-                time.sleep(0.05)
-            t_fail_at = rows[0]["t_start"] + at_s
-            while time.monotonic() < t_fail_at:
-                if first.done():
-                    raise EmulationError(f"failure.at_s: the job finished all its steps before {at_s:g} s; "
-                                         f"give it more steps or fail it earlier")
-                time.sleep(0.01)
+                    raise EmulationError(f"step {at_step} not reached within {timeout_s:g} s (logs in {out}/launch-0)")
+                time.sleep(0.002)
             before = delivered_packets(fabric, failed_gpu)
             t_fail = time.monotonic()
             fail_gpu(emu, failed_gpu)

@@ -54,12 +54,20 @@ class Shaped:
     delay_ms: float = 0.0
 
 
-def tc_commands(link: Shaped, queue_packets: int = QUEUE_PACKETS) -> list[str]:
-    """``tc -batch`` lines that shape ``link`` (module doc)."""
+def tc_commands(link: Shaped, queue_packets: int = QUEUE_PACKETS, change: bool = False) -> list[str]:
+    """``tc -batch`` lines that shape ``link`` (module doc); with ``change``, lines that only set
+    the rates of a link shaped before."""
     wire = link.mbps * dpn.WIRE_PER_PAYLOAD
     ack = wire * ACK_SHARE
     burst = FRAME
     dev = link.device
+    if change:
+        lines = [f"class change dev {dev} parent 1: classid 1:{c} htb rate {r:.6f}mbit ceil {r:.6f}mbit "
+                 f"burst {burst} cburst {burst} quantum {FRAME} prio {p}" for c, r, p in (("10", wire, 1), ("20", ack, 0))]
+        if link.delay_ms > 0:
+            lines += [f"qdisc change dev {dev} parent 1:{c} handle {c}: netem delay {link.delay_ms:.3f}ms "
+                      f"limit {queue_packets}" for c in ("10", "20")]
+        return lines
     leaf = (f"netem delay {link.delay_ms:.3f}ms limit {queue_packets}" if link.delay_ms > 0
             else f"pfifo limit {queue_packets}")
     return [
@@ -77,14 +85,15 @@ def tc_commands(link: Shaped, queue_packets: int = QUEUE_PACKETS) -> list[str]:
     ]
 
 
-def apply(links: list[Shaped], work_dir: Path, queue_packets: int = QUEUE_PACKETS) -> None:
-    """Shape every link end of ``links``: one ``tc -batch`` per network namespace.
+def apply(links: list[Shaped], work_dir: Path, queue_packets: int = QUEUE_PACKETS, change: bool = False) -> None:
+    """Shape every link end of ``links`` (``change``: set new rates on links shaped before): one
+    ``tc -batch`` per network namespace.
 
     :raises ShapingError: tc failed (its message is included).
     """
     by_ns: dict[int | None, list[str]] = {}
     for link in links:
-        by_ns.setdefault(link.pid, []).extend(tc_commands(link, queue_packets))
+        by_ns.setdefault(link.pid, []).extend(tc_commands(link, queue_packets, change))
     work_dir.mkdir(parents=True, exist_ok=True)
     for pid, lines in by_ns.items():
         path = work_dir / f"tc-{pid or 'root'}.batch"

@@ -152,7 +152,7 @@ def run_training(sc: TrainingScenario, out: Path, progress: Progress | None = No
         if progress:
             progress(mode, i, len(sc.recovery))
         raw = run_recovery(fabric, sc.job.model_dump(), list(sc.placement), list(sc.spares), mode, sc.failure.gpu,
-                           sc.failure.at_s, sc.emulation.link_mbps, sc.fabric.reconfiguration_delay_s * sc.tdf,
+                           sc.failure.at_step, sc.emulation.link_mbps, sc.fabric.reconfiguration_delay_s * sc.tdf,
                            out / mode, sc.timeout_s, caps, restart=sc.job.restart)
         (out / mode / "raw.json").write_text(json.dumps(raw, indent=1))
         runs.append(summarise(raw, sc, fabric))

@@ -8,12 +8,12 @@ Example (``experiments/lumion.yaml``)::
              electrical_gbps: 50, reconfiguration_delay_s: 20.0e-6}
     emulation: {link_mbps: 20}
     job: {hidden: 512, layers: 2, batch: 64, steps: 50, checkpoint_every: 5}
-    failure: {gpu: 2, at_s: 10}
+    failure: {gpu: 2, at_step: 17}
     recovery: [optical, electrical, migration]
 
 The job's ring of ranks starts on the working GPUs ``0..gpus-1`` (rank r on GPU r) in a ring
-of circuits. ``failure.gpu`` fails ``failure.at_s`` emulated (wall-clock) seconds after the
-first training step starts. Each entry of ``recovery`` is one run of the whole scenario on a
+of circuits. ``failure.gpu`` fails once the job has completed step ``failure.at_step``. Each
+entry of ``recovery`` is one run of the whole scenario on a
 fresh emulation (:data:`emulation.planners.failover.RECOVERIES`). Times of the job are
 emulated seconds: a real program sends real bytes (byte scale 1), so the time dilation factor
 is ``TDF = port_gbps x 1000 / link_mbps`` and the dark window is ``reconfiguration_delay_s x TDF``.
@@ -77,11 +77,13 @@ class JobSpec(_Strict):
 
 
 class FailureSpec(_Strict):
-    """``failure:`` section: working GPU ``gpu`` fails ``at_s`` emulated seconds after the first
-    training step starts (its fabric ports go down and its processes are killed)."""
+    """``failure:`` section: working GPU ``gpu`` fails as soon as the job has completed step
+    ``at_step`` (0-based, as rank 0 logs it): its fabric ports go down and its processes are
+    killed. A step count, not a time, so that where the failure lands relative to the last
+    checkpoint (and so which steps are lost and run again) is the same on every machine."""
 
     gpu: int = Field(ge=0)
-    at_s: float = Field(gt=0)
+    at_step: int = Field(ge=0)
 
 
 class TrainingScenario(_Strict):
@@ -90,7 +92,7 @@ class TrainingScenario(_Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
     fabric: FabricSpec
-    emulation: EmulationSpec = EmulationSpec()
+    emulation: EmulationSpec = EmulationSpec(link_mbps=20.0)
     job: JobSpec = JobSpec()
     failure: FailureSpec
     recovery: list[Recovery] = Field(min_length=1)
@@ -101,6 +103,9 @@ class TrainingScenario(_Strict):
         f = self.fabric
         if f.topology != "rack":
             raise ValueError(f"fabric.topology: a training scenario runs on a rack, not {f.topology}")
+        if self.emulation.link_mbps == "auto":
+            raise ValueError("emulation.link_mbps: a training scenario needs a rate in Mbit/s (the headroom probe "
+                             "measures links, not the torch job's computation, so auto is not offered here)")
         if f.spares < 1:
             raise ValueError("fabric.spares: the rack needs at least one spare GPU")
         if len(set(self.recovery)) != len(self.recovery):
@@ -113,6 +118,12 @@ class TrainingScenario(_Strict):
                              f"{f.spares} spares")
         if self.failure.gpu >= f.gpus:
             raise ValueError(f"failure.gpu: {self.failure.gpu} is not a working GPU (0..{f.gpus - 1})")
+        at, k = self.failure.at_step, self.job.checkpoint_every
+        if at >= self.job.steps - 1:
+            raise ValueError(f"failure.at_step: {at} leaves no step of the job's {self.job.steps} to fail in")
+        if (at + 1) % k == 0:
+            raise ValueError(f"failure.at_step: step {at} ends with a checkpoint (every {k} steps), so no completed "
+                             f"step would be lost and run again; fail the GPU between two checkpoints")
         if self.job.batch < f.gpus:
             raise ValueError(f"job.batch: {self.job.batch} samples cannot be split over {f.gpus} GPUs")
         return self
