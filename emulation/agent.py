@@ -84,9 +84,10 @@ def receive_window(fan_in: int) -> int:
 GATED_PIECE = 16 << 10  # bytes written at a time by a gated sender
 GATED_MIN = 2 << 10  # a gated sender waits rather than write less than this
 GATED_POLL_S = 0.0005
-#: Transfer id of an empty frame a gated sender writes to resume a stalled connection.
+#: Transfer id of an empty frame a gated sender writes to resume a stalled connection, and how
+#: often it writes new data while the connection stays stalled (emulated s).
 NUDGE_TID = (1 << 64) - 1
-NUDGE_BYTES = 1448  # one segment of new data
+NUDGE_EVERY_S = 0.002
 
 
 class Gate:
@@ -231,7 +232,10 @@ class Channel:
         self.gate = gate
         self.stalls = 0  # windows that opened with data of an earlier window unacknowledged
         self._last_write = 0.0
-        self._nudged = None  # the window (its opening instant) in which we last nudged
+        self._written = 0  # bytes written so far
+        self._stall_on = None  # the window (its opening instant) that opened on a stall
+        self._stall_mark = 0  # ``_written`` when it did: the stuck bytes are acked once unacked <= _written - mark
+        self._nudge_at = 0.0
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # DSCP before connect: the SYN carries it, and the receiver (tcp_reflect_tos) answers
         # with it, so the connection's ACKs travel on the same channel as its data.
@@ -252,26 +256,39 @@ class Channel:
         info = self.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
         return struct.unpack_from("I", info, 100)[0] if len(info) >= 104 else 0
 
-    def _stalled(self, on: float) -> bool:
-        """In the window that opened at ``on``: bytes written before it are still unacknowledged,
-        so a segment or its ACK was lost in a dark window. TCP would resend only when its
-        retransmission timer fires, which on a rotor is most likely in the dark again (and then
-        backs off, turn after turn)."""
-        return self._nudged != on and self._last_write < on and self.unacked() > 0
+    def _nudge_due(self, now: float, on: float) -> bool:
+        """Inside the window that opened at ``on``: whether to write new data now although the
+        budget would not, because the connection stalled. It stalled if the window opened with
+        bytes of an earlier window unacknowledged: a segment or its ACK was lost in a dark window,
+        and TCP would resend only when its retransmission timer fires, which on a rotor is most
+        likely in the dark again (and then backs off, turn after turn). New data beyond the loss
+        makes the receiver SACK it (or cumulatively ACK it) and TCP retransmits at once; it is
+        repeated every :data:`NUDGE_EVERY_S` (the circuit may come up late) until the stuck bytes
+        are acknowledged."""
+        unacked = self.unacked()
+        if self._stall_on != on:
+            if not unacked or self._last_write >= on:
+                return False
+            self._stall_on, self._stall_mark, self._nudge_at = on, self._written, 0.0
+            self.stalls += 1
+        if unacked <= self._written - self._stall_mark:  # what was stuck is acknowledged
+            return False
+        if now - self._nudge_at < NUDGE_EVERY_S:
+            return False
+        self._nudge_at = now
+        return True
 
     def _write(self, data) -> None:
         self.sock.sendall(data)
+        self._written += len(data)
         self._last_write = time.monotonic()
 
     def _nudge_if_stalled(self) -> None:
-        """Between transfers: if the current window opened on a stall, write an empty frame
-        (new data beyond the lost segment: the receiver SACKs or cumulatively ACKs it and TCP
-        retransmits the loss at once). The receiver ignores it."""
+        """Between transfers (module doc): an empty frame as the new data, which the receiver
+        ignores."""
         now = time.monotonic()
         on, off = self.gate.window(now)
-        if on <= now < off and self._stalled(on):
-            self._nudged = on
-            self.stalls += 1
+        if on <= now < off and self._nudge_due(now, on):
             self._write(HEADER.pack(NUDGE_TID, 0))
 
     def _run(self) -> None:
@@ -312,10 +329,8 @@ class Channel:
                 time.sleep(on - now)
                 continue
             budget = int(gate.rate * (off - now)) - self.unacked()
-            if self._stalled(on):  # resume now: a little new data makes the receiver SACK the loss
-                self._nudged = on
-                self.stalls += 1
-                budget = max(budget, min(left, NUDGE_BYTES))
+            if self._nudge_due(now, on):  # resume now: a little new data makes the receiver SACK the loss
+                budget = max(budget, GATED_MIN)
             if budget < min(GATED_MIN, left):
                 time.sleep(min(GATED_POLL_S, max(off - now, 0.0)))
                 continue

@@ -5,6 +5,8 @@
   routed over its busiest link (``StepResult.max_link_bytes``) fit in ``B x`` the step's
   duration (a packet run that beats this has a broken clock or a leaky shaper);
 - busbw never exceeds the per-GPU injection bandwidth (ports per GPU x port rate);
+- (packet backend, time-slotted runs) the emulated switch started 99% of its slots within the
+  guard band;
 - (packet backend) the emulator lost no packet of its own: every drop was modelled congestion
   or a dark circuit (:mod:`emulation.drops`), none an artefact of the emulator.
 
@@ -48,6 +50,11 @@ def check_run(run: RunResult, fabric: Fabric, tolerance: float = TOLERANCE) -> d
     ratio = run.busbw_gbps / injection if run.time_s > 0 else float("inf")
     if ratio > 1 + tolerance:
         problems.append(f"busbw {run.busbw_gbps:.1f} Gbit/s exceeds the injection bandwidth {injection:.0f} Gbit/s")
+    late = (run.slots or {}).get("start_error_s", {}).get("p99")
+    guard = (run.slots or {}).get("guard_emulated_s")
+    if late is not None and guard is not None and late > guard:
+        problems.append(f"rotor: 1% of slots started more than {late * 1e3:.2f} ms late, beyond the "
+                        f"{guard * 1e3:.2f} ms guard band (emulated): lower emulation.link_mbps")
     artefacts = artefact_problem(run.drops) if run.drops else None
     if artefacts:
         problems.append(artefacts)

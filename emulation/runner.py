@@ -134,7 +134,7 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
     :raises emulation.emulator.calibration.CalibrationError: no rate reaches the target.
     :raises emulation.emulator.net.EmulationError: the emulation could not be brought up.
     """
-    from emulation.emulator.calibration import AUTO_START_MBPS, calibrate
+    from emulation.emulator.calibration import GUARD_FLOOR_S, AUTO_START_MBPS, calibrate, slotted_rate_cap
     from emulation.emulator.capabilities import detect
     from emulation.emulator.net import EmulatedFabric
     from emulation.emulator.orchestrator import run_workload
@@ -149,14 +149,25 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
     meta: dict = {"capabilities": caps.to_json(), "warnings": []}
     if not caps.netem and sc.cost.delta_s > 0:
         meta["warnings"].append("netem missing: per-hop propagation delay delta was not emulated")
-    start = requested if requested is not None else AUTO_START_MBPS
+    guards = [r.guard_s for r in sc.runs if r.schedule != "none"]
+    cap = None
+    if guards:
+        cap = slotted_rate_cap(max(min(guards), 1e-9), em.byte_scale, sc.fabric.port_gbps)
+        meta["slotted_rate_cap_mbps"] = cap
+        if requested is not None and requested > cap and em.headroom != "skip" and not force:
+            raise HeadroomError(
+                f"emulation.link_mbps: at {requested:g} Mbit/s the guard band of {min(guards):.3g} s lasts "
+                f"{min(guards) * sc.scale(requested).tdf * 1e3:.2f} ms emulated, less than the emulated switch's "
+                f"{GUARD_FLOOR_S * 1e3:g} ms precision: at most {cap:.3g} Mbit/s (or auto)")
+    start = requested if requested is not None else min(AUTO_START_MBPS, cap or AUTO_START_MBPS)
     with EmulatedFabric(fabric, out / "emulation", link_mbps=start,
                         delay_s=sc.cost.delta_s * sc.scale(start).tdf, capabilities=caps) as emu:
         rate = start
         if em.headroom != "skip":
             if progress:
                 progress("calibrating the link rate", 0, len(sc.jobs()))
-            cal = calibrate(emu, requested, em.byte_scale, out / "emulation" / "calibration", em.headroom_target)
+            cal = calibrate(emu, requested, em.byte_scale, out / "emulation" / "calibration", em.headroom_target,
+                            max_mbps=cap)
             meta["calibration"] = cal.to_json()
             meta["headroom"] = cal.chosen
             rate = cal.link_mbps

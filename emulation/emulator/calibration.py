@@ -42,6 +42,25 @@ MIN_MBPS = 0.5
 DEFAULT_TARGET = 0.97
 
 
+#: Emulated seconds the guard band of a time-slotted run must at least last. The controller's
+#: rotor installs each slot's circuits on its own clock; under load its slots started up to
+#: 2-5 ms (p99) and 6 ms (max) late at 10 Mbit/s on 8 GPUs on this machine kind, and a guard band
+#: shorter than that drops the first segments of a window in the dark. So a slotted scenario's
+#: rate is capped where ``guard_s x TDF`` reaches this (the time dilation grows as the rate falls).
+GUARD_FLOOR_S = 0.008
+
+
+def slotted_rate_cap(guard_s: float, byte_scale: float, port_gbps: float) -> float:
+    """The highest link rate (Mbit/s) at which a guard band of ``guard_s`` real seconds lasts
+    :data:`GUARD_FLOOR_S` emulated: ``TDF = s x B / B_e >= GUARD_FLOOR_S / guard_s``.
+
+    :raises ValueError: ``guard_s`` is not positive.
+    """
+    if guard_s <= 0:
+        raise ValueError("guard_s must be positive")
+    return byte_scale * port_gbps * 1e3 * guard_s / GUARD_FLOOR_S
+
+
 class CalibrationError(EmulationError):
     """No rate down to :data:`MIN_MBPS` reaches the target: the machine cannot carry this
     fabric faithfully."""
@@ -141,14 +160,16 @@ def _next_rate(rate: float, efficiency: float, target: float) -> float:
 
 
 def calibrate(emu: EmulatedFabric, requested: float | None, byte_scale: float, run_dir: Path,
-              target: float = DEFAULT_TARGET, seconds: float = 1.0) -> Calibration:
+              target: float = DEFAULT_TARGET, seconds: float = 1.0, max_mbps: float | None = None) -> Calibration:
     """Find the link rate at which ``emu`` reaches ``target`` under full load (module doc) and
     leave the emulation shaped at it.
 
-    :param requested: probe this rate first (None: ``auto``, from :data:`AUTO_START_MBPS`).
+    :param requested: probe this rate first (None: ``auto``, from :data:`AUTO_START_MBPS`, or
+        ``max_mbps`` if lower).
+    :param max_mbps: no higher rate is considered (e.g. :func:`slotted_rate_cap`).
     :raises CalibrationError: no rate down to :data:`MIN_MBPS` reaches ``target``.
     """
-    rate = requested if requested is not None else AUTO_START_MBPS
+    rate = requested if requested is not None else min(AUTO_START_MBPS, max_mbps or AUTO_START_MBPS)
     cal = Calibration(rate, requested, target)
     while True:
         emu.set_link_mbps(rate)

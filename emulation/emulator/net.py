@@ -228,9 +228,10 @@ class EmulatedFabric:
                     continue
                 for intf in (link.intf1, link.intf2):
                     intf.node.cmd("ethtool", "-K", intf.name, *_OFFLOADS)
+        cc = TCP_CONGESTION if TCP_CONGESTION in _available_congestion_control() else None
         for host in self.net.hosts:
             host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
-                     " net.ipv4.tcp_slow_start_after_idle=0")
+                     " net.ipv4.tcp_slow_start_after_idle=0" + (f" net.ipv4.tcp_congestion_control={cc}" if cc else ""))
             # ACKs carry their connection's DSCP, so they travel on its channel: otherwise every
             # ACK takes channel 0 and that circuit loses ~2% per flow to the others' ACKs.
             host.cmd("sysctl -qw net.ipv4.tcp_reflect_tos=1")
@@ -353,6 +354,18 @@ class EmulatedFabric:
                                      env={**os.environ, **(env or {})})
         self.children.append(p)
         return p
+
+
+#: TCP congestion control of every GPU: the same on every machine (this kind defaults to bbr,
+#: whose pacing and periodic probing leave a bottleneck idle now and then; Ubuntu to cubic).
+TCP_CONGESTION = "cubic"
+
+
+def _available_congestion_control() -> set[str]:
+    try:
+        return set(Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split())
+    except OSError:
+        return set()
 
 
 def _sysctl(path: str, value: str) -> None:

@@ -286,7 +286,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
                 rec.timing = {"start_lag_s": (max(starts) - at - alpha_s * tdf) / tdf,
                               "first_start_s": (min(starts) - at - alpha_s * tdf) / tdf,
                               "heard_lag_s": (max(m["t_heard"] for m in reports) - at) / tdf}
-            end = max(ends.values(), default=max(at, origin + max(arrive)))
+            end = max(ends.values(), default=at)
             rec.end_s = (end - origin) / tdf
             clock = end - origin
             for tid, t_end in ends.items():

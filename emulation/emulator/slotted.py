@@ -254,5 +254,6 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
                  "slots_run": len(used), "start_error_s": {"median": float(np.median(err)),
                                                             "p99": float(np.percentile(err, 99)), "max": float(err.max())},
                  "dark_window_measured_s": float(np.median(dark)) if dark else 0.0,
+                 "guard_emulated_s": schedule.guard_s * tdf,
                  "relayed_bytes": relay.relayed_bytes if relay else 0}
     return res
