@@ -155,7 +155,7 @@ class EmulationSpec(_Strict):
     link_mbps: float | Literal["auto"] = "auto"
     byte_scale: float = Field(default=0.1, gt=0, le=1)
     headroom: Literal["refuse", "warn", "skip"] = "refuse"
-    headroom_target: float = Field(default=0.97, gt=0.5, le=1)
+    headroom_target: float = Field(default=0.98, gt=0.5, le=1)
 
     @field_validator("link_mbps")
     @classmethod

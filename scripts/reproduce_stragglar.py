@@ -118,19 +118,26 @@ def ocs_rows(n: int, nbytes: int, alpha_s: float, gbps: float, r_values: list[fl
     return rows
 
 
-def packet(n: int, nbytes: int, alpha_s: float, gbps: float, link_mbps: float, byte_scale: float,
+def packet(n: int, nbytes: int, alpha_s: float, gbps: float, link_mbps: float | None, byte_scale: float,
            out: Path, ocs_r_s: float = 10e-6) -> list[dict]:
     """(4): packet and flow runs at D = 0.5 and 2 x Phase A (rank n-1 late) on the EPS, and
-    StragglAR at 2 x Phase A on the one-port OCS reconfigured before every step (R = ``ocs_r_s``)."""
+    StragglAR at 2 x Phase A on the one-port OCS reconfigured before every step (R = ``ocs_r_s``).
+    ``link_mbps`` None: calibrated on each fabric (``emulation.emulator.calibration``)."""
+    from emulation.emulator.calibration import calibrated_scale
     from emulation.emulator.net import EmulatedFabric
     from emulation.emulator.orchestrator import run_workload
     from emulation.scale import Scale
 
+    def scale_for(emu, name):
+        if link_mbps is None:
+            return calibrated_scale(emu, byte_scale, out / name / "calibration")
+        return Scale(link_mbps, byte_scale, gbps)
+
     f = eps_star(n, gbps)
-    scale = Scale(link_mbps, byte_scale, gbps)
     a = phase_a_s(n, nbytes, alpha_s, f.port_bytes_per_s)
     rows = []
-    with EmulatedFabric(f, out / "emulation", link_mbps=link_mbps) as emu:
+    with EmulatedFabric(f, out / "emulation", link_mbps=link_mbps or 10.0) as emu:
+        scale = scale_for(emu, "emulation")
         for k in (0.5, 2.0):
             d = k * a
             arr = [0.0] * n
@@ -146,7 +153,8 @@ def packet(n: int, nbytes: int, alpha_s: float, gbps: float, link_mbps: float, b
     f = ocs_star(n, 1, gbps, ocs_r_s, "empty")
     d = 2.0 * a
     arr = [0.0] * (n - 1) + [d]
-    with EmulatedFabric(f, out / "emulation-ocs", link_mbps=link_mbps) as emu:
+    with EmulatedFabric(f, out / "emulation-ocs", link_mbps=link_mbps or 10.0) as emu:
+        scale = scale_for(emu, "emulation-ocs")
         w = build("stragglar", n, nbytes)
         plan = make_plan("always", f, w)
         pkt = run_workload(emu, "stragglar", plan.workload, plan, scale, alpha_s, out / "emulation-ocs" / "stragglar",
@@ -165,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gibps", type=float, default=450.0, help="B per GPU, GiB/s")
     ap.add_argument("--size", default="1GiB")
     ap.add_argument("--no-packet", action="store_true")
-    ap.add_argument("--link-mbps", type=float, default=10.0)
+    ap.add_argument("--link-mbps", type=float, default=None,
+                    help="emulated link rate; default: calibrated on this machine (the headroom probe)")
     ap.add_argument("--byte-scale", type=float, default=1 / 512)
     ap.add_argument("--out", type=Path, default=Path("runs/reproduce_stragglar"))
     args = ap.parse_args(argv)
@@ -226,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_packet:
         pk = packet(n, nbytes, alpha, gbps, args.link_mbps, args.byte_scale, args.out)
         write_csv(pk, args.out / "packet.csv")
-        t = Table(title=f"(4) n = {n}, EPS, packet vs flow (links {args.link_mbps} Mbit/s, byte scale "
+        rate = f"{args.link_mbps:g} Mbit/s" if args.link_mbps else "calibrated"
+        t = Table(title=f"(4) n = {n}, EPS, packet vs flow (links {rate}, byte scale "
                         f"{args.byte_scale:g}); end-to-end ms")
         for c in ("fabric", "D / Phase A", "D ms", "algorithm", "packet", "flow", "error"):
             t.add_column(c, justify="right")
