@@ -118,10 +118,8 @@ class Receiver:
     def __init__(self, ip: str, port: int, window: int = RCV_WINDOW):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Bound every connection's window (accepted sockets inherit it). In the userspace
-        # datapath a link queue longer than the switch's packet-socket send buffer (~200 KB)
-        # loses packets silently, and TCP pays with timeouts; the bandwidth-delay product of
-        # an emulated link is a few KB, so this window costs no throughput.
+        # Bound every connection's window (accepted sockets inherit it): flow control, not loss,
+        # keeps what is in flight within the queues (RCV_BUDGET).
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, window)
         self.sock.bind((ip, port))
         self.sock.listen(256)

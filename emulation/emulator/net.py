@@ -37,9 +37,9 @@ LOCK_PATH = "/run/ocslab.lock"
 _OFFLOADS = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
 
 
-#: TCP's minimum retransmission timeout (emulated ms; Linux default 200) for runs that lose
-#: segments by design or by accident (a rotor's slot edges; the userspace switch's silent drops):
-#: a lost segment is resent within a few emulated RTTs instead of stalling the run.
+#: TCP's minimum retransmission timeout (emulated ms; Linux default 200) for torch jobs, which
+#: lose segments when a GPU fails (its circuits go dark): a lost segment is resent within a few
+#: emulated RTTs instead of stalling the job.
 FAST_RTO_MIN_MS = 20.0
 
 

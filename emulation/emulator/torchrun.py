@@ -9,10 +9,11 @@ keeps its congestion window across idle periods (``net.ipv4.tcp_slow_start_after
 every GPU's namespace, as ML clusters tune it): a collective after a pause must not restart
 from slow start, or mid-size AllReduces measure TCP's ramp, not the fabric. Receive buffers
 are capped at :data:`TCP_RMEM_MAX` (``net.ipv4.tcp_rmem``): gloo's sockets would otherwise open
-windows of megabytes, and a link queue longer than the userspace switch's packet-socket buffer
-loses packets silently (``shared/MACHINE.md``). Such losses still happen now and then, so TCP's
-minimum retransmission timeout is :data:`~emulation.emulator.net.FAST_RTO_MIN_MS` for the job (Linux default 200 ms; data
-centre hosts lower it too), restored afterwards.
+windows of megabytes, more than the emulated links' queues are sized for
+(:attr:`emulation.emulator.net.EmulatedFabric.queue_packets`). A failure does lose segments (the
+failed GPU's circuits go dark), so TCP's minimum retransmission timeout is
+:data:`~emulation.emulator.net.FAST_RTO_MIN_MS` for the job (Linux default 200 ms; data centre
+hosts lower it too), restored afterwards.
 
 Spec: issue 7; ``shared/DESIGN.md`` (packet-level backend).
 """
