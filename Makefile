@@ -9,7 +9,7 @@ demo: setup
 
 test:
 	OCSLAB_EXTRAS=torch bash scripts/setup.sh
-	.venv/bin/python -m pytest -q tests
+	.venv/bin/python -m pytest -q tests $(PYTEST_ARGS)
 
 test-unit: setup
 	.venv/bin/python -m pytest -q -m "not emulation" tests
