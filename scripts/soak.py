@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -123,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         print("soak: give --full N and/or --emulation K (positive counts)", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    # Started as a background job of a script, this process has SIGINT ignored, and so would every
+    # test run it starts (an ignored signal stays ignored across exec): give them the default.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     console = Console()
     runs: list[dict] = []
     for i in range(args.full):

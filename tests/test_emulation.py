@@ -140,8 +140,11 @@ runs: [{name: ring, algorithm: ring}]
 emulation: {link_mbps: 10, byte_scale: 0.1, headroom: skip}
 """)
     out = run_dir / "out"
+    # Ctrl-C's SIGINT must reach the run even if this test runs as a background job of a script
+    # (which starts with SIGINT ignored, and so would the run).
     p = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", str(scen), "--out", str(out)],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     log = out / "emulation" / "ring-256MiB" / "agent-g3.log"
     deadline = time.monotonic() + 90
     while not (log.exists() and _our_processes(str(out / "emulation" / "ring-256MiB"))):
