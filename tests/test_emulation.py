@@ -74,6 +74,8 @@ def test_reconfiguration_dark_window_is_enforced_and_measured(run_dir):
         gaps = [b - a for a, b in zip(stamps, stamps[1:])]
         assert res["changed"] and res["removed"] == 4 and res["added"] == 4
         measured = res["dark_window_measured_s"]
+        print(f"dark window: requested {dark * 1e3:.1f} ms, measured {measured * 1e3:.2f} ms, longest ping gap "
+              f"{max(gaps) * 1e3:.1f} ms")
         assert dark <= measured <= 1.2 * dark + 0.002
         # the data plane really went dark: the longest silence covers the window
         assert max(gaps) >= dark - 0.02, max(gaps)
@@ -94,6 +96,7 @@ def test_ring_allreduce_is_link_bound_and_delivers_every_byte(run_dir):
     assert len(r.steps) == 2 * (n - 1)
     assert all(a.end_s <= b.start_s + 1e-9 for a, b in zip(r.steps, r.steps[1:]))  # round-synchronous
     pred = ring_alpha_beta_s(n, size, alpha, 400)
+    print(f"ring: packet {r.time_s * 1e3:.4f} ms, alpha-beta {pred * 1e3:.4f} ms, error {(r.time_s - pred) / pred:+.2%}")
     assert abs(r.time_s - pred) / pred < 0.2, (r.time_s, pred)
 
 
@@ -107,6 +110,7 @@ def test_planned_reconfigurations_measure_their_dark_windows(run_dir):
         r = run_workload(emu, "rhd", w, plan, scale, 5e-6, run_dir / "rhd")
     recon = [s for s in r.steps if s.action == "reconfigure"]
     assert len(recon) == plan.reconfigurations >= 2
+    print(f"dark windows (emulated ms): {[round(s.dark_window_measured_s * scale.tdf * 1e3, 2) for s in recon]}")
     for s in recon:
         req, meas = s.dark_window_requested_s, s.dark_window_measured_s
         assert req == pytest.approx(10e-6)
@@ -182,6 +186,7 @@ def test_flow_and_packet_backends_agree_and_pass_the_sanity_checks(run_dir):
             print(f"{alg}: packet {pkt.time_s * 1e3:.4f} ms, flow {flow.time_s * 1e3:.4f} ms, error {err:+.1%}")
             assert abs(err) < 0.12, (alg, pkt.time_s, flow.time_s)
             checks = check_run(pkt, f)
+            print(f"{alg}: max link utilisation {checks['max_link_utilisation']:.3f}")
             assert checks["ok"], checks["problems"]
             assert 0.7 < checks["max_link_utilisation"] <= 1.01
 
@@ -199,8 +204,10 @@ def test_a_straggler_delays_the_packet_run_like_the_flow_run(run_dir):
         pkt = run_workload(emu, "ring", w, plan, scale, alpha, run_dir / "late", arrivals_s=arrivals)
     flow = simulate(f, w, plan, alpha_s=alpha, arrivals_s=arrivals)
     assert flow.time_s == pytest.approx(d + ring_alpha_beta_s(n, size, alpha, 400), rel=1e-9)
-    assert abs(pkt.time_s - flow.time_s) / flow.time_s < 0.12, (pkt.time_s, flow.time_s)
     late = [t for t in pkt.transfers if t.src == 2 and t.step == 0][0]
+    print(f"straggler: packet {pkt.time_s * 1e3:.4f} ms, flow {flow.time_s * 1e3:.4f} ms, error "
+          f"{(pkt.time_s - flow.time_s) / flow.time_s:+.2%}; late start {late.start_s / d - 1:+.2%} of D")
+    assert abs(pkt.time_s - flow.time_s) / flow.time_s < 0.12, (pkt.time_s, flow.time_s)
     assert late.start_s == pytest.approx(d, rel=0.05)  # released when its rank arrived
 
 
