@@ -41,7 +41,7 @@ routes channels separately (parallel circuits, ECMP). Each part is framed as ``!
 Control protocol (newline-delimited JSON), agent -> orchestrator: ``{"listening": r}``, then
 ``{"ready": r}`` after connecting to its peers, ``{"done": step, "send": {tid: [t_start,
 t_sent]}, "recv": {tid: t_end}, "retrans": segments retransmitted so far, "stalls": stalled
-windows so far, "t_go", "t_heard"}`` per step; orchestrator -> agent: ``{"connect": true}``,
+windows so far, "t_go", "t_heard", "t_done"}`` per step; orchestrator -> agent: ``{"connect": true}``,
 ``{"open": [[dst, channel], ...]}`` (before the first go, untimed: open these ``later``
 connections now, answered by ``{"opened": r}``), ``{"go": step}`` (with ``"t0"`` in a rotor run;
 ``"at"``: release the step at that instant, not on hearing it; ``"origin"``: when the run's
@@ -448,7 +448,7 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
         retrans = sum(c.retransmissions() for c in conns.values())
         stalls = sum(c.stalls for c in conns.values())
         say({"done": index, "t_go": t_go, "t_heard": t_heard, "send": sent, "recv": recv, "retrans": retrans,
-             "stalls": stalls})
+             "stalls": stalls, "t_done": time.monotonic()})
     hear()  # exit
 
 

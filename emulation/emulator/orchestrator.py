@@ -8,8 +8,23 @@ step barrier over Unix sockets, first reconfigures the OCS if the plan says so (
 answers when the new circuits carry traffic, with the dark window measured) and then releases
 the step. Measured times are divided by the TDF (real-equivalent seconds).
 
-Spec: ``shared/DESIGN.md`` (packet-level backend, scale model), ``specs/collectives.md``
-(round-synchronous semantics).
+The run is timed on its own clock, as round-synchronous steps are in the flow model: a step
+starts when the previous one ended, plus its measured dark window if it reconfigures. What the
+emulator spends between steps is its own business and is left out; each step's ``timing``
+(real-equivalent seconds) says how much it was:
+
+- ``drain_s``: after the step's last byte arrived, until the slowest agent reported (before a
+  reconfiguration agents wait for every ACK, so that none is lost in the dark);
+- ``removal_s``, ``reply_s`` (reconfiguring steps): the switch acknowledging the removal of the
+  changed circuits, and the controller's answer reaching the orchestrator after the new ones
+  were acknowledged;
+- ``commit_s``: the switch acknowledging the new circuits; this one is inside the measured dark
+  window (R plus the commit), so it *is* in the run's time;
+- ``heard_lag_s``: how long after the release the last agent heard of it (negative: before);
+- ``start_lag_s``, ``first_start_s``: how late the last and the first transfer wrote their first
+  byte after release + alpha (agents waking late: in the run's time).
+
+The release itself is at one instant for every agent (``at``, a little after the broadcast).
 """
 
 from __future__ import annotations
@@ -262,11 +277,17 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
         for si, sp in enumerate(plan.steps):
             rec = StepResult(si, workload.steps[si].phase, clock / tdf, 0.0, sp.action, max_link_bytes=step_loads[si])
             dark = 0.0
+            control: dict[str, float] = {}
             if sp.action == "reconfigure":
                 res = emu.client.apply(sp.configuration, plan.reconfiguration_delay_s * tdf)
+                t_reply = time.monotonic()
                 dark = res["dark_window_measured_s"]
                 rec.dark_window_requested_s = res["dark_window_requested_s"] / tdf
                 rec.dark_window_measured_s = dark / tdf
+                if res.get("changed"):  # where the reconfiguration's time went (module doc)
+                    control = {"removal_s": (res["t_dark"] - res["t_request"]) / tdf,
+                               "commit_s": (res["t_live"] - res["t_install"]) / tdf,
+                               "reply_s": (t_reply - res["t_live"]) / tdf}
             # The step's transfers start on the run's clock at ``clock + dark``, which is the
             # instant ``at`` on the wall clock; ``origin`` maps one onto the other.
             at = time.monotonic() + lead
@@ -282,11 +303,12 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
             rec.retransmissions, retrans_before = total_retrans - retrans_before, total_retrans
             ends = {int(tid): t for m in reports for tid, t in m["recv"].items()}
             starts = [v[0] for m in reports for v in m["send"].values()]
-            if starts:  # how late the agents wrote their first bytes, and when the last arrived
-                rec.timing = {"start_lag_s": (max(starts) - at - alpha_s * tdf) / tdf,
-                              "first_start_s": (min(starts) - at - alpha_s * tdf) / tdf,
-                              "heard_lag_s": (max(m["t_heard"] for m in reports) - at) / tdf}
             end = max(ends.values(), default=at)
+            rec.timing = {**control, "heard_lag_s": (max(m["t_heard"] for m in reports) - at) / tdf,
+                          "drain_s": (max(m.get("t_done", end) for m in reports) - end) / tdf}
+            if starts:  # how late the agents wrote their first bytes after release + alpha
+                rec.timing.update(start_lag_s=(max(starts) - at - alpha_s * tdf) / tdf,
+                                  first_start_s=(min(starts) - at - alpha_s * tdf) / tdf)
             rec.end_s = (end - origin) / tdf
             clock = end - origin
             for tid, t_end in ends.items():
