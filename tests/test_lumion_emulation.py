@@ -56,12 +56,14 @@ def test_a_failed_gpu_is_replaced_by_a_spare_and_training_resumes_at_full_speed(
                "allreduce_after_s": round(r["steady"]["after"]["allreduce_s"], 4),
                "predicted_s": round(r["steady"]["after"]["predicted_allreduce_s"], 4)} for m, r in by.items()})
     # LUMION's claims: the optical swap keeps the step time; the electrical spare path does not.
-    assert abs(by["optical"]["steady"]["after_over_before"] - 1) < 0.10
-    assert abs(by["migration"]["steady"]["after_over_before"] - 1) < 0.10
+    # measured: optical 0.989-1.006, migration 0.989-1.015 (15 soak runs, 2026-11)
+    assert abs(by["optical"]["steady"]["after_over_before"] - 1) < 0.05
+    assert abs(by["migration"]["steady"]["after_over_before"] - 1) < 0.05
     ratio = res["comparison"]["after_over_optical"]["electrical"]
     print(f"electrical step time / optical: {ratio:.2f}")
-    assert ratio > 1.4
+    assert ratio > 1.4  # measured 1.95-1.97 (25 soak runs, 2026-11)
     # The flow backend predicts each configuration's AllReduce (alpha fitted before the failure).
     for r in by.values():
         a = r["steady"]["after"]
-        assert a["predicted_allreduce_s"] == pytest.approx(a["allreduce_s"], rel=0.15)
+        # measured -1.2..+1.0% over the three recoveries (15 soak runs, 2026-11)
+        assert a["predicted_allreduce_s"] == pytest.approx(a["allreduce_s"], rel=0.05)

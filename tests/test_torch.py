@@ -48,5 +48,5 @@ def test_gloo_allreduce_busbw_on_8_emulated_gpus_is_within_20_percent_of_the_flo
         assert r["correct"]
     assert res["alpha_s"] < 0.05
     for r in res["rows"][1:]:  # the first size fits alpha
-        assert abs(r["deviation"]) < 0.20
+        assert abs(r["deviation"]) < 0.20  # measured: 256 KiB +4.0..+11.4%, 1 MiB +0.6..+3.0% (25 soak runs)
     assert res["rows"][-1]["busbw_gbps"] > 0.8 * 0.020  # bandwidth-bound: the links, not the CPU
