@@ -3,7 +3,8 @@
 Endpoints (JSON bodies and answers; times are CLOCK_MONOTONIC seconds, shared by every
 network namespace on the machine):
 
-- ``GET /status``: ``{"switches": {name: connected}, "ready": bool}``
+- ``GET /status``: ``{"switches": {name: programmed}, "ready": bool}``: a switch counts once it
+  is connected and its initial rules (circuits, routes) are barrier-acknowledged
 - ``GET /circuits``: the current configuration ``{ocs: [[[gpu, port], [gpu, port]], ...]}``
 - ``POST /configuration`` ``{"configuration": {...}, "dark_window_s": float}``: reconfigure;
   answers when the new circuits carry traffic, with the phase timestamps (see
@@ -17,6 +18,10 @@ network namespace on the machine):
   (:meth:`controllers.failover.FailoverApp.arm`); answers with the precomputed table;
   ``{"disarm": true}`` stops watching.
 - ``GET /events?since=N``: the event log from sequence number N.
+
+A malformed request (not JSON, not an object, a missing or mistyped field, a time that is not in
+[0, 600] s) gets 400 and ``{"error": ...}`` before anything is changed; the server never stops on
+one.
 """
 
 from __future__ import annotations
@@ -35,6 +40,26 @@ from controllers.state import FabricState
 from emulation.fabric import Configuration, FabricError
 
 LOG = logging.getLogger("ocslab.api")
+#: Largest request body accepted (bytes); a rotor of many configurations fits easily.
+MAX_BODY_BYTES = 16 << 20
+#: Largest time a request may ask for (dark window, slot, start delay), seconds.
+MAX_SECONDS = 600.0
+
+
+def _seconds(body: dict, key: str, default: float | None) -> float:
+    """``body[key]`` as a time in [0, MAX_SECONDS] s. :raises ValueError: otherwise."""
+    x = body.get(key, default)
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= MAX_SECONDS:
+        raise ValueError(f"{key} must be a number of seconds in [0, {MAX_SECONDS:g}], got {x!r}")
+    return float(x)
+
+
+def _ints(body: dict, key: str) -> list[int]:
+    """``body[key]`` as a list of integers. :raises ValueError: otherwise."""
+    x = body.get(key)
+    if not isinstance(x, list) or not all(isinstance(g, int) and not isinstance(g, bool) for g in x):
+        raise ValueError(f"{key} must be a list of integers, got {x!r}"[:200])
+    return x
 
 
 class JsonApi(app_manager.OSKenApp):
@@ -83,12 +108,18 @@ class JsonApi(app_manager.OSKenApp):
                 self.wfile.write(data)
 
             def do_GET(self):  # noqa: N802 - http.server API
+                try:
+                    self._get()
+                except ValueError as e:
+                    self._send(400, {"error": f"bad request: {e}"})
+
+            def _get(self) -> None:
                 url = urlparse(self.path)
                 st = api.state
                 if url.path == "/status":
                     names = st.expected_dpids()
                     with st.lock:
-                        up = set(st.datapaths)
+                        up = set(st.programmed)
                     sw = {name: dpid in up for dpid, name in sorted(names.items())}
                     self._send(200, {"switches": sw, "ready": all(sw.values())})
                 elif url.path == "/circuits":
@@ -96,6 +127,8 @@ class JsonApi(app_manager.OSKenApp):
                         self._send(200, st.circuits.to_json())
                 elif url.path == "/events":
                     since = int(parse_qs(url.query).get("since", ["0"])[0])
+                    if since < 0:
+                        raise ValueError(f"since must be >= 0, got {since}")
                     self._send(200, st.events(since))
                 else:
                     self._send(404, {"error": f"no endpoint {url.path}"})
@@ -103,9 +136,15 @@ class JsonApi(app_manager.OSKenApp):
             def do_POST(self):  # noqa: N802
                 url = urlparse(self.path)
                 try:
-                    body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                except json.JSONDecodeError as e:
-                    self._send(400, {"error": f"bad JSON: {e}"})
+                    length = int(self.headers.get("Content-Length", 0))
+                    if not 0 <= length <= MAX_BODY_BYTES:
+                        raise ValueError(f"Content-Length must be in [0, {MAX_BODY_BYTES}], got {length}")
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                    if not isinstance(body, dict):
+                        raise ValueError(f"the body must be a JSON object, got {type(body).__name__}")
+                    dark = _seconds(body, "dark_window_s", 0.0)
+                except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+                    self._send(400, {"error": f"bad request: {e}"})
                     return
                 if url.path == "/failover":
                     try:
@@ -115,9 +154,9 @@ class JsonApi(app_manager.OSKenApp):
                         if body.get("disarm"):
                             self._send(200, app.disarm())
                             return
-                        self._send(200, app.arm(str(body["mode"]), [int(g) for g in body["placement"]],
-                                                [int(g) for g in body["spares"]], float(body.get("dark_window_s", 0.0))))
-                    except (KeyError, TypeError, ValueError, FabricError, RuntimeError) as e:
+                        self._send(200, app.arm(str(body["mode"]), _ints(body, "placement"), _ints(body, "spares"),
+                                                dark))
+                    except (KeyError, TypeError, ValueError, AttributeError, FabricError, RuntimeError) as e:
                         self._send(400, {"error": str(e)})
                     return
                 if url.path == "/rotor":
@@ -127,11 +166,16 @@ class JsonApi(app_manager.OSKenApp):
                             cs.stop_rotor()
                             self._send(200, {"stopped": True})
                             return
+                        if not isinstance(body.get("configurations"), list) or not isinstance(body.get("slots_s"), list):
+                            raise ValueError("configurations and slots_s must be lists")
                         configs = [Configuration.from_json(c) for c in body["configurations"]]
-                        self._send(200, cs.start_rotor(configs, [float(x) for x in body["slots_s"]],
-                                                       float(body.get("dark_window_s", 0.0)), int(body["count"]),
-                                                       float(body.get("start_delay_s", 0.05))))
-                    except (KeyError, TypeError, ValueError, FabricError, RuntimeError) as e:
+                        slots = [_seconds({"slot": x}, "slot", None) for x in body["slots_s"]]
+                        count = body.get("count")
+                        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= 10**7:
+                            raise ValueError(f"count must be an integer in [0, 1e7], got {count!r}")
+                        self._send(200, cs.start_rotor(configs, slots, dark, count,
+                                                       _seconds(body, "start_delay_s", 0.05)))
+                    except (KeyError, TypeError, ValueError, AttributeError, FabricError, RuntimeError) as e:
                         self._send(400, {"error": str(e)})
                     return
                 if url.path != "/configuration":
@@ -139,9 +183,8 @@ class JsonApi(app_manager.OSKenApp):
                     return
                 try:
                     config = Configuration.from_json(body["configuration"])
-                    dark = float(body.get("dark_window_s", 0.0))
                     self._send(200, api._circuit_switch().apply(config, dark))
-                except (KeyError, TypeError, ValueError, FabricError) as e:
+                except (KeyError, TypeError, ValueError, AttributeError, FabricError) as e:
                     self._send(400, {"error": str(e)})
                 except Exception as e:  # a switch that fails mid-way: report, keep serving
                     LOG.exception("apply failed")

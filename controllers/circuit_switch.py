@@ -74,6 +74,8 @@ class CircuitSwitch(app_manager.OSKenApp):
             self.state.datapaths[dp.id] = dp
         if k is None and self.state.router is not None:
             self.state.router.program_switch(dp, fresh=True)
+        with self.state.lock:  # ready (GET /status) only once its rules are in (barrier)
+            self.state.programmed.add(dp.id)
         self.state.log_event("switch-connected", dpid=dp.id, name=names[dp.id])
 
     @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
@@ -82,6 +84,7 @@ class CircuitSwitch(app_manager.OSKenApp):
         if dp is not None and dp.id is not None:
             with self.state.lock:
                 gone = self.state.datapaths.pop(dp.id, None)
+                self.state.programmed.discard(dp.id)
             if gone is not None:
                 self.state.log_event("switch-disconnected", dpid=dp.id)
 

@@ -43,6 +43,8 @@ class FabricState:
         self.lock = threading.RLock()
         self.circuits: Configuration = self.fabric.initial
         self.datapaths: dict[int, object] = {}
+        #: dpids whose initial rules (circuits or routes) are installed and barrier-acknowledged
+        self.programmed: set[int] = set()
         self.router = None  # the Routing app registers itself here
         self._barriers: dict[tuple[int, int], threading.Event] = {}
         self._events: list[dict] = []

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from emulation.scenario import ScenarioError, format_bytes, load_scenario, parse_bytes
+from emulation.scenario import MAX_GPUS, ScenarioError, format_bytes, load_scenario, parse_bytes
 from emulation.workloads import ALGORITHMS, build, known
 from emulation.workloads.stragglar import describe_step, lower_bound_rounds
 
@@ -81,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("file", type=Path, help="training scenario YAML (e.g. experiments/lumion.yaml)")
     tr.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-<time>)")
     tr.add_argument("--recovery", help="comma-separated subset of the scenario's recoveries to run")
+    sub.add_parser("clean", help="remove what killed ocslab runs left behind (only ours: ocl- bridges and "
+                   "interfaces, marked processes, run records) and say what was removed")
     return p
 
 
@@ -97,14 +100,31 @@ def main(argv: list[str] | None = None) -> int:
         return _torch(args)
     if args.cmd == "train":
         return _train(args)
+    if args.cmd == "clean":
+        return _clean()
     return _run(args)
+
+
+def _clean() -> int:
+    from emulation.emulator import registry
+
+    if os.geteuid() != 0:
+        return _fail("clean: needs root (run with sudo)")
+    try:
+        removed = registry.clean()
+    except registry.Busy as e:
+        return _fail(f"clean: {e}")
+    for line in removed:
+        print(f"removed {line}")
+    print(f"clean: {len(removed)} thing(s) removed" if removed else "clean: nothing of ocslab's was left behind")
+    return 0
 
 
 def _train(args) -> int:
     import datetime as dt
 
     from emulation.emulator.controller_client import ControllerError
-    from emulation.emulator.net import EmulationError
+    from emulation.emulator.net import EmulationError, MachineBusy
     from emulation.emulator.torchrun import torch_available
     from emulation.training import report
     from emulation.training.run import run_training
@@ -128,6 +148,7 @@ def _train(args) -> int:
     if isinstance(out, int):
         return out
     console = Console(stderr=True)
+    created = not out.exists()
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       TimeElapsedColumn(), console=console, transient=True) as bar:
@@ -137,6 +158,9 @@ def _train(args) -> int:
                 bar.update(task, description=f"train: {label}", completed=done, total=total)
 
             res = run_training(sc, out, progress)
+    except MachineBusy as e:  # refused before anything was created
+        _cleanup(out, created)
+        return _fail(str(e))
     except (EmulationError, ControllerError, ValueError) as e:
         return _fail(f"{e} (logs in {out})", 1)
     except KeyboardInterrupt:
@@ -151,12 +175,16 @@ def _train(args) -> int:
 def _torch(args) -> int:
     import datetime as dt
 
-    from emulation.emulator.net import EmulationError
+    from emulation.emulator.limits import check_packet_size
+    from emulation.emulator.net import EmulationError, MachineBusy
     from emulation.emulator.torchrun import torch_available
     from emulation.gloo import allreduce_perf
 
     if args.gpus < 3:
         return _fail(f"--gpus: a ring of circuits needs at least 3 GPUs, got {args.gpus}")
+    too_big = check_packet_size(args.gpus, 2, "--gpus")
+    if too_big:
+        return _fail(too_big)
     if not 0 < args.link_mbps <= 1000:
         return _fail(f"--link-mbps: must be in (0, 1000], got {args.link_mbps:g}")
     if args.iters < 1:
@@ -172,8 +200,12 @@ def _torch(args) -> int:
         return _fail("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, "
                      "or .venv/bin/pip install torch==2.13.0)")
     out = args.out or Path("runs") / f"torch-allreduce-perf-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}"
+    created = not out.exists()
     try:
         res = allreduce_perf(args.gpus, args.link_mbps, sizes, args.iters, out)
+    except MachineBusy as e:  # refused before anything was created
+        _cleanup(out, created)
+        return _fail(str(e))
     except EmulationError as e:
         return _fail(str(e), 1)
     t = Table(title=f"gloo AllReduce (torch {res['torch']}) on {args.gpus} emulated GPUs, ring of circuits, "
@@ -203,6 +235,8 @@ def _schedule(args) -> int:
     if args.algorithm not in ALGORITHMS[args.collective]:
         return _fail(f"algorithm: unknown {args.collective} algorithm {args.algorithm!r} "
                      f"(known: {known(args.collective)})")
+    if not 2 <= args.ranks <= MAX_GPUS:
+        return _fail(f"--ranks: must be in [2, {MAX_GPUS}] (the largest fabric a scenario takes), got {args.ranks}")
     try:
         nbytes = parse_bytes(args.bytes)
         w = build(args.algorithm, args.ranks, nbytes, args.collective)
@@ -309,7 +343,7 @@ def _execute(sc, backend: str, out: Path, force: bool) -> dict | int:
     before anything was measured)."""
     from emulation import runner
     from emulation.emulator.controller_client import ControllerError
-    from emulation.emulator.net import EmulationError
+    from emulation.emulator.net import EmulationError, MachineBusy
     from emulation.flowsim import SimulationError
 
     created = not out.exists()
@@ -332,6 +366,9 @@ def _execute(sc, backend: str, out: Path, force: bool) -> dict | int:
     except SimulationError as e:
         _cleanup(out, created)
         return _fail(f"flow backend: {e}", 1)
+    except MachineBusy as e:  # refused before anything was created
+        _cleanup(out, created)
+        return _fail(str(e))
     except (EmulationError, ControllerError) as e:
         return _fail(f"{e} (logs in {out})", 1)
     except KeyboardInterrupt:
@@ -347,7 +384,7 @@ def _compare(args) -> int:
     sc = _load(args.file)
     if isinstance(sc, int):
         return sc
-    if args.max_error is not None and args.max_error <= 0:
+    if args.max_error is not None and not 0 < args.max_error < float("inf"):  # NaN fails too
         return _fail(f"--max-error: must be a positive fraction, got {args.max_error}")
     packet = None
     if args.packet_result is not None:

@@ -3,18 +3,21 @@
 Shared by the Mininet topology adapter (which builds the bridges) and the controller apps
 (which program them), so both agree on names, dpids, port numbers and addresses.
 
-- GPU ``i`` is Mininet host ``g<i>`` with one interface ``g<i>-eth0`` to its NIC bridge.
-- NIC bridge ``n<i>`` (the GPU's forwarding element): port 1 is the host, port ``2 + j`` is
+- Every name ocslab gives a bridge or a root-namespace interface starts with :data:`PREFIX`
+  (``ocl-``), which no other tool uses: ``ocslab clean`` removes exactly those.
+- GPU ``i`` is Mininet host ``g<i>`` with one interface ``g<i>-eth0`` (inside its own network
+  namespace) to its NIC bridge.
+- NIC bridge ``ocl-n<i>`` (the GPU's forwarding element): port 1 is the host, port ``2 + j`` is
   the transmit side of fabric port ``j``. The routing app programs it; transit traffic never
   enters the host.
-- OCS ``k`` is bridge ``o<k>``. Like a real OCS port (a fibre pair), OCS port ``m`` (1-based,
+- OCS ``k`` is bridge ``ocl-o<k>``. Like a real OCS port (a fibre pair), OCS port ``m`` (1-based,
   ``ocs.ports[m-1]``) has an input, OpenFlow port ``m``: a veth from the NIC whose NIC end is
   rate-limited (HTB), so it carries the directed link's capacity; and an output, OpenFlow port
   ``m + OCS_OUT_OFFSET``: an Open vSwitch patch port to the NIC's port ``NIC_RX_BASE + j``.
   Patch ports cost nothing in the userspace datapath, so a circuit hop costs one packet
-  receive in ovs-vswitchd instead of two (``shared/MACHINE.md``: the switch's CPU, not the
-  links, is the limit of this machine).
-- EPS ``k`` is bridge ``e<k>``; switch port ``m`` is ``eps.ports[m-1]``.
+  receive in ovs-vswitchd instead of two (the switch's CPU, not the links, is the limit of a
+  small machine).
+- EPS ``k`` is bridge ``ocl-e<k>``; switch port ``m`` is ``eps.ports[m-1]``.
 - Traffic on channel ``c`` (one TCP connection per channel, like NCCL channels) carries IP DSCP
   ``c``; the routing app forwards on (destination address, DSCP).
 """
@@ -41,24 +44,47 @@ COOKIE_NO_ROUTE = 0x40DE
 WIRE_PER_PAYLOAD = 1514 / 1448
 
 
+#: First characters of every bridge and root-namespace interface ocslab creates.
+PREFIX = "ocl-"
+
+
 def host_name(gpu: int) -> str:
-    """Mininet host name of GPU ``gpu``."""
+    """Mininet host name of GPU ``gpu`` (its interfaces live in its own namespace)."""
     return f"g{gpu}"
 
 
 def nic_name(gpu: int) -> str:
     """Bridge name of GPU ``gpu``'s NIC."""
-    return f"n{gpu}"
+    return f"{PREFIX}n{gpu}"
 
 
 def ocs_name(k: int) -> str:
     """Bridge name of OCS number ``k``."""
-    return f"o{k}"
+    return f"{PREFIX}o{k}"
 
 
 def eps_name(k: int) -> str:
     """Bridge name of EPS number ``k``."""
-    return f"e{k}"
+    return f"{PREFIX}e{k}"
+
+
+def node_kind(name: str) -> str:
+    """Kind of a Mininet node from its name: ``"g"`` (GPU host), ``"n"`` (NIC), ``"o"`` (OCS),
+    ``"e"`` (EPS), or ``""`` for a node that is not ours (e.g. the controller ``c0``)."""
+    if name.startswith(PREFIX):
+        return name[len(PREFIX)]
+    return "g" if name[:1] == "g" and name[1:].isdigit() else ""
+
+
+def node_index(name: str) -> int:
+    """Index of a node of ours (``ocl-o3`` -> 3, ``g7`` -> 7).
+
+    :raises ValueError: not a name of ours.
+    """
+    kind = node_kind(name)
+    if not kind:
+        raise ValueError(f"{name!r} is not an ocslab node name")
+    return int(name[len(PREFIX) + 1:] if kind != "g" else name[1:])
 
 
 def nic_port(fabric_port: int) -> int:

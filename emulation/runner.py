@@ -12,6 +12,7 @@ from pathlib import Path
 
 from emulation import __version__
 from emulation.checks import check_run
+from emulation.emulator.limits import check_packet_size
 from emulation.fabric import Fabric
 from emulation.planners import Plan
 from emulation.results import RunResult
@@ -41,7 +42,8 @@ class BackendError(ValueError):
 def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None, force: bool = False) -> dict:
     """Run ``sc`` on ``backend`` (``"flow"`` or ``"mininet"``); return the ``result.json`` dict.
 
-    :raises BackendError: the backend cannot execute the scenario's semantics.
+    :raises BackendError: the backend cannot execute the scenario's semantics, or the fabric is
+        larger than the packet backend can emulate here (:mod:`emulation.emulator.limits`).
     :raises HeadroomError: see :func:`run_mininet`.
     """
     if backend == "flow":
@@ -51,6 +53,9 @@ def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None,
                            f"not {sc.semantics} (use --backend flow)")
     if sc.straggler is not None and any(r.schedule != "none" for r in sc.runs):
         raise BackendError("straggler: rotor runs on the mininet backend take no stragglers (use --backend flow)")
+    too_big = check_packet_size(sc.fabric.gpus, sc.fabric.ports_per_gpu)
+    if too_big:
+        raise BackendError(too_big)
     return run_mininet(sc, out, progress, force)
 
 

@@ -60,6 +60,11 @@ _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
 
 
+#: The largest fabric a scenario describes (GPUs); the flow backend runs it, the packet backend
+#: is bounded by the machine (:mod:`emulation.emulator.limits`).
+MAX_GPUS = 4096
+
+
 class ScenarioError(ValueError):
     """A scenario that cannot be run; ``str()`` is one line naming the field."""
 
@@ -89,7 +94,7 @@ def format_bytes(n: int) -> str:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class FabricSpec(_Strict):
@@ -99,7 +104,7 @@ class FabricSpec(_Strict):
     electrical path, real Gbit/s)."""
 
     topology: str
-    gpus: int = Field(ge=2, le=4096)
+    gpus: int = Field(ge=2, le=MAX_GPUS)
     ports_per_gpu: int = Field(default=2, ge=1, le=16)
     port_gbps: float = Field(default=400.0, gt=0)
     reconfiguration_delay_s: float = Field(default=0.0, ge=0)
@@ -490,6 +495,8 @@ def read_yaml(path: str | Path) -> dict:
         data = yaml.safe_load(path.read_text())
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {e.start})") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""

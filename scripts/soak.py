@@ -11,7 +11,8 @@ Every run writes a JUnit report; the script prints, per test, how many runs it p
 mean wall time, and per full run its wall time and counts. The numbers the tests print (their
 measured errors, ratios and times) are kept per run in ``OUT/soak.json`` (``stdout`` of each test
 and run), to set statistical bounds from their spread. Needs root (the emulation tests) and
-must not run beside another emulation (they take ``/run/ocslab.lock``).
+must not run beside another emulation (one emulation holds the machine at a time; a second is
+refused).
 """
 
 from __future__ import annotations

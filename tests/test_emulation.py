@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from emulation import dataplane as dpn
+from emulation.emulator import census
 from emulation.emulator.calibration import calibrated_scale
-from emulation.emulator.net import EmulatedFabric, bridge_names
+from emulation.emulator.net import EmulatedFabric
 from emulation.emulator.orchestrator import run_workload
 from emulation.fabric import assign_ports
 from emulation.planners import make_plan
@@ -45,16 +46,16 @@ def _rule_packets(bridge: str, dst: int) -> int:
 def test_circuits_installed_and_multihop_forwarding(run_dir):
     f = ocs_star(6, 2, 400, 0.0, "ring")
     with EmulatedFabric(f, run_dir, link_mbps=20) as emu:
-        flows = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "o0"],
+        flows = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", dpn.ocs_name(0)],
                                capture_output=True, text=True).stdout
         assert len(re.findall(r"priority=100,in_port", flows)) == 2 * 6  # 6 circuits, 2 directions
         assert _ping_ok(emu, 0, 1)  # one hop
         assert _ping_ok(emu, 0, 3)  # three hops, through two GPUs' NICs
-        before = _rule_packets("n1", 2)
+        before = _rule_packets(dpn.nic_name(1), 2)
         assert _ping_ok(emu, 0, 2)  # two hops: 0 -> 1 -> 2
         # transit forwarded by GPU 1's NIC rules (OVS pushes datapath counters every ~0.5 s)
         deadline = time.monotonic() + 5
-        while _rule_packets("n1", 2) < before + 3:
+        while _rule_packets(dpn.nic_name(1), 2) < before + 3:
             assert time.monotonic() < deadline, "GPU 1's NIC did not forward the transit packets"
             time.sleep(0.1)
 
@@ -76,6 +77,7 @@ def test_reconfiguration_dark_window_is_enforced_and_measured(run_dir):
         measured = res["dark_window_measured_s"]
         print(f"dark window: requested {dark * 1e3:.1f} ms, measured {measured * 1e3:.2f} ms, longest ping gap "
               f"{max(gaps) * 1e3:.1f} ms")
+        # measured 301.2-302.0 ms for 300 ms; longest ping gap 301.7-324.3 ms (15 soak runs, 2026-11)
         assert dark <= measured <= 1.2 * dark + 0.002
         # the data plane really went dark: the longest silence covers the window
         assert max(gaps) >= dark - 0.02, max(gaps)
@@ -97,7 +99,7 @@ def test_ring_allreduce_is_link_bound_and_delivers_every_byte(run_dir):
     assert all(a.end_s <= b.start_s + 1e-9 for a, b in zip(r.steps, r.steps[1:]))  # round-synchronous
     pred = ring_alpha_beta_s(n, size, alpha, 400)
     print(f"ring: packet {r.time_s * 1e3:.4f} ms, alpha-beta {pred * 1e3:.4f} ms, error {(r.time_s - pred) / pred:+.2%}")
-    assert abs(r.time_s - pred) / pred < 0.2, (r.time_s, pred)
+    assert abs(r.time_s - pred) / pred < 0.05, (r.time_s, pred)  # measured -0.42..-0.07% (15 soak runs, 2026-11)
 
 
 def test_planned_reconfigurations_measure_their_dark_windows(run_dir):
@@ -114,7 +116,8 @@ def test_planned_reconfigurations_measure_their_dark_windows(run_dir):
     for s in recon:
         req, meas = s.dark_window_requested_s, s.dark_window_measured_s
         assert req == pytest.approx(10e-6)
-        assert req <= meas <= 1.2 * req + 0.002 / scale.tdf  # 20% + 2 ms emulated
+        # 20% + 2 ms emulated; measured 40.9-42.8 ms emulated for 40 ms (45 windows, 15 soak runs, 2026-11)
+        assert req <= meas <= 1.2 * req + 0.002 / scale.tdf
         assert s.end_s - s.start_s >= meas  # the step waited for the circuits
     assert r.bytes_delivered == w.bytes_sent
 
@@ -144,6 +147,7 @@ runs: [{name: ring, algorithm: ring}]
 emulation: {link_mbps: 10, byte_scale: 0.1, headroom: skip}
 """)
     out = run_dir / "out"
+    before = census.take()
     # Ctrl-C's SIGINT must reach the run even if this test runs as a background job of a script
     # (which starts with SIGINT ignored, and so would the run).
     p = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", str(scen), "--out", str(out)],
@@ -159,17 +163,14 @@ emulation: {link_mbps: 10, byte_scale: 0.1, headroom: skip}
     p.send_signal(signal.SIGINT)
     text, _ = p.communicate(timeout=120)
     assert p.returncode == 130, text
-    f = ocs_star(4, 2, 400, 0, "ring")
-    for b in bridge_names(f):
-        assert subprocess.run(["ovs-vsctl", "br-exists", b]).returncode == 2, f"bridge {b} left"
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    assert not re.search(r"\b[gno]\d+-eth\d+", links), links
-    assert _our_processes(str(out)) == []  # no agent or controller of this run survives
+    # no process, bridge, port, interface, namespace, qdisc or temporary file of the run survives
+    assert census.take().diff(before) == {}
+    assert _our_processes(str(out)) == []
 
 
 def test_flow_and_packet_backends_agree_and_pass_the_sanity_checks(run_dir):
-    """The flow backend predicts the packet backend (issue 3: within 10% at 25 MiB on the demo;
-    here a 4-GPU version at 8 MiB, bounded at 12% for the smaller, noisier runs)."""
+    """The flow backend predicts the packet backend: a 4-GPU Ring and RHD with a reconfiguration
+    per step, 8 MiB, at the calibrated link rate."""
     from emulation.checks import check_run
     from emulation.flowsim import simulate
 
@@ -184,7 +185,8 @@ def test_flow_and_packet_backends_agree_and_pass_the_sanity_checks(run_dir):
             flow = simulate(f, w, plan, alpha_s=alpha)
             err = (flow.time_s - pkt.time_s) / pkt.time_s
             print(f"{alg}: packet {pkt.time_s * 1e3:.4f} ms, flow {flow.time_s * 1e3:.4f} ms, error {err:+.1%}")
-            assert abs(err) < 0.12, (alg, pkt.time_s, flow.time_s)
+            # measured: ring -3.0..+0.4%, rhd -3.5..-0.9% (25 soak runs on a 2-core machine, 2026-11)
+            assert abs(err) < 0.08, (alg, pkt.time_s, flow.time_s)
             checks = check_run(pkt, f)
             print(f"{alg}: max link utilisation {checks['max_link_utilisation']:.3f}")
             assert checks["ok"], checks["problems"]
@@ -207,7 +209,7 @@ def test_a_straggler_delays_the_packet_run_like_the_flow_run(run_dir):
     late = [t for t in pkt.transfers if t.src == 2 and t.step == 0][0]
     print(f"straggler: packet {pkt.time_s * 1e3:.4f} ms, flow {flow.time_s * 1e3:.4f} ms, error "
           f"{(pkt.time_s - flow.time_s) / flow.time_s:+.2%}; late start {late.start_s / d - 1:+.2%} of D")
-    assert abs(pkt.time_s - flow.time_s) / flow.time_s < 0.12, (pkt.time_s, flow.time_s)
+    assert abs(pkt.time_s - flow.time_s) / flow.time_s < 0.05, (pkt.time_s, flow.time_s)  # -0.2..+0.2% (15 runs)
     assert late.start_s == pytest.approx(d, rel=0.05)  # released when its rank arrived
 
 
@@ -230,7 +232,7 @@ def test_dp_plan_mixing_keep_and_reconfigure_runs_on_packets_like_the_flow_model
     assert flow.time_s == pytest.approx(plan.predicted_s, rel=1e-9)
     err = (flow.time_s - pkt.time_s) / pkt.time_s
     print(f"dp: packet {pkt.time_s * 1e3:.4f} ms, flow {flow.time_s * 1e3:.4f} ms, error {err:+.1%}")
-    assert abs(err) < 0.15, (pkt.time_s, flow.time_s)
+    assert abs(err) < 0.10, (pkt.time_s, flow.time_s)  # measured -4.8..-2.2% (25 soak runs, 2026-11)
     for st in pkt.steps:
         if st.action == "reconfigure":
             assert st.dark_window_measured_s >= r  # the circuits were dark at least R (real-equivalent)
@@ -266,8 +268,9 @@ def test_stragglar_on_packets_matches_the_flow_ratio_and_crossover(run_dir):
     print(f"post-barrier Ring/StragglAR: packet {ratio['packet']:.3f}, flow {ratio['flow']:.3f}; "
           f"crossover D: packet {cross['packet'] * 1e3:.3f} ms, flow {cross['flow'] * 1e3:.3f} ms")
     assert ratio["flow"] == pytest.approx(1.36, rel=0.01)
-    assert abs(ratio["packet"] - ratio["flow"]) / ratio["flow"] < 0.15
+    assert abs(ratio["packet"] - ratio["flow"]) / ratio["flow"] < 0.05  # measured -0.6..+1.2% (25 soak runs)
     assert cross["flow"] == pytest.approx(0.876e-3, rel=0.01)
+    # a difference of two run times, so noisier: measured -12.9..+5.1% (25 soak runs, 2026-11)
     assert abs(cross["packet"] - cross["flow"]) / cross["flow"] < 0.25
 
 
@@ -337,7 +340,7 @@ def test_rotor_cycles_the_matchings_on_the_controller_clock(run_dir):
     err = np.abs([e["start_error_s"] for e in got])
     print(f"rotor: |start error| median {np.median(err) * 1e3:.3f} ms, max {err.max() * 1e3:.3f} ms")
     assert all(e["t_live"] > e["t_dark"] for e in got)
-    assert np.median(err) < 0.1 * slot
+    assert np.median(err) < 0.1 * slot  # median measured 0.09-0.58 ms (25 soak runs, 2026-11)
 
 
 def test_moe_layer_on_the_rotor_matches_the_flow_model(run_dir):
@@ -359,7 +362,7 @@ def test_moe_layer_on_the_rotor_matches_the_flow_model(run_dir):
               f"{p['slots']['slot_utilisation']:.2f} / {f['slots']['slot_utilisation']:.2f}, retransmissions "
               f"{[s['retransmissions'] for s in p['steps']]}")
         assert p["checks"]["bytes_conserved"]
-        assert abs(p["time_s"] / f["time_s"] - 1) < 0.15
+        assert abs(p["time_s"] / f["time_s"] - 1) < 0.05  # measured -0.19..+0.39% (25 soak runs, 2026-11)
         assert p["slots"]["slots_run"] >= p["slots"]["slots_per_turn"]  # the rotor really turned
     assert flow["plan-payload"]["time_s"] <= flow["rotor-payload"]["time_s"] * (1 + 1e-9)
     padded = next(r for r in load_scenario(Path(__file__).resolve().parents[1] / "experiments" / "moe_ocs.yaml").runs
@@ -386,6 +389,7 @@ def test_two_hop_forwarding_on_the_rotor_relays_through_agents_and_matches_the_f
         print(f"{name}: packet {p['time_s'] * 1e3:.3f} ms, flow {f['time_s'] * 1e3:.3f} ms, relayed "
               f"{p['slots']['relayed_bytes'] / 2**20:.1f} MiB, retransmissions {[s['retransmissions'] for s in p['steps']]}")
         assert p["checks"]["bytes_conserved"] and p["bytes_delivered"] == f["bytes_delivered"]
-        assert abs(p["time_s"] / f["time_s"] - 1) < 0.15
+        # measured: direct -0.03..+3.5%, two-hop -0.04% (25 soak runs, 2026-11)
+        assert abs(p["time_s"] / f["time_s"] - 1) < 0.10
     assert packet["rotor-two-hop"]["slots"]["relayed_bytes"] > 0
     assert packet["rotor-two-hop"]["time_s"] < 0.8 * packet["rotor-direct"]["time_s"]

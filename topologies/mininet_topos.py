@@ -1,11 +1,12 @@
 """Mininet ``Topo`` adapter for ocslab fabrics, and a ``topos`` dict for ``mn --custom``.
 
 Only the emulator (and ``mn``) import this module; it imports Mininet. Layout per GPU ``i``:
-host ``g<i>`` --(veth at p x the port rate: the GPU's injection bandwidth)-- NIC bridge
-``n<i>``; per fabric port, to an OCS bridge
-``o<k>``: a veth rate-limited at the NIC end (GPU -> OCS) and an Open vSwitch patch port
-(OCS -> GPU); to an EPS bridge ``e<k>`` or another NIC (static cable): a veth rate-limited at
-both ends. See :mod:`emulation.dataplane` for dpids, port numbers and addresses.
+host ``g<i>`` --(veth, unshaped: the GPU's own path to its NIC)-- NIC bridge ``ocl-n<i>``; per
+fabric port, to an OCS bridge ``ocl-o<k>``: a veth rate-limited at the NIC end (GPU -> OCS)
+and an Open vSwitch patch port (OCS -> GPU); to an EPS bridge ``ocl-e<k>`` or another NIC
+(static cable): a veth rate-limited at both ends. Every bridge and root-namespace interface
+name starts with ``ocl-`` (:data:`emulation.dataplane.PREFIX`). See :mod:`emulation.dataplane`
+for dpids, port numbers and addresses.
 
 From the shell (start the controller first, ``python -m controllers --help``)::
 

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from emulation import dataplane as dpn
 
 
 def _run(args: list[str], timeout: float = 10.0) -> str:
@@ -57,16 +58,16 @@ class Ports:
             if getattr(link, "isPatchLink", False):
                 continue
             for me, peer in ((link.intf1, link.intf2), (link.intf2, link.intf1)):
-                kind, peer_kind = me.node.name[0], peer.node.name[0]
+                kind, peer_kind = dpn.node_kind(me.node.name), dpn.node_kind(peer.node.name)
                 if kind == "g":
                     hosts[me.node.pid] = me.name
                     continue
                 ovs.append(me.name)
-                if (kind in "ne" and peer_kind in "ne") or (kind == "n" and peer_kind == "o"):
+                if kind and peer_kind and (kind in "ne" and peer_kind in "ne") or (kind == "n" and peer_kind == "o"):
                     fabric_tx.append(me.name)
         return Ports(tuple(sorted(fabric_tx)), tuple(sorted(ovs)), hosts,
-                     tuple(sorted(s.name for s in net.switches if s.name[0] == "o")),
-                     tuple(sorted(s.name for s in net.switches if s.name[0] in "ne")))
+                     tuple(sorted(s.name for s in net.switches if dpn.node_kind(s.name) == "o")),
+                     tuple(sorted(s.name for s in net.switches if dpn.node_kind(s.name) in ("n", "e"))))
 
 
 @dataclass

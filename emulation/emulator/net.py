@@ -12,7 +12,6 @@ Spec: ``shared/DESIGN.md`` (packet-level backend, teardown), ``shared/MACHINE.md
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -26,14 +25,13 @@ from pathlib import Path
 
 from emulation import dataplane as dpn
 from emulation.emulator.capabilities import Capabilities, detect
-from emulation.emulator import shaper
+from emulation.emulator import registry, shaper
 from emulation.emulator.controller_client import ControllerClient
 from emulation.emulator.counters import DropCounters, Ports
 from emulation.agent import RCV_BUDGET
 from emulation.emulator.ovs_sockets import SEND_BUFFER, SocketBufferError, SocketBuffers, packet_sockets
 from emulation.fabric import Fabric
 
-LOCK_PATH = "/run/ocslab.lock"
 _OFFLOADS = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
 
 
@@ -44,7 +42,12 @@ FAST_RTO_MIN_MS = 20.0
 
 
 class EmulationError(RuntimeError):
-    """The emulated fabric could not be brought up (missing tool, bridge name taken, ...)."""
+    """The emulated fabric could not be brought up (missing tool, controller did not start, ...)."""
+
+
+class MachineBusy(EmulationError):
+    """Another emulation holds this machine, or a killed run left state behind (the message
+    names the holder, or says to run ``ocslab clean``); raised before anything is created."""
 
 
 def free_port() -> int:
@@ -81,14 +84,15 @@ class EmulatedFabric:
     :param run_dir: where logs and the fabric JSON go (``runs/<id>``).
     :param link_mbps: emulated port rate B_e (Mbit/s), applied with HTB to every fabric link.
     :param delay_s: emulated per-link propagation delay (s), used only when netem exists.
-    :raises EmulationError: not root, Open vSwitch not running, a bridge name already taken,
-        the controller did not start, or the switches did not connect in time.
+    :raises MachineBusy: another emulation is running, or a killed one left state behind.
+    :raises EmulationError: not root, Open vSwitch not running, the controller did not start,
+        or the switches did not connect in time.
     """
 
     def __init__(self, fabric: Fabric, run_dir: Path, link_mbps: float | None = None,
                  delay_s: float = 0.0, capabilities: Capabilities | None = None):
         self.fabric = fabric
-        self.run_dir = Path(run_dir)
+        self.run_dir = Path(run_dir).resolve()  # the controller runs from the project root
         self.link_mbps = link_mbps
         self.delay_s = delay_s
         self.caps = capabilities
@@ -98,7 +102,7 @@ class EmulatedFabric:
         self.controller: subprocess.Popen | None = None
         self.client: ControllerClient | None = None
         self.children: list[subprocess.Popen] = []
-        self._lock_fh = None
+        self.registration: registry.Registration | None = None
         self._old_handlers: dict[int, object] = {}
 
     @property
@@ -130,18 +134,22 @@ class EmulatedFabric:
                 stop_pid(p)
             self.children.clear()
             if self.net is not None:
+                shells = [n.shell for n in (*self.net.controllers, *self.net.switches, *self.net.hosts) if n.shell]
                 self.net.stop()
                 self.net = None
-            self._delete_leftovers()
+                for shell in shells:  # Mininet hangs the shells up but does not reap them
+                    stop_pid(shell, timeout=5.0)
+            if self.registration is not None:  # never another run's bridges (same names)
+                self._delete_leftovers()
             stop_pid(self.controller)
             self.controller = None
             if self.socket_buffers is not None:
                 self.socket_buffers.restore()
                 self.socket_buffers = None
         finally:
-            if self._lock_fh is not None:
-                self._lock_fh.close()
-                self._lock_fh = None
+            if self.registration is not None:
+                self.registration.release()
+                self.registration = None
             signal.signal(signal.SIGINT, old_int)
             for sig, h in self._old_handlers.items():
                 signal.signal(sig, h)
@@ -149,17 +157,18 @@ class EmulatedFabric:
     def _start(self) -> None:
         if os.geteuid() != 0:
             raise EmulationError("the mininet backend needs root (run with sudo)")
-        self._lock_fh = open(LOCK_PATH, "w")
-        try:
-            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise EmulationError(f"another ocslab emulation is running (lock {LOCK_PATH})") from None
         if subprocess.run(["ovs-vsctl", "--timeout=5", "show"], capture_output=True).returncode:
             raise EmulationError("Open vSwitch is not running (make setup starts it)")
-        taken = [b for b in bridge_names(self.fabric)
-                 if subprocess.run(["ovs-vsctl", "br-exists", b], capture_output=True).returncode == 0]
-        if taken:
-            raise EmulationError(f"bridge {taken[0]} already exists; delete it with ovs-vsctl del-br {taken[0]}")
+        try:
+            self.registration = registry.Registration(self.run_dir)
+        except registry.Busy as e:
+            raise MachineBusy(str(e)) from None
+        left = registry.leftovers(own=self.registration.entry.run_id)
+        if left:  # refused: nothing of ours exists yet, and the teardown must not touch theirs
+            self.registration.release()
+            self.registration = None
+            raise MachineBusy(f"an ocslab run that was killed left {left.summary()} behind; "
+                                 "`ocslab clean` removes them (and nothing else)")
         self.caps = self.caps or detect()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._start_controller()
@@ -175,7 +184,7 @@ class EmulatedFabric:
         log = open(self.run_dir / "controller.log", "w")
         self.controller = subprocess.Popen(
             [sys.executable, "-m", "controllers", "circuit_switch", "routing", "api", "failover",
-             "--ofp-tcp-listen-port", str(self.ofp_port), "--ocslab-fabric", str(fabric_json),
+             "--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(self.ofp_port), "--ocslab-fabric", str(fabric_json),
              "--ocslab-api-port", str(api_port), "--log-file", str(self.run_dir / "controller.log")],
             stdout=log, stderr=subprocess.STDOUT, cwd=_project_root(), start_new_session=True,
         )
@@ -192,7 +201,7 @@ class EmulatedFabric:
         from mininet.link import TCLink
         from mininet.log import setLogLevel
         from mininet.net import Mininet
-        from mininet.node import OVSSwitch, RemoteController
+        from mininet.node import Node, OVSSwitch, RemoteController
 
         from topologies.mininet_topos import FabricTopo
 
@@ -200,7 +209,11 @@ class EmulatedFabric:
         topo = FabricTopo(self.fabric)  # unshaped here: _shaped_links() sets every queue after the build
         self.net = Mininet(
             topo=topo, build=False, controller=None, autoSetMacs=False, autoStaticArp=False,
-            switch=partial(OVSSwitch, datapath=self.caps.datapath), link=TCLink,
+            # batch: every bridge is created by one ovs-vsctl run from this process. Unbatched,
+            # Mininet types each bridge's command into its node's shell, whose terminal cuts a
+            # line at 4095 characters: beyond 8 GPUs the OCS bridge's command is longer, and
+            # the bridge never appeared.
+            switch=partial(OVSSwitch, datapath=self.caps.datapath, batch=True), link=TCLink,
         )
         class _Controller(RemoteController):
             def checkListening(self) -> None:
@@ -208,6 +221,10 @@ class EmulatedFabric:
                 # controller's binary OpenFlow HELLO can crash that decoder. We started the
                 # controller ourselves and wait for it below (client.wait_ready).
                 pass
+
+            def stop(self) -> None:
+                # RemoteController.stop does nothing, which left this node's shell running.
+                Node.stop(self)
 
         self.net.addController(_Controller("c0", ip="127.0.0.1", port=self.ofp_port))
         setLogLevel("critical")  # tc's harmless "quantum ... is big" note for fast host links
@@ -220,7 +237,7 @@ class EmulatedFabric:
         self.net.build()
         for link in self.net.links:  # our root-namespace ends: no IPv6 chatter into the fabric
             for intf in (link.intf1, link.intf2):
-                if intf.node.name[0] != "g" and not getattr(link, "isPatchLink", False):
+                if dpn.node_kind(intf.node.name) != "g" and not getattr(link, "isPatchLink", False):
                     _sysctl(f"net/ipv6/conf/{intf.name}/disable_ipv6", "1")
         if not self.caps.ovs_kernel_datapath:
             for link in self.net.links:
@@ -273,12 +290,12 @@ class EmulatedFabric:
             if getattr(link, "isPatchLink", False):
                 continue
             for me, peer in ((link.intf1, link.intf2), (link.intf2, link.intf1)):
-                kind, other = me.node.name[0], peer.node.name[0]
+                kind, other = dpn.node_kind(me.node.name), dpn.node_kind(peer.node.name)
                 if "g" in (kind, other) or kind == "o":
                     continue
                 scale = 1.0
                 if "e" in (kind, other):
-                    eps = f.eps[int((me.node if kind == "e" else peer.node).name[1:])]
+                    eps = f.eps[dpn.node_index((me.node if kind == "e" else peer.node).name)]
                     scale = eps.port_gbps / f.port_gbps if eps.port_gbps is not None else 1.0
                 out.append(shaper.Shaped(me.name, rate * scale, None, delay_ms))
         return out
@@ -297,6 +314,9 @@ class EmulatedFabric:
             self.socket_buffers.apply()
         except SocketBufferError as e:
             raise EmulationError(f"cannot size Open vSwitch's packet sockets: {e}") from None
+        finally:  # recorded, so that `ocslab clean` can give the size back after a SIGKILL
+            self.registration.entry.send_socket = self.socket_buffers.restore_record()
+            self.registration.save()
 
     def _delete_leftovers(self) -> None:
         """Delete any of our bridges that survived ``net.stop()`` (e.g. a build that failed
@@ -340,6 +360,13 @@ class EmulatedFabric:
                 route = re.sub(r"\s+rto_min \S+", "", line.strip())
                 if route:
                     host.cmd(f"ip route replace {route}" + (f" rto_min {ms:g}ms" if ms else ""))
+
+    def check_controller(self) -> None:
+        """:raises EmulationError: the controller process has exited (it is never restarted: a
+            run that lost its controller fails, and is torn down)."""
+        if self.controller is not None and self.controller.poll() is not None:
+            raise EmulationError(f"the controller (pid {self.controller.pid}) exited with {self.controller.returncode} "
+                                 f"mid-run (see {self.run_dir / 'controller.log'})")
 
     def host(self, gpu: int):
         """The Mininet host of GPU ``gpu``."""

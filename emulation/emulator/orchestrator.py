@@ -151,9 +151,11 @@ def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path):
                                    run_dir / f"agent-g{r}.log", cwd=run_dir))
 
         def alive() -> None:
+            emu.check_controller()
             for r, p in enumerate(procs):
                 if p.poll() is not None and p.returncode != 0:
-                    raise EmulationError(f"agent g{r} exited with {p.returncode} (see {run_dir}/agent-g{r}.log)")
+                    raise EmulationError(f"agent of GPU {r} exited with {p.returncode} "
+                                         f"(see {run_dir}/agent-g{r}.log)")
 
         coord.accept_all(60, alive)
         coord.broadcast({"connect": True})
@@ -293,7 +295,10 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
             at = time.monotonic() + lead
             origin = at - (clock + dark)
             coord.broadcast({"go": si, "at": at, "origin": origin})
-            reports = coord.gather("done", step_timeout, alive)
+            try:
+                reports = coord.gather("done", step_timeout, alive)
+            except EmulationError as e:
+                raise EmulationError(f"step {si}: {e}") from None
             late = max(m["t_heard"] for m in reports) - at
             if late > 0:  # an agent heard of the step after its release: give the next ones more lead
                 lead = min(MAX_RELEASE_LEAD_S, 2 * (lead + late))

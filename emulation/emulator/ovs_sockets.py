@@ -133,6 +133,10 @@ class SocketBuffers:
                         "send_sockets": len(senders)}
         return self.applied
 
+    def restore_record(self) -> list[list[int]]:
+        """``[[ovs-vswitchd pid, fd, bytes before], ...]`` of the sockets :meth:`restore` resets."""
+        return [[s.pid, s.fd, size] for s, size in self._restore]
+
     def restore(self) -> None:
         """Give the shared send socket its size back (best effort: ovs-vswitchd may be gone)."""
         for s, size in self._restore:

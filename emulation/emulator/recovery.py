@@ -79,7 +79,7 @@ def rules_to(fabric: Fabric, gpu: int) -> list[str]:
     """Flow rules of the OCS bridges that output to a port facing ``gpu``."""
     found = []
     for bridge, ports in facing_ports(fabric, gpu).items():
-        if not bridge.startswith("o"):
+        if dpn.node_kind(bridge) != "o":
             continue
         flows = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], capture_output=True,
                                text=True, timeout=30).stdout

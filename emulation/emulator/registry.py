@@ -1,0 +1,276 @@
+"""What an emulation has created on this machine, recorded as it is created, so that nothing of
+ours outlives a run, even one killed with SIGKILL, and nothing of anyone else's is touched.
+
+- **One emulation at a time.** Runs share the root network namespace (their veths, the OVS
+  daemon, the CPU that calibration measures), so a run holds :data:`LOCK_NAME`, an abstract
+  Unix socket: it belongs to the network namespace, which is exactly what runs share, and the
+  kernel releases it when its holder dies, however it dies. A second run is refused with the
+  holder's pid, command line and run directory (:class:`Busy`).
+- **Names.** Every bridge and root-namespace interface we create starts with
+  :data:`emulation.dataplane.PREFIX` (``ocl-``); GPU hosts' interfaces live in namespaces that
+  end with their processes.
+- **Marker.** Every process a run starts (the controller, Mininet's node shells, agents, torch
+  ranks, probes) carries ``OCSLAB_RUN=<run id>`` in its environment.
+- **Registry.** ``/run/ocslab/<run id>.json`` names the holder (pid and kernel start time, so a
+  reused pid is not mistaken for it), its command line and run directory, and what cannot be
+  found by name: the buffer size of Open vSwitch's send socket before the run raised it.
+
+A run's entry whose holder is gone, a bridge or interface with our prefix, or a marked process
+of a run that is not alive are *leftovers*: :func:`leftovers` finds them (every emulation checks
+at start and refuses to build on them), :func:`clean` (``ocslab clean``) removes exactly them and
+says what it removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from emulation import dataplane as dpn
+
+LOCK_NAME = "ocslab-emulation"
+REGISTRY_DIR = Path("/run/ocslab")
+MARKER = "OCSLAB_RUN"
+
+
+class Busy(RuntimeError):
+    """Another emulation holds this machine (the message names it)."""
+
+
+def _start_time(pid: int) -> int | None:
+    """Kernel start time of ``pid`` (clock ticks since boot), or None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _alive(pid: int, start: int | None) -> bool:
+    return start is not None and _start_time(pid) == start
+
+
+def _marker_of(pid: int) -> str | None:
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    for item in env.split(b"\0"):
+        if item.startswith(MARKER.encode() + b"="):
+            return item.split(b"=", 1)[1].decode(errors="replace")
+    return None
+
+
+def marked_processes() -> dict[int, str]:
+    """``{pid: run id}`` of every process carrying the marker (any run)."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            run = _marker_of(int(d.name))
+            if run is not None:
+                out[int(d.name)] = run
+    return out
+
+
+def our_bridges() -> list[str]:
+    """Open vSwitch bridges whose name has our prefix."""
+    r = subprocess.run(["ovs-vsctl", "--timeout=10", "list-br"], capture_output=True, text=True)
+    return [b for b in r.stdout.split() if b.startswith(dpn.PREFIX)]
+
+
+def our_interfaces() -> list[str]:
+    """Root-namespace network interfaces whose name has our prefix."""
+    r = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True)
+    names = [line.split(":", 2)[1].strip().split("@")[0] for line in r.stdout.splitlines() if ":" in line]
+    return [n for n in names if n.startswith(dpn.PREFIX)]
+
+
+@dataclass
+class Entry:
+    """One run's registry record (module doc)."""
+
+    run_id: str
+    pid: int
+    start: int | None
+    argv: list[str]
+    run_dir: str
+    started_at: float
+    send_socket: list[list[int]] = field(default_factory=list)  # [[ovs pid, fd, bytes before], ...]
+
+    @property
+    def alive(self) -> bool:
+        return _alive(self.pid, self.start)
+
+    def describe(self) -> str:
+        when = time.strftime("%H:%M:%S", time.localtime(self.started_at))
+        cmd = " ".join(self.argv)
+        return f"pid {self.pid} `{cmd if len(cmd) <= 60 else cmd[:57] + '...'}` (since {when}, run dir {self.run_dir})"
+
+
+def entries() -> list[Entry]:
+    """Every registry record (live or not); unreadable files are skipped."""
+    out = []
+    for p in sorted(REGISTRY_DIR.glob("*.json")) if REGISTRY_DIR.is_dir() else []:
+        try:
+            out.append(Entry(**json.loads(p.read_text())))
+        except (OSError, ValueError, TypeError):
+            continue
+    return out
+
+
+def _command() -> list[str]:
+    """This process's command line, ``ocslab ...`` for the CLI however it was started."""
+    argv = list(sys.argv) or ["python"]
+    head = Path(argv[0]).name
+    if head in ("cli.py", "__main__.py") and Path(argv[0]).parent.name == "emulation":
+        head = "ocslab"
+    return [head, *argv[1:]]
+
+
+class Registration:
+    """This process's hold on the machine for one emulation: the lock, its registry entry and the
+    marker in ``os.environ`` (so that every process started meanwhile carries it).
+
+    :raises Busy: another live emulation holds the lock (named in the message).
+    """
+
+    def __init__(self, run_dir: Path):
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.bind("\0" + LOCK_NAME)
+        except OSError:
+            self._sock.close()
+            holders = [e for e in entries() if e.alive]
+            who = holders[0].describe() if holders else "a process of another mount namespace or an older ocslab"
+            raise Busy(f"another ocslab emulation holds this machine: {who}; one emulation at a time "
+                       "(they share the CPU that calibration measures)") from None
+        self._sock.set_inheritable(False)
+        self.entry = Entry(run_id=f"{os.getpid()}-{time.time_ns()}", pid=os.getpid(), start=_start_time(os.getpid()),
+                           argv=_command(), run_dir=str(run_dir),
+                           started_at=time.time())
+        self._path = REGISTRY_DIR / f"{self.entry.run_id}.json"
+        self._old_marker = os.environ.get(MARKER)
+        os.environ[MARKER] = self.entry.run_id
+        self.save()
+
+    def save(self) -> None:
+        """Write the entry (atomically)."""
+        REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = self._path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.entry.__dict__))
+        tmp.replace(self._path)
+
+    def release(self) -> None:
+        """Drop the entry, the marker and the lock (at the end of a clean teardown)."""
+        self._path.unlink(missing_ok=True)
+        if self._old_marker is None:
+            os.environ.pop(MARKER, None)
+        else:
+            os.environ[MARKER] = self._old_marker
+        self._sock.close()
+
+
+@dataclass
+class Leftovers:
+    """What dead runs left behind (module doc)."""
+
+    entries: list[Entry]
+    processes: dict[int, str]
+    bridges: list[str]
+    interfaces: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.entries or self.processes or self.bridges or self.interfaces)
+
+    def summary(self) -> str:
+        parts = [f"{len(self.entries)} run record(s)" if self.entries else "",
+                 f"{len(self.processes)} process(es)" if self.processes else "",
+                 f"{len(self.bridges)} bridge(s)" if self.bridges else "",
+                 f"{len(self.interfaces)} interface(s)" if self.interfaces else ""]
+        runs = "; ".join(e.describe() for e in self.entries[:2])
+        return ", ".join(p for p in parts if p) + (f" of {runs}" if runs else "")
+
+
+def leftovers(own: str | None = None) -> Leftovers:
+    """What runs that are no longer alive left behind. Call it holding the lock (then no other
+    run is alive and every prefixed bridge or interface is a leftover); ``own`` is the caller's
+    run id, whose entry and processes are not leftovers."""
+    dead = [e for e in entries() if e.run_id != own and not e.alive]
+    procs = {pid: run for pid, run in marked_processes().items() if run != own and pid != os.getpid()}
+    live = {e.run_id for e in entries() if e.alive}
+    procs = {pid: run for pid, run in procs.items() if run not in live}
+    return Leftovers(dead, procs, our_bridges(), our_interfaces())
+
+
+def clean() -> list[str]:
+    """Remove every leftover (:func:`leftovers`): end marked processes of dead runs by pid
+    (SIGTERM, then SIGKILL after 2 s), delete our bridges and interfaces, give Open vSwitch's send
+    socket its recorded size back, drop dead runs' records. Returns one line per thing removed.
+
+    :raises Busy: an emulation is running (nothing is then removed).
+    """
+    hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        hold.bind("\0" + LOCK_NAME)
+    except OSError:
+        hold.close()
+        live = [e for e in entries() if e.alive]
+        raise Busy("an ocslab emulation is running"
+                   + (f": {live[0].describe()}" if live else "") + "; nothing removed") from None
+    try:
+        return _remove(leftovers())
+    finally:
+        hold.close()
+
+
+def _remove(left: Leftovers) -> list[str]:
+    done = []
+    for pid in left.processes:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+    deadline = time.monotonic() + 2.0
+    for pid, run in left.processes.items():
+        while _start_time(pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if _start_time(pid) is not None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        done.append(f"process {pid} (run {run})")
+    for b in left.bridges:
+        subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", b], capture_output=True)
+        done.append(f"bridge {b}")
+    for i in our_interfaces():
+        if i in our_interfaces():  # deleting a veth end deletes its peer
+            subprocess.run(["ip", "link", "del", i], capture_output=True)
+            done.append(f"interface {i}")
+    for e in left.entries:
+        for pid, fd, size in e.send_socket:
+            if _restore_send_socket(pid, fd, size):
+                done.append(f"Open vSwitch send socket (pid {pid} fd {fd}) back to {size} bytes")
+        (REGISTRY_DIR / f"{e.run_id}.json").unlink(missing_ok=True)
+        done.append(f"run record of {e.describe()}")
+    return done
+
+
+def _restore_send_socket(pid: int, fd: int, size: int) -> bool:
+    from emulation.emulator.ovs_sockets import SO_SNDBUFFORCE, SocketBufferError, _set, packet_sockets
+
+    for s in packet_sockets():
+        if s.pid == pid and s.fd == fd and s.device is None:
+            try:
+                _set(s, SO_SNDBUFFORCE, size)
+                return True
+            except (SocketBufferError, OSError):
+                return False
+    return False

@@ -1,0 +1,181 @@
+"""Bad input, table-driven: every case gets one line on stderr that names the field or flag, exit
+status 2, no traceback, and nothing created (no ``runs/`` directory in the working directory) or
+started.
+
+Each case is a command line; ``{demo}``, ``{lumion}`` are replaced by the path of a copy of
+``experiments/demo.yaml`` / ``experiments/lumion.yaml`` with one text substitution applied, and
+``{file}`` by a file written for the case.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = (ROOT / "experiments" / "demo.yaml").read_text()
+LUMION = (ROOT / "experiments" / "lumion.yaml").read_text()
+
+# (id, argv, {"demo"|"lumion": (old, new)} or {"file": text}, what the message must contain)
+CASES = [
+    # collective scenario: the fabric
+    ("gpus-zero", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 0")}, "fabric.gpus"),
+    ("gpus-negative", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: -3")}, "fabric.gpus"),
+    ("gpus-text", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: eight")}, "fabric.gpus"),
+    ("gpus-fraction", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 8.5")}, "fabric.gpus"),
+    ("gpus-huge", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 100000000")}, "fabric.gpus"),
+    ("gpus-beyond-packet-limit", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 1024")}, "at most"),
+    ("ports-zero", ["run", "{demo}"], {"demo": ("ports_per_gpu: 2", "ports_per_gpu: 0")}, "fabric.ports_per_gpu"),
+    ("rate-inf", ["run", "{demo}"], {"demo": ("port_gbps: 400", "port_gbps: .inf")}, "fabric.port_gbps"),
+    ("rate-nan", ["run", "{demo}"], {"demo": ("port_gbps: 400", "port_gbps: .nan")}, "fabric.port_gbps"),
+    ("rate-negative", ["run", "{demo}"], {"demo": ("port_gbps: 400", "port_gbps: -400")}, "fabric.port_gbps"),
+    ("rate-zero", ["run", "{demo}"], {"demo": ("port_gbps: 400", "port_gbps: 0")}, "fabric.port_gbps"),
+    ("rate-text", ["run", "{demo}"], {"demo": ("port_gbps: 400", "port_gbps: fast")}, "fabric.port_gbps"),
+    ("r-negative", ["run", "{demo}"], {"demo": ("reconfiguration_delay_s: 10.0e-6", "reconfiguration_delay_s: -1")},
+     "fabric.reconfiguration_delay_s"),
+    ("r-nan", ["run", "{demo}"], {"demo": ("reconfiguration_delay_s: 10.0e-6", "reconfiguration_delay_s: .nan")},
+     "fabric.reconfiguration_delay_s"),
+    ("topology-unknown", ["run", "{demo}"], {"demo": ("topology: ocs-star", "topology: hypercube")}, "fabric.topology"),
+    ("topology-path", ["run", "{demo}"], {"demo": ("topology: ocs-star", "topology: ../../etc")}, "fabric.topology"),
+    ("initial-unknown", ["run", "{demo}"], {"demo": ("initial: ring ", "initial: moebius ")}, "fabric"),
+    ("fabric-unknown-key", ["run", "{demo}"], {"demo": ("  gpus: 8", "  gpus: 8\n  colour: red")}, "fabric.colour"),
+    # cost, sizes, runs
+    ("alpha-negative", ["run", "{demo}"], {"demo": ("alpha_s: 5.0e-6", "alpha_s: -5.0e-6")}, "cost.alpha_s"),
+    ("alpha-inf", ["run", "{demo}"], {"demo": ("alpha_s: 5.0e-6", "alpha_s: .inf")}, "cost.alpha_s"),
+    ("delta-nan", ["run", "{demo}"], {"demo": ("delta_s: 0.0", "delta_s: .nan")}, "cost.delta_s"),
+    ("sizes-empty", ["run", "{demo}"], {"demo": ("sizes: [25MiB, 1MiB]", "sizes: []")}, "sizes"),
+    ("sizes-zero", ["run", "{demo}"], {"demo": ("sizes: [25MiB, 1MiB]", "sizes: [0]")}, "sizes"),
+    ("sizes-negative", ["run", "{demo}"], {"demo": ("sizes: [25MiB, 1MiB]", "sizes: [-1MiB]")}, "sizes"),
+    ("sizes-text", ["run", "{demo}"], {"demo": ("sizes: [25MiB, 1MiB]", "sizes: [lots]")}, "sizes"),
+    ("sizes-not-list", ["run", "{demo}"], {"demo": ("sizes: [25MiB, 1MiB]", "sizes: 25MiB")}, "sizes"),
+    ("sizes-inf", ["run", "{demo}"], {"demo": ("sizes: [25MiB, 1MiB]", "sizes: [.inf]")}, "sizes"),
+    ("runs-empty", ["run", "{demo}"], {"demo": ("runs:\n", "runs: []\nx:\n")}, "runs"),
+    ("run-name-slash", ["run", "{demo}"], {"demo": ("{name: ring,", "{name: ../ring,")}, "runs.0.name"),
+    ("run-name-shell", ["run", "{demo}"], {"demo": ("{name: ring,", "{name: 'ring;rm -rf x',")}, "runs.0.name"),
+    ("run-name-dup", ["run", "{demo}"], {"demo": ("{name: rhd-static,", "{name: ring,")}, "runs"),
+    ("algorithm-unknown", ["run", "{demo}"], {"demo": ("algorithm: ring,", "algorithm: rin,")}, "runs.0.algorithm"),
+    ("planner-unknown", ["run", "{demo}"], {"demo": ("planner: always", "planner: sometimes")}, "runs.2.planner"),
+    ("collective-unknown", ["run", "{demo}"], {"demo": ("{name: ring, algorithm: ring,",
+                                                       "{name: ring, collective: allsum, algorithm: ring,")},
+     "runs.0.collective"),
+    ("name-slash", ["run", "{demo}"], {"demo": ("name: demo", "name: a/b")}, "name"),
+    ("name-shell", ["run", "{demo}"], {"demo": ("name: demo", "name: '$(reboot)'")}, "name"),
+    ("name-empty", ["run", "{demo}"], {"demo": ("name: demo", "name: ''")}, "name"),
+    # emulation section
+    ("link-zero", ["run", "{demo}"], {"demo": ("link_mbps: auto", "link_mbps: 0")}, "emulation.link_mbps"),
+    ("link-negative", ["run", "{demo}"], {"demo": ("link_mbps: auto", "link_mbps: -5")}, "emulation.link_mbps"),
+    ("link-inf", ["run", "{demo}"], {"demo": ("link_mbps: auto", "link_mbps: .inf")}, "emulation.link_mbps"),
+    ("link-huge", ["run", "{demo}"], {"demo": ("link_mbps: auto", "link_mbps: 5000")}, "emulation.link_mbps"),
+    ("link-text", ["run", "{demo}"], {"demo": ("link_mbps: auto", "link_mbps: fast")}, "emulation.link_mbps"),
+    ("byte-scale-zero", ["run", "{demo}"], {"demo": ("byte_scale: 0.1", "byte_scale: 0")}, "emulation.byte_scale"),
+    ("byte-scale-big", ["run", "{demo}"], {"demo": ("byte_scale: 0.1", "byte_scale: 2")}, "emulation.byte_scale"),
+    ("byte-scale-nan", ["run", "{demo}"], {"demo": ("byte_scale: 0.1", "byte_scale: .nan")}, "emulation.byte_scale"),
+    ("headroom-unknown", ["run", "{demo}"], {"demo": ("byte_scale: 0.1", "byte_scale: 0.1\n  headroom: maybe")},
+     "emulation.headroom"),
+    ("target-big", ["run", "{demo}"], {"demo": ("byte_scale: 0.1", "byte_scale: 0.1\n  headroom_target: 2")},
+     "emulation.headroom_target"),
+    ("backend-unknown", ["run", "{demo}"], {"demo": ("backend: mininet", "backend: quantum")}, "backend"),
+    ("semantics-unknown", ["run", "{demo}"], {"demo": ("backend: mininet", "backend: flow\nsemantics: lazy")}, "semantics"),
+    ("iterations-zero", ["run", "{demo}"], {"demo": ("backend: mininet", "backend: flow\niterations: 0")}, "iterations"),
+    ("iterations-text", ["run", "{demo}"], {"demo": ("backend: mininet", "backend: flow\niterations: many")},
+     "iterations"),
+    ("straggler-rank", ["run", "{demo}"], {"demo": ("backend: mininet", "backend: flow\nstraggler: {rank: 99, delay_s: 1.0e-3}")},
+     "straggler"),
+    ("straggler-negative", ["run", "{demo}"], {"demo": ("backend: mininet", "backend: flow\nstraggler: {rank: 1, delay_s: -1}")},
+     "straggler.delay_s"),
+    ("straggler-dist", ["run", "{demo}"], {"demo": ("backend: mininet",
+                                                     "backend: flow\nstraggler: {rank: 1, delay_s: 1.0e-3, distribution: cauchy}")},
+     "straggler.distribution"),
+    ("top-unknown-key", ["run", "{demo}"], {"demo": ("backend: mininet", "backend: mininet\ncolour: red")}, "colour"),
+    # files
+    ("file-missing", ["run", "no/such/file.yaml"], {}, "no/such/file.yaml"),
+    ("file-directory", ["run", "{dir}"], {}, "directory"),
+    ("file-not-yaml", ["run", "{file}"], {"file": "name: [unclosed\n  - : :"}, "YAML"),
+    ("file-list", ["run", "{file}"], {"file": "- 1\n- 2\n"}, "mapping"),
+    ("file-empty", ["run", "{file}"], {"file": ""}, "mapping"),
+    ("file-scalar", ["run", "{file}"], {"file": "42\n"}, "mapping"),
+    ("file-binary", ["run", "{file}"], {"file": "\x00\x01\x02\xff"}, "{file}"),
+    ("file-python-tag", ["run", "{file}"], {"file": "name: !!python/object/apply:os.system ['true']\n"}, "{file}"),
+    ("plan-file-missing", ["plan", "missing.yaml"], {}, "missing.yaml"),
+    ("compare-file-missing", ["compare", "missing.yaml"], {}, "missing.yaml"),
+    ("train-file-missing", ["train", "missing.yaml"], {}, "missing.yaml"),
+    # flags
+    ("backend-flag", ["run", "{demo}", "--backend", "quantum"], {"demo": ("", "")}, "--backend"),
+    ("plan-size", ["plan", "{demo}", "--size", "lots"], {"demo": ("", "")}, "--size"),
+    ("compare-max-error", ["compare", "{demo}", "--max-error", "-1"], {"demo": ("", "")}, "--max-error"),
+    ("compare-max-error-nan", ["compare", "{demo}", "--max-error", "nan"], {"demo": ("", "")}, "--max-error"),
+    ("schedule-ranks-zero", ["schedule", "ring", "--ranks", "0", "--bytes", "1MiB"], {}, "--ranks"),
+    ("schedule-ranks-negative", ["schedule", "ring", "--ranks", "-3", "--bytes", "1MiB"], {}, "--ranks"),
+    ("schedule-ranks-huge", ["schedule", "rhd", "--ranks", "100000000", "--bytes", "25MiB"], {}, "--ranks"),
+    ("schedule-ranks-text", ["schedule", "ring", "--ranks", "many", "--bytes", "1MiB"], {}, "--ranks"),
+    ("schedule-bytes", ["schedule", "ring", "--ranks", "8", "--bytes", "lots"], {}, "--bytes"),
+    ("schedule-bytes-negative", ["schedule", "ring", "--ranks", "8", "--bytes", "-1"], {}, "--bytes"),
+    ("schedule-algorithm", ["schedule", "rin", "--ranks", "8", "--bytes", "1MiB"], {}, "rin"),
+    ("schedule-collective", ["schedule", "ring", "--collective", "allsum", "--ranks", "8", "--bytes", "1MiB"], {},
+     "allsum"),
+    ("torch-gpus-zero", ["torch", "allreduce-perf", "--gpus", "0"], {}, "--gpus"),
+    ("torch-gpus-huge", ["torch", "allreduce-perf", "--gpus", "100000"], {}, "--gpus"),
+    ("torch-link-zero", ["torch", "allreduce-perf", "--link-mbps", "0"], {}, "--link-mbps"),
+    ("torch-link-inf", ["torch", "allreduce-perf", "--link-mbps", "inf"], {}, "--link-mbps"),
+    ("torch-sizes", ["torch", "allreduce-perf", "--sizes", "4MiB,1MiB"], {}, "--sizes"),
+    ("torch-iters", ["torch", "allreduce-perf", "--iters", "0"], {}, "--iters"),
+    ("command-unknown", ["fly", "x"], {}, "fly"),
+    # training scenarios
+    ("train-gpus-zero", ["train", "{lumion}"], {"lumion": ("gpus: 4 ", "gpus: 0 ")}, "fabric.gpus"),
+    ("train-spares-negative", ["train", "{lumion}"], {"lumion": ("spares: 4 ", "spares: -1 ")}, "fabric.spares"),
+    ("train-electrical-inf", ["train", "{lumion}"], {"lumion": ("electrical_gbps: 50", "electrical_gbps: .inf")},
+     "fabric.electrical_gbps"),
+    ("train-link-auto", ["train", "{lumion}"], {"lumion": ("{link_mbps: 20}", "{link_mbps: auto}")},
+     "emulation.link_mbps"),
+    ("train-steps-zero", ["train", "{lumion}"], {"lumion": ("steps: 45", "steps: 0")}, "job.steps"),
+    ("train-lr-nan", ["train", "{lumion}"], {"lumion": ("lr: 0.05", "lr: .nan")}, "job.lr"),
+    ("train-failure-gpu", ["train", "{lumion}"], {"lumion": ("{gpu: 2, at_step: 16}", "{gpu: 9, at_step: 16}")},
+     "failure.gpu"),
+    ("train-failure-checkpoint", ["train", "{lumion}"], {"lumion": ("{gpu: 2, at_step: 16}", "{gpu: 2, at_step: 14}")},
+     "failure.at_step"),
+    ("train-failure-late", ["train", "{lumion}"], {"lumion": ("{gpu: 2, at_step: 16}", "{gpu: 2, at_step: 44}")},
+     "failure.at_step"),
+    ("train-recovery-unknown", ["train", "{lumion}"], {"lumion": ("[optical, electrical, migration]", "[teleport]")},
+     "recovery"),
+    ("train-recovery-flag", ["train", "{lumion}", "--recovery", "teleport"], {"lumion": ("", "")}, "--recovery"),
+    ("train-name-slash", ["train", "{lumion}"], {"lumion": ("name: lumion", "name: ../lumion")}, "name"),
+    ("run-training-file", ["run", "{lumion}"], {"lumion": ("", "")}, "ocslab train"),
+    ("train-collective-file", ["train", "{demo}"], {"demo": ("", "")}, "ocslab run"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_gets_one_line_naming_the_field_and_exit_2(run_dir, case):
+    _id, argv, files, needle = case
+    subs = {"dir": str(run_dir)}
+    for kind, source in (("demo", DEMO), ("lumion", LUMION)):
+        if kind in files:
+            old, new = files[kind]
+            assert old in source, f"case {_id}: {old!r} not in {kind}.yaml"
+            p = run_dir / f"{kind}-case.yaml"
+            p.write_text(source.replace(old, new, 1))
+            subs[kind] = str(p)
+    if "file" in files:
+        p = run_dir / "case.yaml"
+        p.write_bytes(files["file"].encode("latin-1"))
+        subs["file"] = str(p)
+    argv = [a.format(**subs) if "{" in a else a for a in argv]
+    work = run_dir / "cwd"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "emulation.cli", *argv], cwd=work, capture_output=True, text=True,
+                       timeout=60, env=env)
+    err = r.stderr.strip()
+    assert r.returncode == 2, (r.returncode, err[-800:], r.stdout[-400:])
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("ocslab"), err
+    assert needle.format(**subs) in err, err
+    assert not (work / "runs").exists(), "a results directory was created"
+
+
+def test_the_table_has_enough_cases():
+    assert len(CASES) >= 60

@@ -1,0 +1,188 @@
+"""Life cycle of emulations: sizes beyond 8 GPUs start, nothing of ours is left behind (census
+before and after), a SIGKILLed run's leftovers are named by the next run and removed by
+``ocslab clean``, a second emulation at once is refused naming the first.
+
+Real Open vSwitch, controller and Mininet hosts (root; see conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from emulation.emulator import census
+from emulation.emulator.calibration import calibrated_scale
+from emulation.emulator.net import EmulatedFabric, MachineBusy
+from emulation.emulator.orchestrator import run_workload
+from emulation.flowsim import simulate
+from emulation.planners import make_plan
+from emulation.workloads import build
+from topologies import ocs_star
+
+pytestmark = pytest.mark.emulation
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _ocslab(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "emulation.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_sixteen_gpu_ring_runs_on_packets_like_the_flow_model(run_dir):
+    n, size, alpha = 16, 4 << 20, 5e-6
+    f = ocs_star(n, 2, 400, 0.0, "ring")
+    w = build("ring", n, size)
+    plan = make_plan("none", f, w)
+    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
+        scale = calibrated_scale(emu, 0.1, run_dir / "calibration")
+        pkt = run_workload(emu, "ring", w, plan, scale, alpha, run_dir / "ring")
+    flow = simulate(f, w, plan, alpha_s=alpha)
+    err = (pkt.time_s - flow.time_s) / flow.time_s
+    print(f"16-GPU ring at {scale.link_mbps:g} Mbit/s: packet {pkt.time_s * 1e3:.4f} ms, flow "
+          f"{flow.time_s * 1e3:.4f} ms, error {err:+.2%}")
+    assert pkt.bytes_delivered == pkt.bytes_sent == w.bytes_sent
+    assert len(pkt.steps) == 2 * (n - 1)
+    assert abs(err) < 0.12, (pkt.time_s, flow.time_s)
+
+
+def test_thirty_two_gpus_start_and_tear_down_leaving_nothing(run_dir):
+    f = ocs_star(32, 2, 400, 0.0, "ring")
+    before = census.take()
+    t0 = time.monotonic()
+    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
+        started = time.monotonic() - t0
+        assert len(emu.net.hosts) == 32 and len(emu.net.switches) == 33
+        out = emu.host(0).cmd("ping -c 1 -W 2 10.0.0.17")  # GPU 0 -> GPU 16: across the OCS
+        assert " 0% packet loss" in out, out
+        t1 = time.monotonic()
+    stopped = time.monotonic() - t1
+    print(f"32 GPUs: started in {started:.1f} s, torn down in {stopped:.1f} s")
+    assert census.take().diff(before) == {}
+
+
+def test_a_hundred_emulations_in_one_process_leave_nothing_behind(run_dir):
+    f = ocs_star(2, 2, 400, 0.0, "ring")
+    for i in range(2):  # warm-up: modules, first bridges, caches
+        with EmulatedFabric(f, run_dir / f"warm{i}", link_mbps=10.0):
+            pass
+    before = census.take()
+    t0 = time.monotonic()
+    for i in range(100):
+        with EmulatedFabric(f, run_dir / f"e{i}", link_mbps=10.0) as emu:
+            assert emu.client.alive()
+    print(f"100 emulations: {(time.monotonic() - t0) / 100:.2f} s each; census {before.sizes()}")
+    assert census.take().diff(before) == {}
+
+
+def _agents_running() -> bool:
+    from emulation.emulator.registry import marked_processes
+
+    for pid in marked_processes():
+        try:
+            if b"emulation.agent" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def _write_long_scenario(path: Path) -> None:
+    path.write_text("""
+name: long
+fabric: {topology: ocs-star, gpus: 4, ports_per_gpu: 2, port_gbps: 400, initial: ring}
+sizes: [256MiB]
+runs: [{name: ring, algorithm: ring}]
+emulation: {link_mbps: 10, byte_scale: 0.1, headroom: skip}
+""")
+
+
+def test_a_sigkilled_run_is_named_by_the_next_and_removed_by_ocslab_clean(run_dir):
+    scen = run_dir / "long.yaml"
+    _write_long_scenario(scen)
+    before = census.take()
+    out = run_dir / "out"
+    p = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", str(scen), "--out", str(out)],
+                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = out / "emulation" / "ring-256MiB" / "agent-g3.log"
+    deadline = time.monotonic() + 90
+    while not (log.exists() and _agents_running()):
+        assert p.poll() is None, "the run ended before its agents started"
+        assert time.monotonic() < deadline, "the run did not reach its agents"
+        time.sleep(0.1)
+    time.sleep(1.0)  # agents are moving data
+    os.killpg(p.pid, signal.SIGKILL)  # the runner and everything in its process group
+    p.wait(10)
+    left = census.take().diff(before)
+    assert "bridges" in left and "interfaces" in left, left  # SIGKILL gives no chance to tear down
+
+    again = _ocslab("run", str(scen), "--out", str(run_dir / "again"))
+    print("next run:", again.stderr.strip())
+    assert again.returncode == 2 and "ocslab clean" in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    assert not (run_dir / "again").exists()
+
+    cleaned = _ocslab("clean")
+    print(cleaned.stdout)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert "removed bridge ocl-o0" in cleaned.stdout and "removed run record" in cleaned.stdout
+    assert census.take().diff(before) == {}
+    assert _ocslab("clean").stdout.strip() == "clean: nothing of ocslab's was left behind"
+
+
+def test_a_second_emulation_at_once_is_refused_naming_the_first(run_dir):
+    scen = run_dir / "long.yaml"
+    _write_long_scenario(scen)
+    f = ocs_star(2, 2, 400, 0.0, "ring")
+    with EmulatedFabric(f, run_dir / "first", link_mbps=10.0):
+        with pytest.raises(MachineBusy, match=f"pid {os.getpid()}"):
+            EmulatedFabric(f, run_dir / "second", link_mbps=10.0).__enter__()
+        r = _ocslab("run", str(scen), "--out", str(run_dir / "second"))
+        assert r.returncode == 2 and f"pid {os.getpid()}" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and not (run_dir / "second").exists()
+        c = _ocslab("clean")
+        assert c.returncode == 2 and "nothing removed" in c.stderr, c.stderr
+
+
+def test_a_controller_that_dies_mid_run_fails_the_run_within_a_second(run_dir):
+    import threading
+
+    from emulation.emulator.net import EmulationError
+
+    n, size = 4, 256 << 20
+    f = ocs_star(n, 2, 400, 0.0, "ring")
+    w = build("ring", n, size)
+    plan = make_plan("none", f, w)
+    before = census.take()
+    caught: dict = {}
+    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
+        from emulation.scale import Scale
+
+        def run() -> None:
+            try:
+                run_workload(emu, "ring", w, plan, Scale(10.0, 0.1, 400), 5e-6, run_dir / "ring")
+            except EmulationError as e:
+                caught["t"], caught["error"] = time.monotonic(), str(e)
+
+        t = threading.Thread(target=run)
+        t.start()
+        log = run_dir / "ring" / "agent-g3.log"
+        deadline = time.monotonic() + 60
+        while not (log.exists() and _agents_running()):
+            assert t.is_alive() and time.monotonic() < deadline, caught
+            time.sleep(0.05)
+        time.sleep(1.0)  # agents are moving data
+        pid = emu.controller.pid
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        t.join(60)
+        assert not t.is_alive()
+    detection = caught["t"] - killed
+    print(f"controller killed: run failed after {detection * 1e3:.0f} ms: {caught['error']}")
+    assert f"controller (pid {pid}) exited" in caught["error"] and caught["error"].startswith("step ")
+    assert detection < 1.0
+    assert census.take().diff(before) == {}
