@@ -370,7 +370,8 @@ def _execute(sc, backend: str, out: Path, force: bool) -> dict | int:
         _cleanup(out, created)
         return _fail(str(e))
     except (EmulationError, ControllerError) as e:
-        return _fail(f"{e} (logs in {out})", 1)
+        partial = " and partial results (result.json, complete: false)" if (out / "result.json").exists() else ""
+        return _fail(f"{e} (logs{partial} in {out})", 1)
     except KeyboardInterrupt:
         console.print(f"interrupted: emulation torn down (logs in {out})")
         return 130

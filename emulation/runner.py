@@ -6,13 +6,13 @@ Spec: ``shared/DESIGN.md`` (data flow, results).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import platform
 from collections.abc import Callable
 from pathlib import Path
 
 from emulation import __version__
 from emulation.checks import check_run
-from emulation.emulator.limits import check_packet_size
 from emulation.fabric import Fabric
 from emulation.planners import Plan
 from emulation.results import RunResult
@@ -53,6 +53,8 @@ def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None,
                            f"not {sc.semantics} (use --backend flow)")
     if sc.straggler is not None and any(r.schedule != "none" for r in sc.runs):
         raise BackendError("straggler: rotor runs on the mininet backend take no stragglers (use --backend flow)")
+    from emulation.emulator.limits import check_packet_size
+
     too_big = check_packet_size(sc.fabric.gpus, sc.fabric.ports_per_gpu)
     if too_big:
         raise BackendError(too_big)
@@ -137,11 +139,14 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
 
     :raises HeadroomError: the given rate misses the target and the policy is ``refuse``.
     :raises emulation.emulator.calibration.CalibrationError: no rate reaches the target.
-    :raises emulation.emulator.net.EmulationError: the emulation could not be brought up.
+    :raises emulation.emulator.net.EmulationError: the emulation could not be brought up, or a
+        run failed (an agent or the controller died, a step timed out): ``out/result.json`` then
+        holds the runs measured so far with ``"complete": false`` and the ``error``.
     """
     from emulation.emulator.calibration import GUARD_FLOOR_S, AUTO_START_MBPS, calibrate, slotted_rate_cap
     from emulation.emulator.capabilities import detect
-    from emulation.emulator.net import EmulatedFabric
+    from emulation.emulator.controller_client import ControllerError
+    from emulation.emulator.net import EmulatedFabric, EmulationError
     from emulation.emulator.orchestrator import run_workload
     from emulation.emulator.slotted import run_slotted
 
@@ -184,20 +189,28 @@ def run_mininet(sc: Scenario, out: Path, progress: Progress | None = None, force
                 rate = requested
                 emu.set_link_mbps(rate)
         scale = sc.scale(rate)
-        for size, r, plan, slotted in _jobs(sc, fabric, progress):
-            w = plan.workload
-            for it, arr in enumerate(arrivals):
-                tag = f"-it{it}" if len(arrivals) > 1 else ""
-                run_dir = out / "emulation" / f"{r.name}-{format_bytes(size)}{tag}"
-                if slotted:
-                    res = run_slotted(emu, r.name, w, slotted.schedule, scale, sc.cost.alpha_s, run_dir, plan.planner,
-                                      relay=slotted.relay)
-                else:
-                    res = run_workload(emu, r.name, w, plan, scale, sc.cost.alpha_s, run_dir, arrivals_s=arr)
-                _finish(res, plan, fabric, it, arr, sc.padding_bytes(r, w), slotted)
-                runs.append(res)
+        try:
+            for size, r, plan, slotted in _jobs(sc, fabric, progress):
+                w = plan.workload
+                for it, arr in enumerate(arrivals):
+                    tag = f"-it{it}" if len(arrivals) > 1 else ""
+                    run_dir = out / "emulation" / f"{r.name}-{format_bytes(size)}{tag}"
+                    if slotted:
+                        res = run_slotted(emu, r.name, w, slotted.schedule, scale, sc.cost.alpha_s, run_dir,
+                                          plan.planner, relay=slotted.relay)
+                    else:
+                        res = run_workload(emu, r.name, w, plan, scale, sc.cost.alpha_s, run_dir, arrivals_s=arr)
+                    _finish(res, plan, fabric, it, arr, sc.padding_bytes(r, w), slotted)
+                    runs.append(res)
+        except (EmulationError, ControllerError, KeyboardInterrupt) as e:
+            # what was measured so far, marked incomplete, then the teardown and the error
+            error = str(e) if not isinstance(e, KeyboardInterrupt) else "interrupted"
+            partial = _result(sc, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": False,
+                                                    "error": error})
+            (out / "result.json").write_text(json.dumps(partial, indent=1))
+            raise
     meta["warnings"] += _warnings(runs)
-    return _result(sc, "mininet", runs, {**meta, "scale": scale.to_json()})
+    return _result(sc, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": True})
 
 
 def _result(sc: Scenario, backend: str, runs: list[RunResult], extra: dict) -> dict:

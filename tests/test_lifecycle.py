@@ -102,6 +102,35 @@ emulation: {link_mbps: 10, byte_scale: 0.1, headroom: skip}
 """)
 
 
+def _wait_for_agents(p: subprocess.Popen, out: Path) -> None:
+    """Until the run in ``out`` has its agents moving data (then 1 s more)."""
+    log = out / "emulation" / "ring-256MiB" / "agent-g3.log"
+    deadline = time.monotonic() + 90
+    while not (log.exists() and _agents_running()):
+        assert p.poll() is None, "the run ended before its agents started"
+        assert time.monotonic() < deadline, "the run did not reach its agents"
+        time.sleep(0.1)
+    time.sleep(1.0)
+
+
+def test_an_interrupted_run_leaves_nothing_behind(run_dir):
+    scen = run_dir / "long.yaml"
+    _write_long_scenario(scen)
+    out = run_dir / "out"
+    before = census.take()
+    # Ctrl-C's SIGINT must reach the run even if this test runs as a background job of a script
+    # (which starts with SIGINT ignored, and so would the run).
+    p = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", str(scen), "--out", str(out)],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    _wait_for_agents(p, out)
+    p.send_signal(signal.SIGINT)
+    text, _ = p.communicate(timeout=120)
+    assert p.returncode == 130, text
+    # no process, bridge, port, interface, namespace, qdisc or temporary file of the run survives
+    assert census.take().diff(before) == {}
+
+
 def test_a_sigkilled_run_is_named_by_the_next_and_removed_by_ocslab_clean(run_dir):
     scen = run_dir / "long.yaml"
     _write_long_scenario(scen)
@@ -109,13 +138,7 @@ def test_a_sigkilled_run_is_named_by_the_next_and_removed_by_ocslab_clean(run_di
     out = run_dir / "out"
     p = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", str(scen), "--out", str(out)],
                          cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    log = out / "emulation" / "ring-256MiB" / "agent-g3.log"
-    deadline = time.monotonic() + 90
-    while not (log.exists() and _agents_running()):
-        assert p.poll() is None, "the run ended before its agents started"
-        assert time.monotonic() < deadline, "the run did not reach its agents"
-        time.sleep(0.1)
-    time.sleep(1.0)  # agents are moving data
+    _wait_for_agents(p, out)
     os.killpg(p.pid, signal.SIGKILL)  # the runner and everything in its process group
     p.wait(10)
     left = census.take().diff(before)
@@ -185,4 +208,29 @@ def test_a_controller_that_dies_mid_run_fails_the_run_within_a_second(run_dir):
     print(f"controller killed: run failed after {detection * 1e3:.0f} ms: {caught['error']}")
     assert f"controller (pid {pid}) exited" in caught["error"] and caught["error"].startswith("step ")
     assert detection < 1.0
+    assert census.take().diff(before) == {}
+
+
+def test_an_agent_that_dies_mid_step_fails_the_run_naming_it_and_keeps_what_was_measured(run_dir):
+    import json
+
+    scen = run_dir / "long.yaml"
+    _write_long_scenario(scen)
+    scen.write_text(scen.read_text().replace("sizes: [256MiB]", "sizes: [1MiB, 256MiB]"))
+    out = run_dir / "out"
+    before = census.take()
+    p = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", str(scen), "--out", str(out)],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_agents(p, out)
+    victim = [pid for pid in census.descendants(p.pid)
+              if b"agent-g2.json" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(victim) == 1, victim
+    os.kill(victim[0], signal.SIGKILL)
+    _, err = p.communicate(timeout=120)
+    print(err.strip())
+    assert p.returncode == 1 and len(err.strip().splitlines()) == 1, err
+    assert "agent of GPU 2 exited with -9" in err and "step " in err and "partial results" in err
+    res = json.loads((out / "result.json").read_text())
+    assert res["complete"] is False and "agent of GPU 2" in res["error"]
+    assert [(r["name"], r["bytes"]) for r in res["runs"]] == [("ring", 1 << 20)]  # the finished run is kept
     assert census.take().diff(before) == {}
