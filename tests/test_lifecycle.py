@@ -131,7 +131,8 @@ def test_an_interrupted_run_leaves_nothing_behind(run_dir):
     assert census.take().diff(before) == {}
 
 
-def test_a_sigkilled_run_is_named_by_the_next_and_removed_by_ocslab_clean(run_dir):
+@pytest.mark.parametrize("victim", ["runner", "process group"])
+def test_a_sigkilled_run_is_named_by_the_next_and_removed_by_ocslab_clean(run_dir, victim):
     scen = run_dir / "long.yaml"
     _write_long_scenario(scen)
     before = census.take()
@@ -139,7 +140,10 @@ def test_a_sigkilled_run_is_named_by_the_next_and_removed_by_ocslab_clean(run_di
     p = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", str(scen), "--out", str(out)],
                          cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     _wait_for_agents(p, out)
-    os.killpg(p.pid, signal.SIGKILL)  # the runner and everything in its process group
+    if victim == "runner":
+        os.kill(p.pid, signal.SIGKILL)
+    else:
+        os.killpg(p.pid, signal.SIGKILL)  # the runner and everything in its process group
     p.wait(10)
     left = census.take().diff(before)
     assert "bridges" in left and "interfaces" in left, left  # SIGKILL gives no chance to tear down
