@@ -556,7 +556,30 @@ def load_scenario(path: str | Path) -> Scenario:
 
     :raises ScenarioError: one line, ``FILE: field: problem``.
     """
-    return load_checked(path, Scenario, ("job", "training", "train"), lambda sc: _check_plannable(sc, sc.build_fabric()))
+    def check(sc: Scenario) -> None:
+        _check_memory(sc)
+        _check_plannable(sc, sc.build_fabric())
+
+    return load_checked(path, Scenario, ("job", "training", "train"), check)
+
+
+def _check_memory(sc: Scenario) -> None:
+    """Refuse a scenario whose largest workload would not fit in memory (:mod:`emulation.flowsim.limits`)."""
+    from emulation.flowsim.limits import check_memory
+
+    counters = []
+    for size, r in sc.jobs():
+        def count_at(k: int, r=r, size=size) -> int:
+            return sc.workload(r, k, size).transfer_count
+
+        try:
+            count_at(8)
+        except ValueError:
+            continue  # not buildable at the fitting sizes: planning itself will say what is wrong
+        counters.append(count_at)
+    msg = check_memory(counters, sc.fabric.gpus) if counters else None
+    if msg:
+        raise ScenarioError(msg)
 
 
 def _check_plannable(sc: Scenario, fabric: Fabric) -> None:

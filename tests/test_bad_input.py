@@ -29,6 +29,7 @@ CASES = [
     ("gpus-fraction", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 8.5")}, "fabric.gpus"),
     ("gpus-huge", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 100000000")}, "fabric.gpus"),
     ("gpus-beyond-packet-limit", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 1024")}, "at most"),
+    ("gpus-beyond-memory", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 4096")}, "GiB"),
     ("ports-zero", ["run", "{demo}"], {"demo": ("ports_per_gpu: 2", "ports_per_gpu: 0")}, "fabric.ports_per_gpu"),
     ("rate-inf", ["run", "{demo}"], {"demo": ("port_gbps: 400", "port_gbps: .inf")}, "fabric.port_gbps"),
     ("rate-nan", ["run", "{demo}"], {"demo": ("port_gbps: 400", "port_gbps: .nan")}, "fabric.port_gbps"),
