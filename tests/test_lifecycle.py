@@ -175,10 +175,13 @@ def test_a_second_emulation_at_once_is_refused_naming_the_first(run_dir):
         assert c.returncode == 2 and "nothing removed" in c.stderr, c.stderr
 
 
-def test_a_controller_that_dies_mid_run_fails_the_run_within_a_second(run_dir):
+@pytest.mark.parametrize("fault", ["controller killed", "switch daemon stopped"])
+def test_a_controller_or_switch_lost_mid_run_fails_the_run_within_a_second(run_dir, fault):
+    """The controller SIGKILLed, or Open vSwitch's daemon SIGSTOPped (and continued as soon as
+    the run has failed: other bridges of the machine are frozen for about a second)."""
     import threading
 
-    from emulation.emulator.net import EmulationError
+    from emulation.emulator.net import EmulationError, _ovs_vswitchd_pid
 
     n, size = 4, 256 << 20
     f = ocs_star(n, 2, 400, 0.0, "ring")
@@ -203,14 +206,23 @@ def test_a_controller_that_dies_mid_run_fails_the_run_within_a_second(run_dir):
             assert t.is_alive() and time.monotonic() < deadline, caught
             time.sleep(0.05)
         time.sleep(1.0)  # agents are moving data
-        pid = emu.controller.pid
-        os.kill(pid, signal.SIGKILL)
-        killed = time.monotonic()
-        t.join(60)
+        if fault == "controller killed":
+            pid = emu.controller.pid
+            os.kill(pid, signal.SIGKILL)
+        else:
+            pid = _ovs_vswitchd_pid()
+            os.kill(pid, signal.SIGSTOP)
+        hit = time.monotonic()
+        try:
+            t.join(60)
+        finally:
+            if fault != "controller killed":
+                os.kill(pid, signal.SIGCONT)
         assert not t.is_alive()
-    detection = caught["t"] - killed
-    print(f"controller killed: run failed after {detection * 1e3:.0f} ms: {caught['error']}")
-    assert f"controller (pid {pid}) exited" in caught["error"] and caught["error"].startswith("step ")
+    detection = caught["t"] - hit
+    print(f"{fault}: run failed after {detection * 1e3:.0f} ms: {caught['error']}")
+    expected = f"controller (pid {pid}) exited" if fault == "controller killed" else f"ovs-vswitchd (pid {pid}) is stopped"
+    assert expected in caught["error"] and caught["error"].startswith("step ")
     assert detection < 1.0
     assert census.take().diff(before) == {}
 

@@ -103,6 +103,7 @@ class EmulatedFabric:
         self.client: ControllerClient | None = None
         self.children: list[subprocess.Popen] = []
         self.registration: registry.Registration | None = None
+        self._switch_probed = time.monotonic()
         self._old_handlers: dict[int, object] = {}
 
     @property
@@ -361,12 +362,32 @@ class EmulatedFabric:
                 if route:
                     host.cmd(f"ip route replace {route}" + (f" rto_min {ms:g}ms" if ms else ""))
 
-    def check_controller(self) -> None:
-        """:raises EmulationError: the controller process has exited (it is never restarted: a
-            run that lost its controller fails, and is torn down)."""
+    def check_health(self) -> None:
+        """Cheap enough to call every 0.2 s while a step runs: the controller process is alive,
+        and Open vSwitch's daemon is neither gone nor stopped (its ``/proc`` state); every
+        :data:`SWITCH_PROBE_EVERY_S` it must also answer ``ovs-appctl version`` within 2 s.
+
+        :raises EmulationError: naming what failed. Neither is restarted: the run fails, and is
+            torn down.
+        """
         if self.controller is not None and self.controller.poll() is not None:
             raise EmulationError(f"the controller (pid {self.controller.pid}) exited with {self.controller.returncode} "
                                  f"mid-run (see {self.run_dir / 'controller.log'})")
+        pid = _ovs_vswitchd_pid()
+        state = _process_state(pid) if pid else None
+        if state is None or state in "TtZX":
+            what = "is gone" if state is None or state in "ZX" else "is stopped"
+            raise EmulationError(f"Open vSwitch's daemon ovs-vswitchd{f' (pid {pid})' if pid else ''} {what}")
+        now = time.monotonic()
+        if now - self._switch_probed >= SWITCH_PROBE_EVERY_S:
+            self._switch_probed = now
+            try:
+                ok = subprocess.run(["ovs-appctl", "-t", "ovs-vswitchd", "--timeout=2", "version"],
+                                    capture_output=True, timeout=5).returncode == 0
+            except subprocess.TimeoutExpired:
+                ok = False
+            if not ok:
+                raise EmulationError(f"Open vSwitch's daemon ovs-vswitchd (pid {pid}) stopped answering (ovs-appctl, 2 s)")
 
     def host(self, gpu: int):
         """The Mininet host of GPU ``gpu``."""
@@ -393,6 +414,25 @@ def _available_congestion_control() -> set[str]:
         return set(Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split())
     except OSError:
         return set()
+
+
+#: How often :meth:`EmulatedFabric.check_health` asks ovs-vswitchd to answer (s).
+SWITCH_PROBE_EVERY_S = 5.0
+
+
+def _ovs_vswitchd_pid() -> int | None:
+    try:
+        return int(Path("/var/run/openvswitch/ovs-vswitchd.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _process_state(pid: int) -> str | None:
+    """The one-letter state of ``pid`` (``R``, ``S``, ``T`` stopped, ``Z``...), None if gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def _sysctl(path: str, value: str) -> None:

@@ -151,7 +151,7 @@ def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path):
                                    run_dir / f"agent-g{r}.log", cwd=run_dir))
 
         def alive() -> None:
-            emu.check_controller()
+            emu.check_health()
             for r, p in enumerate(procs):
                 if p.poll() is not None and p.returncode != 0:
                     raise EmulationError(f"agent of GPU {r} exited with {p.returncode} "
