@@ -447,7 +447,7 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
                 time.sleep(0.0005)
         retrans = sum(c.retransmissions() for c in conns.values())
         stalls = sum(c.stalls for c in conns.values())
-        say({"done": index, "t_go": t_go, "t_heard": t_heard, "send": sent, "recv": recv, "retrans": retrans,
+        say({"done": index, "rank": rank, "t_go": t_go, "t_heard": t_heard, "send": sent, "recv": recv, "retrans": retrans,
              "stalls": stalls, "t_done": time.monotonic()})
     hear()  # exit
 

@@ -250,3 +250,42 @@ def test_an_agent_that_dies_mid_step_fails_the_run_naming_it_and_keeps_what_was_
     assert res["complete"] is False and "agent of GPU 2" in res["error"]
     assert [(r["name"], r["bytes"]) for r in res["runs"]] == [("ring", 1 << 20)]  # the finished run is kept
     assert census.take().diff(before) == {}
+
+
+def test_a_step_that_exceeds_its_timeout_fails_the_run_naming_it(run_dir):
+    """A circuit cut mid-step (both of GPU 0's fabric ports taken down behind the controller's
+    back) stalls the step until its timeout."""
+    import threading
+
+    from emulation import dataplane as dpn
+    from emulation.emulator.net import EmulationError
+    from emulation.scale import Scale
+
+    n, size = 4, 256 << 20
+    f = ocs_star(n, 2, 400, 0.0, "ring")
+    w = build("ring", n, size)
+    before = census.take()
+    caught: dict = {}
+    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
+        def run() -> None:
+            try:
+                run_workload(emu, "ring", w, make_plan("none", f, w), Scale(10.0, 0.1, 400), 5e-6, run_dir / "ring",
+                             step_timeout_s=3.0)
+            except EmulationError as e:
+                caught["t"], caught["error"] = time.monotonic(), str(e)
+
+        t = threading.Thread(target=run)
+        t.start()
+        deadline = time.monotonic() + 60
+        while not ((run_dir / "ring" / "agent-g3.log").exists() and _agents_running()):
+            assert t.is_alive() and time.monotonic() < deadline, caught
+            time.sleep(0.05)
+        time.sleep(1.0)  # step 0 is moving data
+        for j in range(2):
+            subprocess.run(["ip", "link", "set", f"{dpn.nic_name(0)}-eth{dpn.nic_port(j)}", "down"], check=True)
+        t.join(60)
+        assert not t.is_alive()
+    print(f"step timeout 3 s: {caught['error']}")
+    # GPU 0 sends nothing more, so its ring successor GPU 1 never receives its chunk
+    assert caught["error"].startswith("step 0: GPUs [") and "did not report 'done' within 3 s" in caught["error"]
+    assert census.take().diff(before) == {}

@@ -118,11 +118,17 @@ class _Coordinator:
             except queue.Empty:
                 alive()
                 if time.monotonic() > deadline:
-                    raise EmulationError(f"agents did not report {key!r} within {timeout:.0f} s") from None
+                    heard = {m.get("rank") for m in got}
+                    missing = [r for r in range(self.ranks) if r not in heard] if None not in heard else []
+                    who = f"GPUs {missing}" if missing else "agents"
+                    raise EmulationError(f"{who} did not report {key!r} within {timeout:.3g} s") from None
                 continue
-            if msg.get("eof"):
-                alive()
-                raise EmulationError("an agent closed its control connection early")
+            if msg.get("eof"):  # an agent is ending: give it 2 s to exit, so that alive() names it
+                until = time.monotonic() + 2.0
+                while time.monotonic() < until:
+                    alive()
+                    time.sleep(0.05)
+                raise EmulationError(f"an agent closed its control connection while the run waited for {key!r}")
             if key in msg:
                 got.append(msg)
         return got
@@ -132,6 +138,19 @@ class _Coordinator:
             c.close()
         self.sock.close()
         self.path.unlink(missing_ok=True)
+
+
+#: How much longer than the orchestrator an agent waits for a step before giving up (s).
+AGENT_TIMEOUT_MARGIN_S = 10.0
+
+
+def _last_line(path: Path, limit: int = 160) -> str:
+    """The last non-empty line of a log (an agent's error), shortened to ``limit`` characters."""
+    try:
+        lines = [x.strip() for x in path.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:limit] if lines else ""
 
 
 @contextlib.contextmanager
@@ -154,7 +173,8 @@ def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path):
             emu.check_health()
             for r, p in enumerate(procs):
                 if p.poll() is not None and p.returncode != 0:
-                    raise EmulationError(f"agent of GPU {r} exited with {p.returncode} "
+                    last = _last_line(run_dir / f"agent-g{r}.log")
+                    raise EmulationError(f"agent of GPU {r} exited with {p.returncode}{f': {last}' if last else ''} "
                                          f"(see {run_dir}/agent-g{r}.log)")
 
         coord.accept_all(60, alive)
@@ -186,13 +206,17 @@ def open_under(emu: EmulatedFabric, coord: _Coordinator, alive, config: Configur
 
 
 def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan, scale: Scale,
-                 alpha_s: float, run_dir: Path, arrivals_s: list[float] | None = None) -> RunResult:
+                 alpha_s: float, run_dir: Path, arrivals_s: list[float] | None = None,
+                 step_timeout_s: float | None = None) -> RunResult:
     """Execute ``workload`` under ``plan`` with real packets; return the measured result.
 
     :param alpha_s: real per-message latency; agents wait ``alpha_s x TDF`` before each transfer.
     :param arrivals_s: real time each rank arrives (stragglers): rank r sends nothing before
         ``arrivals_s[r] x TDF`` after the first step's release.
-    :raises EmulationError: an agent died or a step did not finish in time.
+    :param step_timeout_s: wall seconds a step may take (default: 20x its busiest link's time at
+        the emulated rate, plus 30 s).
+    :raises EmulationError: an agent, the controller or the switch daemon was lost, or a step did
+        not finish in time (the message names the step).
     """
     fabric, n = emu.fabric, workload.ranks
     if n != fabric.gpus:
@@ -258,9 +282,9 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
             pending -= set(todo)
     # A generous bound on any step: 20x the busiest link's time at the emulated rate, plus slack.
     bound = worst_link * scale.byte_scale * 8 / (scale.link_mbps * 1e6)
-    step_timeout = 20 * bound + 30 + plan.reconfiguration_delay_s * tdf + max(arrivals_s or [0.0]) * tdf
-    for sched in schedules:
-        sched["step_timeout_s"] = step_timeout
+    step_timeout = step_timeout_s or 20 * bound + 30 + plan.reconfiguration_delay_s * tdf + max(arrivals_s or [0.0]) * tdf
+    for sched in schedules:  # the orchestrator's timeout decides; the agents' is a backstop
+        sched["step_timeout_s"] = step_timeout + AGENT_TIMEOUT_MARGIN_S
 
     with agents(emu, schedules, run_dir) as (coord, alive):
         for config, opens in warmup:  # untimed

@@ -34,7 +34,7 @@ import numpy as np
 
 from emulation import dataplane as dpn
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
-from emulation.emulator.orchestrator import agents, open_under
+from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, agents, open_under
 from emulation.fabric import Configuration, assign_ports
 from emulation.flowsim.slotted import SlotSchedule
 from emulation.planners.relay import RelayPlan
@@ -168,7 +168,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     turns = len(workload.steps) * (math.ceil(worst / per_turn) + 2) * 3 + 4
     step_timeout = turns * cycle + 30
     for sched in schedules:
-        sched["step_timeout_s"] = step_timeout
+        sched["step_timeout_s"] = step_timeout + AGENT_TIMEOUT_MARGIN_S
 
     emu.client.apply(Configuration({}), 0.0)
     # A segment lost in the dark is resumed by its sender at the pair's next window (the agent's
