@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,10 +19,11 @@ import pytest
 
 from emulation.emulator import census
 from emulation.emulator.calibration import calibrated_scale
-from emulation.emulator.net import EmulatedFabric, MachineBusy
+from emulation.emulator.net import EmulatedFabric, EmulationError, MachineBusy
 from emulation.emulator.orchestrator import run_workload
 from emulation.flowsim import simulate
 from emulation.planners import make_plan
+from emulation.scale import Scale
 from emulation.workloads import build
 from topologies import ocs_star
 
@@ -48,7 +50,7 @@ def test_sixteen_gpu_ring_runs_on_packets_like_the_flow_model(run_dir):
           f"{flow.time_s * 1e3:.4f} ms, error {err:+.2%}")
     assert pkt.bytes_delivered == pkt.bytes_sent == w.bytes_sent
     assert len(pkt.steps) == 2 * (n - 1)
-    assert abs(err) < 0.12, (pkt.time_s, flow.time_s)
+    assert abs(err) < 0.12, (pkt.time_s, flow.time_s)  # measured +2.9..+5.2% (4 runs, 2026-11)
 
 
 def test_thirty_two_gpus_start_and_tear_down_leaving_nothing(run_dir):
@@ -175,37 +177,38 @@ def test_a_second_emulation_at_once_is_refused_naming_the_first(run_dir):
         assert c.returncode == 2 and "nothing removed" in c.stderr, c.stderr
 
 
+def _ring_in_a_thread(emu: EmulatedFabric, run_dir: Path, caught: dict, **kw) -> threading.Thread:
+    """A long 4-GPU Ring (256 MiB at 10 Mbit/s) run in a thread, returned once its agents have
+    moved data for 1 s; an :class:`EmulationError` lands in ``caught`` with the time it was raised."""
+    f = emu.fabric
+    w = build("ring", f.gpus, 256 << 20)
+
+    def run() -> None:
+        try:
+            run_workload(emu, "ring", w, make_plan("none", f, w), Scale(10.0, 0.1, 400), 5e-6, run_dir / "ring", **kw)
+        except EmulationError as e:
+            caught["t"], caught["error"] = time.monotonic(), str(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    deadline = time.monotonic() + 60
+    while not ((run_dir / "ring" / "agent-g3.log").exists() and _agents_running()):
+        assert t.is_alive() and time.monotonic() < deadline, caught
+        time.sleep(0.05)
+    time.sleep(1.0)
+    return t
+
+
 @pytest.mark.parametrize("fault", ["controller killed", "switch daemon stopped"])
 def test_a_controller_or_switch_lost_mid_run_fails_the_run_within_a_second(run_dir, fault):
     """The controller SIGKILLed, or Open vSwitch's daemon SIGSTOPped (and continued as soon as
     the run has failed: other bridges of the machine are frozen for about a second)."""
-    import threading
+    from emulation.emulator.net import _ovs_vswitchd_pid
 
-    from emulation.emulator.net import EmulationError, _ovs_vswitchd_pid
-
-    n, size = 4, 256 << 20
-    f = ocs_star(n, 2, 400, 0.0, "ring")
-    w = build("ring", n, size)
-    plan = make_plan("none", f, w)
     before = census.take()
     caught: dict = {}
-    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
-        from emulation.scale import Scale
-
-        def run() -> None:
-            try:
-                run_workload(emu, "ring", w, plan, Scale(10.0, 0.1, 400), 5e-6, run_dir / "ring")
-            except EmulationError as e:
-                caught["t"], caught["error"] = time.monotonic(), str(e)
-
-        t = threading.Thread(target=run)
-        t.start()
-        log = run_dir / "ring" / "agent-g3.log"
-        deadline = time.monotonic() + 60
-        while not (log.exists() and _agents_running()):
-            assert t.is_alive() and time.monotonic() < deadline, caught
-            time.sleep(0.05)
-        time.sleep(1.0)  # agents are moving data
+    with EmulatedFabric(ocs_star(4, 2, 400, 0.0, "ring"), run_dir, link_mbps=10.0) as emu:
+        t = _ring_in_a_thread(emu, run_dir, caught)
         if fault == "controller killed":
             pid = emu.controller.pid
             os.kill(pid, signal.SIGKILL)
@@ -223,7 +226,7 @@ def test_a_controller_or_switch_lost_mid_run_fails_the_run_within_a_second(run_d
     print(f"{fault}: run failed after {detection * 1e3:.0f} ms: {caught['error']}")
     expected = f"controller (pid {pid}) exited" if fault == "controller killed" else f"ovs-vswitchd (pid {pid}) is stopped"
     assert expected in caught["error"] and caught["error"].startswith("step ")
-    assert detection < 1.0
+    assert detection < 1.0  # measured 94-162 ms (4 runs each, 2026-11)
     assert census.take().diff(before) == {}
 
 
@@ -255,37 +258,17 @@ def test_an_agent_that_dies_mid_step_fails_the_run_naming_it_and_keeps_what_was_
 def test_a_step_that_exceeds_its_timeout_fails_the_run_naming_it(run_dir):
     """A circuit cut mid-step (both of GPU 0's fabric ports taken down behind the controller's
     back) stalls the step until its timeout."""
-    import threading
-
     from emulation import dataplane as dpn
-    from emulation.emulator.net import EmulationError
-    from emulation.scale import Scale
 
-    n, size = 4, 256 << 20
-    f = ocs_star(n, 2, 400, 0.0, "ring")
-    w = build("ring", n, size)
     before = census.take()
     caught: dict = {}
-    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
-        def run() -> None:
-            try:
-                run_workload(emu, "ring", w, make_plan("none", f, w), Scale(10.0, 0.1, 400), 5e-6, run_dir / "ring",
-                             step_timeout_s=3.0)
-            except EmulationError as e:
-                caught["t"], caught["error"] = time.monotonic(), str(e)
-
-        t = threading.Thread(target=run)
-        t.start()
-        deadline = time.monotonic() + 60
-        while not ((run_dir / "ring" / "agent-g3.log").exists() and _agents_running()):
-            assert t.is_alive() and time.monotonic() < deadline, caught
-            time.sleep(0.05)
-        time.sleep(1.0)  # step 0 is moving data
+    with EmulatedFabric(ocs_star(4, 2, 400, 0.0, "ring"), run_dir, link_mbps=10.0) as emu:
+        t = _ring_in_a_thread(emu, run_dir, caught, step_timeout_s=3.0)
         for j in range(2):
             subprocess.run(["ip", "link", "set", f"{dpn.nic_name(0)}-eth{dpn.nic_port(j)}", "down"], check=True)
         t.join(60)
         assert not t.is_alive()
     print(f"step timeout 3 s: {caught['error']}")
-    # GPU 0 sends nothing more, so its ring successor GPU 1 never receives its chunk
+    # GPU 0 sends nothing more, so no GPU finishes the step
     assert caught["error"].startswith("step 0: GPUs [") and "did not report 'done' within 3 s" in caught["error"]
     assert census.take().diff(before) == {}

@@ -16,22 +16,12 @@ from __future__ import annotations
 import os
 
 from emulation.emulator.calibration import MIN_MBPS
+from emulation.machine import available_memory
 
 #: Aggregate emulated port rate one core of ovs-vswitchd forwards at >= 98% of link rate (Mbit/s).
 SWITCHING_MBPS_PER_CORE = 80.0
 #: Memory one emulated GPU takes while a run moves data (bytes), with a margin.
 MEMORY_PER_GPU_BYTES = 64 << 20
-
-
-def _available_memory() -> int:
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def packet_gpu_limit(ports_per_gpu: int, cores: int | None = None, memory: int | None = None) -> tuple[int, str]:
@@ -41,7 +31,7 @@ def packet_gpu_limit(ports_per_gpu: int, cores: int | None = None, memory: int |
     :param cores, memory: this machine's (``os.cpu_count()``, MemAvailable) by default.
     """
     cores = cores or os.cpu_count() or 1
-    memory = _available_memory() if memory is None else memory
+    memory = available_memory() if memory is None else memory
     by_cpu = int(SWITCHING_MBPS_PER_CORE * cores / (MIN_MBPS * max(1, ports_per_gpu)))
     by_memory = int(memory // MEMORY_PER_GPU_BYTES)
     return (by_cpu, "CPU") if by_cpu <= by_memory else (by_memory, "memory")
@@ -56,6 +46,6 @@ def check_packet_size(gpus: int, ports_per_gpu: int, field: str = "fabric.gpus")
     cores = os.cpu_count() or 1
     reason = (f"{cores} cores forward about {SWITCHING_MBPS_PER_CORE * cores:g} Mbit/s, {MIN_MBPS:g} Mbit/s "
               f"per port at the least" if why == "CPU" else
-              f"{_available_memory() >> 20} MiB available, {MEMORY_PER_GPU_BYTES >> 20} MiB per GPU")
+              f"{available_memory() >> 20} MiB available, {MEMORY_PER_GPU_BYTES >> 20} MiB per GPU")
     return (f"{field}: {gpus} GPUs with {ports_per_gpu} ports each is beyond what the packet backend can "
             f"emulate faithfully here (at most {limit}: {reason}); use the flow backend")

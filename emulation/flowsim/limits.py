@@ -19,6 +19,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from emulation.machine import available_memory
+
 #: Memory per transfer (bytes): the hungriest command's 1,050 measured, with a margin.
 BYTES_PER_TRANSFER = 1100
 #: Share of the available memory a scenario may plan for.
@@ -38,18 +40,6 @@ def transfer_estimate(count_at: Callable[[int], int], n: int) -> float:
     t = np.array([count_at(k) for k in _FIT_AT], dtype=float)
     coef = np.linalg.solve(a, t)
     return max(0.0, float(coef @ [n * n, n * math.log2(n), n, 1]))
-
-
-def available_memory() -> int:
-    """MemAvailable of this machine (bytes), 0 if unknown."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def check_memory(counters: list[Callable[[int], int]], n: int, field: str = "fabric.gpus",
