@@ -3,7 +3,7 @@
 
 Leading APP names: ``circuit_switch``, ``routing``, ``api``, ``failover`` (default: all). Flags use the
 ryu-manager names; OS-Ken 4.x has no ``osken-manager``, so this loads the apps with
-``AppManager.run_apps`` on OS-Ken's native (threaded) hub (``shared/MACHINE.md``).
+``AppManager.run_apps`` on OS-Ken's native (threaded) hub (``docs/architecture.md``, machines).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the requested window R, and installs the new ones; every phase is acknowledged b
 barrier and timestamped with CLOCK_MONOTONIC, so the dark window is measured, not assumed.
 Unchanged circuits keep carrying traffic throughout.
 
-Spec: ``shared/DESIGN.md`` (packet-level backend), ``specs/fabrics.md`` (OCS).
+Spec: ``docs/architecture.md`` (packet-level backend), ``docs/mechanisms.md`` (OCS).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""OS-Ken app: detect a failed GPU by port status and splice a spare into its place (LUMION).
+"""OS-Ken app: detect a failed GPU by port status and splice a spare into its place (LUMION, arXiv 2505.23105).
 
 Detection is by **port status**: when a GPU dies, its transceivers go dark and the OCS (or the
 electrical switch) it is cabled to reports its port ``link_down`` in an OpenFlow
@@ -14,7 +14,7 @@ event ``failover`` carries the failed GPU, its rank, the new placement, the dete
 the reconfiguration's timestamps; the job's supervisor reads it (``GET /events``) to relaunch
 the job with the new rank map.
 
-Spec: ``specs/fabrics.md`` (LUMION), issue 7.
+Spec: ``docs/mechanisms.md`` (LUMION, arXiv 2505.23105).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ packets for its own GPU go to the host port; transit packets leave by the next f
 without entering the host. On every circuit change the rules are diffed and only the changed
 ones are sent, followed by a barrier.
 
-Spec: ``shared/DESIGN.md`` (packet-level backend: hop-by-hop through intermediate GPUs).
+Spec: ``docs/architecture.md`` (packet-level backend: hop-by-hop through intermediate GPUs).
 """
 
 from __future__ import annotations

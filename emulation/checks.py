@@ -10,7 +10,7 @@
 - (packet backend) the emulator lost no packet of its own: every drop was modelled congestion
   or a dark circuit (:mod:`emulation.drops`), none an artefact of the emulator.
 
-Spec: issue 3 of ocslab (sanity checks on both backends), ``shared/DESIGN.md`` (results).
+Spec: ``docs/architecture.md`` (results; sanity checks on both backends).
 """
 
 from __future__ import annotations

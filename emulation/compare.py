@@ -4,7 +4,7 @@ The relative error of a time is ``(flow - packet) / packet`` (the packet backend
 reference: it measured real packets). Per run the completion time is compared; per step the
 step's duration (``end - start``, dark window included).
 
-Spec: ``shared/DESIGN.md`` (results: ``ocslab compare``), issue 3 of ocslab.
+Spec: ``docs/architecture.md`` (results: ``ocslab compare``).
 """
 
 from __future__ import annotations

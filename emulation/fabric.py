@@ -8,7 +8,7 @@ Node ids are integers: GPUs are ``0 .. gpus-1``, electrical packet switches (EPS
 ``0 .. ports_per_gpu-1``. An OCS is transparent for routing: a circuit joins two GPU ports
 directly, so it appears as one bidirectional GPU-to-GPU link.
 
-Spec: ``shared/DESIGN.md`` (vocabulary, data flow), ``specs/fabrics.md`` (OCS).
+Spec: ``docs/architecture.md`` (vocabulary, data flow), ``docs/mechanisms.md`` (OCS).
 """
 
 from __future__ import annotations

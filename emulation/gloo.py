@@ -10,7 +10,7 @@ alpha-beta fit; the smallest size is therefore not a prediction). Times here are
 (wall-clock) seconds and rates emulated Gbit/s: a real program sends real bytes, so there is no
 byte scale; ``port_gbps / link_mbps x 1000`` converts them to real-equivalent.
 
-Spec: issue 7 (gloo busbw within 20% of the flow backend's prediction).
+Spec: gloo busbw within 20% of the flow backend's prediction.
 """
 
 from __future__ import annotations

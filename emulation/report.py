@@ -1,6 +1,6 @@
 """Results on disk and on screen: ``result.json``, ``steps.csv``, ``timeline.png``, a table.
 
-Spec: ``shared/DESIGN.md`` (results).
+Spec: ``docs/architecture.md`` (results).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from emulation.scenario import format_bytes
 
 
 def ring_alpha_beta_s(ranks: int, nbytes: int, alpha_s: float, port_gbps: float) -> float:
-    """Ring AllReduce cost ``2(n-1) alpha + 2(n-1)/n s / B`` (``specs/collectives.md``)."""
+    """Ring AllReduce cost ``2(n-1) alpha + 2(n-1)/n s / B`` (``docs/mechanisms.md``)."""
     n = ranks
     return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * nbytes * 8 / (port_gbps * 1e9)
 

@@ -4,7 +4,7 @@ Times are real-equivalent seconds (the emulator divides measured times by the TD
 are Gbit/s. ``algbw = bytes / time``; ``busbw = algbw x factor`` with the nccl-tests factors
 (AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n; others 1).
 
-Spec: ``shared/DESIGN.md`` (results).
+Spec: ``docs/architecture.md`` (results).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ and :meth:`Routes.subflow_arrays` route whole steps of transfers as arrays (the 
 simulator's form), and the scalar methods (:meth:`Routes.path`, :meth:`Routes.subflows`,
 :meth:`Routes.next_hop`) read the same tables.
 
-Spec: ``shared/DESIGN.md`` (packet-level backend: multi-hop through intermediate GPUs).
+Spec: ``docs/architecture.md`` (packet-level backend: multi-hop through intermediate GPUs).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Run a scenario on a backend and write its results directory.
 
-Spec: ``shared/DESIGN.md`` (data flow, results).
+Spec: ``docs/architecture.md`` (data flow, results).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ emulated second stands for ``1/TDF`` real seconds with ``TDF = s * B / B_e``. Ev
 multiplied by TDF before it is emulated and every measured time divided by TDF before it is
 reported; bandwidth-bound ratios are scale-invariant.
 
-Spec: ``shared/DESIGN.md`` (scale model).
+Spec: ``docs/architecture.md`` (scale model).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ is labelled with the per-GPU routed bytes). A run's ``schedule`` (:class:`RunSpe
 in rotor mode instead of a planner: ``rotor`` (round-robin matchings, equal slots) or ``plan``
 (a duplex BvN plan of the run's traffic matrix); both need ``ocs-star`` with one port per GPU.
 
-Spec: ``shared/DESIGN.md`` (data flow: experiments/*.yaml --load+validate--> Scenario).
+Spec: ``docs/architecture.md`` (data flow: experiments/*.yaml --load+validate--> Scenario).
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ class StragglerSpec(_Strict):
 
 class MoESpec(_Strict):
     """``moe:`` section: one MoE layer on the fabric's GPUs (:class:`emulation.workloads.moe.MoELayer`;
-    specs/moe.md): ``experts`` in total (a multiple of the GPUs), ``top_k``, ``capacity_factor``,
+    docs/mechanisms.md): ``experts`` in total (a multiple of the GPUs), ``top_k``, ``capacity_factor``,
     ``tokens_per_gpu`` S, ``hidden`` H, ``element_bytes`` b, routing ``skew`` (``uniform``,
     ``zipf`` with exponent ``skew_param``, ``dirichlet`` with concentration ``skew_param``),
     ``popularity`` (``shared``: one popularity vector for all GPUs; ``per-gpu``: one per source GPU),

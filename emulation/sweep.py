@@ -1,7 +1,7 @@
 """One point of a parameter sweep on the flow backend: plan a collective, simulate the plan.
 
 Used by ``scripts/reproduce_shortcircuit.py`` and ``scripts/reproduce_pccl.py``
-(``specs/collectives.md``). Round-synchronous semantics, as the planners' cost model assumes.
+(``docs/mechanisms.md``). Round-synchronous semantics, as the planners' cost model assumes.
 """
 
 from __future__ import annotations

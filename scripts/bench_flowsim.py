@@ -6,7 +6,7 @@ static ring and on a non-blocking switch (EPS).
 Usage: ``.venv/bin/python scripts/bench_flowsim.py [--gpus 128 512 1024] [--bytes 1GiB]
 [--semantics round-synchronous|dependency-driven] [--json runs/bench_flowsim.json]``
 
-Times are split into building the workload, planning, and simulating; the targets of issue 3
+Times are split into building the workload, planning, and simulating; the targets
 (1,024-GPU Ring in < 5 s, 1,024-GPU RHD on a ring in < 30 s) concern the simulation.
 """
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """LUMION: a real training job loses a GPU; the OCS splices a spare into its place.
 
-Spec: ``specs/fabrics.md`` (LUMION: replacing a failed GPU inside the rack), issue 7. Scenario:
+Spec: ``docs/mechanisms.md`` (LUMION: replacing a failed GPU inside the rack). Scenario:
 ``experiments/lumion.yaml`` (4 working GPUs + 4 spares on one OCS, a half-rate electrical
 switch beside it; data-parallel training of an MLP with gloo; GPU 2 fails after 12 s).
 
@@ -13,7 +13,7 @@ switch beside it; data-parallel training of an MLP with gloo; GPU 2 fails after 
     restarted, group re-formed, first step), failure -> rewritten in emulated and real-equivalent
     time, the steady-state step time and throughput before the failure, after recovery, and for
     both baselines, the loss before and after, the packets that reached the failed GPU after the
-    rewrite; saves ``timeline.png``; checks issue 7's acceptance and exits 1 if one fails.
+    rewrite; saves ``timeline.png``; checks the acceptance and exits 1 if one fails.
 (3) The optical recovery again with a cold restart (new processes instead of warm standbys):
     what starting Python and torch adds to the recovery on these machines.
 
@@ -74,7 +74,7 @@ def part2(sc: TrainingScenario, out: Path) -> int:
         ok &= bool(cond)
         print(f"    {'ok  ' if cond else 'FAIL'} {text}")
 
-    print("acceptance (issue 7):")
+    print("acceptance:")
     if "optical" in by:
         r = by["optical"]["steady"]
         check(abs(r["after_over_before"] - 1) <= 0.10,

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """MoE dispatch + combine on an EPS, a round-robin rotor OCS and a duplex BvN-planned OCS.
 
-Spec: ``specs/moe.md`` (FlashDMoE traffic: 8 GPUs, H = 2048 FP32, top-2, capacity factor 1.0),
-``specs/fabrics.md`` (PipSwitch matchings, Birkhoff-von Neumann); issue 6. Scenarios:
+Spec: ``docs/mechanisms.md`` (FlashDMoE traffic: 8 GPUs, H = 2048 FP32, top-2, capacity factor 1.0),
+``docs/mechanisms.md`` (PipSwitch, arXiv 2501.18136 matchings, Birkhoff-von Neumann). Scenarios:
 ``experiments/moe_eps.yaml`` and ``experiments/moe_ocs.yaml`` (their layer is overridden below).
 
 (1) Flow backend, 8 GPUs, 8 and 16 experts, skews uniform / Zipf(1.2) / Dirichlet(0.3), capacity

@@ -14,7 +14,7 @@ follows it). Speedup = best static / PCCL; it tends to 1.0 as R grows (the DP th
 reconfigures). Bases: an OCS star whose initial configuration is a ring (2 ports per GPU) or an
 8 x 16 torus (4 ports per GPU). Prints the table, writes ``DIR/pccl.csv`` and ``DIR/pccl.png``
 (default ``runs/reproduce_pccl``). Times marked ``*`` come from the cost model
-(:data:`emulation.sweep.MAX_FLOW_TRANSFERS`). Spec: ``specs/collectives.md`` (PCCL).
+(:data:`emulation.sweep.MAX_FLOW_TRANSFERS`). Spec: ``docs/mechanisms.md`` (PCCL, arXiv 2509.15450).
 """
 
 from __future__ import annotations

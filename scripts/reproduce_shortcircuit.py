@@ -10,7 +10,7 @@ Usage: ``.venv/bin/python scripts/reproduce_shortcircuit.py [--gpus 16 64] [--si
 Prints the tables, writes ``DIR/sweep_a.csv``, ``DIR/sweep_b.csv``, ``DIR/shortcircuit_a.png``
 and ``DIR/shortcircuit_b.png`` (default ``DIR`` = ``runs/reproduce_shortcircuit``). Propagation
 is the cost model's sum over steps of delta x the step's longest path (hops); RHD's is
-2(n-1) delta like Ring's. Spec: ``specs/collectives.md`` (short-circuiting).
+2(n-1) delta like Ring's. Spec: ``docs/mechanisms.md`` (short-circuiting).
 """
 
 from __future__ import annotations

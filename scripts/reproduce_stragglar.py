@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reproduce StragglAR (arXiv 2505.23523): AllReduce with a persistent straggler.
 
-(1) Post-barrier table of ``specs/collectives.md`` from the flow backend: n GPUs on one
+(1) The post-barrier table of StragglAR (arXiv 2505.23523) from the flow backend: n GPUs on one
 non-blocking switch (EPS), alpha 3 us, B 450 GiB/s per GPU, s 1 GiB; the straggler arrives long
 after Phase A, and each algorithm's time after its arrival is reported (StragglAR = Phase B).
 (2) End-to-end time against the straggler's delay D at n = 8, and the crossover D from which
@@ -43,7 +43,7 @@ from emulation.workloads import build  # noqa: E402
 from emulation.workloads.stragglar import stragglar_rounds  # noqa: E402
 from topologies import eps_star, ocs_star  # noqa: E402
 
-#: specs/collectives.md, reference values [model]: n -> (StragglAR, Ring, RHD) ms, Ring/StragglAR.
+#: Reference values of our alpha-beta reconstruction of the paper's table [model]: n -> (StragglAR, Ring, RHD) ms, Ring/StragglAR.
 SPEC = {4: (2.975, 3.351, 3.345, 1.13), 8: (2.884, 3.931, 3.907, 1.36), 16: (2.721, 4.257, 4.191, 1.56),
         32: (2.614, 4.492, 4.336, 1.72)}
 ALGS = ("stragglar", "ring", "rhd")

@@ -165,7 +165,7 @@ def test_a_straggler_delays_the_packet_run_like_the_flow_run(run_dir):
 
 
 def test_dp_plan_mixing_keep_and_reconfigure_runs_on_packets_like_the_flow_model(run_dir):
-    """Issue 4: the packet backend executes a dp plan (8 GPUs, RHD on a ring base, R such that the
+    """the packet backend executes a dp plan (8 GPUs, RHD on a ring base, R such that the
     plan keeps some steps and reconfigures others) within 15% of the flow backend."""
     from emulation.flowsim import simulate
     from emulation.planners import CostModel
@@ -190,7 +190,7 @@ def test_dp_plan_mixing_keep_and_reconfigure_runs_on_packets_like_the_flow_model
 
 
 def test_stragglar_on_packets_matches_the_flow_ratio_and_crossover(run_dir):
-    """Issue 5: 8 GPUs on an EPS, alpha 3 us, 450 GiB/s, 1 GiB. Post-barrier (the straggler
+    """8 GPUs on an EPS, alpha 3 us, 450 GiB/s, 1 GiB. Post-barrier (the straggler
     2 x Phase A late) the packet Ring/StragglAR ratio is within 15% of the flow backend's; the
     crossover D implied by the runs at 0.5 x Phase A (D1 + StragglAR(D1) - Ring(D1), where the
     difference falls with slope -1) is within 25% of the flow prediction."""
@@ -262,7 +262,7 @@ emulation: {link_mbps: 10, byte_scale: 0.1, headroom: skip}
 
 
 def test_rotor_cycles_the_matchings_on_the_controller_clock(run_dir):
-    """Issue 6 (part): the controller's time-slotted mode cycles the round-robin matchings of K_8
+    """the controller's time-slotted mode cycles the round-robin matchings of K_8
     autonomously, logs every slot's planned and measured start, and leaves the last matching."""
     from emulation.fabric import assign_ports
     from emulation.workloads.matchings import round_robin_matchings
@@ -295,7 +295,7 @@ def test_rotor_cycles_the_matchings_on_the_controller_clock(run_dir):
 
 
 def test_moe_layer_on_the_rotor_matches_the_flow_model(run_dir):
-    """Issue 6: an 8-GPU MoE layer (16 experts, top-2, CF 1.0, Zipf 1.2) on the time-slotted OCS
+    """an 8-GPU MoE layer (16 experts, top-2, CF 1.0, Zipf 1.2) on the time-slotted OCS
     driven by the controller's clock: agents send only inside their circuits' windows; the
     round-robin rotor and the duplex BvN plan agree with the flow backend within 15%, the plan is
     no later than the rotor (flow), and payload-efficient dispatch sends fewer bytes than padded."""
@@ -324,7 +324,7 @@ def test_moe_layer_on_the_rotor_matches_the_flow_model(run_dir):
 
 
 def test_two_hop_forwarding_on_the_rotor_relays_through_agents_and_matches_the_flow_model(run_dir):
-    """Issue 6: with per-GPU expert affinity the hot (src, dst) pairs outgrow a 300 us rotor slot;
+    """with per-GPU expert affinity the hot (src, dst) pairs outgrow a 300 us rotor slot;
     relaying their excess through intermediate GPUs' agents (store and forward, gated to the
     intermediate's own windows) finishes the layer sooner than sending direct, on real packets
     as in the flow model, and the two backends agree within 15%."""

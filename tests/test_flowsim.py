@@ -1,5 +1,5 @@
 """Flow-level backend: max-min fairness, closed forms of the alpha-beta model, semantics,
-stragglers, sanity checks (specs/collectives.md, shared/DESIGN.md flow-level backend)."""
+stragglers, sanity checks (docs/mechanisms.md, docs/architecture.md flow-level backend)."""
 
 import math
 
@@ -94,7 +94,7 @@ def test_closed_forms_on_a_non_blocking_switch(n, alpha, delta):
 
 
 def test_rhd_on_a_ring_pays_two_to_the_k_congestion():
-    """specs/collectives.md: partner 2^k hops away, so 2^k transfers share every link."""
+    """docs/mechanisms.md: partner 2^k hops away, so 2^k transfers share every link."""
     n, s, alpha = 32, 32 << 20, 2e-6
     r = _run(static_ring(n, B), "rhd", n, s, alpha)
     L = int(math.log2(n))

@@ -1,4 +1,4 @@
-"""Issue 7 (LUMION) on real packets: a real data-parallel torch job on 4 of the 8 GPUs of an
+"""LUMION (arXiv 2505.23105) on real packets: a real data-parallel torch job on 4 of the 8 GPUs of an
 emulated rack loses GPU 2 (its ports go down, its rank is killed); the controller detects it by
 port status and recovers it three ways (``experiments/lumion.yaml`` with a smaller model, so
 that the three runs take about two minutes). Needs root, Open vSwitch and PyTorch (CI has all).

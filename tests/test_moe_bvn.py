@@ -1,5 +1,5 @@
-"""Issue 6 (part): round-robin matchings, the rotor AllToAll, Birkhoff-von Neumann decomposition,
-and the MoE traffic generator (specs/fabrics.md PipSwitch, specs/moe.md)."""
+"""round-robin matchings, the rotor AllToAll, Birkhoff-von Neumann decomposition,
+and the MoE traffic generator (docs/mechanisms.md PipSwitch, docs/mechanisms.md)."""
 
 from __future__ import annotations
 

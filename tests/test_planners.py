@@ -1,4 +1,4 @@
-"""Planner properties (specs/collectives.md, PCCL and short-circuiting) and the cost model."""
+"""Planner properties (docs/mechanisms.md, PCCL and short-circuiting) and the cost model."""
 
 import math
 

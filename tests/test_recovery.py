@@ -1,4 +1,4 @@
-"""Issue 7 (LUMION): the rack with spares, its slower electrical path in both backends, the
+"""LUMION (arXiv 2505.23105): the rack with spares, its slower electrical path in both backends, the
 precomputed failover configurations, training scenario files, and the training program's
 checkpoint/resume (a real single-rank torch job on loopback; skipped without PyTorch).
 The emulation test (real failure and recovery) is in ``tests/test_lumion_emulation.py``."""

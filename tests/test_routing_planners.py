@@ -17,7 +17,7 @@ def test_ring_paths_are_shortest_and_ecmp_splits_ties():
 
 
 def test_rhd_on_a_ring_congests_links_by_two_to_the_k():
-    """specs/collectives.md: recursive doubling on a ring suffers 2^k congestion (1 channel)."""
+    """docs/mechanisms.md: recursive doubling on a ring suffers 2^k congestion (1 channel)."""
     n, s = 16, 1 << 20
     f = ocs_star(n, 2, 400, 0, "ring")
     r = Routes(f, f.initial, 1)

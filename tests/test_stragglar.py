@@ -1,5 +1,5 @@
-"""StragglAR (issue 5): synthesised schedules, their checker, the straggler model in scenarios,
-and the alpha-beta numbers of specs/collectives.md on the flow backend."""
+"""StragglAR: synthesised schedules, their checker, the straggler model in scenarios,
+and the alpha-beta numbers of docs/mechanisms.md on the flow backend."""
 
 from __future__ import annotations
 

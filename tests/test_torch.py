@@ -1,4 +1,4 @@
-"""Issue 7 (first part): the torch driver. A real torch.distributed gloo AllReduce across 8
+"""the torch driver. A real torch.distributed gloo AllReduce across 8
 emulated GPUs on a ring of circuits against the flow backend's prediction, and the CLI's
 refusals. PyTorch is optional: the emulation test skips with the reason when it is absent (CI
 installs it: ``make test`` runs setup with ``OCSLAB_EXTRAS=torch``)."""

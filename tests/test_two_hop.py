@@ -1,4 +1,4 @@
-"""Issue 6: two-hop forwarding on a rotor (RotorLB-style; emulation.planners.relay) in the flow
+"""two-hop forwarding on a rotor (RotorLB-style; emulation.planners.relay) in the flow
 backend and the scenario, and per-GPU expert popularity (emulation.workloads.moe)."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each builder takes real-equivalent parameters (port rate in Gbit/s, reconfiguration delay in
 seconds) and returns a fabric whose ``initial`` configuration is the base topology.
 
-Spec: ``shared/DESIGN.md`` (layout: ``topologies/``), ``specs/collectives.md`` (base topologies).
+Spec: ``docs/architecture.md`` (layout: ``topologies/``), ``docs/mechanisms.md`` (base topologies).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def ocs_star(
 def static_ring(gpus: int, port_gbps: float = 400.0, **_ignored: object) -> Fabric:
     """A static bidirectional ring of cables: GPU i port 1 <-> GPU i+1 port 0 (2 ports per GPU).
 
-    No OCS: planners cannot reconfigure it (the ``none`` baseline of ``specs/collectives.md``).
+    No OCS: planners cannot reconfigure it (the ``none`` baseline of ``docs/mechanisms.md``).
     """
     if gpus < 3:
         raise FabricError(f"gpus: a static ring needs at least 3 GPUs, got {gpus}")
@@ -120,7 +120,7 @@ def rack(
     electrical_gbps: float | None = None,
 ) -> Fabric:
     """A rack of ``gpus`` working GPUs and ``spares`` spare GPUs whose fabric ports are all on
-    one OCS ``ocs0`` (LUMION, ``specs/fabrics.md``): GPUs ``0..gpus-1`` work, GPUs
+    one OCS ``ocs0`` (LUMION, ``docs/mechanisms.md``): GPUs ``0..gpus-1`` work, GPUs
     ``gpus..gpus+spares-1`` are the spares. The job's logical topology is realised by circuits:
     ``initial: ring`` joins the working GPUs in the ring ``0-1-...-(gpus-1)-0`` (the spares have
     none); ``empty`` has no circuit.

@@ -1,8 +1,8 @@
 """Detect what this machine's kernel and Open vSwitch can emulate, without touching anything
 that is not ours (probes run in a network namespace made for the purpose and removed after).
 
-Spec: ``shared/MACHINE.md`` (no OVS kernel module, no netem on the CI machines; Vagrant VMs have
-both), ``shared/DESIGN.md`` (capabilities are detected, used and recorded).
+Spec: ``docs/architecture.md``, machines (no OVS kernel module, no netem on the CI machines; Vagrant VMs have
+both), ``docs/architecture.md`` (capabilities are detected, used and recorded).
 """
 
 from __future__ import annotations

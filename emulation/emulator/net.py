@@ -7,7 +7,7 @@ every bridge, and on exit (normal, error, Ctrl-C or SIGTERM) stops the agents an
 controller by pid and deletes our bridges and links by name. It never uses Mininet's global cleanup or kills
 by name pattern.
 
-Spec: ``shared/DESIGN.md`` (packet-level backend, teardown), ``shared/MACHINE.md``.
+Spec: ``docs/architecture.md`` (packet backend, machines); README, Reliability.
 """
 
 from __future__ import annotations

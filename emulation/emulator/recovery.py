@@ -24,7 +24,7 @@ its NIC and the electrical switch's port -- read when the failure is injected, w
 supervisor sees the ``failover`` event, and at the end; and the OCS's flow table at the end
 (no rule outputs to those ports).
 
-Spec: ``specs/fabrics.md`` (LUMION), issue 7.
+Spec: ``docs/mechanisms.md`` (LUMION, arXiv 2505.23105).
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ divided by the TDF.
 
 Only duplex circuits can be emulated (a circuit joins two ports both ways, and TCP needs its
 ACKs back): a schedule with a one-way circuit is refused; plan with
-:func:`emulation.planners.bvn.duplex_plan`. Spec: ``specs/fabrics.md`` (PipSwitch time-slotted
-OCS), issue 6.
+:func:`emulation.planners.bvn.duplex_plan`. Spec: ``docs/mechanisms.md`` (PipSwitch, arXiv 2501.18136 time-slotted
+OCS).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ failed GPU's circuits go dark), so TCP's minimum retransmission timeout is
 :data:`~emulation.emulator.net.FAST_RTO_MIN_MS` for the job (Linux default 200 ms; data centre
 hosts lower it too), restored afterwards.
 
-Spec: issue 7; ``shared/DESIGN.md`` (packet-level backend).
+Spec: ``docs/architecture.md`` (packet-level backend).
 """
 
 from __future__ import annotations

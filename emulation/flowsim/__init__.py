@@ -3,7 +3,7 @@
 :func:`simulate` runs one collective; :mod:`emulation.flowsim.engine` holds the fluid engine
 and :mod:`emulation.flowsim.maxmin` the max-min fair allocation.
 
-Spec: ``shared/DESIGN.md`` (flow-level backend).
+Spec: ``docs/architecture.md`` (flow-level backend).
 """
 
 from emulation.flowsim.simulate import SEMANTICS, SimulationError, simulate

@@ -8,7 +8,7 @@ recomputed at every event, so the allocation is exact for piecewise-constant dem
 Only live flows are kept in the working arrays (they are compacted as flows finish), so the
 cost of an event is proportional to the flows in the network, not to the flows of the run.
 
-Spec: ``shared/DESIGN.md`` (flow-level backend).
+Spec: ``docs/architecture.md`` (flow-level backend).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Networks*, sec. 6.5.2). Each round saturates at least one link, so the rounds ar
 number of distinct bottleneck levels, and each round is a few vectorised passes over the
 (flow, link) pairs.
 
-Spec: ``shared/DESIGN.md`` (flow-level backend), ``specs/collectives.md`` (common cost model:
+Spec: ``docs/architecture.md`` (flow-level backend), ``docs/mechanisms.md`` (common cost model:
 on a link shared by k flows each gets B/k).
 """
 

@@ -1,6 +1,6 @@
 """Simulate one (Workload, Plan) on a fabric with the fluid model; returns a RunResult.
 
-Cost model (``specs/collectives.md``, common cost model):
+Cost model (``docs/mechanisms.md``, common cost model):
 
 - every directed link (circuit, parallel circuit, cable, EPS port) has the fabric's port rate B
   (an EPS may set a rate of its own: :meth:`emulation.fabric.Fabric.link_gbps`);
@@ -26,7 +26,7 @@ Step semantics:
 
 Deterministic: no randomness here (arrivals are drawn, seeded, by the caller).
 
-Spec: ``shared/DESIGN.md`` (flow-level backend), ``specs/collectives.md``.
+Spec: ``docs/architecture.md`` (flow-level backend), ``docs/mechanisms.md``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Time-slotted circuit schedules (rotor, Birkhoff-von Neumann) in the flow backend.
 
-Spec: ``specs/fabrics.md`` (PipSwitch: "a time-slotted OCS that cycles through the matchings
-(slot length and R per slot)"), issue 6 of ocslab.
+Spec: ``docs/mechanisms.md`` (PipSwitch, arXiv 2501.18136: "a time-slotted OCS that cycles through the matchings
+(slot length and R per slot)").
 
 The OCS cycles autonomously through :class:`SlotSchedule`'s configurations: a dark window of
 ``dark_s``, then slot 0 for ``slots_s[0]``, a dark window, slot 1, ... and again from slot 0;

@@ -2,7 +2,7 @@
 step its ideal topology: circuits to exactly the peers it talks to, a step whose GPUs have more
 peers than ports split into sub-steps of matchings).
 
-Spec: ``specs/collectives.md`` (PCCL: ideal topology G_t*; ``always`` is the R -> 0 limit of the
+Spec: ``docs/mechanisms.md`` (PCCL, arXiv 2509.15450: ideal topology G_t*; ``always`` is the R -> 0 limit of the
 dynamic program, ``none`` its R -> infinity limit).
 """
 

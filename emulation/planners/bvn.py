@@ -1,6 +1,6 @@
 """Birkhoff-von Neumann decomposition of a demand matrix into weighted circuit configurations.
 
-Spec: ``specs/fabrics.md`` (PipSwitch: "for a non-uniform demand matrix, a Birkhoff-von Neumann
+Spec: ``docs/mechanisms.md`` (PipSwitch, arXiv 2501.18136: "for a non-uniform demand matrix, a Birkhoff-von Neumann
 decomposition (Sinkhorn-balance, then peel off matchings) into few weighted configurations").
 
 A time-slotted OCS that holds permutation P_k for a slot of length w_k / B carries

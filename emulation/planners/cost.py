@@ -1,6 +1,6 @@
 """The planners' analytical cost model: alpha + delta x dilation + beta x congestion.
 
-Spec: ``specs/collectives.md`` (PCCL: step cost on topology G is
+Spec: ``docs/mechanisms.md`` (PCCL, arXiv 2509.15450: step cost on topology G is
 ``alpha + delta x dilation(t, G) + beta x congestion(t, G)``, shortest-path routing; short-circuiting:
 RHD step k on a ring costs ``alpha + 2^k delta + s/(2B)``, on a circuit to the partner
 ``alpha + delta + m_k/(pB)``).

@@ -1,8 +1,8 @@
-"""Precomputed failover configurations for a job's ring on a rack with spares (LUMION).
+"""Precomputed failover configurations for a job's ring on a rack with spares (LUMION, arXiv 2505.23105).
 
 A job's logical topology is a ring of ranks, realised by circuits: ``placement[r]`` is the GPU
 of rank r, and consecutive ranks (cyclically) share a circuit. When the GPU of rank k fails,
-one of three recoveries applies (``specs/fabrics.md``, LUMION):
+one of three recoveries applies (``docs/mechanisms.md``, LUMION):
 
 - ``optical``: a spare s takes rank k's logical position: the configuration is the ring over
   the placement with k's GPU replaced by s (same neighbours, same bandwidth). Circuits not
@@ -16,7 +16,7 @@ one of three recoveries applies (``specs/fabrics.md``, LUMION):
 :func:`failover_table` computes every (failed rank, spare) answer in advance, as LUMION's
 controller does, so that recovery is a table lookup and one reconfiguration.
 
-Spec: ``specs/fabrics.md`` (LUMION: replacing a failed GPU inside the rack).
+Spec: ``docs/mechanisms.md`` (LUMION: replacing a failed GPU inside the rack).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A step's ideal topology (PCCL's G_t*) and its decomposition into groups of matchings.
 
-Spec: ``specs/collectives.md`` (PCCL: "the ideal topology G_t* for a step is its demand graph
+Spec: ``docs/mechanisms.md`` (PCCL, arXiv 2509.15450: "the ideal topology G_t* for a step is its demand graph
 when every degree <= p (spare ports give parallel circuits); otherwise decompose it into
 matchings").
 

@@ -8,7 +8,7 @@ A plan carries the workload it is for (:attr:`Plan.workload`): a planner may spl
 GPUs talk to more peers than they have ports into sub-steps, one per group of matchings (each
 sub-step runs on its own circuits), so backends execute ``plan.workload``.
 
-Spec: ``shared/DESIGN.md`` (plan), ``specs/collectives.md`` (PCCL: keep / reconfigure per step).
+Spec: ``docs/architecture.md`` (plan), ``docs/mechanisms.md`` (PCCL, arXiv 2509.15450: keep / reconfigure per step).
 """
 
 from __future__ import annotations

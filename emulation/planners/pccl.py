@@ -1,6 +1,6 @@
 """When to reconfigure: the greedy short-circuit heuristic and PCCL's dynamic program.
 
-Spec: ``specs/collectives.md`` ("Ring vs recursive doubling on a ring, and short-circuiting":
+Spec: ``docs/mechanisms.md`` ("Ring vs recursive doubling on a ring, and short-circuiting":
 greedy; "PCCL": dynamic program). Both minimise the round-synchronous cost-model time
 (:mod:`emulation.planners.cost`) of a collective on a fabric with one OCS whose initial
 configuration is the base topology G0, where every change of configuration costs R (the

@@ -1,6 +1,6 @@
 """Two-hop forwarding on a time-slotted OCS (RotorLB-style load balancing), planned per step.
 
-Source: RotorNet (Mellette et al., SIGCOMM 2017), RotorLB; issue 6 ("agents send a transfer only
+Source: RotorNet (Mellette et al., SIGCOMM 2017), RotorLB ("agents send a transfer only
 while a circuit to its destination is up, or forward through an intermediate GPU, two-hop, as an
 option").
 

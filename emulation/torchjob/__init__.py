@@ -7,5 +7,5 @@ the host's fabric interface, so every byte of the gloo backend crosses the emula
 PyTorch is an optional extra (``pip install torch==2.13.0``); nothing here imports it at
 module import time.
 
-Spec: issue 7 (``specs/fabrics.md``, LUMION).
+Spec: ``docs/mechanisms.md``, LUMION.
 """

@@ -28,7 +28,7 @@ re-formed), "resumed_from" (checkpoint step or -1)}``; rank 0 appends one JSON l
 to ``RUN_DIR/steps.jsonl``: ``{"launch", "step", "t_start", "t_compute", "t_end", "loss",
 "allreduce_s"}`` and ``{"checkpoint": step, "t"}`` lines.
 
-Spec: issue 7 (data-parallel training of a small real model with per-step timing).
+Spec: data-parallel training of a small real model with per-step timing.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Real training jobs on the rack fabric, and GPU-failure recovery (LUMION, issue 7).
+"""Real training jobs on the rack fabric, and GPU-failure recovery (LUMION, arXiv 2505.23105).
 
 - :mod:`emulation.training.scenario`: training scenario files (job, failure, recoveries);
 - :mod:`emulation.training.predict`: the flow backend's AllReduce time of the job's gradients

@@ -8,7 +8,7 @@ paths (the electrical switch at its own rate, :meth:`emulation.fabric.Fabric.lin
 Alpha (per message) is fitted from the measured AllReduce time before the failure, as
 :func:`emulation.gloo.allreduce_perf` fits it from its smallest size.
 
-Spec: issue 7; ``shared/DESIGN.md`` (flow-level backend).
+Spec: ``docs/architecture.md`` (flow-level backend).
 """
 
 from __future__ import annotations

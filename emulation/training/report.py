@@ -1,8 +1,8 @@
 """A training scenario's results on screen and on disk: recovery timeline, steady state, loss,
 evidence (tables), and ``timeline.png``.
 
-Spec: issue 7 (``scripts/reproduce_lumion.py`` prints the recovery timeline and the steady-state
-step time / throughput, and saves a timeline plot).
+Spec: ``scripts/reproduce_lumion.py`` prints the recovery timeline and the steady-state
+step time / throughput, and saves a timeline plot.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ turns its raw record into the figures LUMION reports:
   their largest difference shows the restart really resumed from the checkpoint;
 - the **evidence** that no packet reached the failed GPU after the rewrite.
 
-Spec: issue 7; ``specs/fabrics.md`` (LUMION).
+Spec: ``docs/mechanisms.md`` (LUMION, arXiv 2505.23105).
 """
 
 from __future__ import annotations

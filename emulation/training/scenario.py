@@ -1,5 +1,5 @@
 """Training scenario files: a real data-parallel job on a rack with spares, a GPU failure, and
-the recoveries to compare (LUMION, ``specs/fabrics.md``).
+the recoveries to compare (LUMION, ``docs/mechanisms.md``).
 
 Example (``experiments/lumion.yaml``)::
 
@@ -18,7 +18,7 @@ fresh emulation (:data:`emulation.planners.failover.RECOVERIES`). Times of the j
 emulated seconds: a real program sends real bytes (byte scale 1), so the time dilation factor
 is ``TDF = port_gbps x 1000 / link_mbps`` and the dark window is ``reconfiguration_delay_s x TDF``.
 
-Spec: issue 7; ``shared/DESIGN.md`` (scale model).
+Spec: ``docs/architecture.md`` (scale model).
 """
 
 from __future__ import annotations

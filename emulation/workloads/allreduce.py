@@ -1,6 +1,6 @@
 """AllReduce algorithms as steps of transfers.
 
-Spec: ``specs/collectives.md`` (baseline algorithms). Costs on a non-blocking fabric, n ranks,
+Spec: ``docs/mechanisms.md`` (baseline algorithms). Costs on a non-blocking fabric, n ranks,
 buffer s bytes, per-message latency alpha, inverse bandwidth beta:
 
 - Ring: 2(n-1) steps, ``2(n-1) alpha + 2(n-1)/n s beta``.

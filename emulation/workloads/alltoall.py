@@ -1,6 +1,6 @@
 """AllToAll and Broadcast as steps of transfers.
 
-Spec: ``specs/collectives.md`` (baseline algorithms). AllToAll: every rank's send buffer of s
+Spec: ``docs/mechanisms.md`` (baseline algorithms). AllToAll: every rank's send buffer of s
 bytes holds n blocks of s/n, block d for rank d (chunk d); a rank keeps its own block and each
 other block travels once, one hop, op ``append``. busbw factor (n-1)/n (nccl-tests).
 

@@ -4,7 +4,7 @@ A transfer may start once the chunks it sends have arrived at its source: it dep
 transfer of an *earlier* step that delivered any of those chunks to that rank (read after
 write, per chunk). Transfers of one step never depend on each other.
 
-Spec: ``specs/collectives.md`` (execution semantics: "dependency-driven: a transfer starts when
+Spec: ``docs/mechanisms.md`` (execution semantics: "dependency-driven: a transfer starts when
 the chunk it sends has arrived").
 """
 

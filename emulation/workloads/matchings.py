@@ -1,6 +1,6 @@
 """All-to-all as a cycle of matchings: the round-robin 1-factorisation of K_n.
 
-Spec: ``specs/fabrics.md`` (PipSwitch: "the round-robin 1-factorisation of K_n (n-1 perfect
+Spec: ``docs/mechanisms.md`` (PipSwitch, arXiv 2501.18136: "the round-robin 1-factorisation of K_n (n-1 perfect
 matchings for even n; n matchings with one idle port for odd n), verified to cover every pair
 once"). An OCS whose state is a matching realises one matching per slot; cycling through them
 (a *rotor*) connects every pair once per cycle.

@@ -10,7 +10,7 @@ buffer; ``bytes`` is what travels on the wire.
 reduced (ReduceScatter), that starts with it (AllGather), or the root (Broadcast). Collectives
 without shards (AllReduce, AllToAll) leave it empty.
 
-Spec: ``shared/DESIGN.md`` (vocabulary: step, transfer), ``specs/collectives.md``.
+Spec: ``docs/architecture.md`` (vocabulary: step, transfer), ``docs/mechanisms.md``.
 """
 
 from __future__ import annotations

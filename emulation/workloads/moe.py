@@ -1,6 +1,6 @@
 """MoE expert-parallel traffic: token routing, capacity, dispatch and combine matrices, workloads.
 
-Spec: ``specs/moe.md`` (FlashDMoE, arXiv 2506.04667: we need its traffic model, not its kernel).
+Spec: ``docs/mechanisms.md`` (FlashDMoE, arXiv 2506.04667: we need its traffic model, not its kernel).
 
 A layer on P GPUs with E experts (E/P per GPU, expert e on GPU ``e // (E/P)``): each of the S
 tokens of every GPU picks its top-k experts; expert e accepts at most

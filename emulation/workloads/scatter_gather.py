@@ -1,6 +1,6 @@
 """ReduceScatter and AllGather as steps of transfers (ring, recursive, direct).
 
-Spec: ``specs/collectives.md`` (baseline algorithms; nccl-tests busbw factor (n-1)/n). The
+Spec: ``docs/mechanisms.md`` (baseline algorithms; nccl-tests busbw factor (n-1)/n). The
 buffer (s bytes per rank) is cut into n chunks of s/n, one *shard* per rank
 (:attr:`~emulation.workloads.model.Workload.owner`): ReduceScatter ends with rank r holding its
 shard reduced over all ranks; AllGather starts with rank r holding only its shard and ends with

@@ -1,6 +1,6 @@
 """StragglAR: AllReduce with a persistent straggler, synthesised for any n (no stored schedules).
 
-Spec: ``specs/collectives.md`` section "StragglAR" (arXiv 2505.23523). The straggler is rank
+Spec: StragglAR (arXiv 2505.23523; ``docs/mechanisms.md``). The straggler is rank
 S = n-1 (relabel with :func:`with_straggler`); the buffer is cut into n-1 chunks.
 
 - Phase ``A`` (while the straggler is late): ring ReduceScatter among ranks 0..n-2, n-2 steps
