@@ -139,9 +139,21 @@ class SocketBuffers:
 
     def restore(self) -> None:
         """Give the shared send socket its size back (best effort: ovs-vswitchd may be gone)."""
-        for s, size in self._restore:
+        restore_send_buffers(self.restore_record())
+        self._restore.clear()
+
+
+def restore_send_buffers(record: list[list[int]]) -> list[list[int]]:
+    """Set each ``[ovs-vswitchd pid, fd, bytes]`` of ``record`` (:meth:`SocketBuffers.restore_record`)
+    back to its size, if that descriptor is still Open vSwitch's send socket; returns the entries
+    restored (best effort: nothing is raised)."""
+    live = {(s.pid, s.fd): s for s in packet_sockets() if s.device is None} if record else {}
+    done = []
+    for pid, fd, size in record:
+        if (pid, fd) in live:
             try:
-                _set(s, SO_SNDBUFFORCE, size)
+                _set(live[pid, fd], SO_SNDBUFFORCE, size)
+                done.append([pid, fd, size])
             except (SocketBufferError, OSError):
                 pass
-        self._restore.clear()
+    return done

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulation import dataplane as dpn
+from emulation.emulator.ovs_sockets import restore_send_buffers
 
 LOCK_NAME = "ocslab-emulation"
 REGISTRY_DIR = Path("/run/ocslab")
@@ -125,6 +126,24 @@ def entries() -> list[Entry]:
     return out
 
 
+def _take_lock(busy: str) -> socket.socket:
+    """Bind the abstract socket :data:`LOCK_NAME` (module doc) and return it: the hold lasts until
+    it is closed or this process dies.
+
+    :raises Busy: ``busy`` with ``{who}`` replaced by the holder's description.
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind("\0" + LOCK_NAME)
+    except OSError:
+        sock.close()
+        holders = [e for e in entries() if e.alive]
+        who = holders[0].describe() if holders else "a process of another mount namespace or an older ocslab"
+        raise Busy(busy.format(who=who)) from None
+    sock.set_inheritable(False)
+    return sock
+
+
 def _command() -> list[str]:
     """This process's command line, ``ocslab ...`` for the CLI however it was started."""
     argv = list(sys.argv) or ["python"]
@@ -142,16 +161,8 @@ class Registration:
     """
 
     def __init__(self, run_dir: Path):
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self._sock.bind("\0" + LOCK_NAME)
-        except OSError:
-            self._sock.close()
-            holders = [e for e in entries() if e.alive]
-            who = holders[0].describe() if holders else "a process of another mount namespace or an older ocslab"
-            raise Busy(f"another ocslab emulation holds this machine: {who}; one emulation at a time "
-                       "(they share the CPU that calibration measures)") from None
-        self._sock.set_inheritable(False)
+        self._sock = _take_lock("another ocslab emulation holds this machine: {who}; one emulation at a time "
+                                "(they share the CPU that calibration measures)")
         self.entry = Entry(run_id=f"{os.getpid()}-{time.time_ns()}", pid=os.getpid(), start=_start_time(os.getpid()),
                            argv=_command(), run_dir=str(run_dir),
                            started_at=time.time())
@@ -202,10 +213,10 @@ def leftovers(own: str | None = None) -> Leftovers:
     """What runs that are no longer alive left behind. Call it holding the lock (then no other
     run is alive and every prefixed bridge or interface is a leftover); ``own`` is the caller's
     run id, whose entry and processes are not leftovers."""
-    dead = [e for e in entries() if e.run_id != own and not e.alive]
-    procs = {pid: run for pid, run in marked_processes().items() if run != own and pid != os.getpid()}
-    live = {e.run_id for e in entries() if e.alive}
-    procs = {pid: run for pid, run in procs.items() if run not in live}
+    records = entries()
+    dead = [e for e in records if e.run_id != own and not e.alive]
+    live = {e.run_id for e in records if e.alive} | {own}
+    procs = {pid: run for pid, run in marked_processes().items() if run not in live and pid != os.getpid()}
     return Leftovers(dead, procs, our_bridges(), our_interfaces())
 
 
@@ -216,14 +227,7 @@ def clean() -> list[str]:
 
     :raises Busy: an emulation is running (nothing is then removed).
     """
-    hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        hold.bind("\0" + LOCK_NAME)
-    except OSError:
-        hold.close()
-        live = [e for e in entries() if e.alive]
-        raise Busy("an ocslab emulation is running"
-                   + (f": {live[0].describe()}" if live else "") + "; nothing removed") from None
+    hold = _take_lock("an ocslab emulation is running: {who}; nothing removed")
     try:
         return _remove(leftovers())
     finally:
@@ -251,26 +255,12 @@ def _remove(left: Leftovers) -> list[str]:
         subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", b], capture_output=True)
         done.append(f"bridge {b}")
     for i in our_interfaces():
-        if i in our_interfaces():  # deleting a veth end deletes its peer
+        if Path("/sys/class/net", i).exists():  # deleting a veth end deletes its peer
             subprocess.run(["ip", "link", "del", i], capture_output=True)
             done.append(f"interface {i}")
     for e in left.entries:
-        for pid, fd, size in e.send_socket:
-            if _restore_send_socket(pid, fd, size):
-                done.append(f"Open vSwitch send socket (pid {pid} fd {fd}) back to {size} bytes")
+        for pid, fd, size in restore_send_buffers(e.send_socket):
+            done.append(f"Open vSwitch send socket (pid {pid} fd {fd}) back to {size} bytes")
         (REGISTRY_DIR / f"{e.run_id}.json").unlink(missing_ok=True)
         done.append(f"run record of {e.describe()}")
     return done
-
-
-def _restore_send_socket(pid: int, fd: int, size: int) -> bool:
-    from emulation.emulator.ovs_sockets import SO_SNDBUFFORCE, SocketBufferError, _set, packet_sockets
-
-    for s in packet_sockets():
-        if s.pid == pid and s.fd == fd and s.device is None:
-            try:
-                _set(s, SO_SNDBUFFORCE, size)
-                return True
-            except (SocketBufferError, OSError):
-                return False
-    return False
