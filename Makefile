@@ -8,10 +8,11 @@ demo: setup
 	.venv/bin/ocslab run experiments/demo.yaml
 
 test:
-	OCSLAB_EXTRAS=torch bash scripts/setup.sh
+	OCSLAB_EXTRAS=test,torch bash scripts/setup.sh
 	.venv/bin/python -m pytest -q tests $(PYTEST_ARGS)
 
-test-unit: setup
+test-unit:
+	OCSLAB_EXTRAS=test bash scripts/setup.sh
 	.venv/bin/python -m pytest -q -m "not emulation" tests
 
 clean-runs:

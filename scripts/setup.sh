@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Install everything ocslab needs and start Open vSwitch. Idempotent; run as root.
-#   Debian packages: mininet, openvswitch-switch, iperf3, ethtool, iputils-ping, tcpdump, python3-venv
+#   Debian packages, each for what uses it: mininet (hosts, links), openvswitch-switch (the OCS
+#     bridges), ethtool (veth offloads off on the userspace datapath), iputils-ping (the
+#     emulation tests' reachability probes), python3-venv and make.
 #   .venv: made from the system python3 with system site packages (so `import mininet` works),
 #          with ocslab installed editable and its Python dependencies.
-# Environment: OCSLAB_EXTRAS=torch also installs the optional PyTorch extra.
+# Environment: OCSLAB_EXTRAS, a comma-separated list: test (pytest), torch (PyTorch 2.13 CPU, for
+#   ocslab torch / ocslab train).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,7 +15,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 2
 fi
 
-pkgs=(mininet openvswitch-switch iperf3 ethtool iputils-ping tcpdump python3-venv make)
+pkgs=(mininet openvswitch-switch ethtool iputils-ping python3-venv make)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -36,13 +39,17 @@ PY=/usr/bin/python3
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv --system-site-packages .venv
 fi
+extras=",${OCSLAB_EXTRAS:-},"
 stamp=.venv/.ocslab-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q --disable-pip-version-check -e . 2>&1 | grep -v -i "^warning" || true
   .venv/bin/python -c "import os_ken, mininet.net, numpy, scipy, networkx, pydantic" 
   touch "$stamp"
 fi
-if [ "${OCSLAB_EXTRAS:-}" = "torch" ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
+if [[ $extras == *,test,* ]] && ! .venv/bin/python -c "import pytest" 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v -i "^warning" || true
+fi
+if [[ $extras == *,torch,* ]] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
 fi
 echo "setup: ready (.venv/bin/ocslab)"
