@@ -2,8 +2,9 @@
 --ocslab-api-port M [--log-file F]``.
 
 Leading APP names: ``circuit_switch``, ``routing``, ``api``, ``failover`` (default: all). Flags use the
-ryu-manager names; OS-Ken 4.x has no ``osken-manager``, so this loads the apps with
-``AppManager.run_apps`` on OS-Ken's native (threaded) hub (``docs/architecture.md``, machines).
+ryu-manager names; OS-Ken 4.x has no ``osken-manager``, so this loads and instantiates the apps
+with OS-Ken's ``AppManager`` on its native (threaded) hub, as ``AppManager.run_apps`` does, and
+serves until SIGTERM or SIGINT (``docs/architecture.md``, machines).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 
 APPS = {
     "circuit_switch": "controllers.circuit_switch",
@@ -55,14 +57,18 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
         filename=cfg.CONF.log_file or None,
     )
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        AppManager.run_apps([APPS[a] for a in (apps or list(APPS))])
-    except (KeyboardInterrupt, SystemExit, AttributeError):
-        # OS-Ken's run_apps cleanup calls HubThread.kill(), which the native hub lacks.
-        pass
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    manager = AppManager.get_instance()
+    manager.load_apps([APPS[a] for a in (apps or list(APPS))])
+    manager.instantiate_apps(**manager.create_contexts())
+    stop.wait()
+    # run_apps would now kill the apps' hub threads, which the native hub cannot do (threads are
+    # not killable); close the apps, then end the process with its non-daemon hub threads.
+    manager.close()
     logging.shutdown()
-    os._exit(0)  # hub threads are not daemons; end the process now
+    os._exit(0)
 
 
 if __name__ == "__main__":

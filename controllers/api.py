@@ -6,15 +6,15 @@ network namespace on the machine):
 - ``GET /status``: ``{"switches": {name: programmed}, "ready": bool}``: a switch counts once it
   is connected and its initial rules (circuits, routes) are barrier-acknowledged
 - ``GET /circuits``: the current configuration ``{ocs: [[[gpu, port], [gpu, port]], ...]}``
-- ``POST /configuration`` ``{"configuration": {...}, "dark_window_s": float}``: reconfigure;
+- ``POST /configuration`` ``{"configuration": {...}, "reconfiguration_delay_s": float}``: reconfigure;
   answers when the new circuits carry traffic, with the phase timestamps (see
   :meth:`controllers.circuit_switch.CircuitSwitch.apply`); 400 on a bad configuration.
-- ``POST /rotor`` ``{"configurations": [...], "slots_s": [...], "dark_window_s": float, "count": int,
+- ``POST /rotor`` ``{"configurations": [...], "slots_s": [...], "reconfiguration_delay_s": float, "count": int,
   "start_delay_s": float}``: cycle through the configurations on the controller's own clock
   (:meth:`controllers.circuit_switch.CircuitSwitch.start_rotor`), answering at once with
   ``{"t0", "slots"}``; each slot logs a ``rotor-slot`` event; ``{"stop": true}`` stops it.
 - ``POST /failover`` ``{"mode": "optical"|"electrical"|"migration", "placement": [gpu per rank],
-  "spares": [gpu, ...], "dark_window_s": float}``: arm GPU-failure recovery for a job
+  "spares": [gpu, ...], "reconfiguration_delay_s": float}``: arm GPU-failure recovery for a job
   (:meth:`controllers.failover.FailoverApp.arm`); answers with the precomputed table;
   ``{"disarm": true}`` stops watching.
 - ``GET /events?since=N``: the event log from sequence number N.
@@ -36,7 +36,7 @@ from os_ken.base import app_manager
 from os_ken.lib import hub
 
 from controllers.circuit_switch import CircuitSwitch
-from controllers.state import FabricState
+from controllers.base import OcsLabApp
 from emulation.fabric import Configuration, FabricError
 
 LOG = logging.getLogger("ocslab.api")
@@ -62,14 +62,12 @@ def _ints(body: dict, key: str) -> list[int]:
     return x
 
 
-class JsonApi(app_manager.OSKenApp):
-    """Runs the HTTP server in a hub thread; delegates to the circuit-switch app."""
-
-    _CONTEXTS = {"ocslab_state": FabricState}
+class JsonApi(OcsLabApp):
+    """Runs the HTTP server in a hub thread; delegates to the circuit-switch app (an OS-Ken
+    service brick, ``lookup_service_brick``)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.state: FabricState = kwargs["ocslab_state"]
         self.server: ThreadingHTTPServer | None = None
 
     def start(self):
@@ -142,7 +140,7 @@ class JsonApi(app_manager.OSKenApp):
                     body = json.loads(self.rfile.read(length) or b"{}")
                     if not isinstance(body, dict):
                         raise ValueError(f"the body must be a JSON object, got {type(body).__name__}")
-                    dark = _seconds(body, "dark_window_s", 0.0)
+                    dark = _seconds(body, "reconfiguration_delay_s", 0.0)
                 except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
                     self._send(400, {"error": f"bad request: {e}"})
                     return

@@ -17,11 +17,11 @@ import time
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
-from os_ken.lib import hub
 from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
-from os_ken.ofproto import ofproto_v1_3
+from os_ken.lib import hub
 
-from controllers.state import FabricState
+from controllers.base import OcsLabApp
+from controllers.events import ROUTING_APP, ProgramRoutes
 from emulation import dataplane as dpn
 from emulation.fabric import Circuit, Configuration, FabricError
 
@@ -29,15 +29,11 @@ PRIO_CIRCUIT = 100
 PRIO_DROP = 0
 
 
-class CircuitSwitch(app_manager.OSKenApp):
+class CircuitSwitch(OcsLabApp):
     """Holds the circuit table and applies configurations with a measured dark window."""
-
-    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
-    _CONTEXTS = {"ocslab_state": FabricState}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.state: FabricState = kwargs["ocslab_state"]
         self._apply_lock = threading.Lock()
 
     # ---- switch life cycle -----------------------------------------------------------------
@@ -53,17 +49,14 @@ class CircuitSwitch(app_manager.OSKenApp):
             self.logger.warning("ignoring unknown datapath %#x", dp.id)
             return
         parser, ofp = dp.ofproto_parser, dp.ofproto
-        wipe = parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
-                                 out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=parser.OFPMatch())
         k = self._ocs_index(dp.id)
         # Lowest priority: what no other rule takes (an OCS port without a circuit is dark; a NIC
         # or EPS without a route is a hole) goes to the bridge's own port, which is down, so Open
         # vSwitch drops it there and counts it exactly (emulation/drops.py). Secure
         # fail mode would drop these packets anyway, without saying where.
         cookie = dpn.COOKIE_DARK if k is not None else dpn.COOKIE_NO_ROUTE
-        sink = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(ofp.OFPP_LOCAL)])]
-        catch_all = parser.OFPFlowMod(dp, cookie=cookie, priority=PRIO_DROP, match=parser.OFPMatch(), instructions=sink)
-        msgs = [wipe, catch_all]
+        catch_all = self.add_flow(dp, PRIO_DROP, parser.OFPMatch(), [parser.OFPActionOutput(ofp.OFPP_LOCAL)], cookie)
+        msgs = [self.delete_all_flows(dp), catch_all]
         if k is not None:
             ocs = self.state.fabric.ocs[k]
             with self.state.lock:
@@ -72,8 +65,8 @@ class CircuitSwitch(app_manager.OSKenApp):
         self.state.send_with_barrier(dp, msgs)
         with self.state.lock:
             self.state.datapaths[dp.id] = dp
-        if k is None and self.state.router is not None:
-            self.state.router.program_switch(dp, fresh=True)
+        if k is None:
+            self._program_routes(dp)
         with self.state.lock:  # ready (GET /status) only once its rules are in (barrier)
             self.state.programmed.add(dp.id)
         self.state.log_event("switch-connected", dpid=dp.id, name=names[dp.id])
@@ -108,21 +101,19 @@ class CircuitSwitch(app_manager.OSKenApp):
         k = dpid - dpn.DPID_OCS
         return k if 0 <= k < len(self.state.fabric.ocs) else None
 
+    def _program_routes(self, dp=None) -> None:
+        """Have the routing app reprogram forwarding (:mod:`controllers.events`) and wait for it."""
+        if app_manager.lookup_service_brick(ROUTING_APP) is not None:
+            self.send_request(ProgramRoutes(dp))
+
     def _circuit_mods(self, dp, k: int, c: Circuit, add: bool) -> list:
+        """The two FlowMods (one per direction) adding or deleting circuit ``c`` on OCS ``k``."""
         ocs = self.state.fabric.ocs[k]
-        parser, ofp = dp.ofproto_parser, dp.ofproto
+        parser = dp.ofproto_parser
         pa, pb = ocs.port_number(c.a), ocs.port_number(c.b)
-        mods = []
-        for src, dst in ((pa, pb), (pb, pa)):
-            match = parser.OFPMatch(in_port=src)
-            if add:
-                act = [parser.OFPActionOutput(dpn.ocs_out_port(dst))]
-                inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, act)]
-                mods.append(parser.OFPFlowMod(dp, priority=PRIO_CIRCUIT, match=match, instructions=inst))
-            else:
-                mods.append(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE_STRICT, priority=PRIO_CIRCUIT,
-                                              out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=match))
-        return mods
+        return [self.add_flow(dp, PRIO_CIRCUIT, parser.OFPMatch(in_port=src), [parser.OFPActionOutput(dpn.ocs_out_port(dst))])
+                if add else self.delete_flow(dp, PRIO_CIRCUIT, parser.OFPMatch(in_port=src))
+                for src, dst in ((pa, pb), (pb, pa))]
 
     def _ocs_dp(self, k: int):
         with self.state.lock:
@@ -131,12 +122,12 @@ class CircuitSwitch(app_manager.OSKenApp):
             raise RuntimeError(f"OCS {self.state.fabric.ocs[k].name} is not connected")
         return dp
 
-    def apply(self, config: Configuration, dark_window_s: float, live_at: float | None = None) -> dict:
+    def apply(self, config: Configuration, reconfiguration_delay_s: float, live_at: float | None = None) -> dict:
         """Reconfigure every OCS to ``config``.
 
         Phases (CLOCK_MONOTONIC seconds): ``t_request``; ``t_dark`` when the removal of the
         changed circuits is acknowledged (barrier); routes are recomputed while dark; after
-        ``dark_window_s`` the new circuits are installed and ``t_live`` is their barrier ack
+        ``reconfiguration_delay_s`` the new circuits are installed and ``t_live`` is their barrier ack
         (the dark window measured is R plus the switch's commit time, never less than R).
         ``dark_window_measured_s = t_live - t_dark``. Unchanged circuits stay up. With
         ``live_at`` (CLOCK_MONOTONIC) the new circuits are installed no earlier than then.
@@ -155,7 +146,7 @@ class CircuitSwitch(app_manager.OSKenApp):
             n_add = sum(map(len, added.values()))
             if not n_rm and not n_add:
                 return {"changed": False, "t_request": t_request, "t_live": time.monotonic(),
-                        "dark_window_requested_s": 0.0, "dark_window_measured_s": 0.0,
+                        "reconfiguration_delay_s": 0.0, "dark_window_measured_s": 0.0,
                         "removed": 0, "added": 0}
             t_dark = t_request
             for k, ocs in enumerate(self.state.fabric.ocs):
@@ -165,10 +156,9 @@ class CircuitSwitch(app_manager.OSKenApp):
                     t_dark = max(t_dark, self.state.send_with_barrier(dp, mods))
             with self.state.lock:
                 self.state.circuits = config
-            if self.state.router is not None:
-                self.state.router.program_all()
+            self._program_routes()
             t_routed = time.monotonic()
-            wait = max(t_dark + dark_window_s, live_at or 0.0) - time.monotonic()
+            wait = max(t_dark + reconfiguration_delay_s, live_at or 0.0) - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
             t_install = time.monotonic()
@@ -181,7 +171,7 @@ class CircuitSwitch(app_manager.OSKenApp):
             out = {
                 "changed": True, "t_request": t_request, "t_dark": t_dark, "t_routed": t_routed,
                 "t_install": t_install, "t_live": t_live,
-                "dark_window_requested_s": dark_window_s,
+                "reconfiguration_delay_s": reconfiguration_delay_s,
                 "dark_window_measured_s": t_live - t_dark,
                 "removed": n_rm, "added": n_add,
             }
@@ -190,11 +180,11 @@ class CircuitSwitch(app_manager.OSKenApp):
 
 
     # ---- rotor: time-slotted configurations on the controller's own clock ---------------------
-    def start_rotor(self, configs: list[Configuration], slots_s: list[float], dark_window_s: float,
+    def start_rotor(self, configs: list[Configuration], slots_s: list[float], reconfiguration_delay_s: float,
                     count: int, start_delay_s: float = 0.05) -> dict:
         """Cycle through ``configs`` autonomously: slot i (i = 0..count-1) holds
         ``configs[i % len]`` for ``slots_s[i % len]`` seconds after a dark window of
-        ``dark_window_s`` (the changed circuits are dark, as in :meth:`apply`).
+        ``reconfiguration_delay_s`` (the changed circuits are dark, as in :meth:`apply`).
 
         Planned times come from one clock origin T0 = now + ``start_delay_s``: slot i's dark
         window is planned at ``T0 + sum_{j<i} (dark + slot_j)`` and the slot at that plus
@@ -207,7 +197,7 @@ class CircuitSwitch(app_manager.OSKenApp):
         :returns: ``{"t0", "slots"}`` at once (the rotor runs in its own thread).
         :raises FabricError: a configuration is invalid. :raises RuntimeError: a rotor is running.
         """
-        if not configs or len(slots_s) != len(configs) or min(slots_s) <= 0 or dark_window_s < 0 or count < 1:
+        if not configs or len(slots_s) != len(configs) or min(slots_s) <= 0 or reconfiguration_delay_s < 0 or count < 1:
             raise FabricError("rotor: needs configurations, one positive slot length each, dark >= 0, count >= 1")
         for c in configs:
             self.state.fabric.check_configuration(c)
@@ -215,7 +205,7 @@ class CircuitSwitch(app_manager.OSKenApp):
             raise RuntimeError("a rotor is already running")
         t0 = time.monotonic() + start_delay_s
         self._rotor_stop = threading.Event()
-        self._rotor = threading.Thread(target=self._run_rotor, args=(configs, slots_s, dark_window_s, count, t0),
+        self._rotor = threading.Thread(target=self._run_rotor, args=(configs, slots_s, reconfiguration_delay_s, count, t0),
                                        daemon=True)
         self._rotor.start()
         return {"t0": t0, "slots": count}

@@ -26,32 +26,27 @@ from os_ken.base import app_manager
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import MAIN_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
-from os_ken.ofproto import ofproto_v1_3
 
-from controllers.state import FabricState
+from controllers.base import OcsLabApp
 from emulation import dataplane as dpn
 from emulation.fabric import FabricError
 from emulation.planners.failover import RECOVERIES, failover, failover_table
 
 
-class FailoverApp(app_manager.OSKenApp):
+class FailoverApp(OcsLabApp):
     """Watches port status; on a job GPU's link-down, installs the precomputed recovery."""
-
-    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
-    _CONTEXTS = {"ocslab_state": FabricState}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.state: FabricState = kwargs["ocslab_state"]
         self._lock = threading.Lock()
         self._job: dict | None = None
         self._down: set[int] = set()  # GPUs with a port reported down
         self._handled: set[int] = set()
 
     # ---- arming ------------------------------------------------------------------------------
-    def arm(self, mode: str, placement: list[int], spares: list[int], dark_window_s: float) -> dict:
+    def arm(self, mode: str, placement: list[int], spares: list[int], reconfiguration_delay_s: float) -> dict:
         """Watch the job whose rank r runs on GPU ``placement[r]``; ``spares`` are the free
-        GPUs in order of preference; recoveries use dark window ``dark_window_s`` (seconds).
+        GPUs in order of preference; recoveries use dark window ``reconfiguration_delay_s`` (seconds).
 
         :returns: ``{"mode", "table": {failed GPU: new placement}}`` (precomputed).
         :raises FabricError: unknown mode, bad GPUs, or no recovery fits the rack.
@@ -62,17 +57,17 @@ class FailoverApp(app_manager.OSKenApp):
         for g in list(placement) + list(spares):
             if not 0 <= g < fabric.gpus:
                 raise FabricError(f"GPU {g} is not in the fabric ({fabric.gpus} GPUs)")
-        if dark_window_s < 0:
-            raise FabricError(f"dark_window_s must be >= 0, got {dark_window_s}")
+        if reconfiguration_delay_s < 0:
+            raise FabricError(f"reconfiguration_delay_s must be >= 0, got {reconfiguration_delay_s}")
         with self.state.lock:
             current = self.state.circuits
         table = failover_table(fabric, mode, tuple(placement), tuple(spares), current)
         with self._lock:
             self._job = {"mode": mode, "placement": tuple(placement), "spares": tuple(spares),
-                         "dark_window_s": dark_window_s, "table": table}
+                         "reconfiguration_delay_s": reconfiguration_delay_s, "table": table}
             self._handled.clear()
         self.state.log_event("failover-armed", mode=mode, placement=list(placement), spares=list(spares),
-                             dark_window_s=dark_window_s)
+                             reconfiguration_delay_s=reconfiguration_delay_s)
         return {"mode": mode, "table": {g: list(fo.placement) for g, fo in table.items()}}
 
     def disarm(self) -> dict:
@@ -130,7 +125,7 @@ class FailoverApp(app_manager.OSKenApp):
             return
         t_decided = time.monotonic()
         cs = app_manager.lookup_service_brick("CircuitSwitch")
-        dark = 0.0 if job["mode"] == "electrical" else job["dark_window_s"]  # electrical: nothing to light
+        dark = 0.0 if job["mode"] == "electrical" else job["reconfiguration_delay_s"]  # electrical: nothing to light
         res = cs.apply(fo.configuration, dark)
         used = set(fo.placement)
         with self._lock:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import threading
 
-from os_ken.base import app_manager
-from os_ken.ofproto import ofproto_v1_3
+from os_ken.controller.handler import set_ev_cls
 
-from controllers.state import FabricState
+from controllers.base import OcsLabApp
+from controllers.events import ProgramRoutes, RoutesProgrammed
 from emulation import dataplane as dpn
 from emulation.fabric import Configuration
 from emulation.routing import Routes
@@ -28,16 +28,12 @@ PRIO_DEFAULT = 90
 RuleKey = tuple  # ("ip", dst, channel | None) or ("arp", dst), with "host" appended: from the GPU only
 
 
-class Routing(app_manager.OSKenApp):
-    """Keeps every NIC and EPS bridge's forwarding rules equal to the routes of the circuits."""
-
-    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
-    _CONTEXTS = {"ocslab_state": FabricState}
+class Routing(OcsLabApp):
+    """Keeps every NIC and EPS bridge's forwarding rules equal to the routes of the circuits;
+    answers :class:`controllers.events.ProgramRoutes`."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.state: FabricState = kwargs["ocslab_state"]
-        self.state.router = self
         self._lock = threading.Lock()
         self._installed: dict[int, dict[RuleKey, tuple[int, int]]] = {}
         self._routes: dict[Configuration, Routes] = {}  # a rotor revisits its configurations
@@ -107,19 +103,14 @@ class Routing(app_manager.OSKenApp):
         (``fresh``: the bridge was just wiped); records the desired rules as installed."""
         want = self.rules_for(dp.id)
         have = {} if fresh else self._installed.get(dp.id, {})
-        parser, ofp = dp.ofproto_parser, dp.ofproto
+        parser = dp.ofproto_parser
         msgs = []
         for key, (prio, _) in have.items():
             if key not in want or want[key][0] != prio:
-                msgs.append(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE_STRICT, priority=prio,
-                                              out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
-                                              match=self._match(parser, key)))
+                msgs.append(self.delete_flow(dp, prio, self._match(parser, key)))
         for key, (prio, port) in want.items():
             if have.get(key) != (prio, port):
-                act = [parser.OFPActionOutput(port)]
-                inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, act)]
-                msgs.append(parser.OFPFlowMod(dp, priority=prio, match=self._match(parser, key),
-                                              instructions=inst))
+                msgs.append(self.add_flow(dp, prio, self._match(parser, key), [parser.OFPActionOutput(port)]))
         self._installed[dp.id] = want
         return msgs
 
@@ -130,12 +121,18 @@ class Routing(app_manager.OSKenApp):
             msgs = self._updates(dp, fresh)
             return self.state.send_with_barrier(dp, msgs) if msgs else None
 
-    def program_all(self) -> None:
+    def program_all(self) -> float | None:
         """Reprogram every connected NIC and EPS bridge for the current circuits: all bridges'
-        changes are sent at once and their barriers awaited together."""
+        changes are sent at once and their barriers awaited together; the last ack time, or
+        None if nothing changed."""
         with self.state.lock:
             dps = [dp for dpid, dp in self.state.datapaths.items() if dpid < dpn.DPID_OCS or dpid >= dpn.DPID_EPS]
         with self._lock:
             batches = [(dp, msgs) for dp in sorted(dps, key=lambda d: d.id) if (msgs := self._updates(dp, False))]
-            if batches:
-                self.state.send_with_barriers(batches)
+            return self.state.send_with_barriers(batches) if batches else None
+
+    @set_ev_cls(ProgramRoutes)
+    def _program_routes(self, req: ProgramRoutes) -> None:
+        """Reprogram one fresh bridge or all of them; reply when the rules are acknowledged."""
+        t_ack = self.program_switch(req.dp, fresh=True) if req.dp is not None else self.program_all()
+        self.reply_to_request(req, RoutesProgrammed(req.src, t_ack))

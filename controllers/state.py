@@ -45,7 +45,6 @@ class FabricState:
         self.datapaths: dict[int, object] = {}
         #: dpids whose initial rules (circuits or routes) are installed and barrier-acknowledged
         self.programmed: set[int] = set()
-        self.router = None  # the Routing app registers itself here
         self._barriers: dict[tuple[int, int], threading.Event] = {}
         self._events: list[dict] = []
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from emulation.drops import artefact_problem, summarise
 from emulation.fabric import Fabric
 from emulation.results import RunResult
+from emulation.schedule import RunDescription, SlottedPlan
 
 #: Relative slack before a check fails (timing noise of the packet backend).
 TOLERANCE = 0.01
@@ -61,3 +62,18 @@ def check_run(run: RunResult, fabric: Fabric, tolerance: float = TOLERANCE) -> d
     return {"ok": not problems, "bytes_conserved": conserved, "max_link_utilisation": util,
             "busbw_over_injection": ratio, "emulator_drops": summarise(run.drops)["artefacts"] if run.drops else 0,
             "problems": problems}
+
+
+def complete(res: RunResult, run: RunDescription, fabric: Fabric, iteration: int, arrivals_s) -> RunResult:
+    """Fill in what the backends' executors know beyond the measurement, and check the run:
+    the plan's prediction, the iteration and its straggler delay D (the latest arrival, real
+    seconds), the padding bytes, a time-slotted schedule's shape (:meth:`SlottedPlan.summary`)
+    and the sanity checks (:func:`check_run`). Both backends call it last; returns ``res``."""
+    res.predicted_s = run.schedule.predicted_s
+    res.iteration = iteration
+    res.straggler_delay_s = max(arrivals_s)
+    res.padding_bytes = run.padding_bytes
+    if isinstance(run.schedule, SlottedPlan):
+        res.slots.update(run.schedule.summary())
+    res.checks = check_run(res, fabric)
+    return res

@@ -32,7 +32,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from emulation.scenario import MAX_GPUS, ScenarioError, format_bytes, load_scenario, parse_bytes
+from emulation.scenario import MAX_GPUS, ScenarioError, load_scenario
+from emulation.units import format_bytes, parse_bytes
 from emulation.workloads import ALGORITHMS, build, known
 from emulation.workloads.stragglar import describe_step, lower_bound_rounds
 
@@ -273,31 +274,33 @@ def _schedule(args) -> int:
 
 def _plan(args) -> int:
     from emulation.planners import StepCoster
+    from emulation.scenario import resolve
+    from emulation.schedule import SlottedPlan
 
     sc = _load(args.file)
     if isinstance(sc, int):
         return sc
+    exp = resolve(sc)
     try:
-        size = parse_bytes(args.size) if args.size else sc.jobs()[0][0]
+        size = parse_bytes(args.size) if args.size else exp.jobs[0][0]
     except ValueError as e:
         return _fail(f"--size: {e}")
-    fabric = sc.build_fabric()
-    plans = [(r, sc.plan(r, fabric, size)) for r in sc.runs]
+    fabric = exp.fabric
+    plans = [(r, exp.resolve(r, size).schedule) for r in sc.runs]
     for r, p in plans:
-        slotted = sc.slot_schedule(r, p.workload)
-        if slotted:
-            s = slotted.schedule
-            print(f"{r.name}: rotor schedule ({slotted.method}), {len(s.configs)} slots per turn of "
+        if isinstance(p, SlottedPlan):
+            s = p.schedule
+            print(f"{r.name}: rotor schedule ({p.method}), {len(s.configs)} slots per turn of "
                   f"{s.cycle_s * 1e6:.2f} us (slots {min(s.slots_s) * 1e6:.2f}-{max(s.slots_s) * 1e6:.2f} us, "
-                  f"dark {s.dark_s * 1e6:g} us, guard {s.guard_s * 1e6:g} us)")
-            if slotted.relay:
-                print(f"{r.name}: two-hop forwarding relays {slotted.relay.relayed_bytes / 2**20:.1f} MiB; "
-                      f"planned turns per step {list(slotted.relay.turns)}")
-    plans = [(r, p) for r, p in plans if r.schedule == "none"]
+                  f"R {s.reconfiguration_delay_s * 1e6:g} us, guard {s.guard_s * 1e6:g} us)")
+            if p.relay:
+                print(f"{r.name}: two-hop forwarding relays {p.relay.relayed_bytes / 2**20:.1f} MiB; "
+                      f"planned turns per step {list(p.relay.turns)}")
+    plans = [(r, p) for r, p in plans if not isinstance(p, SlottedPlan)]
     if args.json:
         print(json.dumps({r.name: {"workload": p.workload.to_json(), "plan": p.to_json()} for r, p in plans}))
         return 0
-    coster = StepCoster(fabric, sc.cost_model())
+    coster = StepCoster(fabric, exp.cost)
     for r, p in plans:
         t = Table(title=f"{r.name}: {r.collective} {r.algorithm}, planner {p.planner}, {format_bytes(size)}, "
                         f"R = {p.reconfiguration_delay_s * 1e6:g} us")
@@ -307,11 +310,11 @@ def _plan(args) -> int:
         for i, (st, sp) in enumerate(zip(p.workload.steps, p.steps)):
             sc_ = coster.cost(st, sp.configuration)
             changed = sum(len(sp.configuration[o] - prev[o]) for o in {*sp.configuration, *prev})
-            r_s = p.reconfiguration_delay_s if sp.action == "reconfigure" else 0.0
-            total += sc_.time_s + r_s
+            reconfiguration_delay_s = p.reconfiguration_delay_s if sp.action == "reconfigure" else 0.0
+            total += sc_.time_s + reconfiguration_delay_s
             t.add_row(str(i), st.phase, sp.action, str(changed), str(sc_.dilation),
                       format_bytes(int(sc_.congestion_bytes)) if sc_.congestion_bytes < float("inf") else "unroutable",
-                      f"{(sc_.time_s + r_s) * 1e6:.2f}")
+                      f"{(sc_.time_s + reconfiguration_delay_s) * 1e6:.2f}")
             prev = sp.configuration
         Console().print(t)
         print(f"{r.name}: {p.reconfigurations} reconfigurations, cost-model time {total * 1e3:.4f} ms")

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from emulation.scenario import format_bytes
+from emulation.units import format_bytes
 
 
 class CompareError(ValueError):

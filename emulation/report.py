@@ -14,7 +14,7 @@ from rich.table import Table
 
 from emulation.drops import summarise
 from emulation.results import RunResult
-from emulation.scenario import format_bytes
+from emulation.units import format_bytes
 
 
 def ring_alpha_beta_s(ranks: int, nbytes: int, alpha_s: float, port_gbps: float) -> float:
@@ -31,13 +31,13 @@ def write(result: dict, out: Path, scenario_yaml: str) -> None:
     with open(out / "steps.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["run", "bytes", "iteration", "step", "phase", "action", "start_s", "end_s",
-                    "dark_window_requested_s", "dark_window_measured_s", "retransmissions", "drops_modelled",
+                    "reconfiguration_delay_s", "dark_window_measured_s", "retransmissions", "drops_modelled",
                     "drops_emulator"])
         for r in result["runs"]:
             for s in r["steps"]:
                 d = summarise(s.get("drops") or {})
                 w.writerow([r["name"], r["bytes"], r.get("iteration", 0), s["index"], s["phase"], s["action"], s["start_s"],
-                            s["end_s"], s["dark_window_requested_s"], s["dark_window_measured_s"],
+                            s["end_s"], s["reconfiguration_delay_s"], s["dark_window_measured_s"],
                             s.get("retransmissions"), d["modelled"], d["artefacts"]])
     timeline(result, out / "timeline.png")
 
@@ -104,7 +104,7 @@ def print_summary(result: dict, console: Console | None = None) -> None:
         for col in cols:
             t.add_column(col, justify="right" if col != "run" else "left")
         for r in result["runs"]:
-            dark = [(s["dark_window_requested_s"], s["dark_window_measured_s"]) for s in r["steps"]
+            dark = [(s["reconfiguration_delay_s"], s["dark_window_measured_s"]) for s in r["steps"]
                     if s["dark_window_measured_s"] is not None]
             dtxt = f"{dark[0][0] * 1e6:.1f}/{max(d[1] for d in dark) * 1e6:.1f}" if dark else "-"
             d = r.get("straggler_delay_s", 0.0)

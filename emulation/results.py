@@ -33,7 +33,7 @@ class StepResult:
     start_s: float
     end_s: float
     action: str = "keep"
-    dark_window_requested_s: float | None = None
+    reconfiguration_delay_s: float | None = None
     dark_window_measured_s: float | None = None
     max_link_bytes: float | None = None
     retransmissions: int | None = None

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from emulation.fabric import Fabric
 from emulation.flowsim import simulate
-from emulation.planners import CostModel, Plan, make_plan, plan_cost
-from emulation.scenario import parse_bytes
+from emulation.planners import CostModel, make_plan, plan_cost
+from emulation.schedule import Plan
+from emulation.units import parse_bytes
 from emulation.workloads.model import Workload
 
 #: Above this many transfers in one step, a run is timed with the cost model instead of the

@@ -26,7 +26,7 @@ from rich.table import Table  # noqa: E402
 
 from emulation.flowsim import simulate  # noqa: E402
 from emulation.planners import make_plan  # noqa: E402
-from emulation.scenario import format_bytes, parse_bytes  # noqa: E402
+from emulation.units import format_bytes, parse_bytes  # noqa: E402
 from emulation.workloads import build  # noqa: E402
 from topologies import eps_star, static_ring  # noqa: E402
 

@@ -35,13 +35,13 @@ from emulation.workloads.matchings import round_robin_matchings  # noqa: E402
 from topologies import ocs_star  # noqa: E402
 
 
-def run_rotor(emu: EmulatedFabric, slots: int, slot_s: float, dark_s: float, timeout_s: float) -> list[dict]:
+def run_rotor(emu: EmulatedFabric, slots: int, slot_s: float, reconfiguration_delay_s: float, timeout_s: float) -> list[dict]:
     """Run one rotor of ``slots`` slots through the round-robin matchings; the ``rotor-slot``
     events (polling the controller's event log until ``rotor-done`` or ``timeout_s``)."""
     f = emu.fabric
     configs = [assign_ports(f, f.ocs[0].name, m) for m in round_robin_matchings(f.gpus)]
     since = len(emu.client.events())
-    emu.client.start_rotor(configs, [slot_s] * len(configs), dark_s, slots)
+    emu.client.start_rotor(configs, [slot_s] * len(configs), reconfiguration_delay_s, slots)
     deadline = time.monotonic() + timeout_s
     got: list[dict] = []
     while True:

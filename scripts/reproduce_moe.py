@@ -25,6 +25,7 @@ Usage: ``.venv/bin/python scripts/reproduce_moe.py [--packet] [--out DIR]`` (def
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -42,7 +43,7 @@ SKEWS = [("uniform", 1.0), ("zipf", 1.2), ("dirichlet", 0.3)]
 
 def with_layer(sc: Scenario, gpus: int | None = None, **moe) -> Scenario:
     """``sc`` with its ``moe`` section (and GPU count) changed."""
-    upd: dict = {"moe": sc.moe.model_copy(update=moe)}
+    upd: dict = {"moe": dataclasses.replace(sc.moe, **moe, gpus=gpus or sc.moe.gpus)}
     if gpus:
         upd["fabric"] = sc.fabric.model_copy(update={"gpus": gpus})
     return sc.model_copy(update=upd)
@@ -63,7 +64,7 @@ def part1(eps: Scenario, ocs: Scenario) -> list[dict]:
             for skew, a in SKEWS:
                 e = with_layer(eps, experts=experts, skew=skew, skew_param=a, capacity_factor=cf)
                 o = with_layer(ocs, experts=experts, skew=skew, skew_param=a, capacity_factor=cf)
-                tr = route(o.moe.layer(8))
+                tr = route(o.moe)
                 pad, pay = tr.network_bytes("padded"), tr.network_bytes("payload")
                 te, to = times(runner.run_flow(e)), times(runner.run_flow(o))
                 for mode in ("padded", "payload"):

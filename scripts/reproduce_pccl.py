@@ -29,7 +29,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from emulation.planners import CostModel, plan_sweep  # noqa: E402
-from emulation.scenario import format_bytes  # noqa: E402
+from emulation.units import format_bytes  # noqa: E402
 from emulation.sweep import (  # noqa: E402
     add_model_arguments,
     evaluate,
@@ -46,7 +46,7 @@ SIZES = ["64KiB", "1MiB", "16MiB", "256MiB"]
 R_US = [0.1, 1, 10, 100, 1000, 10_000, 100_000, 1_000_000]
 
 
-def sweep(gpus: int, sizes: list[int], r_s: list[float], algorithms: list[str], model: CostModel,
+def sweep(gpus: int, sizes: list[int], reconfiguration_delay_s: list[float], algorithms: list[str], model: CostModel,
           gbps: float, progress=None) -> list[dict]:
     """One row per (base, size, R): best static algorithm and time, best dp algorithm and time
     (seconds), speedup, and the dp plan's reconfigurations."""
@@ -61,12 +61,12 @@ def sweep(gpus: int, sizes: list[int], r_s: list[float], algorithms: list[str], 
                     progress(f"{base} {format_bytes(s)} {alg}")
                 w = build(alg, gpus, s)
                 static[alg] = evaluate(f0, w, "none", model)
-                dp[alg] = [time_plan(f0, p, model) for p in plan_sweep("dp", f0, w, model, r_s)]
+                dp[alg] = [time_plan(f0, p, model) for p in plan_sweep("dp", f0, w, model, reconfiguration_delay_s)]
             best_static = min(static, key=lambda a: static[a].time_s)
-            for i, r in enumerate(r_s):
+            for i, r in enumerate(reconfiguration_delay_s):
                 best_dp = min(algorithms, key=lambda a: dp[a][i].time_s)
                 pt = dp[best_dp][i]
-                rows.append({"base": base, "gpus": gpus, "bytes": s, "r_s": r,
+                rows.append({"base": base, "gpus": gpus, "bytes": s, "reconfiguration_delay_s": r,
                              "static_algorithm": best_static, "static_s": static[best_static].time_s,
                              "static_method": static[best_static].method,
                              "pccl_algorithm": best_dp, "pccl_s": pt.time_s, "pccl_method": pt.method,
@@ -83,7 +83,7 @@ def print_rows(rows: list[dict], console: Console) -> None:
         t.add_column(c, justify="right")
     for r in rows:
         star = lambda m: "*" if m == "model" else ""  # noqa: E731
-        t.add_row(r["base"], format_bytes(r["bytes"]), f"{r['r_s'] * 1e6:g}", r["static_algorithm"],
+        t.add_row(r["base"], format_bytes(r["bytes"]), f"{r['reconfiguration_delay_s'] * 1e6:g}", r["static_algorithm"],
                   f"{r['static_s'] * 1e6:.1f}{star(r['static_method'])}", r["pccl_algorithm"],
                   f"{r['pccl_s'] * 1e6:.1f}{star(r['pccl_method'])}",
                   f"{r['pccl_reconfigurations']}/{r['pccl_steps']}", f"{r['speedup']:.2f}x")
@@ -100,7 +100,7 @@ def plot(rows: list[dict], path: Path) -> None:
     for ax, base in zip(axes[0], BASES):
         for s in sorted({r["bytes"] for r in rows}):
             rs = [r for r in rows if r["base"] == base and r["bytes"] == s]
-            ax.plot([r["r_s"] for r in rs], [r["speedup"] for r in rs], "o-", label=format_bytes(s))
+            ax.plot([r["reconfiguration_delay_s"] for r in rs], [r["speedup"] for r in rs], "o-", label=format_bytes(s))
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set(xscale="log", xlabel="reconfiguration delay R (s)", ylabel="speedup over best static",
                title=f"PCCL (dp), {rows[0]['gpus']} GPUs, {base} base")
@@ -140,10 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     for base in BASES:
         rs = [r for r in rows if r["base"] == base]
         best = max(rs, key=lambda r: r["speedup"])
-        last = [r for r in rs if r["r_s"] == max(x["r_s"] for x in rs)]
+        last = [r for r in rs if r["reconfiguration_delay_s"] == max(x["reconfiguration_delay_s"] for x in rs)]
         console.print(f"{base} base: largest speedup {best['speedup']:.2f}x at {format_bytes(best['bytes'])}, "
-                      f"R = {best['r_s'] * 1e6:g} us ({best['pccl_algorithm']} under dp vs static "
-                      f"{best['static_algorithm']}); at R = {last[0]['r_s'] * 1e6:g} us: "
+                      f"R = {best['reconfiguration_delay_s'] * 1e6:g} us ({best['pccl_algorithm']} under dp vs static "
+                      f"{best['static_algorithm']}); at R = {last[0]['reconfiguration_delay_s'] * 1e6:g} us: "
                       + ", ".join(f"{r['speedup']:.2f}x" for r in last))
     write_csv(rows, args.out / "pccl.csv")
     plot(rows, args.out / "pccl.png")

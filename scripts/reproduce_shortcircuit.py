@@ -25,7 +25,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from emulation.planners import CostModel, StepCoster, make_plan  # noqa: E402
-from emulation.scenario import format_bytes  # noqa: E402
+from emulation.units import format_bytes  # noqa: E402
 from emulation.sweep import (  # noqa: E402
     add_model_arguments,
     evaluate,
@@ -62,7 +62,7 @@ def sweep_a(gpus: list[int], sizes: list[int], model: CostModel, gbps: float) ->
     return rows
 
 
-def sweep_b(gpus: list[int], sizes: list[int], r_s: list[float], model: CostModel, gbps: float) -> list[dict]:
+def sweep_b(gpus: list[int], sizes: list[int], reconfiguration_delay_s: list[float], model: CostModel, gbps: float) -> list[dict]:
     """(b): one row per (n, size, R): Ring and static RHD on the ring, RHD planned by greedy and
     dp on an OCS whose base configuration is the ring (seconds), and dp's reconfigurations."""
     rows = []
@@ -71,13 +71,13 @@ def sweep_b(gpus: list[int], sizes: list[int], r_s: list[float], model: CostMode
             ring_f = ocs_star(n, 2, gbps, 0.0, "ring")
             ring = evaluate(ring_f, build("ring", n, s), "none", model).time_s
             rhd = evaluate(ring_f, build("rhd", n, s), "none", model).time_s
-            for r in r_s:
+            for r in reconfiguration_delay_s:
                 f = ocs_star(n, 2, gbps, r, "ring")
                 w = build("rhd", n, s)
                 greedy = evaluate(f, w, "greedy", model)
                 dp_plan = make_plan("dp", f, w, model)
                 dp = time_plan(f, dp_plan, model)
-                rows.append({"gpus": n, "bytes": s, "r_s": r, "ring_s": ring, "rhd_static_s": rhd,
+                rows.append({"gpus": n, "bytes": s, "reconfiguration_delay_s": r, "ring_s": ring, "rhd_static_s": rhd,
                              "rhd_greedy_s": greedy.time_s, "rhd_dp_s": dp.time_s,
                              "greedy_reconfigurations": greedy.reconfigurations,
                              "dp_reconfigurations": dp.reconfigurations,
@@ -108,7 +108,7 @@ def print_b(rows: list[dict], console: Console) -> None:
               "Ring / RHD dp"):
         t.add_column(c, justify="right")
     for r in rows:
-        t.add_row(str(r["gpus"]), format_bytes(r["bytes"]), f"{r['r_s'] * 1e6:g}", _us(r["ring_s"]),
+        t.add_row(str(r["gpus"]), format_bytes(r["bytes"]), f"{r['reconfiguration_delay_s'] * 1e6:g}", _us(r["ring_s"]),
                   _us(r["rhd_static_s"]), _us(r["rhd_greedy_s"]), _us(r["rhd_dp_s"]), r["dp_actions"],
                   f"{r['speedup_dp_over_ring']:.2f}x")
     console.print(t)
@@ -138,9 +138,9 @@ def plot(rows_a: list[dict], rows_b: list[dict], out: Path) -> None:
     for ax, n in zip(axes[0], gpus):
         for s in sorted({r["bytes"] for r in rows_b}):
             rs = [r for r in rows_b if r["gpus"] == n and r["bytes"] == s]
-            line, = ax.plot([r["r_s"] for r in rs], [r["speedup_dp_over_ring"] for r in rs], "o-",
+            line, = ax.plot([r["reconfiguration_delay_s"] for r in rs], [r["speedup_dp_over_ring"] for r in rs], "o-",
                             label=f"{format_bytes(s)} dp")
-            ax.plot([r["r_s"] for r in rs], [r["ring_s"] / r["rhd_greedy_s"] for r in rs], "x--",
+            ax.plot([r["reconfiguration_delay_s"] for r in rs], [r["ring_s"] / r["rhd_greedy_s"] for r in rs], "x--",
                     color=line.get_color(), label=f"{format_bytes(s)} greedy")
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set(xscale="log", xlabel="reconfiguration delay R (s)", ylabel="Ring time / switched RHD time",
@@ -186,10 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.gpus:
         rs = [r for r in rows_b if r["gpus"] == n]
         best = max(rs, key=lambda r: r["speedup_dp_over_ring"])
-        wins = sorted({r["r_s"] for r in rs if r["speedup_dp_over_ring"] > 1})
+        wins = sorted({r["reconfiguration_delay_s"] for r in rs if r["speedup_dp_over_ring"] > 1})
         console.print(f"n = {n}: switched RHD (dp) beats Ring for R <= {max(wins) * 1e6:g} us at some size; "
                       f"best {best['speedup_dp_over_ring']:.2f}x at {format_bytes(best['bytes'])}, "
-                      f"R = {best['r_s'] * 1e6:g} us" if wins else f"n = {n}: switched RHD never beats Ring")
+                      f"R = {best['reconfiguration_delay_s'] * 1e6:g} us" if wins else f"n = {n}: switched RHD never beats Ring")
     write_csv(rows_a, args.out / "sweep_a.csv")
     write_csv(rows_b, args.out / "sweep_b.csv")
     plot(rows_a, rows_b, args.out)

@@ -37,7 +37,7 @@ from rich.table import Table  # noqa: E402
 
 from emulation.flowsim import simulate  # noqa: E402
 from emulation.planners import make_plan  # noqa: E402
-from emulation.scenario import format_bytes  # noqa: E402
+from emulation.units import format_bytes  # noqa: E402
 from emulation.sweep import parse_sizes, write_csv  # noqa: E402
 from emulation.workloads import build  # noqa: E402
 from emulation.workloads.stragglar import stragglar_rounds  # noqa: E402
@@ -109,7 +109,7 @@ def ocs_rows(n: int, nbytes: int, alpha_s: float, gbps: float, r_values: list[fl
     rows = []
     for r in r_values:
         f = ocs_star(n, 1, gbps, r, "empty")
-        row: dict = {"r_s": r}
+        row: dict = {"reconfiguration_delay_s": r}
         for a in ("stragglar", "rhd"):
             row[f"{a}_ocs_s"] = run_flow(f, a, n, nbytes, alpha_s, d_s, "always").time_s - d_s
             row[f"{a}_eps_s"] = base[a]
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     for c in ("R (us)", "StragglAR OCS", "StragglAR EPS", "RHD OCS", "RHD EPS", "Ring EPS"):
         t.add_column(c, justify="right")
     for r in ocs:
-        t.add_row(f"{r['r_s'] * 1e6:g}", *(f"{r[k] * 1e3:.3f}" for k in
+        t.add_row(f"{r['reconfiguration_delay_s'] * 1e6:g}", *(f"{r[k] * 1e3:.3f}" for k in
                                            ("stragglar_ocs_s", "stragglar_eps_s", "rhd_ocs_s", "rhd_eps_s", "ring_eps_s")))
     con.print(t)
 

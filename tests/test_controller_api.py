@@ -59,7 +59,7 @@ def _garbage(rng: random.Random, depth: int = 0):
             lambda: "".join(rng.choice("abc/..;$()\\\"'\x00é") for _ in range(rng.randrange(12))),
             lambda: rng.choice(["ocs0", "ocl-o0", "optical", "", "stop"]),
             lambda: [_garbage(rng, depth + 1) for _ in range(rng.randrange(4))],
-            lambda: {rng.choice(["configuration", "configurations", "slots_s", "count", "dark_window_s", "mode",
+            lambda: {rng.choice(["configuration", "configurations", "slots_s", "count", "reconfiguration_delay_s", "mode",
                                  "placement", "spares", "start_delay_s", "ocs0", "x"]): _garbage(rng, depth + 1)
                      for _ in range(rng.randrange(4))},
             lambda: {"ocs0": [[[rng.randint(-2, 9), rng.randint(-2, 3)], [_garbage(rng, depth + 1), 0]]]}][kind]()
@@ -67,9 +67,9 @@ def _garbage(rng: random.Random, depth: int = 0):
 
 def _malformed_bodies(rng: random.Random, count: int):
     """(path, raw body) pairs that are malformed by construction."""
-    valid = {"/configuration": {"configuration": {"ocs0": [[[0, 0], [1, 0]]]}, "dark_window_s": 0.0},
+    valid = {"/configuration": {"configuration": {"ocs0": [[[0, 0], [1, 0]]]}, "reconfiguration_delay_s": 0.0},
              "/rotor": {"configurations": [{"ocs0": [[[0, 0], [1, 0]]]}], "slots_s": [0.01], "count": 1},
-             "/failover": {"mode": "optical", "placement": [0, 1], "spares": [2], "dark_window_s": 0.0}}
+             "/failover": {"mode": "optical", "placement": [0, 1], "spares": [2], "reconfiguration_delay_s": 0.0}}
     required = {"/configuration": ["configuration"], "/rotor": ["configurations", "slots_s", "count"],
                 "/failover": ["mode", "placement", "spares"]}
     for i in range(count):
@@ -91,7 +91,7 @@ def _malformed_bodies(rng: random.Random, count: int):
             raw = json.dumps(body).encode()
         elif how == 3:  # a time that is not a time
             body = dict(valid[path])
-            body["dark_window_s"] = rng.choice([-1, "soon", [], {}, 1e9, True])
+            body["reconfiguration_delay_s"] = rng.choice([-1, "soon", [], {}, 1e9, True])
             raw = json.dumps(body).encode()
         else:  # a required field of the wrong shape
             body = dict(valid[path])

@@ -13,7 +13,7 @@ from emulation.flowsim import SimulationError, simulate
 from emulation.flowsim.engine import FluidEngine
 from emulation.flowsim.maxmin import max_min_rates
 from emulation.planners import make_plan
-from emulation.planners.model import plan_from_configurations
+from emulation.schedule import plan_from_configurations
 from emulation.results import RunResult
 from emulation.routing import Routes, link_loads
 from emulation.workloads import build
@@ -186,16 +186,16 @@ def test_chunk_dependencies_of_ring_are_the_previous_hop():
 
 
 def test_deterministic_and_seeded_arrivals(tmp_path):
-    from emulation.scenario import load_scenario
+    from emulation.scenario import load_scenario, resolve
 
     p = tmp_path / "s.yaml"
     body = ("name: s\nfabric: {topology: eps, gpus: 8, port_gbps: 400}\nsizes: [1MiB]\n"
             "runs: [{name: ring, algorithm: ring}]\nbackend: flow\n"
             "straggler: {rank: 3, delay_s: 1.0e-4, jitter_s: 1.0e-4, seed: %d}\n")
     p.write_text(body % 1)
-    a1, a1b = load_scenario(p).arrivals_s(), load_scenario(p).arrivals_s()
+    a1, a1b = resolve(load_scenario(p)).arrivals_s[0], resolve(load_scenario(p)).arrivals_s[0]
     p.write_text(body % 2)
-    a2 = load_scenario(p).arrivals_s()
+    a2 = resolve(load_scenario(p)).arrivals_s[0]
     assert a1 == a1b and a1 != a2
     assert 1e-4 <= a1[3] < 2e-4 and sum(a1) == a1[3]
 

@@ -34,7 +34,7 @@ def test_a_failed_gpu_is_replaced_by_a_spare_and_training_resumes_at_full_speed(
         assert 0 < tl["detected"] < tl["rewritten"] < tl["restarted"] < tl["group_reformed"] < tl["first_step"]
         assert tl["detected"] < 1.0  # the switch reports the dark port at once
         f = r["failure_to_rewritten_s"]
-        assert f["dark_window_measured_s"] >= f["dark_window_requested_s"]
+        assert f["dark_window_measured_s"] >= f["reconfiguration_delay_s"]
         assert f["real_equivalent"] < f["emulated"] or f["dark_window_measured_s"] == 0
         # Nothing reaches the failed GPU once the circuits are rewritten, though the job ran on.
         ev = r["evidence"]

@@ -150,7 +150,8 @@ def test_bad_moe_layers_name_the_field():
 
 # ---- slotted schedules in the flow backend --------------------------------------------------
 def test_rotor_all_to_all_takes_one_cycle_when_a_slot_fits_a_block():
-    from emulation.flowsim.slotted import SlotSchedule, simulate_slotted
+    from emulation.flowsim.slotted import simulate_slotted
+    from emulation.schedule import SlotSchedule
     from emulation.workloads import build
 
     n, s, gbps, dark = 8, 8 << 20, 400.0, 1e-6
@@ -173,7 +174,8 @@ def test_rotor_all_to_all_takes_one_cycle_when_a_slot_fits_a_block():
 
 
 def test_bvn_schedule_serves_its_matrix_within_one_turn_and_never_after_a_rotor():
-    from emulation.flowsim.slotted import SlotSchedule, simulate_slotted
+    from emulation.flowsim.slotted import simulate_slotted
+    from emulation.schedule import SlotSchedule
 
     gbps = 400.0
     bps = gbps * 1e9 / 8
@@ -185,7 +187,7 @@ def test_bvn_schedule_serves_its_matrix_within_one_turn_and_never_after_a_rotor(
     np.fill_diagonal(m, 0)
     terms = bvn_decompose(m)
     dark = 1e-6
-    bvn = SlotSchedule.from_bvn(terms, gbps, dark)
+    bvn = SlotSchedule.from_permutations(terms, gbps, dark)
     res = simulate_slotted(dispatch, bvn, gbps)
     line = max(m.sum(0).max(), m.sum(1).max())
     assert line / bps <= res.time_s <= bvn.cycle_s * (1 + 1e-9)
@@ -200,7 +202,8 @@ def test_bvn_schedule_serves_its_matrix_within_one_turn_and_never_after_a_rotor(
 
 def test_slotted_rejects_pairs_the_schedule_never_connects():
     from emulation.flowsim.simulate import SimulationError
-    from emulation.flowsim.slotted import SlotSchedule, simulate_slotted
+    from emulation.flowsim.slotted import simulate_slotted
+    from emulation.schedule import SlotSchedule
     from emulation.workloads import build
 
     w = build("direct", 4, 4096, "alltoall")
@@ -269,15 +272,16 @@ def test_duplex_plan_prices_dark_windows_and_keeps_the_cheaper_schedule():
 
 
 def test_guard_bands_shorten_what_a_slot_carries():
-    from emulation.flowsim.slotted import SlotSchedule, simulate_slotted
-    from emulation.planners.bvn import DuplexSlot
+    from emulation.flowsim.slotted import simulate_slotted
+    from emulation.schedule import SlotSchedule
+    from emulation.schedule import WeightedMatching
     from emulation.workloads import build
 
     gbps, guard = 400.0, 2e-6
     bps = gbps * 1e9 / 8
     w = build("direct", 2, 2 * 50_000, "alltoall")  # 50 kB each way
-    plain = SlotSchedule.from_duplex([DuplexSlot(50_000, ((0, 1),))], gbps, 0.0)
-    guarded = SlotSchedule.from_duplex([DuplexSlot(50_000, ((0, 1),))], gbps, 0.0, guard)
+    plain = SlotSchedule.from_weighted([WeightedMatching(50_000, ((0, 1),))], gbps, 0.0)
+    guarded = SlotSchedule.from_weighted([WeightedMatching(50_000, ((0, 1),))], gbps, 0.0, guard)
     assert guarded.slots_s[0] == pytest.approx(plain.slots_s[0] + 2 * guard)
     r0 = simulate_slotted(w, plain, gbps)
     r1 = simulate_slotted(w, guarded, gbps)
@@ -300,7 +304,7 @@ MOE = "moe: {experts: 16, skew: zipf, skew_param: 1.2, tokens_per_gpu: 1024}\n"
 @pytest.mark.parametrize("body, message", [
     (OCS1 + MOE + "runs: [{name: a, collective: moe, algorithm: dense}]", "runs.0.algorithm: unknown moe algorithm 'dense'"),
     (OCS1 + "runs: [{name: a, collective: moe, algorithm: payload}]", "moe: a moe section is needed"),
-    (OCS1 + "moe: {experts: 12}\nruns: [{name: a, collective: moe, algorithm: payload}]", "moe: experts"),
+    (OCS1 + "moe: {experts: 12}\nruns: [{name: a, collective: moe, algorithm: payload}]", "moe.experts: 12 is not a multiple"),
     ("fabric: {topology: eps, gpus: 8, ports_per_gpu: 1}\n" + MOE
      + "runs: [{name: a, collective: moe, algorithm: payload, schedule: rotor}]", "fabric: a rotor schedule needs"),
     (OCS1 + MOE + "runs: [{name: a, collective: moe, algorithm: payload, schedule: plan, slot_s: 1.0e-4}]",
@@ -329,7 +333,7 @@ def test_moe_scenario_runs_once_per_run_and_reports_padding_and_slots(tmp_path):
     res = runner.run_flow(sc)
     by = {r["name"]: r for r in res["runs"]}
     assert len(res["runs"]) == 2
-    layer = sc.moe.layer(8)
+    layer = sc.moe
     assert by["rotor"]["bytes"] == 1024 * 2 * 8192  # S k H b per GPU
     tr = route(layer)
     off = ~np.eye(8, dtype=bool)

@@ -183,7 +183,7 @@ def test_reproduce_scripts_print_tables_and_write_plots(tmp_path):
     assert got.returncode == 0, got.stderr
     assert "total propagation Ring 15.00 us, RHD 15.00 us (equal)" in got.stdout  # 2(n-1) x 0.5 us
     rows = list(csv.DictReader((out / "sweep_b.csv").open()))
-    assert [float(r["r_s"]) for r in rows] == [1e-8, 1e-3]
+    assert [float(r["reconfiguration_delay_s"]) for r in rows] == [1e-8, 1e-3]
     assert float(rows[0]["speedup_dp_over_ring"]) > 1 > float(rows[1]["speedup_dp_over_ring"])
     assert (out / "shortcircuit_a.png").stat().st_size > 10_000
     bad = subprocess.run([sys.executable, str(root / "scripts/reproduce_pccl.py"), "--sizes", "lots"],

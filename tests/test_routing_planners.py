@@ -1,6 +1,7 @@
 import pytest
 
-from emulation.planners import PlanError, make_plan
+from emulation.planners import make_plan
+from emulation.schedule import PlanError
 from emulation.routing import Routes, RoutingError, link_loads
 from emulation.workloads import build
 from topologies import eps_star, ocs_star

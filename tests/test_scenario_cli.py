@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from emulation.scenario import ScenarioError, load_scenario, parse_bytes
+from emulation.scenario import ScenarioError, load_scenario, resolve
+from emulation.units import parse_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = (ROOT / "experiments" / "demo.yaml").read_text()
@@ -16,9 +17,10 @@ def test_demo_loads_and_resolves():
     assert sc.sizes == [25 << 20, 1 << 20]
     assert [r.name for r in sc.runs] == ["ring", "rhd-static", "rhd-circuits"]
     assert sc.emulation.link_mbps == "auto" and sc.emulation.headroom == "refuse"
-    assert sc.scale(10.0).tdf == pytest.approx(0.1 * 400e9 / 10e6)
-    with pytest.raises(ValueError, match="calibration"):
-        sc.scale()
+    exp = resolve(sc)
+    assert exp.scale(10.0).tdf == pytest.approx(0.1 * 400e9 / 10e6)
+    assert [(size, r.name) for size, r in exp.jobs][:3] == [(25 << 20, "ring"), (25 << 20, "rhd-static"),
+                                                           (25 << 20, "rhd-circuits")]
 
 
 def test_auto_link_rate_needs_the_headroom_probe(tmp_path):
@@ -59,11 +61,11 @@ def test_collective_planner_and_base_topology_keys_resolve(tmp_path):
                               "algorithm: direct, planner: greedy}")
                  .replace("ports_per_gpu: 2", "ports_per_gpu: 4").replace("initial: ring", "initial: torus"))
     sc = load_scenario(p)
-    f = sc.build_fabric()
-    assert len(f.initial["ocs0"]) == 16  # 2 x 4 torus: 8 GPUs x 4 ports / 2
-    plan = sc.plan(sc.runs[3], f, 1 << 20)
+    exp = resolve(sc)
+    assert len(exp.fabric.initial["ocs0"]) == 16  # 2 x 4 torus: 8 GPUs x 4 ports / 2
+    plan = exp.resolve(sc.runs[3], 1 << 20).schedule
     assert plan.workload.collective == "alltoall" and plan.planner == "greedy"
-    assert sc.plan(sc.runs[2], f, 1 << 20).planner == "dp"
+    assert exp.resolve(sc.runs[2], 1 << 20).schedule.planner == "dp"
 
 
 def test_not_yaml_and_not_a_mapping(tmp_path):

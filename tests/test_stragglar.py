@@ -14,7 +14,7 @@ import pytest
 from emulation.flowsim import simulate
 from emulation.planners import make_plan
 from emulation.runner import run_flow
-from emulation.scenario import load_scenario
+from emulation.scenario import load_scenario, resolve
 from emulation.workloads import build
 from emulation.workloads.checker import ScheduleError
 from emulation.workloads.model import Step, Workload
@@ -183,8 +183,8 @@ def test_iterations_draw_one_seeded_delay_each_and_every_algorithm_sees_it(tmp_p
     p = tmp_path / "s.yaml"
     p.write_text(SCEN + "iterations: 6\nstraggler: {rank: 2, delay_s: 0.02, jitter_s: 0.01, seed: 4}\n")
     sc = load_scenario(p)
-    rows = sc.iteration_arrivals_s()
-    assert rows == load_scenario(p).iteration_arrivals_s()  # seeded
+    rows = [list(r) for r in resolve(sc).arrivals_s]
+    assert rows == [list(r) for r in resolve(load_scenario(p)).arrivals_s]  # seeded
     ds = [r[2] for r in rows]
     assert all(0.02 <= d < 0.03 for d in ds) and len(set(ds)) == 6
     assert all(r[k] == 0.0 for r in rows for k in range(8) if k != 2)
@@ -197,7 +197,7 @@ def test_iterations_draw_one_seeded_delay_each_and_every_algorithm_sees_it(tmp_p
                                                       rel=1e-6)
         assert got["stragglar"]["time_s"] < got["ring"]["time_s"]  # D is well past Phase A
     # the stragglar run was relabelled: rank 2 never takes part in Phase A
-    plan = sc.plan(sc.runs[0], sc.build_fabric(), 1 << 20)
+    plan = resolve(sc).resolve(sc.runs[0], 1 << 20).schedule
     assert all(2 not in (t.src, t.dst) for s in plan.workload.steps if s.phase == "A" for t in s.transfers)
 
 

@@ -8,8 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from emulation.flowsim.slotted import SlotSchedule, simulate_slotted
-from emulation.planners.bvn import DuplexSlot
+from emulation.flowsim.slotted import simulate_slotted
+from emulation.schedule import SlotSchedule
+from emulation.schedule import WeightedMatching
 from emulation.planners.relay import two_hop, window_bytes
 from emulation.workloads.matchings import round_robin_matchings
 from emulation.workloads.model import Step, Transfer, Workload
@@ -89,7 +90,7 @@ def test_a_pair_sends_its_transfers_one_after_another():
 
 
 def test_window_bytes_inverts_the_slot_length():
-    sched = SlotSchedule.from_duplex([DuplexSlot(5e6, ((0, 1),))], GBPS, 1e-5, 1.2e-5, 0.15)
+    sched = SlotSchedule.from_weighted([WeightedMatching(5e6, ((0, 1),))], GBPS, 1e-5, 1.2e-5, 0.15)
     assert window_bytes(sched.slots_s, 1.2e-5, 0.15, GBPS) == pytest.approx([5e6])
 
 

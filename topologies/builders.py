@@ -79,7 +79,7 @@ def ocs_star(
     raise FabricError(f"initial: unknown configuration {initial!r} (known: {', '.join(OCS_INITIAL)})")
 
 
-def static_ring(gpus: int, port_gbps: float = 400.0, **_ignored: object) -> Fabric:
+def static_ring(gpus: int, port_gbps: float = 400.0) -> Fabric:
     """A static bidirectional ring of cables: GPU i port 1 <-> GPU i+1 port 0 (2 ports per GPU).
 
     No OCS: planners cannot reconfigure it (the ``none`` baseline of ``docs/mechanisms.md``).
@@ -90,7 +90,7 @@ def static_ring(gpus: int, port_gbps: float = 400.0, **_ignored: object) -> Fabr
     return Fabric(f"ring-{gpus}", gpus, 2, port_gbps, cables=cables, initial=Configuration())
 
 
-def static_torus(gpus: int, port_gbps: float = 400.0, **_ignored: object) -> Fabric:
+def static_torus(gpus: int, port_gbps: float = 400.0) -> Fabric:
     """A static 2-D torus of cables (:func:`torus_dims`), 4 ports per GPU: port 1 to the east
     neighbour's port 0, port 3 to the south neighbour's port 2. No OCS.
 
@@ -104,7 +104,7 @@ def static_torus(gpus: int, port_gbps: float = 400.0, **_ignored: object) -> Fab
     return Fabric(f"torus-{rows}x{cols}", gpus, 4, port_gbps, cables=tuple(cables), initial=Configuration())
 
 
-def eps_star(gpus: int, port_gbps: float = 400.0, **_ignored: object) -> Fabric:
+def eps_star(gpus: int, port_gbps: float = 400.0) -> Fabric:
     """Every GPU's single port on one non-blocking electrical packet switch ``eps0``."""
     eps = EPS("eps0", tuple(PortRef(g, 0) for g in range(gpus)))
     return Fabric(f"eps-{gpus}", gpus, 1, port_gbps, eps=(eps,))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 
 from emulation.fabric import Configuration
+from emulation.poll import wait_until
 
 
 class ControllerError(RuntimeError):
@@ -50,42 +50,44 @@ class ControllerClient:
 
         :raises ControllerError: not ready within ``timeout`` seconds (names the missing bridges).
         """
-        deadline = time.monotonic() + timeout
-        while True:
-            st = self.status()
-            if st["ready"]:
-                return
-            if time.monotonic() > deadline:
-                missing = [n for n, up in st["switches"].items() if not up]
-                raise ControllerError(f"switches not connected after {timeout} s: {', '.join(missing)}")
-            time.sleep(poll_s)
+        last: dict = {}
+
+        def ready() -> bool:
+            last.update(self.status())
+            return bool(last["ready"])
+
+        def not_ready() -> ControllerError:
+            missing = [n for n, up in last["switches"].items() if not up]
+            return ControllerError(f"switches not connected after {timeout} s: {', '.join(missing)}")
+
+        wait_until(ready, timeout, not_ready, interval_s=poll_s)
 
     def circuits(self) -> Configuration:
         """The controller's current configuration."""
         return Configuration.from_json(self._call("GET", "/circuits"))
 
-    def apply(self, config: Configuration, dark_window_s: float) -> dict:
+    def apply(self, config: Configuration, reconfiguration_delay_s: float) -> dict:
         """Reconfigure; returns when the new circuits carry traffic (see ``CircuitSwitch.apply``)."""
         return self._call("POST", "/configuration",
-                          {"configuration": config.to_json(), "dark_window_s": dark_window_s})
+                          {"configuration": config.to_json(), "reconfiguration_delay_s": reconfiguration_delay_s})
 
-    def start_rotor(self, configs: list[Configuration], slots_s: list[float], dark_window_s: float, count: int,
+    def start_rotor(self, configs: list[Configuration], slots_s: list[float], reconfiguration_delay_s: float, count: int,
                     start_delay_s: float = 0.05) -> dict:
         """Start the controller's rotor (time-slotted configurations on its own clock; see
         ``controllers.circuit_switch.CircuitSwitch.start_rotor``); returns ``{"t0", "slots"}``."""
         return self._call("POST", "/rotor", {"configurations": [c.to_json() for c in configs], "slots_s": slots_s,
-                                             "dark_window_s": dark_window_s, "count": count,
+                                             "reconfiguration_delay_s": reconfiguration_delay_s, "count": count,
                                              "start_delay_s": start_delay_s})
 
     def stop_rotor(self) -> None:
         """Stop a running rotor after its current slot."""
         self._call("POST", "/rotor", {"stop": True})
 
-    def arm_failover(self, mode: str, placement: list[int], spares: list[int], dark_window_s: float) -> dict:
+    def arm_failover(self, mode: str, placement: list[int], spares: list[int], reconfiguration_delay_s: float) -> dict:
         """Arm GPU-failure recovery (``controllers.failover.FailoverApp.arm``); returns the
         precomputed ``{"mode", "table": {failed GPU: new placement}}``."""
         return self._call("POST", "/failover", {"mode": mode, "placement": placement, "spares": spares,
-                                                "dark_window_s": dark_window_s})
+                                                "reconfiguration_delay_s": reconfiguration_delay_s})
 
     def disarm_failover(self) -> None:
         """Stop GPU-failure recovery (before tearing the emulation down)."""

@@ -31,6 +31,7 @@ from emulation.emulator.counters import DropCounters, Ports
 from emulation.agent import RCV_BUDGET
 from emulation.emulator.ovs_sockets import SEND_BUFFER, SocketBufferError, SocketBuffers, packet_sockets
 from emulation.fabric import Fabric
+from emulation.poll import wait_until
 
 _OFFLOADS = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
 
@@ -190,13 +191,12 @@ class EmulatedFabric:
             stdout=log, stderr=subprocess.STDOUT, cwd=_project_root(), start_new_session=True,
         )
         self.client = ControllerClient(api_port)
-        deadline = time.monotonic() + 30
-        while not self.client.alive():
+        def up() -> bool:
             if self.controller.poll() is not None:
                 raise EmulationError(f"controller exited (see {self.run_dir / 'controller.log'})")
-            if time.monotonic() > deadline:
-                raise EmulationError("controller API did not come up in 30 s")
-            time.sleep(0.05)
+            return self.client.alive()
+
+        wait_until(up, 30, lambda: EmulationError("controller API did not come up in 30 s"))
 
     def _build_net(self) -> None:
         from mininet.link import TCLink

@@ -45,7 +45,7 @@ from emulation import dataplane as dpn
 from emulation.emulator.net import EmulatedFabric, EmulationError
 from emulation.fabric import Configuration
 from emulation.planners import make_plan
-from emulation.planners.model import Plan
+from emulation.schedule import Plan
 from emulation.results import RunResult, StepResult, TransferResult
 from emulation.routing import Routes, link_loads
 from emulation.scale import Scale
@@ -308,7 +308,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
                 res = emu.client.apply(sp.configuration, plan.reconfiguration_delay_s * tdf)
                 t_reply = time.monotonic()
                 dark = res["dark_window_measured_s"]
-                rec.dark_window_requested_s = res["dark_window_requested_s"] / tdf
+                rec.reconfiguration_delay_s = res["reconfiguration_delay_s"] / tdf
                 rec.dark_window_measured_s = dark / tdf
                 if res.get("changed"):  # where the reconfiguration's time went (module doc)
                     control = {"removal_s": (res["t_dark"] - res["t_request"]) / tdf,

@@ -40,6 +40,7 @@ from emulation.emulator.controller_client import ControllerError
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
 from emulation.emulator.torchrun import MASTER_PORT, TorchJob, tune_tcp
 from emulation.fabric import Fabric
+from emulation.poll import wait_until
 
 _PORT_LINE = re.compile(r"port\s+(\d+):\s+rx pkts=(\d+).*?tx pkts=(\d+)", re.S)
 
@@ -109,7 +110,7 @@ def _read_steps(path: Path) -> list[dict]:
 
 
 def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[int], mode: str, failed_gpu: int,
-                 at_step: int, link_mbps: float, dark_window_s: float, out: Path, timeout_s: float,
+                 at_step: int, link_mbps: float, reconfiguration_delay_s: float, out: Path, timeout_s: float,
                  capabilities=None, restart: str = "warm") -> dict:
     """Run the training job, fail ``failed_gpu`` once step ``at_step`` is logged, recover by
     ``mode`` (module doc).
@@ -117,7 +118,7 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
     :param fabric: the rack (:func:`topologies.builders.rack`) holding the job's ring.
     :param job: the job as JSON (:class:`emulation.training.scenario.JobSpec`).
     :param placement: GPU of every rank at launch; ``spares``: the spare GPUs, preferred first.
-    :param dark_window_s: emulated dark window of the recovery's reconfiguration, seconds.
+    :param reconfiguration_delay_s: emulated dark window of the recovery's reconfiguration, seconds.
     :param timeout_s: wall-clock bound of each launch.
     :param restart: ``warm``: a standby process waits, torch imported, on every GPU of the rack
         from the start (before launch 0, so it does not disturb the measured steps), and the
@@ -134,7 +135,7 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
     steps_file = out / "steps.jsonl"
     args = ["--job", str(job_file.resolve()), "--dir", str(out.resolve())]
     with EmulatedFabric(fabric, out / "emulation", link_mbps=link_mbps, capabilities=capabilities) as emu:
-        emu.client.arm_failover(mode, placement, spares, dark_window_s)
+        emu.client.arm_failover(mode, placement, spares, reconfiguration_delay_s)
         seq = len(emu.client.events())
         tune_tcp(emu, list(range(fabric.gpus)))
         emu.set_rto_min(FAST_RTO_MIN_MS)
@@ -143,19 +144,18 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
             if restart == "warm":
                 standby = TorchJob(emu, "emulation.torchjob.train", args, out / "launch-1",
                                    list(range(fabric.gpus)), standby=out / "standby")
-                deadline = time.monotonic() + timeout_s
-                while not standby.ready():
-                    if time.monotonic() > deadline:
-                        raise EmulationError(f"the standbys were not ready within {timeout_s:g} s (logs in {out}/launch-1)")
-                    time.sleep(0.05)
+                wait_until(standby.ready, timeout_s, lambda: EmulationError(
+                    f"the standbys were not ready within {timeout_s:g} s (logs in {out}/launch-1)"))
             first = TorchJob(emu, "emulation.torchjob.train", args + ["--launch", "0"], out / "launch-0", placement)
-            deadline = time.monotonic() + timeout_s
-            while not any(r.get("step", -1) >= at_step for r in _read_steps(steps_file)):
+            def reached() -> bool:
+                if any(r.get("step", -1) >= at_step for r in _read_steps(steps_file)):
+                    return True
                 if first.done():
                     raise EmulationError(f"failure.at_step: the job ended before step {at_step} (logs in {out}/launch-0)")
-                if time.monotonic() > deadline:
-                    raise EmulationError(f"step {at_step} not reached within {timeout_s:g} s (logs in {out}/launch-0)")
-                time.sleep(0.002)
+                return False
+
+            wait_until(reached, timeout_s, lambda: EmulationError(
+                f"step {at_step} not reached within {timeout_s:g} s (logs in {out}/launch-0)"), interval_s=0.002)
             before = delivered_packets(fabric, failed_gpu)
             t_fail = time.monotonic()
             fail_gpu(emu, failed_gpu)

@@ -1,6 +1,6 @@
 """Runs a Workload on a time-slotted OCS (rotor mode) with real packets.
 
-The OS-Ken controller cycles the OCS through a :class:`~emulation.flowsim.slotted.SlotSchedule`
+The OS-Ken controller cycles the OCS through a :class:`~emulation.schedule.SlotSchedule`
 on its own clock (``POST /rotor``; a dark window before every slot) and never waits for traffic;
 the agents send a transfer only while a circuit to its destination is up, inside the slot minus a
 guard band at each end (:class:`emulation.agent.Gate`). Steps are round-synchronous, released by
@@ -19,7 +19,7 @@ divided by the TDF.
 
 Only duplex circuits can be emulated (a circuit joins two ports both ways, and TCP needs its
 ACKs back): a schedule with a one-way circuit is refused; plan with
-:func:`emulation.planners.bvn.duplex_plan`. Spec: ``docs/mechanisms.md`` (PipSwitch, arXiv 2501.18136 time-slotted
+:func:`emulation.planners.bvn.duplex_plan`. See ``docs/mechanisms.md`` (PipSwitch, arXiv 2501.18136 time-slotted
 OCS).
 """
 
@@ -36,10 +36,9 @@ from emulation import dataplane as dpn
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
 from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, agents, open_under
 from emulation.fabric import Configuration, assign_ports
-from emulation.flowsim.slotted import SlotSchedule
-from emulation.planners.relay import RelayPlan
 from emulation.results import RunResult, StepResult, TransferResult
 from emulation.scale import Scale
+from emulation.schedule import RelayPlan, SlotSchedule
 from emulation.workloads.model import Workload
 
 #: Fraction of the emulated link rate a gated sender plans to drain (HTB and TCP jitter).
@@ -102,7 +101,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     """Execute ``workload`` on the rotor ``schedule`` (module doc); the measured result.
 
     :param schedule: real-time slots, dark window and guard band (multiplied by the TDF here).
-    :param relay: two-hop forwarding (:mod:`emulation.planners.relay`): a relayed part goes to
+    :param relay: two-hop forwarding (:class:`~emulation.schedule.RelayPlan`): a relayed part goes to
         its intermediate GPU's agent, which forwards it, gated like its own sends, once all of
         it has arrived; a transfer ends when its last part reaches the destination.
     :returns: a :class:`RunResult` whose ``slots`` holds ``slot_utilisation`` (delivered bytes /
@@ -195,7 +194,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
             # is done): a connection whose lost segment sits in TCP's retransmission backoff
             # still finds a window, and the step is slow instead of never finishing.
             count = (turns + math.ceil(30 / cycle)) * len(configs)
-            rotor = emu.client.start_rotor(configs, [s * tdf for s in schedule.slots_s], schedule.dark_s * tdf, count,
+            rotor = emu.client.start_rotor(configs, [s * tdf for s in schedule.slots_s], schedule.reconfiguration_delay_s * tdf, count,
                                            start_delay_s=0.05)
             rotor_on = True
             t0 = rotor["t0"]
@@ -239,10 +238,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     transfers = [TransferResult(si, t.src, t.dst, t.bytes, steps[si].start_s, (ends[tid] - origin) / tdf)
                  for tid, (si, t) in enumerate(tids)]
     end_s = steps[-1].end_s if steps else 0.0
-    capacity = 0.0
-    bps = fabric.port_gbps * 1e9 / 8
-    for t_on, t_off, k in schedule.windows(end_s):
-        capacity += len(schedule.configs[k]) * bps * (min(t_off, end_s) - t_on)
+    capacity = schedule.circuit_bytes(end_s, fabric.port_gbps)
     used = [e for e in events if e["planned_start"] >= origin - 1e-9 and e["planned_start"] <= origin + end_s * tdf]
     err = np.abs([e["start_error_s"] for e in used]) if used else np.zeros(1)
     dark = [(e["t_live"] - e["t_dark"]) / tdf for e in used]

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from emulation import dataplane as dpn
+from emulation.poll import wait_until
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
 
 #: TCP port of the torch.distributed rendezvous (TCPStore) on GPU 0.
@@ -152,11 +153,8 @@ class TorchJob:
 
     def wait(self, timeout_s: float) -> None:
         """Poll until :meth:`done`. :raises EmulationError: a rank failed or ``timeout_s`` passed."""
-        deadline = time.monotonic() + timeout_s
-        while not self.done():
-            if time.monotonic() > deadline:
-                raise EmulationError(f"torch job {self.module} did not finish in {timeout_s:g} s (logs in {self.log_dir})")
-            time.sleep(0.05)
+        wait_until(self.done, timeout_s, lambda: EmulationError(
+            f"torch job {self.module} did not finish in {timeout_s:g} s (logs in {self.log_dir})"))
 
     def kill(self, gpus: list[int] | None = None) -> None:
         """SIGKILL the ranks on ``gpus`` (default all) by pid and reap them."""

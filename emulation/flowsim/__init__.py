@@ -1,11 +1,12 @@
 """Flow-level backend: an event-driven fluid simulator of (Workload, Plan) on a fabric.
 
-:func:`simulate` runs one collective; :mod:`emulation.flowsim.engine` holds the fluid engine
+:func:`execute` runs one resolved run (:func:`simulate`: per-step plans, :mod:`emulation.flowsim.slotted`: time-slotted ones); :mod:`emulation.flowsim.engine` holds the fluid engine
 and :mod:`emulation.flowsim.maxmin` the max-min fair allocation.
 
 Spec: ``docs/architecture.md`` (flow-level backend).
 """
 
+from emulation.flowsim.run import execute
 from emulation.flowsim.simulate import SEMANTICS, SimulationError, simulate
 
-__all__ = ["SEMANTICS", "SimulationError", "simulate"]
+__all__ = ["SEMANTICS", "SimulationError", "execute", "simulate"]

@@ -37,7 +37,7 @@ import numpy as np
 
 from emulation.fabric import Configuration, Fabric, Link
 from emulation.flowsim.engine import DeadlockError, FluidEngine
-from emulation.planners.model import Plan
+from emulation.schedule import Plan
 from emulation.results import RunResult, StepResult, TransferResult
 from emulation.routing import Routes, RoutingError
 from emulation.workloads.dependencies import chunk_dependencies
@@ -155,15 +155,15 @@ class _Sim:
 
     # ---- round-synchronous -----------------------------------------------------------------
     def round_synchronous(self) -> None:
-        r_s = self.plan.reconfiguration_delay_s
+        reconfiguration_delay_s = self.plan.reconfiguration_delay_s
         prev_end = 0.0
         for i, (step, sp) in enumerate(zip(self.workload.steps, self.plan.steps)):
             start = prev_end
             reconf = sp.action == "reconfigure"
-            release = start + (r_s if reconf else 0.0)
+            release = start + (reconfiguration_delay_s if reconf else 0.0)
             rec = StepResult(i, step.phase, start, release, sp.action)
             if reconf:
-                rec.dark_window_requested_s = rec.dark_window_measured_s = r_s
+                rec.reconfiguration_delay_s = rec.dark_window_measured_s = reconfiguration_delay_s
             if step.transfers:
                 src, dst, nb = _arrays(step)
                 sf, gid = self._route(sp.configuration, src, dst)
@@ -196,7 +196,7 @@ class _Sim:
     # ---- dependency-driven -----------------------------------------------------------------
     def dependency_driven(self) -> None:
         w, plan = self.workload, self.plan
-        r_s = plan.reconfiguration_delay_s
+        reconfiguration_delay_s = plan.reconfiguration_delay_s
         deps = chunk_dependencies(w)
         total = w.transfer_count
         # One connection per (src, dst) pair, in order: a transfer also waits for the previous
@@ -279,14 +279,14 @@ class _Sim:
             while cur[0] + 1 < n_ep and (cur[0] < 0 or left_in_epoch[:cur[0] + 1].sum() == 0):
                 e = cur[0] = cur[0] + 1
                 # After the earlier transfers, and after the previous dark window has ended.
-                t0 = max(latest[0], ep_start[e - 1] + (r_s if reconf[e - 1] else 0.0)) if e else 0.0
+                t0 = max(latest[0], ep_start[e - 1] + (reconfiguration_delay_s if reconf[e - 1] else 0.0)) if e else 0.0
                 ep_start[e] = t0
-                if reconf[e] and r_s > 0:
+                if reconf[e] and reconfiguration_delay_s > 0:
                     _, gid = self.space.routes(configs[e])
                     dark = np.array(sorted(set(gid.tolist()) - prev_links[e]), dtype=np.int64)
                     if dark.size:
                         eng.set_capacity(dark, 0.0, t0)
-                        eng.set_capacity(dark, self.cap, t0 + r_s)  # circuits: the port rate
+                        eng.set_capacity(dark, self.cap, t0 + reconfiguration_delay_s)  # circuits: the port rate
                 todo.extend(held[e])
                 held[e] = []
 
@@ -359,7 +359,7 @@ class _Sim:
             end = float(t_deliver[sel].max()) if sel.any() else start
             rec = StepResult(i, st.phase, start, end, plan.steps[i].action, max_link_bytes=float(step_loads[i]))
             if opens:
-                rec.dark_window_requested_s = rec.dark_window_measured_s = r_s
+                rec.reconfiguration_delay_s = rec.dark_window_measured_s = reconfiguration_delay_s
             self.steps.append(rec)
         if self.record:
             tid = 0

@@ -3,10 +3,10 @@
 Spec: ``docs/mechanisms.md`` (PipSwitch, arXiv 2501.18136: "a time-slotted OCS that cycles through the matchings
 (slot length and R per slot)").
 
-The OCS cycles autonomously through :class:`SlotSchedule`'s configurations: a dark window of
-``dark_s``, then slot 0 for ``slots_s[0]``, a dark window, slot 1, ... and again from slot 0;
+The OCS cycles autonomously through :class:`~emulation.schedule.SlotSchedule`'s configurations: a dark window of
+R (``reconfiguration_delay_s``), then slot 0 for ``slots_s[0]``, a dark window, slot 1, ... and again from slot 0;
 the clock starts at t = 0 and never waits for traffic. A transfer moves only while a circuit
-joins its two GPUs, or, with two-hop forwarding (:mod:`emulation.planners.relay`), as parts
+joins its two GPUs, or, with two-hop forwarding (:class:`~emulation.schedule.RelayPlan`), as parts
 relayed through an intermediate GPU that stores each part and forwards it in its own window to
 the destination. Each directed GPU pair is a
 link of capacity m x B while m parallel circuits lead from src to dst, 0 otherwise; a pair sends
@@ -22,95 +22,14 @@ error (:mod:`emulation.emulator.slotted`).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
-
 import numpy as np
 
 from emulation.flowsim.engine import DeadlockError, FluidEngine
 from emulation.flowsim.simulate import SimulationError
-from emulation.planners.relay import RelayPlan
 from emulation.results import RunResult, StepResult, TransferResult
+from emulation.schedule import RelayPlan, SlotSchedule
+from emulation.units import bytes_per_s
 from emulation.workloads.model import Workload
-
-Pairs = tuple[tuple[int, int], ...]
-
-
-@dataclass(frozen=True)
-class SlotSchedule:
-    """Configurations held cyclically: ``configs[k]`` (directed ``(src, dst)`` circuits, a pair
-    repeated m times = m parallel circuits) for ``slots_s[k]`` seconds after a ``dark_s`` dark
-    window. Directed circuits model an OCS that switches each GPU's transmit fibre on its own
-    (a permutation such as i->j->k->i); :meth:`from_matchings` gives bidirectional ones.
-
-    :raises ValueError: no configuration, lengths differ, a slot not positive, dark < 0.
-    """
-
-    configs: tuple[Pairs, ...]
-    slots_s: tuple[float, ...]
-    dark_s: float = 0.0
-    guard_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not self.configs or len(self.configs) != len(self.slots_s):
-            raise ValueError("slots_s: one slot length per configuration")
-        if min(self.slots_s) <= 0 or self.dark_s < 0:
-            raise ValueError("slots_s: must be positive; dark_s: must be >= 0")
-        if self.guard_s < 0 or 2 * self.guard_s >= min(self.slots_s):
-            raise ValueError(f"guard_s: must be >= 0 and under half the shortest slot "
-                             f"({min(self.slots_s) / 2:.3g} s), got {self.guard_s:.3g}")
-
-    @staticmethod
-    def from_matchings(matchings, slots_s, dark_s: float = 0.0) -> SlotSchedule:
-        """Bidirectional circuits: every undirected pair of each matching, both directions."""
-        return SlotSchedule(tuple(tuple(p for a, b in m for p in ((a, b), (b, a))) for m in matchings),
-                            tuple(slots_s), dark_s)
-
-    @staticmethod
-    def from_duplex(slots, port_gbps: float, dark_s: float = 0.0, guard_s: float = 0.0,
-                    headroom: float = 0.0) -> SlotSchedule:
-        """One slot per :class:`~emulation.planners.bvn.DuplexSlot` (duplex circuits, both
-        directions), held ``(1 + headroom) x weight / B`` seconds (B = ``port_gbps``) plus the two
-        guard bands, so that the slot still carries ``weight`` bytes with ``headroom`` to spare."""
-        bps = port_gbps * 1e9 / 8
-        return SlotSchedule(tuple(tuple(p for a, b in s.pairs for p in ((a, b), (b, a))) for s in slots),
-                            tuple((1 + headroom) * s.weight / bps + 2 * guard_s for s in slots), dark_s, guard_s)
-
-    @staticmethod
-    def from_bvn(terms, port_gbps: float, dark_s: float = 0.0) -> SlotSchedule:
-        """One slot per Birkhoff-von Neumann term (:mod:`emulation.planners.bvn`): its permutation
-        as directed circuits, held ``weight / B`` seconds (B = ``port_gbps``)."""
-        bps = port_gbps * 1e9 / 8
-        return SlotSchedule(tuple(tuple(t.pairs()) for t in terms), tuple(t.weight / bps for t in terms), dark_s)
-
-    @property
-    def cycle_s(self) -> float:
-        """One turn of the rotor: ``sum(slots_s) + len(configs) x dark_s``."""
-        return float(sum(self.slots_s)) + len(self.configs) * self.dark_s
-
-    def windows(self, until: float):
-        """Yield ``(t_on, t_off, k)`` for every slot that starts before ``until`` (the slot's
-        planned start and end; hosts send in ``[t_on + guard_s, t_off - guard_s]``)."""
-        t, i = 0.0, 0
-        while True:
-            k = i % len(self.configs)
-            t_on = t + self.dark_s
-            if t_on >= until:
-                return
-            yield t_on, t_on + self.slots_s[k], k
-            t = t_on + self.slots_s[k]
-            i += 1
-
-
-@dataclass(frozen=True)
-class Slotted:
-    """A run's time-slotted OCS: the rotor ``schedule``, how it was made (``method``:
-    ``round-robin`` or :func:`emulation.planners.bvn.duplex_plan`'s choice) and, with two-hop
-    forwarding, the ``relay`` plan (:mod:`emulation.planners.relay`; None: direct only)."""
-
-    schedule: SlotSchedule
-    method: str
-    relay: RelayPlan | None = None
-
 
 def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: float, *, alpha_s: float = 0.0,
                      arrivals_s: list[float] | None = None, name: str | None = None,
@@ -127,7 +46,7 @@ def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: floa
     :raises SimulationError: a transfer's (or a hop's) GPU pair is never connected, or ranks are bad.
     """
     n = workload.ranks
-    bps = port_gbps * 1e9 / 8
+    rate = bytes_per_s(port_gbps)
     mult = []
     connected = np.zeros((n, n), dtype=bool)
     for pairs in schedule.configs:
@@ -158,7 +77,7 @@ def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: floa
             on, off = t_on + schedule.guard_s, t_off - schedule.guard_s
             for value in np.unique(mult[k][mult[k] > 0]):
                 links = np.flatnonzero(mult[k].ravel() == value)
-                eng.set_capacity(links, value * bps, max(on, eng.now))
+                eng.set_capacity(links, value * rate, max(on, eng.now))
                 eng.set_capacity(links, 0.0, max(off, eng.now))
         horizon[0] = t_end
 
@@ -214,9 +133,7 @@ def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: floa
         transfers += [TransferResult(i, t.src, t.dst, t.bytes, float(a), float(b))
                       for t, a, b in zip(st.transfers, rel, end_t)]
         start = end
-    capacity_bytes = 0.0
-    for t_on, t_off, k in schedule.windows(start):
-        capacity_bytes += mult[k].sum() * bps * (min(t_off, start) - t_on)
+    capacity_bytes = schedule.circuit_bytes(start, port_gbps)
     res = RunResult(name=name or workload.algorithm, collective=workload.collective, algorithm=workload.algorithm,
                     planner="slotted", ranks=n, bytes=workload.bytes, backend="flow", time_s=start, steps=steps,
                     transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=workload.bytes_sent)

@@ -1,4 +1,4 @@
-"""Reconfiguration planners: ``(Fabric, Workload, CostModel) -> Plan``. Pure Python, no Mininet.
+"""Reconfiguration planners: ``(Fabric, Workload, CostModel) -> Plan`` (:class:`emulation.schedule.Plan`). Pure Python, no Mininet.
 
 ``none`` stays on the base topology, ``always`` gives every step its ideal topology, ``greedy``
 and ``dp`` decide when reconfiguring pays (:mod:`emulation.planners.pccl`).
@@ -12,8 +12,8 @@ from emulation.fabric import Fabric
 from emulation.planners.basic import plan_always, plan_none
 from emulation.planners.cost import CostModel, StepCoster, plan_cost, topology_key
 from emulation.planners.ideal import ideal_configuration, ideal_substeps, matching_groups
-from emulation.planners.model import Plan, PlanError, StepPlan, reconfiguration_delay
 from emulation.planners.pccl import plan_dp, plan_greedy, plan_sweep
+from emulation.schedule import Plan, PlanError
 from emulation.workloads.model import Workload
 
 PLANNERS: dict[str, Callable[[Fabric, Workload, CostModel | None], Plan]] = {
@@ -38,6 +38,5 @@ def make_plan(planner: str, fabric: Fabric, workload: Workload, model: CostModel
     return fn(fabric, workload, model)
 
 
-__all__ = ["PLANNERS", "CostModel", "Plan", "PlanError", "StepCoster", "StepPlan", "ideal_configuration",
-           "ideal_substeps", "make_plan", "matching_groups", "plan_cost", "plan_sweep", "reconfiguration_delay",
-           "topology_key"]
+__all__ = ["PLANNERS", "CostModel", "StepCoster", "ideal_configuration", "ideal_substeps", "make_plan",
+           "matching_groups", "plan_cost", "plan_sweep", "topology_key"]

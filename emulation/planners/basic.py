@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from emulation.fabric import Fabric
 from emulation.planners.cost import CostModel
-from emulation.planners.model import Plan, plan_from_configurations, reconfiguration_delay
+from emulation.schedule import Plan, plan_from_configurations, reconfiguration_delay
 from emulation.planners.pccl import Choice, PlanContext
 from emulation.workloads.model import Workload
 

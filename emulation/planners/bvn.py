@@ -53,14 +53,17 @@ from scipy.optimize import linear_sum_assignment
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_bipartite_matching
 
+from emulation.schedule import WeightedMatching
+from emulation.workloads.matchings import round_robin_matchings
+
 
 class DecompositionError(ValueError):
     """The matrix cannot be decomposed (negative, not square, not finite)."""
 
 
 @dataclass(frozen=True)
-class WeightedMatching:
-    """A permutation ``perm`` (``perm[i]`` = the GPU that i sends to; ``perm[i] == i`` means
+class BvnTerm:
+    """One term of a Birkhoff-von Neumann decomposition: a permutation ``perm`` (``perm[i]`` = the GPU that i sends to; ``perm[i] == i`` means
     port i idle) held for ``weight`` bytes of every circuit."""
 
     weight: float
@@ -123,12 +126,12 @@ def stuff(m: np.ndarray) -> np.ndarray:
     return out
 
 
-def bvn_decompose(m: np.ndarray, rel_tol: float = 1e-9, max_terms: int | None = None) -> list[WeightedMatching]:
+def bvn_decompose(m: np.ndarray, rel_tol: float = 1e-9, max_terms: int | None = None) -> list[BvnTerm]:
     """Decompose the stuffed ``m`` into weighted permutations (module doc), largest first.
 
     :param m: (n, n) demand, bytes. :param rel_tol: stop when every remaining cell is below
         ``rel_tol x max(M')``. :param max_terms: default n^2.
-    :returns: ``[WeightedMatching]`` with ``sum weight x P = stuff(m)`` within ``rel_tol``.
+    :returns: ``[BvnTerm]`` with ``sum weight x P = stuff(m)`` within ``rel_tol``.
     :raises DecompositionError: bad matrix.
     """
     rest = stuff(m)
@@ -136,7 +139,7 @@ def bvn_decompose(m: np.ndarray, rel_tol: float = 1e-9, max_terms: int | None = 
     scale = rest.max()
     if scale <= 0:
         return []
-    out: list[WeightedMatching] = []
+    out: list[BvnTerm] = []
     floor = rel_tol * scale
     for _ in range(max_terms or n * n):
         if rest.max() <= floor:
@@ -149,7 +152,7 @@ def bvn_decompose(m: np.ndarray, rel_tol: float = 1e-9, max_terms: int | None = 
         rows, cols = linear_sum_assignment(np.where(support, -rest, 1e3 * scale))
         w = float(rest[rows, cols].min())
         rest[rows, cols] -= w
-        out.append(WeightedMatching(w, tuple(int(c) for c in cols)))
+        out.append(BvnTerm(w, tuple(int(c) for c in cols)))
     return out
 
 
@@ -171,7 +174,7 @@ def _perfect(mask: np.ndarray) -> bool:
     return bool((match >= 0).all())
 
 
-def reconstruct(terms: list[WeightedMatching], n: int) -> np.ndarray:
+def reconstruct(terms: list[BvnTerm], n: int) -> np.ndarray:
     """``sum_k w_k P_k`` as an (n, n) matrix."""
     out = np.zeros((n, n))
     for t in terms:
@@ -179,20 +182,11 @@ def reconstruct(terms: list[WeightedMatching], n: int) -> np.ndarray:
     return out
 
 
-def reconstruction_error(m: np.ndarray, terms: list[WeightedMatching]) -> float:
+def reconstruction_error(m: np.ndarray, terms: list[BvnTerm]) -> float:
     """``|sum_k w_k P_k - stuff(M)|_max / max(stuff(M))`` (0 for an all-zero M)."""
     target = stuff(m)
     scale = target.max()
     return float(np.abs(reconstruct(terms, target.shape[0]) - target).max() / scale) if scale > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class DuplexSlot:
-    """A matching of duplex circuits (undirected ``(i, j)`` pairs, i < j, each GPU at most once)
-    held for ``weight`` bytes of every circuit (``weight / B`` seconds); each carries both ways."""
-
-    weight: float
-    pairs: tuple[tuple[int, int], ...]
 
 
 def _cycles(perm: tuple[int, ...]) -> list[list[int]]:
@@ -222,11 +216,11 @@ def _cycle_matchings(cyc: list[int], w: float) -> list[tuple[float, list[tuple[i
             for j in range(length)]
 
 
-def bidirectional_decompose(m: np.ndarray, rel_tol: float = 1e-9) -> list[DuplexSlot]:
+def bidirectional_decompose(m: np.ndarray, rel_tol: float = 1e-9) -> list[WeightedMatching]:
     """Schedule ``m`` on duplex circuits: the BvN of ``max(M, M^T)`` with every permutation split
     into matchings (module doc). Consecutive identical matchings are merged.
 
-    :param m: (n, n) demand, bytes. :returns: ``[DuplexSlot]`` whose circuit time covers
+    :param m: (n, n) demand, bytes. :returns: ``[WeightedMatching]`` whose circuit time covers
         ``max(M, M^T)`` (:func:`duplex_coverage`); total weight between the largest line sum of
         ``max(M, M^T)`` and 1.5 times the BvN total.
     :raises DecompositionError: bad matrix.
@@ -234,7 +228,7 @@ def bidirectional_decompose(m: np.ndarray, rel_tol: float = 1e-9) -> list[Duplex
     m = _validate(m)
     sym = np.maximum(m, m.T)
     np.fill_diagonal(sym, 0.0)
-    out: list[DuplexSlot] = []
+    out: list[WeightedMatching] = []
     for term in bvn_decompose(sym, rel_tol):
         parts = [_cycle_matchings(c, term.weight) for c in _cycles(term.perm)]
         cuts = sorted({round(sum(d for d, _ in seq[:i]), 12) for seq in parts for i in range(len(seq) + 1)})
@@ -252,13 +246,13 @@ def bidirectional_decompose(m: np.ndarray, rel_tol: float = 1e-9) -> list[Duplex
                 continue
             pairs = tuple(sorted(pairs))
             if out and out[-1].pairs == pairs:
-                out[-1] = DuplexSlot(out[-1].weight + b - a, pairs)
+                out[-1] = WeightedMatching(out[-1].weight + b - a, pairs)
             else:
-                out.append(DuplexSlot(b - a, pairs))
+                out.append(WeightedMatching(b - a, pairs))
     return out
 
 
-def duplex_coverage(m: np.ndarray, slots: list[DuplexSlot]) -> float:
+def duplex_coverage(m: np.ndarray, slots: list[WeightedMatching]) -> float:
     """``min over pairs of (circuit time - max(M, M^T)) / max(M)`` for a duplex schedule:
     >= 0 (within rounding) when every pair's demand both ways is covered."""
     m = _validate(m)
@@ -274,23 +268,21 @@ def duplex_coverage(m: np.ndarray, slots: list[DuplexSlot]) -> float:
     return float((held - sym).min() / scale) if scale > 0 else 0.0
 
 
-def weighted_round_robin(m: np.ndarray) -> list[DuplexSlot]:
+def weighted_round_robin(m: np.ndarray) -> list[WeightedMatching]:
     """The round-robin 1-factorisation of K_n (:func:`emulation.workloads.matchings.round_robin_matchings`),
     each matching held for the largest ``max(M, M^T)`` demand among its pairs (matchings with no
     demand left out). :raises DecompositionError: bad matrix."""
-    from emulation.workloads.matchings import round_robin_matchings
-
     m = _validate(m)
     sym = np.maximum(m, m.T)
     out = []
     for match in round_robin_matchings(m.shape[0]):
         w = max(float(sym[i, j]) for i, j in match)
         if w > 0:
-            out.append(DuplexSlot(w, tuple(sorted(tuple(sorted(p)) for p in match))))
+            out.append(WeightedMatching(w, tuple(sorted(tuple(sorted(p)) for p in match))))
     return out
 
 
-def duplex_plan(m: np.ndarray, reconfiguration_bytes: float = 0.0) -> tuple[list[DuplexSlot], str]:
+def duplex_plan(m: np.ndarray, reconfiguration_bytes: float = 0.0) -> tuple[list[WeightedMatching], str]:
     """The cheaper duplex schedule for ``m`` (module doc): :func:`bidirectional_decompose`
     (``"bvn"``) or :func:`weighted_round_robin` (``"weighted-round-robin"``), by
     ``sum of weights + slots x reconfiguration_bytes`` (R x B, the bytes a port could have sent

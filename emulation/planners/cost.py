@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from pydantic import ConfigDict
 
 from emulation.fabric import Configuration, Fabric
 from emulation.routing import Routes, RoutingError
@@ -33,10 +34,22 @@ TopologyKey = tuple[tuple[str, int, int], ...]
 
 @dataclass(frozen=True)
 class CostModel:
-    """Per-message latency ``alpha_s`` and per-hop propagation ``delta_s`` (real seconds)."""
+    """Per-message latency ``alpha_s`` and per-hop propagation ``delta_s`` (real seconds); a
+    scenario's ``cost:`` section.
+
+    :raises ValueError: a negative or non-finite value (naming the field).
+    """
+
+    __pydantic_config__ = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     alpha_s: float = 0.0
     delta_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("alpha_s", "delta_s"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name}: must be a finite number >= 0, got {v}")
 
 
 @dataclass(frozen=True)
@@ -126,7 +139,7 @@ class StepCoster:
 
 
 def plan_cost(fabric: Fabric, plan, model: CostModel) -> float:
-    """Cost-model time of executing ``plan`` (a :class:`~emulation.planners.model.Plan`) round by
+    """Cost-model time of executing ``plan`` (a :class:`~emulation.schedule.Plan`) round by
     round: the sum of its steps' costs on their configurations plus R per reconfiguration
     (seconds; inf if some step is unroutable)."""
     coster = StepCoster(fabric, model)

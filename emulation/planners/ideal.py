@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from emulation.fabric import Configuration, Fabric, FabricError, assign_ports
 from emulation.planners.cost import max_peers
-from emulation.planners.model import PlanError
+from emulation.schedule import PlanError
 from emulation.workloads.model import Step
 
 

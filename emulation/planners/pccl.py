@@ -35,7 +35,7 @@ from functools import cached_property
 from emulation.fabric import Configuration, Fabric, FabricError, assign_ports
 from emulation.planners.cost import CostModel, StepCoster, TopologyKey, gpu_pairs, topology_key
 from emulation.planners.ideal import ideal_substeps, single_ocs
-from emulation.planners.model import Plan, PlanError, plan_from_configurations, reconfiguration_delay
+from emulation.schedule import Plan, PlanError, plan_from_configurations, reconfiguration_delay
 from emulation.workloads.model import Step, Workload
 
 
@@ -50,9 +50,9 @@ class Choice:
     run_s: float
     changes: int = 0
 
-    def cost(self, r_s: float) -> float:
-        """Seconds the choice takes once entered, with reconfiguration delay ``r_s``."""
-        return self.run_s + r_s * self.changes
+    def cost(self, reconfiguration_delay_s: float) -> float:
+        """Seconds the choice takes once entered, with reconfiguration delay ``reconfiguration_delay_s``."""
+        return self.run_s + reconfiguration_delay_s * self.changes
 
     @cached_property
     def entry(self) -> TopologyKey:

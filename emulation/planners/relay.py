@@ -33,14 +33,10 @@ by this slot accounting; the plan's turn count is an estimate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from emulation.schedule import Parts, RelayPlan
 from emulation.workloads.model import Workload
-
-#: One transfer's parts: ``(via, bytes)``, ``via`` the relaying GPU or None for the direct part.
-Parts = tuple[tuple[int | None, int], ...]
 
 #: Relayed amounts under this fraction of the smallest window stay direct.
 MIN_PART_FRACTION = 1 / 64
@@ -48,25 +44,10 @@ MIN_PART_FRACTION = 1 / 64
 MAX_TURNS = 100_000
 
 
-@dataclass(frozen=True)
-class RelayPlan:
-    """How every transfer of a workload travels: ``parts[step][transfer]`` (:data:`Parts`, in
-    the workload's order, bytes summing to the transfer's), and ``turns[step]``, the rotor
-    turns the plan needs for the step (an estimate, module doc)."""
-
-    parts: tuple[tuple[Parts, ...], ...]
-    turns: tuple[int, ...]
-
-    @property
-    def relayed_bytes(self) -> int:
-        """Bytes sent through an intermediate GPU (each crosses the fabric twice)."""
-        return sum(b for step in self.parts for parts in step for via, b in parts if via is not None)
-
-
 def window_bytes(slots_s, guard_s: float, headroom: float, port_gbps: float) -> np.ndarray:
     """Bytes one circuit direction is planned to carry in each slot: the slot minus its two
     guard bands, at ``port_gbps`` (Gbit/s), less the ``headroom`` fraction kept spare
-    (the inverse of :meth:`emulation.flowsim.slotted.SlotSchedule.from_duplex`). Shape (K,)."""
+    (the inverse of :meth:`emulation.schedule.SlotSchedule.from_weighted`). Shape (K,)."""
     return (np.asarray(slots_s, dtype=float) - 2 * guard_s) * port_gbps * 1e9 / 8 / (1 + headroom)
 
 
@@ -94,10 +75,7 @@ def two_hop(workload: Workload, configs, window: np.ndarray) -> RelayPlan:
     all_parts, turns = [], []
     first, fill = 0, 0.0  # where a step is expected to start: slot, fraction of it already gone
     for i, step in enumerate(workload.steps):
-        demand = np.zeros((n, n))
-        for t in step.transfers:
-            demand[t.src, t.dst] += t.bytes
-        np.fill_diagonal(demand, 0.0)
+        demand = step.demand(n)
         bad = np.argwhere((demand > 0) & ~connected)
         if len(bad):
             a, b = bad[0]

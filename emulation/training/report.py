@@ -40,7 +40,7 @@ def print_summary(result: dict, console: Console | None = None) -> None:
     for r in runs:
         f = r["failure_to_rewritten_s"]
         t.add_row(r["mode"], _s(f["emulated"], 1e3, "{:.1f}"), _s(f["real_equivalent"], 1e3, "{:.2f}"),
-                  _s(f["dark_window_requested_s"], 1e3, "{:.1f}"), _s(f["dark_window_measured_s"], 1e3, "{:.1f}"))
+                  _s(f["reconfiguration_delay_s"], 1e3, "{:.1f}"), _s(f["dark_window_measured_s"], 1e3, "{:.1f}"))
     con.print(t)
 
     cmp = result.get("comparison", {})

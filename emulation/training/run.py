@@ -110,7 +110,7 @@ def summarise(raw: dict, sc: TrainingScenario, fabric: Fabric) -> dict:
         "timeline_s": timeline,
         "failure_to_rewritten_s": {"emulated": rewritten, "real_equivalent": rewritten - dark + dark / sc.tdf,
                                    "dark_window_measured_s": dark,
-                                   "dark_window_requested_s": fo.get("dark_window_requested_s", 0.0)},
+                                   "reconfiguration_delay_s": fo.get("reconfiguration_delay_s", 0.0)},
         "steady": {"before": st_before, "after": st_after,
                    "after_over_before": st_after["step_s"] / st_before["step_s"]},
         "alpha_s": alpha,

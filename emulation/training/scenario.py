@@ -30,12 +30,13 @@ from pydantic import Field, model_validator
 
 from emulation.fabric import Fabric, FabricError
 from emulation.planners.failover import failover_table
-from emulation.scenario import EmulationSpec, FabricSpec, ScenarioError, _Strict, load_checked
+from emulation.scenario.load import load_checked
+from emulation.scenario.schema import EmulationSpec, FabricSpec, ScenarioError, StrictModel
 
 Recovery = Literal["optical", "electrical", "migration"]
 
 
-class JobSpec(_Strict):
+class JobSpec(StrictModel):
     """``job:`` section: the model (an MLP ``features -> hidden x layers -> classes``), the
     generated dataset (``samples`` points), the global ``batch`` (split over the ranks), SGD
     learning rate ``lr``, ``steps`` in all, a checkpoint every ``checkpoint_every`` steps,
@@ -76,7 +77,7 @@ class JobSpec(_Strict):
         return 4 * (self.parameters + 1)
 
 
-class FailureSpec(_Strict):
+class FailureSpec(StrictModel):
     """``failure:`` section: working GPU ``gpu`` fails as soon as the job has completed step
     ``at_step`` (0-based, as rank 0 logs it): its fabric ports go down and its processes are
     killed. A step count, not a time, so that where the failure lands relative to the last
@@ -86,7 +87,7 @@ class FailureSpec(_Strict):
     at_step: int = Field(ge=0)
 
 
-class TrainingScenario(_Strict):
+class TrainingScenario(StrictModel):
     """A whole training scenario file (module doc)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")

@@ -16,6 +16,8 @@ from __future__ import annotations
 from emulation.workloads.allreduce import check_sizes
 from emulation.workloads.model import Step, Workload
 
+#: Undirected GPU pairs ``(a, b)``, ``a < b``, each GPU at most once (what an OCS of duplex
+#: circuits holds in one configuration).
 Matching = tuple[tuple[int, int], ...]
 
 

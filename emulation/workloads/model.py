@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+
 Op = Literal["reduce", "copy", "append"]
 
 #: Collectives the generators produce (nccl-tests names).
@@ -57,6 +59,14 @@ class Step:
     def pairs(self) -> set[tuple[int, int]]:
         """Distinct (src, dst) pairs of the step."""
         return {(t.src, t.dst) for t in self.transfers}
+
+    def demand(self, ranks: int) -> np.ndarray:
+        """The step's demand matrix: ``(ranks, ranks)`` bytes, ``[src, dst]`` summed over its
+        transfers (the diagonal stays 0: a transfer joins two ranks)."""
+        out = np.zeros((ranks, ranks))
+        for t in self.transfers:
+            out[t.src, t.dst] += t.bytes
+        return out
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from pydantic import ConfigDict
 
 from emulation.workloads.model import Step, Transfer, Workload
 
@@ -46,8 +47,17 @@ Mode = Literal["padded", "payload"]
 
 @dataclass(frozen=True)
 class MoELayer:
-    """One MoE layer's routing problem (module doc). Bytes per element ``element_bytes``;
-    ``hidden`` H elements per token."""
+    """One MoE layer's routing problem (module doc); a scenario's ``moe:`` section (its ``gpus``
+    are the fabric's). ``experts`` in total (a multiple of ``gpus``), ``top_k``,
+    ``capacity_factor`` CF, ``tokens_per_gpu`` S, ``hidden`` H elements of ``element_bytes`` b
+    per token, routing ``skew`` (``uniform``; ``zipf`` with exponent ``skew_param``;
+    ``dirichlet`` with concentration ``skew_param``), ``popularity`` (``shared`` or ``per-gpu``),
+    ``seed``, combine tiles of ``tile_tokens`` x ``tile_cols``.
+
+    :raises ValueError: a bad field (the message starts with its name).
+    """
+
+    __pydantic_config__ = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     gpus: int
     experts: int

@@ -1,0 +1,35 @@
+"""The packet backend's executor: one resolved run (:class:`~emulation.schedule.RunDescription`)
+with real packets on a running :class:`~emulation.emulator.net.EmulatedFabric`, its result
+filled in completely."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from emulation.checks import complete
+from emulation.emulator.net import EmulatedFabric
+from emulation.emulator.orchestrator import run_workload
+from emulation.emulator.slotted import run_slotted
+from emulation.planners.cost import CostModel
+from emulation.results import RunResult
+from emulation.scale import Scale
+from emulation.schedule import RunDescription, SlottedPlan
+
+
+def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostModel, run_dir: Path, *,
+            arrivals_s: Sequence[float] | None = None, iteration: int = 0) -> RunResult:
+    """Run ``run`` on ``emu``: a per-step plan with :func:`~emulation.emulator.orchestrator.run_workload`,
+    a time-slotted one with :func:`~emulation.emulator.slotted.run_slotted`; logs under ``run_dir``.
+
+    :param arrivals_s: real time each rank arrives (default: all at 0; time-slotted runs take none).
+    :raises emulation.emulator.net.EmulationError: see the two runners.
+    """
+    w, sched = run.workload, run.schedule
+    arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * w.ranks
+    if isinstance(sched, SlottedPlan):
+        res = run_slotted(emu, run.name, w, sched.schedule, scale, cost.alpha_s, run_dir, sched.planner,
+                          relay=sched.relay)
+    else:
+        res = run_workload(emu, run.name, w, sched, scale, cost.alpha_s, run_dir, arrivals_s=arrivals)
+    return complete(res, run, emu.fabric, iteration, arrivals)

@@ -1,0 +1,37 @@
+"""The flow backend's executor: one resolved run (:class:`~emulation.schedule.RunDescription`)
+in virtual time, its result filled in completely."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from emulation.checks import complete
+from emulation.fabric import Fabric
+from emulation.flowsim.simulate import simulate
+from emulation.flowsim.slotted import simulate_slotted
+from emulation.planners.cost import CostModel
+from emulation.results import RunResult
+from emulation.schedule import RunDescription, SlottedPlan
+
+#: Runs with more transfers than this keep no per-transfer records in ``result.json``.
+MAX_RECORDED_TRANSFERS = 200_000
+
+
+def execute(fabric: Fabric, run: RunDescription, cost: CostModel, *, semantics: str = "round-synchronous",
+            arrivals_s: Sequence[float] | None = None, iteration: int = 0) -> RunResult:
+    """Simulate ``run`` on ``fabric``: a per-step plan with :func:`~emulation.flowsim.simulate.simulate`,
+    a time-slotted one with :func:`~emulation.flowsim.slotted.simulate_slotted`.
+
+    :param arrivals_s: real time each rank arrives (default: all at 0).
+    :raises emulation.flowsim.SimulationError: the workload cannot be simulated.
+    """
+    w, sched = run.workload, run.schedule
+    arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * w.ranks
+    if isinstance(sched, SlottedPlan):
+        res = simulate_slotted(w, sched.schedule, fabric.port_gbps, alpha_s=cost.alpha_s, arrivals_s=arrivals,
+                               name=run.name, relay=sched.relay)
+        res.planner = sched.planner
+    else:
+        res = simulate(fabric, w, sched, alpha_s=cost.alpha_s, delta_s=cost.delta_s, semantics=semantics,
+                       arrivals_s=arrivals, name=run.name, record_transfers=w.transfer_count <= MAX_RECORDED_TRANSFERS)
+    return complete(res, run, fabric, iteration, arrivals)

@@ -1,0 +1,123 @@
+"""Loading scenario files: YAML in, a validated model out, or one line naming the bad field.
+
+Every bad input is a :class:`~emulation.scenario.schema.ScenarioError` whose text is
+``FILE: field.path: what is wrong``; the CLI prints it and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from emulation.scenario.resolve import Experiment, resolve
+from emulation.scenario.schema import Scenario, ScenarioError
+from emulation.schedule import PlanError
+
+
+def read_yaml(path: str | Path) -> dict:
+    """The mapping in YAML file ``path``. :raises ScenarioError: unreadable, not YAML, not a mapping."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise ScenarioError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: must be a mapping of sections (fabric, ...)")
+    return data
+
+
+def validate(model: type[BaseModel], data: dict, path: str | Path):
+    """``model.model_validate(data)``; a validation error becomes one line naming the field.
+
+    :raises ScenarioError: ``FILE: field.path: problem``.
+    """
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+            msg = "unknown field"
+        # model-level checks name their field at the start of the message
+        field = re.match(r"([a-z_]+(?:\.[a-z_0-9]+)*): (.*)", msg)
+        if loc and field and err["type"] == "value_error":
+            loc, msg = f"{loc}.{field.group(1)}", field.group(2)
+        elif not loc and field and err["type"] == "value_error":
+            loc, msg = field.group(1), field.group(2)
+        raise ScenarioError(f"{path}: {loc}: {msg}" if loc else f"{path}: {msg}") from None
+
+
+def load_checked(path: str | Path, model: type[BaseModel], other_kind: tuple[str, str, str], check) -> BaseModel:
+    """Read ``path`` (:func:`read_yaml`), refuse a file of the other scenario kind, validate it
+    as ``model`` (:func:`validate`) and run ``check(scenario)``, prefixing its one-line error
+    with the path.
+
+    :param other_kind: ``(section, kind, command)``: a file with that top-level section is a
+        scenario of that kind, run by that ``ocslab`` command.
+    :raises ScenarioError: one line, ``FILE: field: problem``.
+    """
+    path = Path(path)
+    data = read_yaml(path)
+    section, kind, command = other_kind
+    if section in data:
+        raise ScenarioError(f"{path}: {section}: a {kind} scenario; run it with: ocslab {command} {path}")
+    sc = validate(model, data, path)
+    try:
+        check(sc)
+    except ScenarioError as e:
+        raise ScenarioError(f"{path}: {e}") from None
+    return sc
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file, and check that its fabric builds, its workloads fit in
+    memory and every run can be planned (each run resolved once, at its first size).
+
+    :raises ScenarioError: one line, ``FILE: field: problem``.
+    """
+    def check(sc: Scenario) -> None:
+        exp = resolve(sc)
+        _check_memory(exp)
+        _check_plannable(sc, exp)
+
+    return load_checked(path, Scenario, ("job", "training", "train"), check)
+
+
+def _check_memory(exp: Experiment) -> None:
+    """Refuse a scenario whose largest workload would not fit in memory (:mod:`emulation.flowsim.limits`)."""
+    from emulation.flowsim.limits import check_memory
+
+    counters = []
+    for size, r in exp.jobs:
+        def count_at(k: int, r=r, size=size) -> int:
+            return exp.workload(r, size, k).transfer_count
+
+        try:
+            count_at(8)
+        except ValueError:
+            continue  # not buildable at the fitting sizes: planning itself will say what is wrong
+        counters.append(count_at)
+    msg = check_memory(counters, exp.fabric.gpus) if counters else None
+    if msg:
+        raise ScenarioError(msg)
+
+
+def _check_plannable(sc: Scenario, exp: Experiment) -> None:
+    first = {}
+    for size, r in exp.jobs:
+        first.setdefault(r.name, size)
+    for i, run in enumerate(sc.runs):
+        try:
+            exp.resolve(run, first[run.name])
+        except (PlanError, ValueError) as e:
+            raise ScenarioError(f"runs.{i}: {e}") from None

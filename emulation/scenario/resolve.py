@@ -1,0 +1,164 @@
+"""Resolution: a loaded :class:`~emulation.scenario.schema.Scenario` becomes what the backends run.
+
+:func:`resolve` turns a scenario into an :class:`Experiment` (immutable: the built fabric, the
+cost model, the emulation's scale parameters, every iteration's arrival times and the jobs) whose
+:meth:`Experiment.runs` yields one :class:`RunDescription` per job: the workload and what the
+fabric does over it (a :data:`~emulation.schedule.FabricSchedule`), planned here and nowhere
+else. Backends consume these and never read the scenario's schema.
+
+Runs are resolved one at a time, as the backends ask for them: a 1,024-GPU ring's workload holds
+millions of transfers, and a scenario's jobs are not held in memory together. Loading
+(:func:`emulation.scenario.load.load_scenario`) resolves each run once at its first size to
+refuse a scenario that cannot be planned before anything starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from emulation.fabric import Fabric
+from emulation.planners import CostModel, make_plan
+from emulation.planners.slotted import plan_slotted
+from emulation.scale import Scale
+from emulation.scenario.schema import EmulationSpec, RunSpec, Scenario
+from emulation.schedule import FabricSchedule, RunDescription
+from emulation.units import format_bytes
+from emulation.workloads import build
+from emulation.workloads.model import Workload
+from emulation.workloads.moe import MoELayer, moe_workload, route
+from emulation.workloads.stragglar import with_straggler
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A scenario resolved (module doc).
+
+    :param arrivals_s: ``(iterations, gpus)`` arrival time of every rank at the collective,
+        real seconds (0 but a straggler's).
+    :param topology: the builder's name (``fabric.topology``).
+    :param jobs: every ``(size, run)`` to execute, in order.
+    :param header: what a result records of the scenario beyond the fabric: ``straggler``, ``iterations``.
+    """
+
+    name: str
+    topology: str
+    fabric: Fabric
+    cost: CostModel
+    semantics: str
+    emulation: EmulationSpec
+    arrivals_s: tuple[tuple[float, ...], ...]
+    jobs: tuple[tuple[int, RunSpec], ...]
+    straggler_rank: int | None
+    moe: MoELayer | None
+    header: dict
+
+    @property
+    def port_gbps(self) -> float:
+        """B, the fabric's port rate, Gbit/s."""
+        return self.fabric.port_gbps
+
+    def scale(self, link_mbps: float) -> Scale:
+        """The packet backend's scale model at emulated rate ``link_mbps`` (Mbit/s)."""
+        return Scale(link_mbps, self.emulation.byte_scale, self.fabric.port_gbps)
+
+    def resolve(self, run: RunSpec, size: int) -> RunDescription:
+        """``run`` on an ``size``-byte buffer (module doc).
+
+        :raises emulation.schedule.PlanError: the planner cannot plan it.
+        :raises ValueError: bad sizes, or a slot schedule that cannot be built.
+        """
+        w = self._workload(run, size)
+        if run.schedule == "none":
+            sched: FabricSchedule = make_plan(run.planner, self.fabric, w, self.cost)
+        else:
+            pair = None
+            if run.schedule == "rotor" and run.slot_s is None and run.collective == "moe":
+                pair = self.moe.capacity * self.moe.experts_per_gpu * self.moe.token_bytes
+            sched = plan_slotted(run.schedule, self.fabric, w, slot_s=run.slot_s, pair_bytes=pair,
+                                 guard_s=run.guard_s, headroom=run.headroom, forwarding=run.forwarding)
+        return RunDescription(run.name, size, sched, self._padding(run, sched.workload))
+
+    def runs(self, progress: Progress | None = None) -> Iterator[RunDescription]:
+        """Every job resolved, one at a time, reporting ``progress(label, done, total)`` and
+        ``done`` at the end."""
+        for i, (size, r) in enumerate(self.jobs):
+            if progress:
+                progress(f"{r.name} {format_bytes(size)}", i, len(self.jobs))
+            yield self.resolve(r, size)
+        if progress:
+            progress("done", len(self.jobs), len(self.jobs))
+
+    def workload(self, run: RunSpec, size: int, gpus: int | None = None) -> Workload:
+        """``run``'s workload before planning (:meth:`resolve` plans it), on the fabric's GPUs
+        or on ``gpus`` (the memory check sizes workloads at a few small counts).
+
+        :raises ValueError: bad sizes (or a moe layer that does not fit ``gpus``).
+        """
+        return self._workload(run, size, gpus)
+
+    def _workload(self, run: RunSpec, size: int, gpus: int | None = None) -> Workload:
+        n = gpus or self.fabric.gpus
+        if run.collective == "moe":
+            layer = self.moe if n == self.moe.gpus else dataclasses.replace(self.moe, gpus=n)
+            return moe_workload(_routed(layer), run.algorithm)
+        w = build(run.algorithm, n, size, run.collective)
+        if run.algorithm == "stragglar" and self.straggler_rank is not None:
+            w = with_straggler(w, self.straggler_rank)
+        return w
+
+    def _padding(self, run: RunSpec, workload: Workload) -> int:
+        if run.collective != "moe":
+            return 0
+        tr = _routed(self.moe)
+        off = ~np.eye(workload.ranks, dtype=bool)
+        payload = 2 * int(tr.dispatch[off].sum())  # every kept token travels out and back
+        return workload.bytes_sent - payload
+
+
+def resolve(sc: Scenario, fabric: Fabric | None = None) -> Experiment:
+    """The :class:`Experiment` of ``sc`` (its fabric built unless given).
+
+    :raises emulation.scenario.schema.ScenarioError: the fabric's builder rejects it.
+    """
+    fabric = fabric if fabric is not None else sc.fabric.build()
+    return Experiment(
+        name=sc.name, topology=sc.fabric.topology, fabric=fabric, cost=sc.cost, semantics=sc.semantics, emulation=sc.emulation,
+        arrivals_s=tuple(tuple(row) for row in arrivals_s(sc, sc.iterations)),
+        jobs=tuple(jobs(sc)), straggler_rank=sc.straggler.rank if sc.straggler else None, moe=sc.moe,
+        header={"straggler": sc.straggler.model_dump() if sc.straggler else None, "iterations": sc.iterations})
+
+
+def jobs(sc: Scenario) -> list[tuple[int, RunSpec]]:
+    """Every ``(size, run)`` of ``sc``: each run for every size, a ``moe`` run once (its size:
+    the per-GPU routed bytes S k H b)."""
+    out = []
+    for size in sc.sizes:
+        out += [(size, r) for r in sc.runs if r.collective != "moe"]
+    if sc.moe is not None:
+        per_gpu = sc.moe.tokens_per_gpu * sc.moe.top_k * sc.moe.token_bytes
+        out += [(per_gpu, r) for r in sc.runs if r.collective == "moe"]
+    return out
+
+
+def arrivals_s(sc: Scenario, iterations: int) -> list[list[float]]:
+    """Arrival time of every rank in iterations ``0 .. iterations-1`` (real seconds; 0 but the
+    straggler's, whose delay D is drawn per iteration: :class:`~emulation.scenario.schema.StragglerSpec`)."""
+    out = [[0.0] * sc.fabric.gpus for _ in range(iterations)]
+    if sc.straggler is not None:
+        for row, d in zip(out, sc.straggler.delays_s(iterations)):
+            row[sc.straggler.rank] = d
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _routed(layer: MoELayer):
+    """:func:`emulation.workloads.moe.route`, once per layer (a run's workload and its padding
+    both need it; 64 GPUs x 4096 tokens is worth not routing twice)."""
+    return route(layer)

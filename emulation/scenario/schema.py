@@ -1,0 +1,323 @@
+"""The schema of collective scenario files (``ocslab run``): what each section may hold.
+
+A scenario is one experiment: fabric + workloads + planner + scale + backend. Files are YAML;
+every field is checked on load (:mod:`emulation.scenario.load`) and a bad one is reported as a
+single line ``FILE: field.path: what is wrong`` (:class:`ScenarioError`); a loaded scenario is
+resolved once into what the backends run (:mod:`emulation.scenario.resolve`).
+
+Example (``experiments/demo.yaml``)::
+
+    name: demo
+    fabric: {topology: ocs-star, gpus: 8, ports_per_gpu: 2, port_gbps: 400,
+             reconfiguration_delay_s: 10.0e-6, initial: ring}
+    cost: {alpha_s: 5.0e-6, delta_s: 0}
+    sizes: [25MiB, 1MiB]
+    runs:
+      - {name: ring, algorithm: ring, planner: none}
+      - {name: rhd-static, algorithm: rhd, planner: none}
+      - {name: rhd-circuits, algorithm: rhd, planner: always}
+    emulation: {link_mbps: auto, byte_scale: 0.1}
+    # optional: backend: flow, semantics: dependency-driven, iterations: 10,
+    #           straggler: {rank: 7, delay_s: 1.0e-3, jitter_s: 0, distribution: uniform, seed: 0}
+
+Base topology: ``fabric.topology`` (``ocs-star``, ``ring``, ``torus``, ``eps``) and, for an OCS,
+``fabric.initial`` (``ring``, ``torus``, ``empty``); p = ``fabric.ports_per_gpu``,
+R = ``fabric.reconfiguration_delay_s``, delta = ``cost.delta_s``. A run may name its
+``collective`` (default ``allreduce``; see ``emulation.workloads.ALGORITHMS``) and its
+``planner`` (``none``, ``always``, ``greedy``, ``dp``; the latter two use ``cost``).
+``iterations`` repeats every (size, run), each iteration with its own straggler delay D
+(:class:`StragglerSpec`); results keep one record per iteration.
+
+MoE layers and time-slotted OCS (``experiments/moe_*.yaml``): a ``moe:`` section
+(:class:`emulation.workloads.moe.MoELayer`, on the fabric's GPUs) defines one layer's routing; runs with ``collective: moe`` and ``algorithm:
+padded`` or ``payload`` replay its dispatch and combine (``sizes`` is then optional; such a run
+is labelled with the per-GPU routed bytes). A run's ``schedule`` (:class:`RunSpec`) puts the OCS
+in rotor mode instead of a planner: ``rotor`` (round-robin matchings, equal slots) or ``plan``
+(a duplex BvN plan of the run's traffic matrix); both need ``ocs-star`` with one port per GPU.
+
+See ``docs/architecture.md`` (data flow: experiments/*.yaml --load+validate--> Scenario).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from emulation.fabric import Fabric, FabricError
+from emulation.planners import PLANNERS, CostModel
+from emulation.units import parse_bytes
+from emulation.workloads import ALGORITHMS, known
+from emulation.workloads.moe import MoELayer
+from topologies import BUILDERS
+
+#: The largest fabric a scenario describes (GPUs); the flow backend runs it, the packet backend
+#: is bounded by the machine (:mod:`emulation.emulator.limits`).
+MAX_GPUS = 4096
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be run; ``str()`` is one line naming the field."""
+
+
+class StrictModel(BaseModel):
+    """A section of a scenario file: unknown fields, infinities and NaN are refused; immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class FabricSpec(StrictModel):
+    """``fabric:`` section; ``topology`` names a builder in ``topologies.BUILDERS``. A ``rack``
+    (:func:`topologies.builders.rack`, training scenarios) also takes ``spares`` (spare GPUs
+    beside the ``gpus`` working ones) and ``electrical_gbps`` (the rate of its slower
+    electrical path, real Gbit/s)."""
+
+    topology: str
+    gpus: int = Field(ge=2, le=MAX_GPUS)
+    ports_per_gpu: int = Field(default=2, ge=1, le=16)
+    port_gbps: float = Field(default=400.0, gt=0)
+    reconfiguration_delay_s: float = Field(default=0.0, ge=0)
+    initial: str = "ring"
+    spares: int = Field(default=0, ge=0, le=64)
+    electrical_gbps: float | None = Field(default=None, gt=0)
+
+    @field_validator("topology")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in BUILDERS:
+            raise ValueError(f"unknown topology {v!r} (known: {', '.join(BUILDERS)})")
+        return v
+
+    @model_validator(mode="after")
+    def _rack_only(self) -> FabricSpec:
+        if self.topology != "rack":
+            if self.spares:
+                raise ValueError(f"spares: only a rack has spare GPUs, not {self.topology}")
+            if self.electrical_gbps is not None:
+                raise ValueError(f"electrical_gbps: only a rack has an electrical path, not {self.topology}")
+        return self
+
+    @model_validator(mode="after")
+    def _builder_takes(self) -> FabricSpec:
+        takes = _parameters(self.topology)
+        for name in sorted(self.model_fields_set - {"topology"} - takes):
+            if name == "ports_per_gpu":
+                continue  # checked against the built fabric (:meth:`build`)
+            raise ValueError(f"{name}: a {self.topology} fabric takes no {name} "
+                             f"(its fields: {', '.join(sorted(takes | {'ports_per_gpu'}))})")
+        return self
+
+    def build(self) -> Fabric:
+        """Build the fabric with the parameters its builder takes.
+
+        :raises ScenarioError: ``fabric: ...``, the builder rejects the parameters, or
+            ``ports_per_gpu`` was given and differs from the built fabric's (a static ring has 2
+            ports per GPU, a torus 4, an eps 1).
+        """
+        values = self.model_dump()
+        kwargs = {k: values[k] for k in _parameters(self.topology)}
+        try:
+            fabric = BUILDERS[self.topology](**kwargs)
+        except FabricError as e:
+            raise ScenarioError(f"fabric: {e}") from None
+        if "ports_per_gpu" in self.model_fields_set and fabric.ports_per_gpu != self.ports_per_gpu \
+                and "ports_per_gpu" not in kwargs:
+            raise ScenarioError(f"fabric.ports_per_gpu: a {self.topology} fabric has {fabric.ports_per_gpu} "
+                                f"ports per GPU, not {self.ports_per_gpu}")
+        return fabric
+
+
+def _parameters(topology: str) -> set[str]:
+    """The scenario fields the builder of ``topology`` takes (its keyword parameters)."""
+    return set(inspect.signature(BUILDERS[topology]).parameters)
+
+
+class EmulationSpec(StrictModel):
+    """``emulation:`` section: the scale model of the packet backend.
+
+    ``link_mbps`` is the emulated rate B_e of every port (Mbit/s) or ``auto``: the highest rate
+    at which this machine's headroom probe (every link saturated at once) reaches
+    ``headroom_target`` of link rate (:mod:`emulation.emulator.calibration`). A given rate is
+    probed too; ``headroom`` says what happens when it misses the target: ``refuse`` (the run
+    stops before anything is measured, naming the rate that would work), ``warn`` (it runs, with
+    a warning in the result), ``skip`` (no probe; not with ``auto``). ``byte_scale`` s: emulated
+    bytes = real bytes x s; TDF = s x port rate / B_e."""
+
+    link_mbps: float | Literal["auto"] = "auto"
+    byte_scale: float = Field(default=0.1, gt=0, le=1)
+    headroom: Literal["refuse", "warn", "skip"] = "refuse"
+    headroom_target: float = Field(default=0.98, gt=0.5, le=1)
+
+    @field_validator("link_mbps")
+    @classmethod
+    def _rate(cls, v):
+        if v != "auto" and not 0 < v <= 1000:
+            raise ValueError(f"must be auto or in (0, 1000] Mbit/s, got {v:g}")
+        return v
+
+    @model_validator(mode="after")
+    def _auto_needs_probe(self):
+        if self.link_mbps == "auto" and self.headroom == "skip":
+            raise ValueError("link_mbps: auto is chosen by the headroom probe; it cannot be combined with headroom: skip")
+        return self
+
+
+class StragglerSpec(StrictModel):
+    """``straggler:`` section: rank ``rank`` arrives at every collective D seconds after the
+    others (real seconds). D is drawn per iteration from ``distribution`` with a generator seeded
+    with ``seed``: ``uniform`` (default) ``delay_s + U[0, jitter_s)``; ``normal``
+    ``delay_s + N(0, jitter_s)`` clipped at 0; ``exponential`` ``delay_s + Exp(mean jitter_s)``.
+    With ``jitter_s: 0`` D is ``delay_s`` every time. Every algorithm sees the same D in an
+    iteration; ``stragglar`` runs are relabelled so that this rank is the straggler."""
+
+    rank: int = Field(ge=0)
+    delay_s: float = Field(ge=0)
+    jitter_s: float = Field(default=0.0, ge=0)
+    distribution: Literal["uniform", "normal", "exponential"] = "uniform"
+    seed: int = 0
+
+    def delays_s(self, iterations: int) -> list[float]:
+        """D for iterations ``0 .. iterations-1`` (seconds, deterministic in ``seed``)."""
+        if not self.jitter_s:
+            return [self.delay_s] * iterations
+        rng = np.random.default_rng(self.seed)
+        if self.distribution == "uniform":
+            extra = rng.uniform(0, self.jitter_s, iterations)
+        elif self.distribution == "normal":
+            extra = rng.normal(0, self.jitter_s, iterations)
+        else:
+            extra = rng.exponential(self.jitter_s, iterations)
+        return [max(0.0, self.delay_s + float(x)) for x in extra]
+
+
+MOE_MODES = ("padded", "payload")
+
+
+class RunSpec(StrictModel):
+    """One entry of ``runs:``: a collective by an algorithm, and a planner, run for every size
+    of ``sizes``. Collectives and algorithms: ``emulation.workloads.ALGORITHMS`` (and ``moe``:
+    ``padded``, ``payload``); planners: ``none``, ``always``, ``greedy``, ``dp``
+    (``emulation.planners``).
+
+    ``schedule`` (time-slotted OCS, :mod:`emulation.flowsim.slotted`, :mod:`emulation.emulator.slotted`):
+    ``none`` (default: the planner reconfigures between steps), ``rotor`` (the round-robin
+    matchings of K_n, every slot ``slot_s`` real seconds; default: the largest (src, dst) buffer
+    of the padded collective, or of the workload, at the port rate) or ``plan``
+    (:func:`emulation.planners.bvn.duplex_plan` of the run's traffic matrix, priced with the
+    fabric's R). Every slot carries ``headroom`` (fraction) more than it must, and hosts keep a
+    guard band of ``guard_s`` at both ends of a slot (real seconds; both backends).
+    ``forwarding``: ``direct`` (default: a transfer waits for a circuit to its destination) or
+    ``two-hop`` (the excess of pairs whose demand outgrows their slot is relayed through
+    intermediate GPUs, RotorLB-style: :mod:`emulation.planners.relay`; needs a schedule)."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    collective: str = "allreduce"
+    algorithm: str
+    planner: str = "none"
+    schedule: Literal["none", "rotor", "plan"] = "none"
+    slot_s: float | None = Field(default=None, gt=0)
+    guard_s: float = Field(default=0.0, ge=0)
+    headroom: float = Field(default=0.0, ge=0, le=10)
+    forwarding: Literal["direct", "two-hop"] = "direct"
+
+    @field_validator("collective")
+    @classmethod
+    def _collective(cls, v: str) -> str:
+        if v not in ALGORITHMS and v != "moe":
+            raise ValueError(f"unknown collective {v!r} (known: {', '.join(ALGORITHMS)}, moe)")
+        return v
+
+    @model_validator(mode="after")
+    def _algo(self) -> RunSpec:
+        if self.collective == "moe":
+            if self.algorithm not in MOE_MODES:
+                raise ValueError(f"algorithm: unknown moe algorithm {self.algorithm!r} (known: {', '.join(MOE_MODES)})")
+        elif self.algorithm not in ALGORITHMS[self.collective]:
+            raise ValueError(f"algorithm: unknown {self.collective} algorithm {self.algorithm!r} "
+                             f"(known: {known(self.collective)})")
+        if self.schedule != "none" and self.planner != "none":
+            raise ValueError(f"planner: must be none with schedule {self.schedule} (the rotor sets the circuits)")
+        if self.slot_s is not None and self.schedule != "rotor":
+            raise ValueError("slot_s: only a rotor schedule takes a slot length")
+        if self.forwarding == "two-hop" and self.schedule == "none":
+            raise ValueError("forwarding: two-hop needs a schedule (rotor or plan)")
+        return self
+
+    @field_validator("planner")
+    @classmethod
+    def _planner(cls, v: str) -> str:
+        if v not in PLANNERS:
+            raise ValueError(f"unknown planner {v!r} (known: {', '.join(PLANNERS)})")
+        return v
+
+
+class Scenario(StrictModel):
+    """A whole scenario file. ``sizes`` are buffer sizes (bytes, or strings like ``25MiB``)."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    fabric: FabricSpec
+    cost: CostModel = CostModel()
+    sizes: list[int] = Field(default_factory=list)
+    runs: list[RunSpec] = Field(min_length=1)
+    moe: MoELayer | None = None
+    emulation: EmulationSpec = EmulationSpec()
+    backend: Literal["mininet", "flow"] = "mininet"
+    semantics: Literal["round-synchronous", "dependency-driven"] = "round-synchronous"
+    straggler: StragglerSpec | None = None
+    iterations: int = Field(default=1, ge=1, le=10_000)
+
+    @field_validator("sizes", mode="before")
+    @classmethod
+    def _sizes(cls, v: Any) -> Any:
+        if not isinstance(v, list):
+            raise ValueError("must be a list of byte sizes")
+        return [parse_bytes(x) for x in v]
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Scenario:
+        names = [r.name for r in self.runs]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"runs: duplicate run name {sorted(dup)[0]!r}")
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moe_on_fabric(cls, data: Any) -> Any:
+        """The MoE layer runs on the fabric's GPUs: ``moe.gpus`` comes from ``fabric.gpus``."""
+        if isinstance(data, dict) and isinstance(data.get("moe"), dict) and isinstance(data.get("fabric"), dict):
+            if "gpus" in data["moe"]:
+                raise ValueError("moe.gpus: the layer runs on the fabric's GPUs; set fabric.gpus")
+            data = {**data, "moe": {**data["moe"], "gpus": data["fabric"].get("gpus")}}
+        return data
+
+    @model_validator(mode="after")
+    def _moe_and_sizes(self) -> Scenario:
+        if any(r.collective != "moe" for r in self.runs) and not self.sizes:
+            raise ValueError("sizes: at least one buffer size is needed (runs other than moe)")
+        if any(r.collective == "moe" for r in self.runs) and self.moe is None:
+            raise ValueError("moe: a moe section is needed by runs with collective moe")
+        if any(r.schedule != "none" for r in self.runs) and (
+                self.fabric.topology != "ocs-star" or self.fabric.ports_per_gpu != 1):
+            raise ValueError("fabric: a rotor schedule needs topology ocs-star with ports_per_gpu 1")
+        return self
+
+    @model_validator(mode="after")
+    def _no_rack(self) -> Scenario:
+        if self.fabric.topology == "rack":
+            raise ValueError("fabric: a rack with spares is for training scenarios (a job: section; ocslab train)")
+        return self
+
+    @model_validator(mode="after")
+    def _straggler_rank(self) -> Scenario:
+        if self.straggler is not None and self.straggler.rank >= self.fabric.gpus:
+            raise ValueError(f"straggler.rank: {self.straggler.rank} is not a rank of {self.fabric.gpus} GPUs")
+        return self
+
+    def to_yaml(self) -> str:
+        """The scenario as resolved (defaults filled in), YAML."""
+        return yaml.safe_dump(self.model_dump(mode="json", exclude={"moe": {"gpus"}}), sort_keys=False)

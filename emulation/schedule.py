@@ -1,0 +1,280 @@
+"""What the fabric does over time: the one contract between the planners and both backends.
+
+A run's fabric schedule takes one of two forms, both carrying the workload they are for
+(``.workload``; a planner may split steps, so backends execute the schedule's workload) and the
+planner that made them (``.planner``):
+
+- :class:`Plan` (*per-step*): for every step of the workload, the configuration it runs on and
+  whether reaching it needs a reconfiguration (``reconfigure``: the changed circuits go dark for
+  the reconfiguration delay R first) or not (``keep``). Made by :mod:`emulation.planners`
+  (``none``, ``always``, ``greedy``, ``dp``; PCCL, arXiv 2509.15450).
+- :class:`SlottedPlan` (*time-slotted*): the OCS cycles on its own clock through the
+  configurations of a :class:`SlotSchedule` (a dark window of R before every slot) and never
+  waits for traffic; hosts send while a circuit to their destination is up, directly or, with a
+  :class:`RelayPlan`, through an intermediate GPU (rotor / Birkhoff-von Neumann schedules;
+  PipSwitch, arXiv 2501.18136; RotorNet's RotorLB).
+
+:data:`FabricSchedule` is their union. The flow backend (:mod:`emulation.flowsim`) and the
+packet backend (:mod:`emulation.emulator`) both consume it and neither imports the other.
+
+Vocabulary: a *matching* is a set of undirected GPU pairs ``(a, b)``, ``a < b``, each GPU at most
+once (what an OCS of duplex circuits holds); a :class:`WeightedMatching` is a matching held for
+``weight`` bytes of every circuit; R is ``reconfiguration_delay_s`` everywhere, and the *dark
+window* is the time the changed circuits actually carried nothing (measured by the packet
+backend).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Union
+
+from emulation.fabric import Configuration, Fabric
+from emulation.units import bytes_per_s, format_bytes
+from emulation.workloads.matchings import Matching
+from emulation.workloads.model import Workload
+
+Action = Literal["keep", "reconfigure"]
+
+#: Directed circuits ``(src, dst)`` of one slot; a pair repeated m times is m parallel circuits.
+Pairs = tuple[tuple[int, int], ...]
+#: One transfer's parts: ``(via, bytes)``, ``via`` the relaying GPU or None for the direct part.
+Parts = tuple[tuple[Union[int, None], int], ...]
+
+
+class PlanError(ValueError):
+    """A plan cannot be made for this fabric and workload (e.g. a step's degree exceeds ports)."""
+
+
+# ---- per-step plans ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepPlan:
+    """The configuration step ``i`` runs on, and whether reaching it needs a reconfiguration."""
+
+    action: Action
+    configuration: Configuration
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Per-step configurations of one run, starting from ``initial``.
+
+    :param planner: name of the planner that made it.
+    :param reconfiguration_delay_s: R (real seconds) of each reconfiguration.
+    :param workload: the workload whose steps ``steps`` follow (module doc).
+    :param predicted_s: the planner's cost-model time of the plan (seconds), if it computed one.
+    """
+
+    planner: str
+    initial: Configuration
+    steps: tuple[StepPlan, ...]
+    reconfiguration_delay_s: float
+    workload: Workload
+    predicted_s: float | None = None
+
+    @property
+    def reconfigurations(self) -> int:
+        """Number of steps marked ``reconfigure``."""
+        return sum(s.action == "reconfigure" for s in self.steps)
+
+    def to_json(self) -> dict:
+        """``{"planner", "reconfiguration_delay_s", "predicted_s", "initial", "steps": [{"action",
+        "configuration"}]}``."""
+        return {
+            "planner": self.planner,
+            "reconfiguration_delay_s": self.reconfiguration_delay_s,
+            "predicted_s": self.predicted_s,
+            "initial": self.initial.to_json(),
+            "steps": [{"action": s.action, "configuration": s.configuration.to_json()} for s in self.steps],
+        }
+
+
+def plan_from_configurations(
+    planner: str, initial: Configuration, configs: list[Configuration], reconfiguration_delay_s: float,
+    workload: Workload, predicted_s: float | None = None,
+) -> Plan:
+    """Mark each step ``reconfigure`` exactly when its configuration differs from the previous.
+
+    :raises PlanError: ``configs`` and ``workload.steps`` differ in length.
+    """
+    if len(configs) != len(workload.steps):
+        raise PlanError(f"{len(configs)} configurations for {len(workload.steps)} steps")
+    steps, current = [], initial
+    for c in configs:
+        steps.append(StepPlan("keep" if c == current else "reconfigure", c))
+        current = c
+    return Plan(planner, initial, tuple(steps), reconfiguration_delay_s, workload, predicted_s)
+
+
+def reconfiguration_delay(fabric: Fabric) -> float:
+    """R of the fabric: the largest OCS reconfiguration delay, seconds (0 without an OCS)."""
+    return max((o.reconfiguration_delay_s for o in fabric.ocs), default=0.0)
+
+
+# ---- time-slotted schedules --------------------------------------------------------------------
+@dataclass(frozen=True)
+class WeightedMatching:
+    """A matching of duplex circuits (:data:`Matching`) held for ``weight`` bytes of every
+    circuit (``weight / B`` seconds at port rate B); each circuit carries both ways."""
+
+    weight: float
+    pairs: Matching
+
+
+@dataclass(frozen=True)
+class SlotSchedule:
+    """Configurations held cyclically: ``configs[k]`` (:data:`Pairs`, directed circuits) for
+    ``slots_s[k]`` seconds after a dark window of ``reconfiguration_delay_s`` (R); hosts keep a
+    guard band of ``guard_s`` at both ends of every slot. All times are real seconds. The clock
+    starts at t = 0: dark window, slot 0, dark window, slot 1, ... and again from slot 0.
+
+    Directed circuits model an OCS that switches each GPU's transmit fibre on its own (a
+    permutation such as i->j->k->i); :meth:`from_matchings` and :meth:`from_weighted` give
+    duplex ones (both directions), the only kind the packet backend emulates.
+
+    :raises ValueError: no configuration, lengths differ, a slot not positive, R < 0, a guard
+        band of half the shortest slot or more.
+    """
+
+    configs: tuple[Pairs, ...]
+    slots_s: tuple[float, ...]
+    reconfiguration_delay_s: float = 0.0
+    guard_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.configs or len(self.configs) != len(self.slots_s):
+            raise ValueError("slots_s: one slot length per configuration")
+        if min(self.slots_s) <= 0 or self.reconfiguration_delay_s < 0:
+            raise ValueError("slots_s: must be positive; reconfiguration_delay_s: must be >= 0")
+        if self.guard_s < 0 or 2 * self.guard_s >= min(self.slots_s):
+            raise ValueError(f"guard_s: must be >= 0 and under half the shortest slot "
+                             f"({min(self.slots_s) / 2:.3g} s), got {self.guard_s:.3g}")
+
+    @staticmethod
+    def from_matchings(matchings, slots_s, reconfiguration_delay_s: float = 0.0) -> SlotSchedule:
+        """Duplex circuits: every pair of each :data:`Matching`, both directions, held ``slots_s``."""
+        return SlotSchedule(tuple(tuple(p for a, b in m for p in ((a, b), (b, a))) for m in matchings),
+                            tuple(slots_s), reconfiguration_delay_s)
+
+    @staticmethod
+    def from_weighted(slots: list[WeightedMatching], port_gbps: float, reconfiguration_delay_s: float = 0.0,
+                      guard_s: float = 0.0, headroom: float = 0.0) -> SlotSchedule:
+        """One slot per :class:`WeightedMatching` (duplex circuits), held
+        ``(1 + headroom) x weight / B`` seconds (B = ``port_gbps``) plus the two guard bands, so
+        that the slot still carries ``weight`` bytes with ``headroom`` to spare."""
+        rate = bytes_per_s(port_gbps)
+        return SlotSchedule(tuple(tuple(p for a, b in s.pairs for p in ((a, b), (b, a))) for s in slots),
+                            tuple((1 + headroom) * s.weight / rate + 2 * guard_s for s in slots),
+                            reconfiguration_delay_s, guard_s)
+
+    @staticmethod
+    def from_permutations(terms, port_gbps: float, reconfiguration_delay_s: float = 0.0) -> SlotSchedule:
+        """One slot per Birkhoff-von Neumann term (:class:`emulation.planners.bvn.BvnTerm`): its
+        permutation as directed circuits, held ``weight / B`` seconds (B = ``port_gbps``)."""
+        rate = bytes_per_s(port_gbps)
+        return SlotSchedule(tuple(tuple(t.pairs()) for t in terms), tuple(t.weight / rate for t in terms),
+                            reconfiguration_delay_s)
+
+    @property
+    def cycle_s(self) -> float:
+        """One turn of the rotor: ``sum(slots_s) + len(configs) x R``."""
+        return float(sum(self.slots_s)) + len(self.configs) * self.reconfiguration_delay_s
+
+    def windows(self, until: float):
+        """Yield ``(t_on, t_off, k)`` for every slot that starts before ``until`` (the slot's
+        planned start and end; hosts send in ``[t_on + guard_s, t_off - guard_s]``)."""
+        t, i = 0.0, 0
+        while True:
+            k = i % len(self.configs)
+            t_on = t + self.reconfiguration_delay_s
+            if t_on >= until:
+                return
+            yield t_on, t_on + self.slots_s[k], k
+            t = t_on + self.slots_s[k]
+            i += 1
+
+    def circuit_bytes(self, until: float, port_gbps: float) -> float:
+        """Bytes the directed circuits of the slots that start before ``until`` could carry
+        until then at ``port_gbps`` (the denominator of slot utilisation)."""
+        rate = bytes_per_s(port_gbps)
+        return sum(len(self.configs[k]) * rate * (min(t_off, until) - t_on) for t_on, t_off, k in self.windows(until))
+
+
+@dataclass(frozen=True)
+class RelayPlan:
+    """How every transfer of a workload travels on a rotor with two-hop forwarding
+    (:func:`emulation.planners.relay.two_hop`): ``parts[step][transfer]`` (:data:`Parts`, in
+    the workload's order, bytes summing to the transfer's), and ``turns[step]``, the rotor
+    turns the plan needs for the step (an estimate)."""
+
+    parts: tuple[tuple[Parts, ...], ...]
+    turns: tuple[int, ...]
+
+    @property
+    def relayed_bytes(self) -> int:
+        """Bytes that go through an intermediate GPU (counted once, not per hop)."""
+        return sum(b for step in self.parts for parts in step for via, b in parts if via is not None)
+
+
+@dataclass(frozen=True)
+class SlottedPlan:
+    """A run on a time-slotted OCS (module doc): the rotor ``schedule`` (real seconds), how it was
+    made (``method``: ``round-robin``, ``bvn`` or ``weighted-round-robin``), the ``workload`` it
+    carries and, with two-hop forwarding, the ``relay`` plan (None: every byte goes direct).
+
+    :param planner: ``slotted-rotor`` or ``slotted-plan`` (the scenario's ``schedule``).
+    """
+
+    planner: str
+    schedule: SlotSchedule
+    method: str
+    workload: Workload
+    relay: RelayPlan | None = None
+    predicted_s: float | None = None
+
+    def parts(self, step: int, j: int, nbytes: int) -> Parts:
+        """The parts of transfer ``j`` of ``step`` (``nbytes`` long): the relay plan's, or one
+        direct part."""
+        return self.relay.parts[step][j] if self.relay else ((None, nbytes),)
+
+    def summary(self) -> dict:
+        """The schedule's shape for a result's ``slots``: ``method``, ``slots_per_turn``, ``turn_s``,
+        ``reconfiguration_delay_s``, ``guard_s``, ``forwarding`` and (two-hop) ``planned_turns``."""
+        s = self.schedule
+        out = {"method": self.method, "slots_per_turn": len(s.configs), "turn_s": s.cycle_s,
+               "reconfiguration_delay_s": s.reconfiguration_delay_s, "guard_s": s.guard_s,
+               "forwarding": "two-hop" if self.relay else "direct"}
+        if self.relay:
+            out["planned_turns"] = list(self.relay.turns)
+        return out
+
+
+#: What the fabric does over a run: per-step configurations or a time-slotted schedule.
+FabricSchedule = Union[Plan, SlottedPlan]
+
+
+@dataclass(frozen=True)
+class RunDescription:
+    """One job of a scenario, resolved (:mod:`emulation.scenario.resolve`): run ``name`` on a ``size_bytes`` buffer (a moe run: the
+    per-GPU routed bytes), executed as ``schedule`` says (its ``.workload`` is what runs), with
+    ``padding_bytes`` of the bytes sent carrying no payload (MoE null tokens, tile rounding)."""
+
+    name: str
+    size_bytes: int
+    schedule: FabricSchedule
+    padding_bytes: int = 0
+
+    @property
+    def workload(self) -> Workload:
+        """The workload the backends execute (a planner may have split steps)."""
+        return self.schedule.workload
+
+    @property
+    def slotted(self) -> bool:
+        """True for a time-slotted run (:class:`~emulation.schedule.SlottedPlan`)."""
+        return isinstance(self.schedule, SlottedPlan)
+
+    @property
+    def label(self) -> str:
+        """``name size``, e.g. ``ring 25MiB``."""
+        return f"{self.name} {format_bytes(self.size_bytes)}"
