@@ -17,19 +17,18 @@ from __future__ import annotations
 
 from emulation.drops import artefact_problem, summarise
 from emulation.fabric import Fabric
-from emulation.results import RunResult
+from emulation.results import Checks, RunResult
 from emulation.schedule import RunDescription, SlottedPlan
 
 #: Relative slack before a check fails (timing noise of the packet backend).
 TOLERANCE = 0.01
 
 
-def check_run(run: RunResult, fabric: Fabric, tolerance: float = TOLERANCE) -> dict:
+def check_run(run: RunResult, fabric: Fabric, tolerance: float = TOLERANCE) -> Checks:
     """Check ``run`` against the physics of ``fabric``.
 
-    :returns: ``{"ok", "bytes_conserved", "max_link_utilisation", "busbw_over_injection",
-        "problems": [one line each]}``; utilisation and the busbw ratio are fractions (1 = the
-        limit).
+    :returns: the :class:`~emulation.results.Checks`; utilisation and the busbw ratio are
+        fractions (1 = the limit).
     """
     problems = []
     conserved = run.bytes_delivered == run.bytes_sent
@@ -51,17 +50,16 @@ def check_run(run: RunResult, fabric: Fabric, tolerance: float = TOLERANCE) -> d
     ratio = run.busbw_gbps / injection if run.time_s > 0 else float("inf")
     if ratio > 1 + tolerance:
         problems.append(f"busbw {run.busbw_gbps:.1f} Gbit/s exceeds the injection bandwidth {injection:.0f} Gbit/s")
-    late = (run.slots or {}).get("start_error_s", {}).get("p99")
-    guard = (run.slots or {}).get("guard_emulated_s")
+    late = run.slots.start_error_s.p99 if run.slots and run.slots.start_error_s else None
+    guard = run.slots.guard_emulated_s if run.slots else None
     if late is not None and guard is not None and late > guard:
         problems.append(f"rotor: 1% of slots started more than {late * 1e3:.2f} ms late, beyond the "
                         f"{guard * 1e3:.2f} ms guard band (emulated): lower emulation.link_mbps")
     artefacts = artefact_problem(run.drops) if run.drops else None
     if artefacts:
         problems.append(artefacts)
-    return {"ok": not problems, "bytes_conserved": conserved, "max_link_utilisation": util,
-            "busbw_over_injection": ratio, "emulator_drops": summarise(run.drops)["artefacts"] if run.drops else 0,
-            "problems": problems}
+    return Checks(ok=not problems, bytes_conserved=conserved, max_link_utilisation=util, busbw_over_injection=ratio,
+                  emulator_drops=summarise(run.drops)["artefacts"] if run.drops else 0, problems=problems)
 
 
 def complete(res: RunResult, run: RunDescription, fabric: Fabric, iteration: int, arrivals_s) -> RunResult:
@@ -74,6 +72,6 @@ def complete(res: RunResult, run: RunDescription, fabric: Fabric, iteration: int
     res.straggler_delay_s = max(arrivals_s)
     res.padding_bytes = run.padding_bytes
     if isinstance(run.schedule, SlottedPlan):
-        res.slots.update(run.schedule.summary())
+        res.slots = res.slots.model_copy(update=run.schedule.summary())
     res.checks = check_run(res, fabric)
     return res

@@ -340,8 +340,8 @@ def _run(args) -> int:
     return 0
 
 
-def _execute(sc, backend: str, out: Path, force: bool) -> dict | int:
-    """Run ``sc`` on ``backend`` with a progress bar; the result dict, or an exit status after
+def _execute(sc, backend: str, out: Path, force: bool):
+    """Run ``sc`` on ``backend`` with a progress bar; the :class:`~emulation.results.ScenarioResult`, or an exit status after
     printing one line (the results directory is removed if this call created it and failed
     before anything was measured)."""
     from emulation import runner
@@ -384,6 +384,7 @@ def _compare(args) -> int:
     import datetime as dt
 
     from emulation import compare, report
+    from emulation.results import ScenarioResult
 
     sc = _load(args.file)
     if isinstance(sc, int):
@@ -393,10 +394,11 @@ def _compare(args) -> int:
     packet = None
     if args.packet_result is not None:
         try:
-            packet = json.loads(args.packet_result.read_text())
-        except (OSError, ValueError) as e:
-            return _fail(f"--packet-result: cannot read {args.packet_result}: {e}")
-        if packet.get("backend") != "mininet" or packet.get("scenario") != sc.name:
+            packet = ScenarioResult.from_json(json.loads(args.packet_result.read_text()))
+        except (OSError, ValueError) as e:  # pydantic's ValidationError is a ValueError
+            first = str(e).splitlines()
+            return _fail(f"--packet-result: cannot read {args.packet_result}: {' '.join(first[:3])}")
+        if packet.backend != "mininet" or packet.scenario != sc.name:
             return _fail(f"--packet-result: {args.packet_result} is not a mininet result of scenario {sc.name}")
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     out = _fresh_out(args.out or Path("runs") / f"{sc.name}-compare-{stamp}")
@@ -423,8 +425,8 @@ def _compare(args) -> int:
     compare.write(cmp, out)
     compare.print_compare(cmp, steps=not args.quiet_steps)
     Console().print(f"results: {out}/compare.json, compare.png, flow/, mininet/")
-    if args.max_error is not None and cmp["max_abs_error"] > args.max_error:
-        print(f"ocslab: completion-time error {cmp['max_abs_error']:.1%} exceeds --max-error {args.max_error:.1%}",
+    if args.max_error is not None and cmp.max_abs_error > args.max_error:
+        print(f"ocslab: completion-time error {cmp.max_abs_error:.1%} exceeds --max-error {args.max_error:.1%}",
               file=sys.stderr)
         return 1
     return 0

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from emulation.drops import summarise
-from emulation.results import RunResult
+from emulation.results import ScenarioResult
 from emulation.units import format_bytes
 
 
@@ -23,26 +23,26 @@ def ring_alpha_beta_s(ranks: int, nbytes: int, alpha_s: float, port_gbps: float)
     return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * nbytes * 8 / (port_gbps * 1e9)
 
 
-def write(result: dict, out: Path, scenario_yaml: str) -> None:
+def write(result: ScenarioResult, out: Path, scenario_yaml: str) -> None:
     """Write ``scenario.yaml``, ``result.json``, ``steps.csv`` and ``timeline.png`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "scenario.yaml").write_text(scenario_yaml)
-    (out / "result.json").write_text(json.dumps(result, indent=1))
+    (out / "result.json").write_text(json.dumps(result.to_json(), indent=1))
     with open(out / "steps.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["run", "bytes", "iteration", "step", "phase", "action", "start_s", "end_s",
                     "reconfiguration_delay_s", "dark_window_measured_s", "retransmissions", "drops_modelled",
                     "drops_emulator"])
-        for r in result["runs"]:
-            for s in r["steps"]:
-                d = summarise(s.get("drops") or {})
-                w.writerow([r["name"], r["bytes"], r.get("iteration", 0), s["index"], s["phase"], s["action"], s["start_s"],
-                            s["end_s"], s["reconfiguration_delay_s"], s["dark_window_measured_s"],
-                            s.get("retransmissions"), d["modelled"], d["artefacts"]])
+        for r in result.runs:
+            for s in r.steps:
+                d = summarise(s.drops or {})
+                w.writerow([r.name, r.bytes, r.iteration, s.index, s.phase, s.action, s.start_s, s.end_s,
+                            s.reconfiguration_delay_s, s.dark_window_measured_s, s.retransmissions,
+                            d["modelled"], d["artefacts"]])
     timeline(result, out / "timeline.png")
 
 
-def timeline(result: dict, path: Path) -> None:
+def timeline(result: ScenarioResult, path: Path) -> None:
     """One row per run (the first three iterations of each): its steps as bars (colour by
     phase), dark windows in black, the straggler's arrival as a red tick."""
     import matplotlib
@@ -50,7 +50,7 @@ def timeline(result: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [RunResult.from_json(r) for r in result["runs"] if r.get("iteration", 0) < 3]
+    runs = [r for r in result.runs if r.iteration < 3]
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(runs) + 1.5))
     colours = {}
     palette = plt.get_cmap("tab10")
@@ -65,7 +65,7 @@ def timeline(result: dict, path: Path) -> None:
     ax.set_yticks(range(len(runs)), [f"{r.name} {format_bytes(r.bytes)}" + (f" #{r.iteration}" if r.iteration else "")
                                      for r in runs])
     ax.set_xlabel("time (ms, real-equivalent)")
-    ax.set_title(f"{result['scenario']} ({result['backend']}): steps; black = dark window")
+    ax.set_title(f"{result.scenario} ({result.backend}): steps; black = dark window")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
     ax.legend(handles, list(colours), loc="lower right", fontsize="small")
     fig.tight_layout()
@@ -77,112 +77,106 @@ def _mib(n: float) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def print_summary(result: dict, console: Console | None = None) -> None:
+def print_summary(result: ScenarioResult, console: Console | None = None) -> None:
     """The summary table: one row per run and size (and iteration, or per-iteration statistics
     when the scenario has several)."""
     console = console or Console(width=max(Console().width, 120))
-    sem = result.get("semantics", "round-synchronous")
-    iterations = result.get("iterations", 1)
-    straggler = result.get("straggler") is not None
-    if iterations > 1:
+    straggler = result.straggler is not None
+    if result.iterations > 1:
         iteration_table(result, console)
     else:
-        t = Table(title=f"{result['scenario']} — backend {result['backend']}, {sem}")
+        t = Table(title=f"{result.scenario} — backend {result.backend}, {result.semantics}")
         cols = ["run", "bytes", "time (ms)", "algbw (Gbit/s)", "busbw (Gbit/s)", "reconfigs",
                 "dark req/meas (µs)", "checks"]
         if straggler:
             cols[3:3] = ["D (ms)", "after arrival (ms)"]
-        moe = any(r.get("padding_bytes") or r.get("slots") for r in result["runs"])
+        moe = any(r.padding_bytes or r.slots for r in result.runs)
         if moe:  # no reconfiguring steps; show the rotor instead
             cols[cols.index("reconfigs"):cols.index("checks")] = ["padding", "slots/turn", "slot util"]
-        relays = any((r.get("slots") or {}).get("forwarding") == "two-hop" for r in result["runs"])
+        relays = any(r.slots and r.slots.forwarding == "two-hop" for r in result.runs)
         if relays:
             cols.insert(cols.index("checks"), "relayed")
-        packets = result["backend"] == "mininet"
+        packets = result.backend == "mininet"
         if packets:  # what the emulator's own counters say about the run (emulation/drops.py)
             cols[cols.index("checks"):cols.index("checks")] = ["retx", "drops mod/emu"]
         for col in cols:
             t.add_column(col, justify="right" if col != "run" else "left")
-        for r in result["runs"]:
-            dark = [(s["reconfiguration_delay_s"], s["dark_window_measured_s"]) for s in r["steps"]
-                    if s["dark_window_measured_s"] is not None]
+        for r in result.runs:
+            dark = [(s.reconfiguration_delay_s, s.dark_window_measured_s) for s in r.steps
+                    if s.dark_window_measured_s is not None]
             dtxt = f"{dark[0][0] * 1e6:.1f}/{max(d[1] for d in dark) * 1e6:.1f}" if dark else "-"
-            d = r.get("straggler_delay_s", 0.0)
-            row = [r["name"], format_bytes(r["bytes"]), f"{r['time_s'] * 1e3:.3f}",
-                   f"{r['algbw_gbps']:.1f}", f"{r['busbw_gbps']:.1f}",
-                   str(sum(s["action"] == "reconfigure" for s in r["steps"])), dtxt,
-                   ("ok" if r["checks"]["ok"] else "FAIL") if r.get("checks") else "-"]
+            d = r.straggler_delay_s
+            row = [r.name, format_bytes(r.bytes), f"{r.time_s * 1e3:.3f}", f"{r.algbw_gbps:.1f}", f"{r.busbw_gbps:.1f}",
+                   str(r.reconfigurations), dtxt, ("ok" if r.checks.ok else "FAIL") if r.checks else "-"]
             if straggler:
-                row[3:3] = [f"{d * 1e3:.3f}", f"{(r['time_s'] - d) * 1e3:.3f}"]
+                row[3:3] = [f"{d * 1e3:.3f}", f"{(r.time_s - d) * 1e3:.3f}"]
             if moe:
-                sl = r.get("slots") or {}
+                sl = r.slots
                 short = {"round-robin": "rr", "weighted-round-robin": "wrr", "bvn": "bvn"}
                 i = cols.index("padding")
-                row[i:i + 2] = [_mib(r.get("padding_bytes", 0)),
-                              f"{sl['slots_per_turn']} {short.get(sl['method'], sl['method'])}" if sl else "-",
-                              f"{sl['slot_utilisation']:.2f}" if sl else "-"]
+                row[i:i + 2] = [_mib(r.padding_bytes),
+                              f"{sl.slots_per_turn} {short.get(sl.method, sl.method)}" if sl else "-",
+                              f"{sl.slot_utilisation:.2f}" if sl else "-"]
             if relays:
-                sl = r.get("slots") or {}
-                row.insert(cols.index("relayed"), _mib(sl["relayed_bytes"]) if sl.get("forwarding") == "two-hop" else "-")
+                two_hop = r.slots and r.slots.forwarding == "two-hop"
+                row.insert(cols.index("relayed"), _mib(r.slots.relayed_bytes) if two_hop else "-")
             if packets:
-                drops = summarise(r.get("drops") or {})
+                drops = summarise(r.drops or {})
                 row[cols.index("retx"):cols.index("retx")] = [
-                    str(sum(s.get("retransmissions") or 0 for s in r["steps"])),
-                    f"{drops['modelled']}/{drops['artefacts']}"]
+                    str(sum(s.retransmissions or 0 for s in r.steps)), f"{drops['modelled']}/{drops['artefacts']}"]
             t.add_row(*row)
         console.print(t)
-    f, cost = result["fabric"], result["cost"]
-    for r in result["runs"]:
-        if r["algorithm"] == "ring" and r["planner"] == "none" and not r.get("iteration"):
-            pred = ring_alpha_beta_s(r["ranks"], r["bytes"], cost["alpha_s"], f["port_gbps"])
-            verb = "simulated" if result["backend"] == "flow" else "measured"
-            d = r.get("straggler_delay_s", 0.0)
-            got = r["time_s"] - d
-            console.print(f"ring {format_bytes(r['bytes'])}: alpha-beta {pred * 1e3:.3f} ms, {verb} "
+    for r in result.runs:
+        if r.algorithm == "ring" and r.planner == "none" and not r.iteration:
+            pred = ring_alpha_beta_s(r.ranks, r.bytes, result.cost["alpha_s"], result.fabric.port_gbps)
+            verb = "simulated" if result.backend == "flow" else "measured"
+            d = r.straggler_delay_s
+            got = r.time_s - d
+            console.print(f"ring {format_bytes(r.bytes)}: alpha-beta {pred * 1e3:.3f} ms, {verb} "
                           f"{got * 1e3:.3f} ms{' after the straggler arrived' if d else ''} "
                           f"({(got - pred) / pred:+.1%})")
-    if "scale" in result:
-        s = result["scale"]
+    if result.scale:
+        s = result.scale
         console.print(f"scale: links {s['link_mbps']} Mbit/s, byte scale {s['byte_scale']}, TDF {s['tdf']:.0f}")
-    if "calibration" in result:
-        c = result["calibration"]
+    if result.calibration:
+        c = result.calibration
         probes = ", ".join(f"{p['link_mbps']:g} Mbit/s {p['efficiency']:.0%}" for p in c["probes"])
         how = "auto" if c["requested"] is None else f"asked {c['requested']:g}"
         console.print(f"calibration ({how}): {c['link_mbps']:g} Mbit/s per link reaches the {c['target']:.0%} target "
                       f"under full load (probes: {probes})")
-    if "headroom" in result:
-        h = result["headroom"]
+    if result.headroom:
+        h = result.headroom
         console.print(f"headroom: {h['efficiency']:.0%} of link rate at {h['offered_mbps']:.0f} Mbit/s offered")
-    for w in result.get("warnings", []):
+    for w in result.warnings:
         console.print(f"[bold yellow]warning:[/] {w}")
 
 
-def iteration_stats(result: dict) -> list[dict]:
+def iteration_stats(result: ScenarioResult) -> list[dict]:
     """Per (run, size): statistics of the per-iteration completion time (seconds).
 
     :returns: ``[{"name", "bytes", "iterations", "mean_s", "p50_s", "p95_s", "p99_s", "max_s",
-        "mean_delay_s", "failed_checks"}]`` in the order of ``result["runs"]``.
+        "mean_delay_s", "failed_checks"}]`` in the order of ``result.runs``.
     """
     import numpy as np
 
-    groups: dict[tuple[str, int], list[dict]] = {}
-    for r in result["runs"]:
-        groups.setdefault((r["name"], r["bytes"]), []).append(r)
+    groups: dict[tuple[str, int], list] = {}
+    for r in result.runs:
+        groups.setdefault((r.name, r.bytes), []).append(r)
     out = []
     for (name, nbytes), rs in groups.items():
-        t = np.array([r["time_s"] for r in rs])
+        t = np.array([r.time_s for r in rs])
         out.append({"name": name, "bytes": nbytes, "iterations": len(rs), "mean_s": float(t.mean()),
                     "p50_s": float(np.percentile(t, 50)), "p95_s": float(np.percentile(t, 95)),
                     "p99_s": float(np.percentile(t, 99)), "max_s": float(t.max()),
-                    "mean_delay_s": float(np.mean([r.get("straggler_delay_s", 0.0) for r in rs])),
-                    "failed_checks": sum(bool(r.get("checks")) and not r["checks"]["ok"] for r in rs)})
+                    "mean_delay_s": float(np.mean([r.straggler_delay_s for r in rs])),
+                    "failed_checks": sum(r.checks is not None and not r.checks.ok for r in rs)})
     return out
 
 
-def iteration_table(result: dict, console: Console) -> None:
+def iteration_table(result: ScenarioResult, console: Console) -> None:
     """Print :func:`iteration_stats` as a table (times in ms)."""
-    t = Table(title=f"{result['scenario']} — backend {result['backend']}: per-iteration collective time "
-                    f"over {result.get('iterations', 1)} iterations")
+    t = Table(title=f"{result.scenario} — backend {result.backend}: per-iteration collective time "
+                    f"over {result.iterations} iterations")
     for col in ("run", "bytes", "mean (ms)", "p50 (ms)", "p95 (ms)", "p99 (ms)", "max (ms)", "mean D (ms)", "checks"):
         t.add_column(col, justify="left" if col == "run" else "right")
     for st in iteration_stats(result):

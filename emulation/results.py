@@ -9,7 +9,9 @@ Spec: ``docs/architecture.md`` (results).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 
 def bus_factor(collective: str, ranks: int) -> float:
@@ -22,33 +24,54 @@ def bus_factor(collective: str, ranks: int) -> float:
     return 1.0
 
 
-@dataclass
-class StepResult:
-    """One step: when it started and ended (s from the run's start), its reconfiguration, and
-    ``max_link_bytes``, the real bytes routed over its busiest directed link, and (packet
-    backend) the TCP segments retransmitted during the step."""
+def busbw_gbps(collective: str, ranks: int, nbytes: float, time_s: float) -> float:
+    """nccl-tests bus bandwidth, Gbit/s: ``nbytes x 8 / time_s / 1e9 x`` :func:`bus_factor`
+    (``inf`` for a zero time)."""
+    algbw = nbytes * 8 / time_s / 1e9 if time_s > 0 else float("inf")
+    return algbw * bus_factor(collective, ranks)
+
+
+class _Record(BaseModel):
+    """A part of ``result.json``: unknown fields are refused, NaN and infinities allowed
+    (an unfinished transfer ends at ``inf``)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+class StepResult(_Record):
+    """One step: when it started and ended (s from the run's start), its reconfiguration
+    (``reconfiguration_delay_s`` R requested, ``dark_window_measured_s`` as measured; the flow
+    backend's equal R), and ``max_link_bytes``, the real bytes routed over its busiest directed
+    link. Packet backend only: ``retransmissions`` (TCP segments retransmitted during the step),
+    ``drops`` (packets lost, by place: :mod:`emulation.drops`), ``timing`` (where the step's
+    time went beyond the transfers, s) and, on a rotor, ``stalls`` (windows that opened on a
+    connection stalled by a loss in the dark)."""
 
     index: int
     phase: str
     start_s: float
     end_s: float
-    action: str = "keep"
-    reconfiguration_delay_s: float | None = None
-    dark_window_measured_s: float | None = None
-    max_link_bytes: float | None = None
-    retransmissions: int | None = None
-    drops: dict | None = None  # packet backend: packets lost in the step, by place (emulation/drops.py)
-    timing: dict | None = None  # packet backend: where the step's time went beyond the transfers (s)
-    stalls: int | None = None  # rotor runs: windows that opened on a connection stalled by a loss in the dark
+    action: Literal["keep", "reconfigure", "slotted"] = "keep"
+    reconfiguration_delay_s: Optional[float] = None
+    dark_window_measured_s: Optional[float] = None
+    max_link_bytes: Optional[float] = None
+    retransmissions: Optional[int] = None
+    drops: Optional[dict[str, Any]] = None
+    timing: Optional[dict[str, float]] = None
+    stalls: Optional[int] = None
 
     @property
     def duration_s(self) -> float:
         """``end_s - start_s``."""
         return self.end_s - self.start_s
 
+    @classmethod
+    def of(cls, index: int, phase: str, start_s: float, end_s: float, action: str = "keep", **fields) -> StepResult:
+        """Step ``index`` of ``phase`` from ``start_s`` to ``end_s`` (s), with ``action`` and any other field."""
+        return cls(index=index, phase=phase, start_s=start_s, end_s=end_s, action=action, **fields)
 
-@dataclass
-class TransferResult:
+
+class TransferResult(_Record):
     """One transfer (real-equivalent bytes) with its start and end (s from the run's start)."""
 
     step: int
@@ -58,9 +81,61 @@ class TransferResult:
     start_s: float
     end_s: float
 
+    @classmethod
+    def of(cls, step: int, src: int, dst: int, nbytes: int, start_s: float, end_s: float) -> TransferResult:
+        """A record built by a backend, unvalidated (millions of them in a large run)."""
+        return cls.model_construct(step=step, src=src, dst=dst, bytes=nbytes, start_s=start_s, end_s=end_s)
 
-@dataclass
-class RunResult:
+
+class Checks(_Record):
+    """The sanity checks of a run (:func:`emulation.checks.check_run`): ``ok`` when
+    ``problems`` (one line each) is empty; ``max_link_utilisation`` and
+    ``busbw_over_injection`` are fractions (1 = the physical limit); ``emulator_drops`` counts
+    the packets the emulator lost as an artefact."""
+
+    ok: bool
+    bytes_conserved: bool
+    max_link_utilisation: float
+    busbw_over_injection: float
+    emulator_drops: int = 0
+    problems: list[str] = Field(default_factory=list)
+
+
+class Percentiles(_Record):
+    """Median, 99th percentile and maximum of a sample (seconds)."""
+
+    median: float
+    p99: float
+    max: float
+
+
+class Slots(_Record):
+    """A time-slotted run (:class:`emulation.schedule.SlottedPlan`). Both backends:
+    ``slot_utilisation`` (delivered bytes / bytes the up circuits could carry until the end),
+    ``cycles`` (rotor turns until the end), ``relayed_bytes`` (two-hop forwarding) and the
+    schedule's shape (:meth:`emulation.schedule.SlottedPlan.summary`: ``method``,
+    ``slots_per_turn``, ``turn_s``, ``reconfiguration_delay_s``, ``guard_s``, ``forwarding``,
+    ``planned_turns``). Packet backend: ``slots_run``, ``start_error_s`` (the controller's
+    ``|measured - planned|`` slot start, emulated s), ``dark_window_measured_s`` (median, real s)
+    and ``guard_emulated_s``."""
+
+    slot_utilisation: float
+    cycles: float
+    relayed_bytes: int = 0
+    method: Optional[str] = None
+    slots_per_turn: Optional[int] = None
+    turn_s: Optional[float] = None
+    reconfiguration_delay_s: Optional[float] = None
+    guard_s: Optional[float] = None
+    forwarding: Optional[Literal["direct", "two-hop"]] = None
+    planned_turns: Optional[list[int]] = None
+    slots_run: Optional[int] = None
+    start_error_s: Optional[Percentiles] = None
+    dark_window_measured_s: Optional[float] = None
+    guard_emulated_s: Optional[float] = None
+
+
+class RunResult(_Record):
     """One collective run: ``name`` and ``bytes`` identify it within a scenario.
 
     ``transfers`` may be left out of large runs (``transfers_omitted`` says how many);
@@ -68,7 +143,10 @@ class RunResult:
     over the run; ``checks`` holds the sanity checks (:func:`emulation.checks.check_run`);
     ``predicted_s`` is the planner's cost-model time of the plan (seconds; greedy, dp, always);
     ``iteration`` numbers repeated runs (scenario ``iterations``) and ``straggler_delay_s`` is the
-    straggler's arrival delay D in that iteration (0 without a straggler).
+    straggler's arrival delay D in that iteration (0 without a straggler); ``padding_bytes`` are
+    bytes sent that carry no payload (MoE null tokens, tile rounding); ``slots`` describes a
+    time-slotted run; ``drops`` (packet backend) the packets lost in the run, by place
+    (:mod:`emulation.drops`). ``algbw_gbps`` and ``busbw_gbps`` are derived (Gbit/s).
     """
 
     name: str
@@ -77,32 +155,34 @@ class RunResult:
     planner: str
     ranks: int
     bytes: int
-    backend: str
+    backend: Literal["flow", "mininet"]
     time_s: float
-    steps: list[StepResult] = field(default_factory=list)
-    transfers: list[TransferResult] = field(default_factory=list)
+    steps: list[StepResult] = Field(default_factory=list)
+    transfers: list[TransferResult] = Field(default_factory=list)
     bytes_sent: int = 0
     bytes_delivered: int = 0
     semantics: str = "round-synchronous"
     transfers_omitted: int = 0
-    link_bytes: list[list[float]] = field(default_factory=list)
-    checks: dict = field(default_factory=dict)
-    predicted_s: float | None = None
+    link_bytes: list[list[float]] = Field(default_factory=list)
+    checks: Optional[Checks] = None
+    predicted_s: Optional[float] = None
     iteration: int = 0
     straggler_delay_s: float = 0.0
-    slots: dict = field(default_factory=dict)  # time-slotted runs: slot utilisation, rotor turns, timing
-    padding_bytes: int = 0  # bytes sent that carry no payload (MoE null tokens, tile rounding)
-    drops: dict = field(default_factory=dict)  # packet backend: packets lost in the run, by place
+    slots: Optional[Slots] = None
+    padding_bytes: int = 0
+    drops: dict[str, Any] = Field(default_factory=dict)
 
+    @computed_field
     @property
     def algbw_gbps(self) -> float:
         """``bytes / time`` in Gbit/s."""
         return self.bytes * 8 / self.time_s / 1e9 if self.time_s > 0 else float("inf")
 
+    @computed_field
     @property
     def busbw_gbps(self) -> float:
         """``algbw x`` the nccl-tests factor, Gbit/s."""
-        return self.algbw_gbps * bus_factor(self.collective, self.ranks)
+        return busbw_gbps(self.collective, self.ranks, self.bytes, self.time_s)
 
     @property
     def reconfigurations(self) -> int:
@@ -110,16 +190,64 @@ class RunResult:
         return sum(s.action == "reconfigure" for s in self.steps)
 
     def to_json(self) -> dict:
-        """Plain dict with ``algbw_gbps`` and ``busbw_gbps`` added."""
-        d = asdict(self)
-        d["algbw_gbps"] = self.algbw_gbps
-        d["busbw_gbps"] = self.busbw_gbps
-        return d
+        """Plain dict (``result.json``'s form), with ``algbw_gbps`` and ``busbw_gbps``."""
+        return self.model_dump()
 
     @staticmethod
     def from_json(d: dict) -> RunResult:
-        """Inverse of :meth:`to_json`."""
-        d = {k: v for k, v in d.items() if k not in ("algbw_gbps", "busbw_gbps")}
-        d["steps"] = [StepResult(**s) for s in d.get("steps", [])]
-        d["transfers"] = [TransferResult(**t) for t in d.get("transfers", [])]
-        return RunResult(**d)
+        """Inverse of :meth:`to_json` (the derived bandwidths are recomputed)."""
+        return RunResult.model_validate({k: v for k, v in d.items() if k not in ("algbw_gbps", "busbw_gbps")})
+
+
+class FabricRecord(_Record):
+    """The fabric that was built (not the scenario's request): builder name, fabric name, GPUs,
+    ports per GPU, port rate (Gbit/s) and R (the largest OCS reconfiguration delay, s)."""
+
+    topology: str
+    name: str
+    gpus: int
+    ports_per_gpu: int
+    port_gbps: float
+    reconfiguration_delay_s: float
+
+
+class ScenarioResult(_Record):
+    """A whole ``result.json`` of ``ocslab run``: what ran (``scenario``, ``backend``, versions,
+    the built ``fabric``, ``cost`` alpha/delta, ``semantics``, ``straggler``, ``iterations``, every
+    iteration's ``arrivals_s``) and its ``runs``. Flow backend: ``simulation_wall_s`` per job.
+    Packet backend: the machine's ``capabilities``, the link-rate ``calibration`` and chosen
+    ``headroom`` probe, the ``scale`` model, ``complete`` (False: a run failed, ``error`` says
+    why, ``runs`` holds those measured before). Both: ``warnings``, one line each."""
+
+    scenario: str
+    backend: Literal["flow", "mininet"]
+    created: str
+    versions: dict[str, str]
+    fabric: FabricRecord
+    cost: dict[str, float]
+    semantics: str
+    straggler: Optional[dict[str, Any]] = None
+    iterations: int = 1
+    arrivals_s: list[list[float]] = Field(default_factory=list)
+    simulation_wall_s: Optional[dict[str, float]] = None
+    capabilities: Optional[dict[str, Any]] = None
+    slotted_rate_cap_mbps: Optional[float] = None
+    calibration: Optional[dict[str, Any]] = None
+    headroom: Optional[dict[str, Any]] = None
+    scale: Optional[dict[str, float]] = None
+    complete: Optional[bool] = None
+    error: Optional[str] = None
+    warnings: list[str] = Field(default_factory=list)
+    runs: list[RunResult] = Field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """The plain dict written as ``result.json`` (fields that do not apply left out)."""
+        d = self.model_dump(exclude_none=True)
+        d["runs"] = [r.to_json() for r in self.runs]
+        d["straggler"] = d.get("straggler")
+        return d
+
+    @staticmethod
+    def from_json(d: dict) -> ScenarioResult:
+        """Read a ``result.json`` dict back. :raises pydantic.ValidationError: not one."""
+        return ScenarioResult.model_validate({**d, "runs": [RunResult.from_json(r) for r in d.get("runs", [])]})

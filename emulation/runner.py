@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from emulation import __version__
-from emulation.results import RunResult
+from emulation.results import FabricRecord, RunResult, ScenarioResult
 from emulation.scenario import Experiment, Scenario, resolve
 from emulation.schedule import reconfiguration_delay
 from emulation.units import format_bytes
@@ -35,8 +35,8 @@ class BackendError(ValueError):
     """The scenario asks for something the chosen backend cannot do (one line, names the field)."""
 
 
-def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None, force: bool = False) -> dict:
-    """Run ``sc`` on ``backend`` (``"flow"`` or ``"mininet"``); return the ``result.json`` dict.
+def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None, force: bool = False) -> ScenarioResult:
+    """Run ``sc`` on ``backend`` (``"flow"`` or ``"mininet"``); return its result (``result.json``).
 
     :raises BackendError: the backend cannot execute the scenario's semantics, or the fabric is
         larger than the packet backend can emulate here (:mod:`emulation.emulator.limits`).
@@ -58,9 +58,9 @@ def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None,
     return run_mininet(exp, out, progress, force)
 
 
-def run_flow(exp: Experiment | Scenario, progress: Progress | None = None) -> dict:
-    """Run every job of ``exp`` (a scenario is resolved first) in the flow simulator; return the
-    ``result.json`` dict.
+def run_flow(exp: Experiment | Scenario, progress: Progress | None = None) -> ScenarioResult:
+    """Run every job of ``exp`` (a scenario is resolved first) in the flow simulator; return its
+    result.
 
     Deterministic: the same scenario gives the same result.
 
@@ -83,11 +83,11 @@ def run_flow(exp: Experiment | Scenario, progress: Progress | None = None) -> di
 
 
 def _warnings(runs: list[RunResult]) -> list[str]:
-    return [f"{r.name} {format_bytes(r.bytes)}: {p}" for r in runs for p in r.checks.get("problems", [])]
+    return [f"{r.name} {format_bytes(r.bytes)}: {p}" for r in runs for p in (r.checks.problems if r.checks else [])]
 
 
-def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, force: bool = False) -> dict:
-    """Run every job of ``exp`` with real packets; return the ``result.json`` dict.
+def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, force: bool = False) -> ScenarioResult:
+    """Run every job of ``exp`` with real packets; return its result.
 
     First the link rate is calibrated (:mod:`emulation.emulator.calibration`): ``auto`` takes
     the highest rate whose headroom probe reaches the target; a given rate is probed and, if it
@@ -154,31 +154,24 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
             error = str(e) if not isinstance(e, KeyboardInterrupt) else "interrupted"
             partial = _result(exp, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": False,
                                                     "error": error})
-            (out / "result.json").write_text(json.dumps(partial, indent=1))
+            (out / "result.json").write_text(json.dumps(partial.to_json(), indent=1))
             raise
     meta["warnings"] += _warnings(runs)
     return _result(exp, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": True})
 
 
-def _result(exp: Experiment, backend: str, runs: list[RunResult], extra: dict) -> dict:
+def _result(exp: Experiment, backend: str, runs: list[RunResult], extra: dict) -> ScenarioResult:
     try:
         import os_ken
 
         osken = getattr(os_ken, "__version__", "unknown")
     except ImportError:
         osken = "absent"
-    return {
-        "scenario": exp.name,
-        "backend": backend,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "versions": {"ocslab": __version__, "python": platform.python_version(), "os_ken": osken},
-        "fabric": {"topology": exp.topology, "name": exp.fabric.name, "gpus": exp.fabric.gpus,
-                   "ports_per_gpu": exp.fabric.ports_per_gpu, "port_gbps": exp.fabric.port_gbps,
-                   "reconfiguration_delay_s": reconfiguration_delay(exp.fabric)},
-        "cost": dataclasses.asdict(exp.cost),
-        "semantics": exp.semantics,
-        **exp.header,
-        "arrivals_s": [list(a) for a in exp.arrivals_s],
-        **extra,
-        "runs": [r.to_json() for r in runs],
-    }
+    fabric = FabricRecord(topology=exp.topology, name=exp.fabric.name, gpus=exp.fabric.gpus,
+                          ports_per_gpu=exp.fabric.ports_per_gpu, port_gbps=exp.fabric.port_gbps,
+                          reconfiguration_delay_s=reconfiguration_delay(exp.fabric))
+    return ScenarioResult(
+        scenario=exp.name, backend=backend, created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        versions={"ocslab": __version__, "python": platform.python_version(), "os_ken": osken}, fabric=fabric,
+        cost=dataclasses.asdict(exp.cost), semantics=exp.semantics, **exp.header,
+        arrivals_s=[list(a) for a in exp.arrivals_s], **extra, runs=runs)

@@ -140,8 +140,8 @@ def test_flow_and_packet_backends_agree_and_pass_the_sanity_checks(run_dir):
             assert abs(err) < 0.08, (alg, pkt.time_s, flow.time_s)
             checks = check_run(pkt, f)
             print(f"{alg}: max link utilisation {checks['max_link_utilisation']:.3f}")
-            assert checks["ok"], checks["problems"]
-            assert 0.7 < checks["max_link_utilisation"] <= 1.01
+            assert checks.ok, checks.problems
+            assert 0.7 < checks.max_link_utilisation <= 1.01
 
 
 def test_a_straggler_delays_the_packet_run_like_the_flow_run(run_dir):
@@ -305,8 +305,8 @@ def test_moe_layer_on_the_rotor_matches_the_flow_model(run_dir):
     sc = load_scenario(Path(__file__).resolve().parents[1] / "experiments" / "moe_ocs.yaml")
     runs = [r for r in sc.runs if r.algorithm == "payload"]
     sc = sc.model_copy(update={"runs": runs})
-    flow = {r["name"]: r for r in runner.run(sc, "flow", run_dir / "flow")["runs"]}
-    packet = {r["name"]: r for r in runner.run(sc, "mininet", run_dir / "mn")["runs"]}
+    flow = {r["name"]: r for r in runner.run(sc, "flow", run_dir / "flow").to_json()["runs"]}
+    packet = {r["name"]: r for r in runner.run(sc, "mininet", run_dir / "mn").to_json()["runs"]}
     for name, f in flow.items():
         p = packet[name]
         print(f"{name}: packet {p['time_s'] * 1e3:.3f} ms, flow {f['time_s'] * 1e3:.3f} ms, slot utilisation "
@@ -333,8 +333,8 @@ def test_two_hop_forwarding_on_the_rotor_relays_through_agents_and_matches_the_f
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "experiments" / "moe_twohop.yaml")
     sc = sc.model_copy(update={"runs": [r for r in sc.runs if r.name in ("rotor-direct", "rotor-two-hop")]})
-    flow = {r["name"]: r for r in runner.run(sc, "flow", run_dir / "flow")["runs"]}
-    packet = {r["name"]: r for r in runner.run(sc, "mininet", run_dir / "mn")["runs"]}
+    flow = {r["name"]: r for r in runner.run(sc, "flow", run_dir / "flow").to_json()["runs"]}
+    packet = {r["name"]: r for r in runner.run(sc, "mininet", run_dir / "mn").to_json()["runs"]}
     for name, f in flow.items():
         p = packet[name]
         print(f"{name}: packet {p['time_s'] * 1e3:.3f} ms, flow {f['time_s'] * 1e3:.3f} ms, relayed "

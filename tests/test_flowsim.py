@@ -213,17 +213,17 @@ def test_sanity_checks_pass_on_simulations_and_catch_broken_results():
     for alg, planner in (("ring", "none"), ("rhd", "none"), ("rhd", "always")):
         r = _run(f, alg, 8, 8 << 20, 1e-6, planner=planner)
         c = check_run(r, f)
-        assert c["ok"], c["problems"]
-        assert 0.5 < c["max_link_utilisation"] <= 1.0 and c["busbw_over_injection"] <= 1.0
+        assert c.ok, c.problems
+        assert 0.5 < c.max_link_utilisation <= 1.0 and c.busbw_over_injection <= 1.0
     good = _run(f, "ring", 8, 8 << 20)
     d = good.to_json()
     d["bytes_delivered"] -= 1
-    assert not check_run(RunResult.from_json(d), f)["ok"]
+    assert not check_run(RunResult.from_json(d), f).ok
     d = good.to_json()
     for s in d["steps"]:  # a clock that runs twice too fast
         s["end_s"] = s["start_s"] + (s["end_s"] - s["start_s"]) / 2
     d["time_s"] /= 2
-    problems = check_run(RunResult.from_json(d), f)["problems"]
+    problems = check_run(RunResult.from_json(d), f).problems
     assert any("link capacity" in p for p in problems)
 
 
@@ -236,7 +236,7 @@ def test_sensitivity_gpu_count_and_link_rate_change_the_result(tmp_path):
         p = tmp_path / f"s{gpus}-{gbps}.yaml"
         p.write_text(f"name: s\nfabric: {{topology: ocs-star, gpus: {gpus}, ports_per_gpu: 2, port_gbps: {gbps}}}\n"
                      "cost: {alpha_s: 2.0e-6}\nsizes: [4MiB]\nruns: [{name: rhd, algorithm: rhd}]\nbackend: flow\n")
-        return run_flow(load_scenario(p))["runs"][0]["time_s"]
+        return run_flow(load_scenario(p)).runs[0].time_s
 
     base = time_of(8, 400)
     assert time_of(16, 400) > base * 1.05

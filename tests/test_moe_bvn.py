@@ -162,7 +162,7 @@ def test_rotor_all_to_all_takes_one_cycle_when_a_slot_fits_a_block():
     res = simulate_slotted(w, SlotSchedule.from_matchings(rr, (block / bps,) * (n - 1), dark), gbps)
     st = res.slots
     assert res.time_s == pytest.approx((n - 1) * (dark + block / bps), rel=1e-9)  # the last slot's end
-    assert st["slot_utilisation"] == pytest.approx(1.0)
+    assert st.slot_utilisation == pytest.approx(1.0)
     # half a block per slot: two turns of the rotor, the last block done at the end of the second
     res2 = simulate_slotted(w, SlotSchedule.from_matchings(rr, (0.5 * block / bps,) * (n - 1), dark), gbps)
     assert res2.time_s == pytest.approx(2 * (n - 1) * (dark + 0.5 * block / bps), rel=1e-9)
@@ -170,7 +170,7 @@ def test_rotor_all_to_all_takes_one_cycle_when_a_slot_fits_a_block():
     res3 = simulate_slotted(w, SlotSchedule.from_matchings(rr, (2 * block / bps,) * (n - 1), dark), gbps)
     st3 = res3.slots
     assert res3.time_s == pytest.approx((n - 1) * dark + (n - 2) * 2 * block / bps + block / bps, rel=1e-9)
-    assert 0.5 < st3["slot_utilisation"] < 0.6
+    assert 0.5 < st3.slot_utilisation < 0.6
 
 
 def test_bvn_schedule_serves_its_matrix_within_one_turn_and_never_after_a_rotor():
@@ -330,7 +330,7 @@ def test_moe_scenario_runs_once_per_run_and_reports_padding_and_slots(tmp_path):
   - {name: rotor, collective: moe, algorithm: padded, schedule: rotor}
   - {name: plan, collective: moe, algorithm: payload, schedule: plan}
 """))
-    res = runner.run_flow(sc)
+    res = runner.run_flow(sc).to_json()
     by = {r["name"]: r for r in res["runs"]}
     assert len(res["runs"]) == 2
     layer = sc.moe
@@ -355,4 +355,4 @@ runs: [{name: rotor, collective: moe, algorithm: payload, schedule: rotor}]
     with pytest.raises(runner.BackendError, match="straggler: rotor runs"):
         runner.run(sc, "mininet", tmp_path / "out")
     assert not (tmp_path / "out").exists()
-    assert runner.run(sc, "flow", tmp_path / "flow")["runs"][0]["straggler_delay_s"] == pytest.approx(1e-4)
+    assert runner.run(sc, "flow", tmp_path / "flow").to_json()["runs"][0]["straggler_delay_s"] == pytest.approx(1e-4)

@@ -301,7 +301,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
         transfers: dict[int, TransferResult] = {}
         lead = RELEASE_LEAD_S
         for si, sp in enumerate(plan.steps):
-            rec = StepResult(si, workload.steps[si].phase, clock / tdf, 0.0, sp.action, max_link_bytes=step_loads[si])
+            rec = StepResult.of(si, workload.steps[si].phase, clock / tdf, 0.0, sp.action, max_link_bytes=step_loads[si])
             dark = 0.0
             control: dict[str, float] = {}
             if sp.action == "reconfigure":
@@ -342,7 +342,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
             clock = end - origin
             for tid, t_end in ends.items():
                 _, t = tids[tid]
-                transfers[tid] = TransferResult(si, t.src, t.dst, t.bytes,
+                transfers[tid] = TransferResult.of(si, t.src, t.dst, t.bytes,
                                                 (max(at, origin + arrive[t.src]) - origin) / tdf, (t_end - origin) / tdf)
             steps.append(rec)
         run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)

@@ -36,7 +36,7 @@ from emulation import dataplane as dpn
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
 from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, agents, open_under
 from emulation.fabric import Configuration, assign_ports
-from emulation.results import RunResult, StepResult, TransferResult
+from emulation.results import Percentiles, RunResult, Slots, StepResult, TransferResult
 from emulation.scale import Scale
 from emulation.schedule import RelayPlan, SlotSchedule
 from emulation.workloads.model import Workload
@@ -210,7 +210,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
                 done.append(reports)
                 ends = [t for m in reports for t in m["recv"].values()]
                 end = max(ends) if ends else time.monotonic()
-                rec = StepResult(si, workload.steps[si].phase, (max(t_go, origin) - origin) / tdf,
+                rec = StepResult.of(si, workload.steps[si].phase, (max(t_go, origin) - origin) / tdf,
                                  (end - origin) / tdf, "slotted")
                 rec.retransmissions = sum(m.get("retrans", 0) for m in reports) - sum(s.retransmissions for s in steps)
                 rec.stalls = sum(m.get("stalls", 0) for m in reports) - sum(s.stalls or 0 for s in steps)
@@ -235,7 +235,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     ends: dict[int, float] = {}
     for h, tid in finals.items():
         ends[tid] = max(ends.get(tid, 0.0), arrived.get(h, math.inf))
-    transfers = [TransferResult(si, t.src, t.dst, t.bytes, steps[si].start_s, (ends[tid] - origin) / tdf)
+    transfers = [TransferResult.of(si, t.src, t.dst, t.bytes, steps[si].start_s, (ends[tid] - origin) / tdf)
                  for tid, (si, t) in enumerate(tids)]
     end_s = steps[-1].end_s if steps else 0.0
     capacity = schedule.circuit_bytes(end_s, fabric.port_gbps)
@@ -246,10 +246,9 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     res = RunResult(name=name, collective=workload.collective, algorithm=workload.algorithm, planner=planner,
                     ranks=n, bytes=workload.bytes, backend="mininet", time_s=end_s, steps=steps,
                     transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=delivered, drops=run_drops)
-    res.slots = {"slot_utilisation": delivered / capacity if capacity else 0.0, "cycles": end_s / schedule.cycle_s,
-                 "slots_run": len(used), "start_error_s": {"median": float(np.median(err)),
-                                                            "p99": float(np.percentile(err, 99)), "max": float(err.max())},
-                 "dark_window_measured_s": float(np.median(dark)) if dark else 0.0,
-                 "guard_emulated_s": schedule.guard_s * tdf,
-                 "relayed_bytes": relay.relayed_bytes if relay else 0}
+    res.slots = Slots(slot_utilisation=delivered / capacity if capacity else 0.0, cycles=end_s / schedule.cycle_s,
+                      slots_run=len(used), start_error_s=Percentiles(median=float(np.median(err)),
+                                                                     p99=float(np.percentile(err, 99)), max=float(err.max())),
+                      dark_window_measured_s=float(np.median(dark)) if dark else 0.0,
+                      guard_emulated_s=schedule.guard_s * tdf, relayed_bytes=relay.relayed_bytes if relay else 0)
     return res

@@ -161,7 +161,7 @@ class _Sim:
             start = prev_end
             reconf = sp.action == "reconfigure"
             release = start + (reconfiguration_delay_s if reconf else 0.0)
-            rec = StepResult(i, step.phase, start, release, sp.action)
+            rec = StepResult.of(i, step.phase, start, release, sp.action)
             if reconf:
                 rec.reconfiguration_delay_s = rec.dark_window_measured_s = reconfiguration_delay_s
             if step.transfers:
@@ -188,7 +188,7 @@ class _Sim:
                 self.delivered += float(nb.sum())
                 if self.record:
                     self.transfers.extend(
-                        TransferResult(i, t.src, t.dst, t.bytes, float(a), float(b))
+                        TransferResult.of(i, t.src, t.dst, t.bytes, float(a), float(b))
                         for t, a, b in zip(step.transfers, t_rel, t_end))
             self.steps.append(rec)
             prev_end = rec.end_s
@@ -357,7 +357,7 @@ class _Sim:
             opens = first_step[e] == i and reconf[e]
             start = float(ep_start[e]) if opens else float(t_release[sel].min()) if sel.any() else float(ep_start[e])
             end = float(t_deliver[sel].max()) if sel.any() else start
-            rec = StepResult(i, st.phase, start, end, plan.steps[i].action, max_link_bytes=float(step_loads[i]))
+            rec = StepResult.of(i, st.phase, start, end, plan.steps[i].action, max_link_bytes=float(step_loads[i]))
             if opens:
                 rec.reconfiguration_delay_s = rec.dark_window_measured_s = reconfiguration_delay_s
             self.steps.append(rec)
@@ -365,7 +365,7 @@ class _Sim:
             tid = 0
             for i, st in enumerate(w.steps):
                 for t in st.transfers:
-                    self.transfers.append(TransferResult(i, t.src, t.dst, t.bytes, float(t_release[tid]),
+                    self.transfers.append(TransferResult.of(i, t.src, t.dst, t.bytes, float(t_release[tid]),
                                                          float(t_deliver[tid])))
                     tid += 1
 

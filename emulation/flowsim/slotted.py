@@ -26,7 +26,7 @@ import numpy as np
 
 from emulation.flowsim.engine import DeadlockError, FluidEngine
 from emulation.flowsim.simulate import SimulationError
-from emulation.results import RunResult, StepResult, TransferResult
+from emulation.results import RunResult, Slots, StepResult, TransferResult
 from emulation.schedule import RelayPlan, SlotSchedule
 from emulation.units import bytes_per_s
 from emulation.workloads.model import Workload
@@ -129,15 +129,14 @@ def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: floa
                 else:  # stored at the intermediate GPU, then forwarded
                     send((link % n) * n + onward, (j, b, -1, t + alpha_s))
         end = float(end_t.max()) if len(end_t) else start
-        steps.append(StepResult(i, st.phase, start, end, "slotted"))
-        transfers += [TransferResult(i, t.src, t.dst, t.bytes, float(a), float(b))
+        steps.append(StepResult.of(i, st.phase, start, end, "slotted"))
+        transfers += [TransferResult.of(i, t.src, t.dst, t.bytes, float(a), float(b))
                       for t, a, b in zip(st.transfers, rel, end_t)]
         start = end
     capacity_bytes = schedule.circuit_bytes(start, port_gbps)
     res = RunResult(name=name or workload.algorithm, collective=workload.collective, algorithm=workload.algorithm,
                     planner="slotted", ranks=n, bytes=workload.bytes, backend="flow", time_s=start, steps=steps,
                     transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=workload.bytes_sent)
-    res.slots = {"slot_utilisation": float(workload.bytes_sent / capacity_bytes) if capacity_bytes else 0.0,
-                 "cycles": float(start / schedule.cycle_s),
-                 "relayed_bytes": relay.relayed_bytes if relay else 0}
+    res.slots = Slots(slot_utilisation=float(workload.bytes_sent / capacity_bytes) if capacity_bytes else 0.0,
+                      cycles=float(start / schedule.cycle_s), relayed_bytes=relay.relayed_bytes if relay else 0)
     return res
