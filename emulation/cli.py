@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from emulation.scenario import MAX_GPUS, ScenarioError, load_scenario
+from emulation.scenario import MAX_GPUS, ScenarioError, load_experiment
 from emulation.units import format_bytes, parse_bytes
 from emulation.workloads import ALGORITHMS, build, known
 from emulation.workloads.stragglar import describe_step, lower_bound_rounds
@@ -179,7 +179,7 @@ def _torch(args) -> int:
     from emulation.emulator.limits import check_packet_size
     from emulation.emulator.net import EmulationError, MachineBusy
     from emulation.emulator.torchrun import torch_available
-    from emulation.gloo import allreduce_perf
+    from emulation.training.gloo import allreduce_perf
 
     if args.gpus < 3:
         return _fail(f"--gpus: a ring of circuits needs at least 3 GPUs, got {args.gpus}")
@@ -324,14 +324,15 @@ def _plan(args) -> int:
 def _run(args) -> int:
     from emulation import report, runner
 
-    sc = _load(args.file)
-    if isinstance(sc, int):
-        return sc
+    loaded = _load_experiment(args.file)
+    if isinstance(loaded, int):
+        return loaded
+    sc, exp = loaded
     backend = args.backend or sc.backend
     out = _fresh_out(args.out or runner.default_out_dir(sc))
     if isinstance(out, int):
         return out
-    got = _execute(sc, backend, out, args.force)
+    got = _execute(sc, backend, out, args.force, exp)
     if isinstance(got, int):
         return got
     report.write(got, out, sc.to_yaml())
@@ -340,9 +341,9 @@ def _run(args) -> int:
     return 0
 
 
-def _execute(sc, backend: str, out: Path, force: bool):
-    """Run ``sc`` on ``backend`` with a progress bar; the :class:`~emulation.results.ScenarioResult`, or an exit status after
-    printing one line (the results directory is removed if this call created it and failed
+def _execute(sc, backend: str, out: Path, force: bool, experiment=None):
+    """Run ``sc`` (resolved as ``experiment``, if given) on ``backend`` with a progress bar; the
+    :class:`~emulation.results.ScenarioResult`, or an exit status after printing one line (the results directory is removed if this call created it and failed
     before anything was measured)."""
     from emulation import runner
     from emulation.emulator.controller_client import ControllerError
@@ -359,7 +360,7 @@ def _execute(sc, backend: str, out: Path, force: bool):
             def progress(label: str, done: int, total: int) -> None:
                 bar.update(task, description=f"{backend}: {label}", completed=done, total=total)
 
-            return runner.run(sc, backend, out, progress, force=force)
+            return runner.run(sc, backend, out, progress, force=force, experiment=experiment)
     except runner.BackendError as e:
         _cleanup(out, created)
         return _fail(str(e))
@@ -386,9 +387,10 @@ def _compare(args) -> int:
     from emulation import compare, report
     from emulation.results import ScenarioResult
 
-    sc = _load(args.file)
-    if isinstance(sc, int):
-        return sc
+    loaded = _load_experiment(args.file)
+    if isinstance(loaded, int):
+        return loaded
+    sc, exp = loaded
     if args.max_error is not None and not 0 < args.max_error < float("inf"):  # NaN fails too
         return _fail(f"--max-error: must be a positive fraction, got {args.max_error}")
     packet = None
@@ -405,7 +407,7 @@ def _compare(args) -> int:
     if isinstance(out, int):
         return out
     created = not out.exists()
-    flow = _execute(sc, "flow", out / "flow", False)
+    flow = _execute(sc, "flow", out / "flow", False, exp)
     if isinstance(flow, int):
         _cleanup(out, created)
         return flow
@@ -434,8 +436,15 @@ def _compare(args) -> int:
 
 def _load(path: Path):
     """The scenario at ``path``, or exit status 2 after one line naming the bad field."""
+    got = _load_experiment(path)
+    return got if isinstance(got, int) else got[0]
+
+
+def _load_experiment(path: Path):
+    """``(scenario, experiment)`` of ``path`` (:func:`emulation.scenario.load_experiment`), or
+    exit status 2 after one line naming the bad field."""
     try:
-        return load_scenario(path)
+        return load_experiment(path)
     except ScenarioError as e:
         return _fail(str(e))
 

@@ -1,7 +1,8 @@
 """Fabric model: GPUs, their fabric ports, optical circuit switches, packet switches, cables.
 
 Pure data, no Mininet. Both backends consume it: the flow simulator turns it into directed links
-with capacities, the emulator into Open vSwitch bridges and veth links (``topologies/mininet.py``).
+with capacities, the emulator into Open vSwitch bridges and veth links (``emulation/emulator/net.py``;
+Mininet ``Topo`` adapters for ``mn --custom``: ``topologies/mininet_topos.py``).
 
 Node ids are integers: GPUs are ``0 .. gpus-1``, electrical packet switches (EPS) follow at
 ``gpus + k``. A GPU port is a :class:`PortRef` ``(gpu, port)`` with ``port`` in

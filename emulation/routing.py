@@ -54,6 +54,17 @@ class SubflowArrays:
     pair_flow: np.ndarray
     pair_link: np.ndarray
 
+    def flow_bytes(self, nbytes: np.ndarray) -> np.ndarray:
+        """(F,) bytes of every subflow, given the transfers' bytes ``nbytes`` (T,)."""
+        return np.asarray(nbytes, dtype=float)[self.transfer] * self.fraction
+
+    def link_loads(self, flow_bytes: np.ndarray, links: int, link_ids: np.ndarray | None = None) -> np.ndarray:
+        """(links,) bytes every directed link carries, given every subflow's bytes (F,)
+        (:meth:`flow_bytes`); ``link_ids`` maps this batch's link indices to another index
+        space of ``links`` links (the flow simulator's links of all configurations)."""
+        ids = self.pair_link if link_ids is None else link_ids[self.pair_link]
+        return np.bincount(ids, weights=flow_bytes[self.pair_flow], minlength=links)
+
 
 class Routes:
     """Next hops and paths over ``fabric`` in ``config``, with ``channels`` channels per flow.
@@ -240,10 +251,6 @@ def link_loads(routes: Routes, transfers) -> dict[Link, float]:
     transfers = list(transfers)
     if not transfers:
         return {}
-    src = np.array([t.src for t in transfers])
-    dst = np.array([t.dst for t in transfers])
-    nbytes = np.array([t.bytes for t in transfers], dtype=float)
-    s = routes.subflow_arrays(src, dst)
-    weight = (nbytes[s.transfer] * s.fraction)[s.pair_flow]
-    loads = np.bincount(s.pair_link, weights=weight, minlength=len(routes.links))
+    s = routes.subflow_arrays([t.src for t in transfers], [t.dst for t in transfers])
+    loads = s.link_loads(s.flow_bytes([t.bytes for t in transfers]), len(routes.links))
     return {routes.links[i]: float(loads[i]) for i in np.flatnonzero(loads)}

@@ -35,14 +35,18 @@ class BackendError(ValueError):
     """The scenario asks for something the chosen backend cannot do (one line, names the field)."""
 
 
-def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None, force: bool = False) -> ScenarioResult:
+def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None, force: bool = False,
+        experiment: Experiment | None = None) -> ScenarioResult:
     """Run ``sc`` on ``backend`` (``"flow"`` or ``"mininet"``); return its result (``result.json``).
+
+    :param experiment: ``sc`` resolved (:func:`emulation.scenario.load_experiment`, whose checked
+        runs are then not planned again); default: resolved here.
 
     :raises BackendError: the backend cannot execute the scenario's semantics, or the fabric is
         larger than the packet backend can emulate here (:mod:`emulation.emulator.limits`).
     :raises HeadroomError: see :func:`run_mininet`.
     """
-    exp = resolve(sc)
+    exp = experiment if experiment is not None else resolve(sc)
     if backend == "flow":
         return run_flow(exp, progress)
     if sc.semantics != "round-synchronous":

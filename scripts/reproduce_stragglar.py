@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     alpha = args.alpha_us * 1e-6
     gbps = args.gibps * 8 * 2**30 / 1e9
-    bps = gbps * 1e9 / 8
+    bytes_per_s = gbps * 1e9 / 8
     args.out.mkdir(parents=True, exist_ok=True)
     con = Console(width=max(Console().width, 120))
 
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
 
     n = 8
     f8 = eps_star(n, gbps)
-    a8 = phase_a_s(n, nbytes, alpha, bps)
+    a8 = phase_a_s(n, nbytes, alpha, bytes_per_s)
     ds = list(np.linspace(0, 2.5 * a8, 26))
     e2e = end_to_end(n, nbytes, alpha, gbps, ds)
     write_csv(e2e, args.out / "end_to_end.csv")

@@ -87,7 +87,7 @@ def _agents_running() -> bool:
 
     for pid in marked_processes():
         try:
-            if b"emulation.agent" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"emulation.emulator.agent" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 return True
         except OSError:
             pass

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = textwrap.dedent("""
     import json, subprocess, sys, threading, time
     sys.path.insert(0, sys.argv[1])
-    from emulation.agent import Channel, Gate, Receiver
+    from emulation.emulator.agent import Channel, Gate, Receiver
 
     CYCLE, WINDOW, RATE = 0.1, 0.04, 1e6 / 8   # s, s, bytes/s on the wire
     def tc(*args):

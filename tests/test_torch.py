@@ -9,7 +9,8 @@ import pytest
 
 from emulation.cli import main
 from emulation.emulator.torchrun import torch_available
-from emulation.gloo import busbw_gbps, predict_ring
+from emulation.results import busbw_gbps
+from emulation.training.gloo import predict_ring
 from topologies.builders import ocs_star
 
 
@@ -33,13 +34,13 @@ def test_the_ring_prediction_is_the_alpha_beta_ring():
     s, alpha = 1 << 20, 1e-3
     expect = 2 * 7 * (alpha + s / 8 * 8 / 0.02e9)
     assert predict_ring(fabric, s, alpha) == pytest.approx(expect, rel=1e-9)
-    assert busbw_gbps(s, expect, 8) == pytest.approx(s * 8 / expect / 1e9 * 14 / 8)
+    assert busbw_gbps("allreduce", 8, s, expect) == pytest.approx(s * 8 / expect / 1e9 * 14 / 8)
 
 
 @pytest.mark.emulation
 @pytest.mark.skipif(not torch_available(), reason="PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh)")
 def test_gloo_allreduce_busbw_on_8_emulated_gpus_is_within_20_percent_of_the_flow_prediction(run_dir):
-    from emulation.gloo import allreduce_perf
+    from emulation.training.gloo import allreduce_perf
 
     res = allreduce_perf(8, 20.0, [8 << 10, 256 << 10, 1 << 20], 2, run_dir)
     for r in res["rows"]:

@@ -1,5 +1,5 @@
 """A census of what an emulation could leave behind on this machine, to compare before and after
-(the leak tests and ``scripts/bench_lifecycle.py``).
+(the leak tests in ``tests/test_lifecycle.py``).
 
 Counted: processes that are this process's descendants or carry an ocslab run marker
 (:mod:`emulation.emulator.registry`), Open vSwitch bridges and ports, root-namespace network

@@ -28,7 +28,7 @@ from emulation.emulator.capabilities import Capabilities, detect
 from emulation.emulator import registry, shaper
 from emulation.emulator.controller_client import ControllerClient
 from emulation.emulator.counters import DropCounters, Ports
-from emulation.agent import RCV_BUDGET
+from emulation.emulator.agent import RCV_BUDGET
 from emulation.emulator.ovs_sockets import SEND_BUFFER, SocketBufferError, SocketBuffers, packet_sockets
 from emulation.fabric import Fabric
 from emulation.poll import wait_until
@@ -83,15 +83,18 @@ class EmulatedFabric:
     """A running emulation of ``fabric`` (see module doc).
 
     :param run_dir: where logs and the fabric JSON go (``runs/<id>``).
-    :param link_mbps: emulated port rate B_e (Mbit/s), applied with HTB to every fabric link.
+    :param link_mbps: emulated port rate B_e (Mbit/s, at most 1000: TCLink's HTB limit), applied
+        to every fabric link.
     :param delay_s: emulated per-link propagation delay (s), used only when netem exists.
     :raises MachineBusy: another emulation is running, or a killed one left state behind.
     :raises EmulationError: not root, Open vSwitch not running, the controller did not start,
         or the switches did not connect in time.
     """
 
-    def __init__(self, fabric: Fabric, run_dir: Path, link_mbps: float | None = None,
+    def __init__(self, fabric: Fabric, run_dir: Path, *, link_mbps: float,
                  delay_s: float = 0.0, capabilities: Capabilities | None = None):
+        if not 0 < link_mbps <= 1000:
+            raise EmulationError(f"link_mbps: the emulated port rate must be in (0, 1000] Mbit/s, got {link_mbps}")
         self.fabric = fabric
         self.run_dir = Path(run_dir).resolve()  # the controller runs from the project root
         self.link_mbps = link_mbps
@@ -110,7 +113,7 @@ class EmulatedFabric:
     @property
     def in_flight_bytes(self) -> int:
         """Bound on the TCP payload all agents can have in flight at once (bytes): every GPU's
-        receive budget (:data:`emulation.agent.RCV_BUDGET`)."""
+        receive budget (:data:`emulation.emulator.agent.RCV_BUDGET`)."""
         return self.fabric.gpus * RCV_BUDGET
 
     @property

@@ -41,15 +41,14 @@ from pathlib import Path
 
 import numpy as np
 
-from emulation import dataplane as dpn
+from emulation.emulator.agent_schedule import AgentSchedules
 from emulation.emulator.net import EmulatedFabric, EmulationError
 from emulation.fabric import Configuration
-from emulation.planners import make_plan
-from emulation.schedule import Plan
 from emulation.results import RunResult, StepResult, TransferResult
-from emulation.routing import Routes, link_loads
+from emulation.routing import Routes
 from emulation.scale import Scale
-from emulation.workloads.model import Step, Transfer, Workload
+from emulation.schedule import Plan
+from emulation.workloads.model import Transfer, Workload
 
 
 #: Emulated seconds between broadcasting a step's release and the release itself, so that every
@@ -166,7 +165,7 @@ def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path):
         for r, sched in enumerate(schedules):
             path = run_dir / f"agent-g{r}.json"
             path.write_text(json.dumps(sched))
-            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.agent", path.name],
+            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.emulator.agent", path.name],
                                    run_dir / f"agent-g{r}.log", cwd=run_dir))
 
         def alive() -> None:
@@ -229,25 +228,18 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
     worst_link = 0.0  # real bytes on the most loaded link of any step
     step_loads: list[float] = []
     totals: dict = {}  # real bytes routed over each directed link in the run
-    schedules = []
-    for r in range(n):
-        schedules.append({"rank": r, "ips": [dpn.gpu_ip(g) for g in range(n)], "port": dpn.AGENT_PORT,
-                          "alpha_s": alpha_s * tdf,
-                          "arrival_s": (arrivals_s[r] if arrivals_s else 0.0) * tdf,
-                          "control": "ctl.sock", "steps": []})
+    schedules = AgentSchedules(n, alpha_s * tdf, arrivals_s=[(arrivals_s[r] if arrivals_s else 0.0) * tdf
+                                                             for r in range(n)])
     for si, step in enumerate(workload.steps):
         # Route the step once: the same subflows give the per-link loads and the agents' parts.
         routes = Routes(fabric, plan.steps[si].configuration, fabric.ports_per_gpu)
         sf = routes.subflow_arrays([t.src for t in step.transfers], [t.dst for t in step.transfers])
-        nbytes = np.array([t.bytes for t in step.transfers], dtype=float)
-        loads = np.bincount(sf.pair_link, weights=(nbytes[sf.transfer] * sf.fraction)[sf.pair_flow],
-                            minlength=len(routes.links))
+        loads = sf.link_loads(sf.flow_bytes([t.bytes for t in step.transfers]), len(routes.links))
         for i in np.flatnonzero(loads):
             totals[routes.links[i]] = totals.get(routes.links[i], 0.0) + float(loads[i])
         step_loads.append(float(loads.max(initial=0.0)))
         worst_link = max(worst_link, step_loads[-1])
-        for sched in schedules:
-            sched["steps"].append({"send": [], "recv": []})
+        schedules.add_step()
         for k, t in enumerate(step.transfers):
             tid = len(tids)
             tids.append((si, t))
@@ -255,22 +247,19 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
             mine = np.flatnonzero(sf.transfer == k)
             parts = [[int(sf.channel[f]), int(eb * sf.fraction[f])] for f in mine]
             parts[0][1] += eb - sum(b for _, b in parts)
-            schedules[t.src]["steps"][si]["send"].append([tid, t.dst, [p for p in parts if p[1]]])
-            schedules[t.dst]["steps"][si]["recv"].append([tid, t.src, eb])
+            schedules.transfer(si, tid, t.src, t.dst, parts)
     # Before a reconfiguration the agents wait until their data is acknowledged (agent doc).
     for si, sp in enumerate(plan.steps[1:]):
         if sp.action == "reconfigure":
-            for sched in schedules:
-                sched["steps"][si]["drain"] = True
+            schedules.drain(si)
     # Connections the initial configuration cannot carry (a fabric of matchings, an empty OCS)
     # are opened before the timed run, each under the first configuration that routes it.
     initial = Routes(fabric, plan.initial, fabric.ports_per_gpu)
     reach = {d: initial.distances(d) for d in range(n)}
     warmup: list[tuple[Configuration, dict[int, list]]] = []
-    pending = {(sched["rank"], dst, ch) for sched in schedules for st in sched["steps"]
+    pending = {(sched["rank"], dst, ch) for sched in schedules.ranks for st in sched["steps"]
                for _tid, dst, parts in st["send"] for ch, _b in parts if sched["rank"] not in reach[dst]}
-    for sched in schedules:
-        sched["later"] = sorted((d, c) for r, d, c in pending if r == sched["rank"])
+    schedules.later(pending)
     for si, step in enumerate(workload.steps):
         todo = sorted({(t.src, t.dst, ch) for t in step.transfers for ch in range(fabric.ports_per_gpu)}
                       & pending)
@@ -283,10 +272,9 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
     # A generous bound on any step: 20x the busiest link's time at the emulated rate, plus slack.
     bound = worst_link * scale.byte_scale * 8 / (scale.link_mbps * 1e6)
     step_timeout = step_timeout_s or 20 * bound + 30 + plan.reconfiguration_delay_s * tdf + max(arrivals_s or [0.0]) * tdf
-    for sched in schedules:  # the orchestrator's timeout decides; the agents' is a backstop
-        sched["step_timeout_s"] = step_timeout + AGENT_TIMEOUT_MARGIN_S
+    schedules.timeout(step_timeout + AGENT_TIMEOUT_MARGIN_S)  # the orchestrator's decides; the agents' is a backstop
 
-    with agents(emu, schedules, run_dir) as (coord, alive):
+    with agents(emu, schedules.ranks, run_dir) as (coord, alive):
         for config, opens in warmup:  # untimed
             open_under(emu, coord, alive, config, opens)
         if warmup:
@@ -355,28 +343,3 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
         link_bytes=[[l.u, l.up, l.v, l.vp, b] for l, b in sorted(totals.items(), key=lambda x: (x[0].u, x[0].up))],
         drops=run_drops,
     )
-
-
-def measure_headroom(emu: EmulatedFabric, scale: Scale, run_dir: Path, seconds: float = 1.0) -> dict:
-    """Saturate every GPU-to-GPU link of the initial configuration (or every EPS port) for about
-    ``seconds`` and compare the measured time with the link-bound time.
-
-    :returns: ``{"offered_mbps", "expected_s", "measured_s", "efficiency"}`` (emulated units);
-        efficiency near 1 means the links, not the CPU, are the bottleneck.
-    """
-    fabric = emu.fabric
-    per_link = scale.link_mbps * 1e6 / 8 * seconds / scale.byte_scale  # real bytes
-    pairs = {(l.u, l.v) for l in fabric.links() if l.u < fabric.gpus and l.v < fabric.gpus}
-    if not pairs:
-        pairs = {(r, (r + 1) % fabric.gpus) for r in range(fabric.gpus)}
-    step = Step("probe", tuple(Transfer(u, v, int(per_link), 0) for u, v in sorted(pairs)))
-    w = Workload("probe", "headroom", fabric.gpus, int(per_link), 1, (step,))
-    plan = make_plan("none", fabric, w)
-    res = run_workload(emu, "headroom", w, plan, scale, 0.0, run_dir)
-    routes = Routes(fabric, fabric.initial, fabric.ports_per_gpu)
-    loads = link_loads(routes, step.transfers)
-    expected = max(loads.values()) * scale.byte_scale * 8 / (scale.link_mbps * 1e6)
-    measured = res.time_s * scale.tdf
-    offered = sum(loads.values()) * scale.byte_scale * 8 / 1e6 / expected
-    return {"offered_mbps": offered, "expected_s": expected, "measured_s": measured,
-            "efficiency": expected / measured if measured > 0 else 0.0}

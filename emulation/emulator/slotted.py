@@ -3,7 +3,7 @@
 The OS-Ken controller cycles the OCS through a :class:`~emulation.schedule.SlotSchedule`
 on its own clock (``POST /rotor``; a dark window before every slot) and never waits for traffic;
 the agents send a transfer only while a circuit to its destination is up, inside the slot minus a
-guard band at each end (:class:`emulation.agent.Gate`). Steps are round-synchronous, released by
+guard band at each end (:class:`emulation.emulator.agent.Gate`). Steps are round-synchronous, released by
 the orchestrator as in :mod:`emulation.emulator.orchestrator`; the rotor keeps turning across
 them. The same schedule on the flow backend is :func:`emulation.flowsim.slotted.simulate_slotted`.
 
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from emulation import dataplane as dpn
+from emulation.emulator.agent_schedule import AgentSchedules
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
 from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, agents, open_under
 from emulation.fabric import Configuration, assign_ports
@@ -121,18 +121,14 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     run_dir.mkdir(parents=True, exist_ok=True)
     cycle = schedule.cycle_s * tdf
     rate = scale.link_mbps * 1e6 / 8 * RATE_MARGIN
-    schedules = [{"rank": r, "ips": [dpn.gpu_ip(g) for g in range(n)], "port": dpn.AGENT_PORT,
-                  "alpha_s": alpha_s * tdf, "control": "ctl.sock", "steps": [],
-                  "rotor": {"cycle_s": cycle, "rate_Bps": rate, "windows": {str(d): w for d, w in windows[r].items()}}}
-                 for r in range(n)]
+    schedules = AgentSchedules(n, alpha_s * tdf, rotor=(cycle, rate, windows))
     tids: list[tuple[int, object]] = []  # (step, transfer) of every transfer with bytes
     finals: dict[int, int] = {}  # hop id -> transfer id, for hops that reach the destination
     hop_pairs: set[tuple[int, int]] = set()
     load = np.zeros((len(workload.steps), n))  # emulated bytes each GPU sends per step
     hop = 0
     for si, step in enumerate(workload.steps):
-        for sched in schedules:
-            sched["steps"].append({"send": [], "recv": [], "relay": []})
+        schedules.add_step()
         for j, t in enumerate(step.transfers):
             if t.bytes <= 0:
                 continue
@@ -143,13 +139,11 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
                     continue
                 eb = scale.emulated_bytes(b)
                 first = t.dst if via is None else via
-                schedules[t.src]["steps"][si]["send"].append([hop, first, [[0, eb]]])
-                schedules[first]["steps"][si]["recv"].append([hop, t.src, eb])
+                schedules.transfer(si, hop, t.src, first, [[0, eb]])
                 hop_pairs.add((t.src, first))
                 load[si, t.src] += eb
                 if via is not None:  # stored at via, then forwarded as hop + 1
-                    schedules[via]["steps"][si]["relay"].append([hop, hop + 1, t.dst, eb])
-                    schedules[t.dst]["steps"][si]["recv"].append([hop + 1, via, eb])
+                    schedules.relay(si, hop, hop + 1, via, t.dst, eb)
                     hop_pairs.add((via, t.dst))
                     load[si, via] += eb
                     hop += 1
@@ -159,15 +153,13 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     for a, b in pairs:
         if b not in windows[a]:
             raise EmulationError(f"GPUs {a} and {b} are never connected by the schedule")
-    for sched in schedules:
-        sched["later"] = sorted([d, 0] for r, d in pairs if r == sched["rank"])
+    schedules.later((r, d, 0) for r, d in pairs)
     # Bound: every step within (its busiest GPU's bytes / the bytes one turn gives a pair) turns.
     per_turn = min(off - on for w in windows for ws in w.values() for on, off in ws) * rate
     worst = float(load.max()) if load.size else 0.0
     turns = len(workload.steps) * (math.ceil(worst / per_turn) + 2) * 3 + 4
     step_timeout = turns * cycle + 30
-    for sched in schedules:
-        sched["step_timeout_s"] = step_timeout + AGENT_TIMEOUT_MARGIN_S
+    schedules.timeout(step_timeout + AGENT_TIMEOUT_MARGIN_S)
 
     emu.client.apply(Configuration({}), 0.0)
     # A segment lost in the dark is resumed by its sender at the pair's next window (the agent's
@@ -175,7 +167,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     emu.set_rto_min(max(FAST_RTO_MIN_MS, 2e3 * cycle))
     rotor_on = False
     try:
-        with agents(emu, schedules, run_dir) as (coord, alive):
+        with agents(emu, schedules.ranks, run_dir) as (coord, alive):
             todo = set(pairs)
             for config, match in zip(configs, matchings):  # untimed: connect under each configuration
                 here = {(a, b) for a, b in todo if (min(a, b), max(a, b)) in set(match)}

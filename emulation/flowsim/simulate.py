@@ -140,7 +140,7 @@ class _Sim:
         """Add a step's bytes to the per-link counters; the busiest link's bytes."""
         if not sf.pair_link.size:
             return 0.0
-        loads = np.bincount(gid[sf.pair_link], weights=fbytes[sf.pair_flow], minlength=len(self.space.links))
+        loads = sf.link_loads(fbytes, len(self.space.links), gid)
         if loads.size > self.link_bytes.size:
             self.link_bytes = np.concatenate([self.link_bytes, np.zeros(loads.size - self.link_bytes.size)])
         self.link_bytes[:loads.size] += loads
@@ -168,7 +168,7 @@ class _Sim:
                 src, dst, nb = _arrays(step)
                 sf, gid = self._route(sp.configuration, src, dst)
                 t_rel = np.maximum(release, self.arrivals[src])
-                fbytes = nb[sf.transfer] * sf.fraction
+                fbytes = sf.flow_bytes(nb)
                 fin = t_rel[sf.transfer] + self.alpha  # zero-byte pieces finish when they start
                 moving = np.flatnonzero(fbytes > 0)
                 if moving.size:
@@ -299,7 +299,7 @@ class _Sim:
                     t_rel = np.maximum(ready[tids], ep_start[e])
                     t_release[tids] = t_rel
                     sf, gid = self._route(configs[e], src[tids], dst[tids])
-                    fbytes = nb[tids][sf.transfer] * sf.fraction
+                    fbytes = sf.flow_bytes(nb[tids])
                     self._account(gid, sf, fbytes)
                     if sf.pair_link.size:  # bytes per (step, link), reduced at the end
                         key = step_of[tids][sf.transfer][sf.pair_flow] * n_links + gid[sf.pair_link]

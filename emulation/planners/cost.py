@@ -129,8 +129,7 @@ class StepCoster:
             s = routes.subflow_arrays(rows[:, 0], rows[:, 1])
         except RoutingError:
             return UNROUTABLE
-        weight = (rows[s.transfer, 2] * s.fraction)[s.pair_flow]
-        loads = np.bincount(s.pair_link, weights=weight, minlength=len(routes.links))
+        loads = s.link_loads(s.flow_bytes(rows[:, 2]), len(routes.links))
         congestion = float(loads.max()) if loads.size else 0.0
         dilation = int(s.hops.max()) if s.hops.size else 0
         m = self.model

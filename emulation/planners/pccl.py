@@ -29,7 +29,7 @@ the final plan reuses every circuit that stays, so only changed circuits go dark
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from emulation.fabric import Configuration, Fabric, FabricError, assign_ports
@@ -123,7 +123,7 @@ class PlanContext:
                 steps.append(st)
                 configs.append(current)
         w = self.workload
-        workload = Workload(w.collective, w.algorithm, w.ranks, w.bytes, w.chunks, tuple(steps), w.owner)
+        workload = replace(w, steps=tuple(steps))
         return plan_from_configurations(planner, self.g0, configs, self.r, workload, predicted)
 
 

@@ -55,7 +55,7 @@ def two_hop(workload: Workload, configs, window: np.ndarray) -> RelayPlan:
     """Plan two-hop forwarding for ``workload`` on a rotor (module doc).
 
     :param configs: (K,) configurations, each directed ``(src, dst)`` circuits (a pair listed m
-        times = m circuits), as :attr:`emulation.flowsim.slotted.SlotSchedule.configs`.
+        times = m circuits), as :attr:`emulation.schedule.SlotSchedule.configs`.
     :param window: (K,) bytes one circuit is planned to carry per slot (:func:`window_bytes`:
         without the slot's headroom, which stays spare for timing error on both hops).
     :returns: the :class:`RelayPlan`.

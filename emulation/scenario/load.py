@@ -12,9 +12,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from emulation.scenario.resolve import Experiment, resolve
+from emulation.scenario.resolve import Experiment, RunError, resolve
 from emulation.scenario.schema import Scenario, ScenarioError
-from emulation.schedule import PlanError
 
 
 def read_yaml(path: str | Path) -> dict:
@@ -80,17 +79,33 @@ def load_checked(path: str | Path, model: type[BaseModel], other_kind: tuple[str
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file, and check that its fabric builds, its workloads fit in
-    memory and every run can be planned (each run resolved once, at its first size).
+    """Read and validate a scenario file (:func:`load_experiment`); the scenario.
 
     :raises ScenarioError: one line, ``FILE: field: problem``.
     """
+    return load_experiment(path)[0]
+
+
+def load_experiment(path: str | Path) -> tuple[Scenario, Experiment]:
+    """Read and validate a scenario file, and check that its fabric builds, its workloads fit in
+    memory and every run can be planned (:meth:`Experiment.check`, which keeps the small
+    resolved runs for the backend); the scenario and its :class:`Experiment`.
+
+    :raises ScenarioError: one line, ``FILE: field: problem``.
+    """
+    kept: list[Experiment] = []
+
     def check(sc: Scenario) -> None:
         exp = resolve(sc)
         _check_memory(exp)
-        _check_plannable(sc, exp)
+        try:
+            exp.check()
+        except RunError as e:
+            raise ScenarioError(str(e)) from None
+        kept.append(exp)
 
-    return load_checked(path, Scenario, ("job", "training", "train"), check)
+    sc = load_checked(path, Scenario, ("job", "training", "train"), check)
+    return sc, kept[0]
 
 
 def _check_memory(exp: Experiment) -> None:
@@ -110,14 +125,3 @@ def _check_memory(exp: Experiment) -> None:
     msg = check_memory(counters, exp.fabric.gpus) if counters else None
     if msg:
         raise ScenarioError(msg)
-
-
-def _check_plannable(sc: Scenario, exp: Experiment) -> None:
-    first = {}
-    for size, r in exp.jobs:
-        first.setdefault(r.name, size)
-    for i, run in enumerate(sc.runs):
-        try:
-            exp.resolve(run, first[run.name])
-        except (PlanError, ValueError) as e:
-            raise ScenarioError(f"runs.{i}: {e}") from None

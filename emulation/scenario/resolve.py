@@ -8,8 +8,11 @@ else. Backends consume these and never read the scenario's schema.
 
 Runs are resolved one at a time, as the backends ask for them: a 1,024-GPU ring's workload holds
 millions of transfers, and a scenario's jobs are not held in memory together. Loading
-(:func:`emulation.scenario.load.load_scenario`) resolves each run once at its first size to
-refuse a scenario that cannot be planned before anything starts.
+(:func:`emulation.scenario.load.load_experiment`) resolves each run at its first size to refuse a
+scenario that cannot be planned before anything starts, and keeps those descriptions (when they
+are small, :data:`KEEP_TRANSFERS`) for the first pass of :meth:`Experiment.runs`: a job is planned
+once. A large one is planned again when its turn comes (deterministically: the same plan), so that
+memory holds one large job at a time.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from emulation.planners import CostModel, make_plan
 from emulation.planners.slotted import plan_slotted
 from emulation.scale import Scale
 from emulation.scenario.schema import EmulationSpec, RunSpec, Scenario
-from emulation.schedule import FabricSchedule, RunDescription
+from emulation.schedule import FabricSchedule, PlanError, RunDescription
 from emulation.units import format_bytes
 from emulation.workloads import build
 from emulation.workloads.model import Workload
@@ -34,6 +37,14 @@ from emulation.workloads.moe import MoELayer, moe_workload, route
 from emulation.workloads.stragglar import with_straggler
 
 Progress = Callable[[str, int, int], None]
+
+#: Runs resolved while loading are kept for the backend up to this many transfers in all (about
+#: 1 KiB each, :mod:`emulation.flowsim.limits`).
+KEEP_TRANSFERS = 200_000
+
+
+class RunError(ValueError):
+    """A run of the scenario cannot be planned or built; the text starts with ``runs.<i>:``."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,7 @@ class Experiment:
     :param topology: the builder's name (``fabric.topology``).
     :param jobs: every ``(size, run)`` to execute, in order.
     :param header: what a result records of the scenario beyond the fabric: ``straggler``, ``iterations``.
+    :param run_names: the names of the scenario's runs, in order.
     """
 
     name: str
@@ -58,6 +70,8 @@ class Experiment:
     straggler_rank: int | None
     moe: MoELayer | None
     header: dict
+    run_names: tuple[str, ...] = ()
+    _kept: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     @property
     def port_gbps(self) -> float:
@@ -85,13 +99,34 @@ class Experiment:
                                  guard_s=run.guard_s, headroom=run.headroom, forwarding=run.forwarding)
         return RunDescription(run.name, size, sched, self._padding(run, sched.workload))
 
+    def check(self) -> None:
+        """Resolve every run at its first size (module doc), keeping the small descriptions for
+        :meth:`runs`.
+
+        :raises RunError: naming the run (``runs.<i>``) that cannot be planned or built.
+        """
+        first: dict[str, tuple[int, RunSpec]] = {}
+        for size, r in self.jobs:
+            first.setdefault(r.name, (size, r))
+        kept = 0
+        for i, name in enumerate(self.run_names):
+            size, run = first[name]
+            try:
+                desc = self.resolve(run, size)
+            except (PlanError, ValueError) as e:
+                raise RunError(f"runs.{i}: {e}") from None
+            count = desc.workload.transfer_count
+            if kept + count <= KEEP_TRANSFERS:
+                self._kept[(run.name, size)] = desc
+                kept += count
+
     def runs(self, progress: Progress | None = None) -> Iterator[RunDescription]:
-        """Every job resolved, one at a time, reporting ``progress(label, done, total)`` and
-        ``done`` at the end."""
+        """Every job resolved, one at a time (those :meth:`check` kept are handed over, once),
+        reporting ``progress(label, done, total)`` and ``done`` at the end."""
         for i, (size, r) in enumerate(self.jobs):
             if progress:
                 progress(f"{r.name} {format_bytes(size)}", i, len(self.jobs))
-            yield self.resolve(r, size)
+            yield self._kept.pop((r.name, size), None) or self.resolve(r, size)
         if progress:
             progress("done", len(self.jobs), len(self.jobs))
 
@@ -132,7 +167,8 @@ def resolve(sc: Scenario, fabric: Fabric | None = None) -> Experiment:
         name=sc.name, topology=sc.fabric.topology, fabric=fabric, cost=sc.cost, semantics=sc.semantics, emulation=sc.emulation,
         arrivals_s=tuple(tuple(row) for row in arrivals_s(sc, sc.iterations)),
         jobs=tuple(jobs(sc)), straggler_rank=sc.straggler.rank if sc.straggler else None, moe=sc.moe,
-        header={"straggler": sc.straggler.model_dump() if sc.straggler else None, "iterations": sc.iterations})
+        header={"straggler": sc.straggler.model_dump() if sc.straggler else None, "iterations": sc.iterations},
+        run_names=tuple(r.name for r in sc.runs))
 
 
 def jobs(sc: Scenario) -> list[tuple[int, RunSpec]]:

@@ -6,7 +6,7 @@ the job's GPUs (:meth:`emulation.workloads.model.Workload.placed`) and simulated
 in the given configuration; a pair without a circuit between them takes the fabric's other
 paths (the electrical switch at its own rate, :meth:`emulation.fabric.Fabric.link_gbps`).
 Alpha (per message) is fitted from the measured AllReduce time before the failure, as
-:func:`emulation.gloo.allreduce_perf` fits it from its smallest size.
+:func:`emulation.training.gloo.allreduce_perf` fits it from its smallest size.
 
 Spec: ``docs/architecture.md`` (flow-level backend).
 """

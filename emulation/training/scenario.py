@@ -30,6 +30,7 @@ from pydantic import Field, model_validator
 
 from emulation.fabric import Fabric, FabricError
 from emulation.planners.failover import failover_table
+from emulation.scale import Scale
 from emulation.scenario.load import load_checked
 from emulation.scenario.schema import EmulationSpec, FabricSpec, ScenarioError, StrictModel
 
@@ -131,8 +132,9 @@ class TrainingScenario(StrictModel):
 
     @property
     def tdf(self) -> float:
-        """Time dilation factor: real port rate over the emulated one (byte scale 1)."""
-        return self.fabric.port_gbps * 1000 / self.emulation.link_mbps
+        """Time dilation factor (:class:`emulation.scale.Scale`) with byte scale 1: a real
+        program sends real bytes, so it is the real port rate over the emulated one."""
+        return Scale(self.emulation.link_mbps, 1.0, self.fabric.port_gbps).tdf
 
     @property
     def placement(self) -> tuple[int, ...]:

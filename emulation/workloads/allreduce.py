@@ -20,6 +20,8 @@ bandwidth-optimal 3-2 elimination of Thakur et al. is not used.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from emulation.workloads.model import Step, Workload
 
 
@@ -41,7 +43,7 @@ def ring_allreduce(ranks: int, nbytes: int) -> Workload:
     for t in range(n - 1):
         steps.append(Step("all-gather", tuple(
             w.transfer(r, (r + 1) % n, (r + 1 - t) % n, op="copy") for r in range(n))))
-    return Workload(w.collective, w.algorithm, n, nbytes, n, tuple(steps))
+    return replace(w, steps=tuple(steps))
 
 
 def rhd_allreduce(ranks: int, nbytes: int) -> Workload:
@@ -84,7 +86,7 @@ def rhd_allreduce(ranks: int, nbytes: int) -> Workload:
         steps.append(Step("all-gather", tuple(transfers)))
     if m < n:
         steps.append(Step("unfold", tuple(w.transfer(r - m, r, 0, m, "copy") for r in range(m, n))))
-    return Workload(w.collective, w.algorithm, n, nbytes, m, tuple(steps))
+    return replace(w, steps=tuple(steps))
 
 
 def rd_allreduce(ranks: int, nbytes: int) -> Workload:
@@ -104,7 +106,7 @@ def rd_allreduce(ranks: int, nbytes: int) -> Workload:
         steps.append(Step("exchange", tuple(w.transfer(r, r ^ (1 << k), 0, 1, "reduce") for r in range(m))))
     if m < n:
         steps.append(Step("unfold", tuple(w.transfer(r - m, r, 0, 1, "copy") for r in range(m, n))))
-    return Workload(w.collective, w.algorithm, n, nbytes, 1, tuple(steps))
+    return replace(w, steps=tuple(steps))
 
 
 def direct_allreduce(ranks: int, nbytes: int) -> Workload:
@@ -122,7 +124,7 @@ def direct_allreduce(ranks: int, nbytes: int) -> Workload:
     w = Workload("allreduce", "direct", n, nbytes, n)
     rs = Step("reduce-scatter", tuple(w.transfer(r, j, j, op="reduce") for r in range(n) for j in range(n) if j != r))
     ag = Step("all-gather", tuple(w.transfer(j, r, j, op="copy") for j in range(n) for r in range(n) if r != j))
-    return Workload(w.collective, w.algorithm, n, nbytes, n, (rs, ag))
+    return replace(w, steps=(rs, ag))
 
 
 def check_sizes(ranks: int, nbytes: int) -> None:

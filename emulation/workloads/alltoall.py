@@ -17,6 +17,8 @@ every rank r < 2^k that holds the data sends it to r + 2^k (if < n): ceil(log2 n
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from emulation.workloads.allreduce import check_sizes
 from emulation.workloads.model import Step, Workload
 
@@ -31,7 +33,7 @@ def pairwise_alltoall(ranks: int, nbytes: int) -> Workload:
     for k in range(1, n):
         peer = (lambda r: r ^ k) if pow2 else (lambda r: (r + k) % n)
         steps.append(Step("exchange", tuple(w.transfer(r, peer(r), peer(r), op="append") for r in range(n))))
-    return Workload(w.collective, w.algorithm, n, nbytes, n, tuple(steps))
+    return replace(w, steps=tuple(steps))
 
 
 def direct_alltoall(ranks: int, nbytes: int) -> Workload:
@@ -40,7 +42,7 @@ def direct_alltoall(ranks: int, nbytes: int) -> Workload:
     n = ranks
     w = Workload("alltoall", "direct", n, nbytes, n)
     step = Step("exchange", tuple(w.transfer(r, d, d, op="append") for r in range(n) for d in range(n) if d != r))
-    return Workload(w.collective, w.algorithm, n, nbytes, n, (step,))
+    return replace(w, steps=(step,))
 
 
 def binomial_broadcast(ranks: int, nbytes: int) -> Workload:
@@ -54,4 +56,4 @@ def binomial_broadcast(ranks: int, nbytes: int) -> Workload:
         d = 1 << k
         steps.append(Step("broadcast", tuple(w.transfer(r, r + d, 0, 1, "copy") for r in range(d) if r + d < n)))
         k += 1
-    return Workload(w.collective, w.algorithm, n, nbytes, 1, tuple(steps), w.owner)
+    return replace(w, steps=tuple(steps))

@@ -13,6 +13,8 @@ rank idle.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from emulation.workloads.allreduce import check_sizes
 from emulation.workloads.model import Step, Workload
 
@@ -69,4 +71,4 @@ def rotor_alltoall(ranks: int, nbytes: int) -> Workload:
     steps = tuple(Step("slot", tuple(t for a, b in m for t in (w.transfer(a, b, b, op="append"),
                                                                  w.transfer(b, a, a, op="append"))))
                   for m in round_robin_matchings(n))
-    return Workload(w.collective, w.algorithm, n, nbytes, n, steps)
+    return replace(w, steps=steps)

@@ -15,7 +15,7 @@ Spec: ``docs/architecture.md`` (vocabulary: step, transfer), ``docs/mechanisms.m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -107,8 +107,7 @@ class Workload:
         steps = tuple(Step(s.phase, tuple(
             Transfer(perm[t.src], perm[t.dst], t.bytes, t.chunk, t.nchunks, t.op) for t in s.transfers))
             for s in self.steps)
-        return Workload(self.collective, self.algorithm, self.ranks, self.bytes, self.chunks, steps,
-                        tuple(perm[r] for r in self.owner))
+        return replace(self, steps=steps, owner=tuple(perm[r] for r in self.owner))
 
     def placed(self, gpus: list[int] | tuple[int, ...], total: int) -> Workload:
         """The same collective with rank r running on GPU ``gpus[r]`` of a fabric of ``total``
@@ -119,8 +118,7 @@ class Workload:
         steps = tuple(Step(s.phase, tuple(
             Transfer(gpus[t.src], gpus[t.dst], t.bytes, t.chunk, t.nchunks, t.op) for t in s.transfers))
             for s in self.steps)
-        return Workload(self.collective, self.algorithm, total, self.bytes, self.chunks, steps,
-                        tuple(gpus[r] for r in self.owner))
+        return replace(self, ranks=total, steps=steps, owner=tuple(gpus[r] for r in self.owner))
 
     @property
     def transfer_count(self) -> int:

@@ -26,6 +26,8 @@ back to the extra. Two extra steps, as for the AllReduce fold (not bandwidth-opt
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from emulation.workloads.allreduce import check_sizes
 from emulation.workloads.model import Op, Step, Transfer, Workload
 
@@ -142,4 +144,4 @@ def rd_allgather(ranks: int, nbytes: int) -> Workload:
 
 
 def _with(w: Workload, steps: tuple[Step, ...]) -> Workload:
-    return Workload(w.collective, w.algorithm, w.ranks, w.bytes, w.chunks, steps, w.owner)
+    return replace(w, steps=steps)

@@ -37,7 +37,7 @@ Every schedule is verified by :func:`check_stragglar` (tests: every n from 3 to 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
@@ -201,7 +201,7 @@ def stragglar_allreduce(ranks: int, nbytes: int) -> Workload:
     for rnd in stragglar_rounds(n):
         steps.append(Step("B", tuple(
             w.transfer(m.src, m.dst, m.chunk, op="reduce" if m.kind == "exchange" else "copy") for m in rnd)))
-    return Workload(w.collective, w.algorithm, n, nbytes, k, tuple(steps))
+    return replace(w, steps=tuple(steps))
 
 
 def with_straggler(w: Workload, rank: int) -> Workload:

@@ -18,21 +18,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from emulation.flowsim import simulate
-from emulation.planners import make_plan
-from emulation.workloads import build
-
-
-def busbw_gbps(nbytes: int, time_s: float, ranks: int) -> float:
-    """nccl-tests' AllReduce bus bandwidth, Gbit/s: ``nbytes x 8 / time x 2 (n - 1) / n``."""
-    return nbytes * 8 / time_s / 1e9 * 2 * (ranks - 1) / ranks
+from emulation.results import busbw_gbps
+from emulation.training.predict import fit_alpha, predict_allreduce
 
 
 def predict_ring(fabric, nbytes: int, alpha_s: float) -> float:
-    """Flow-backend time (s) of the ring AllReduce of ``nbytes`` on ``fabric`` as it is (planner
-    ``none``), with per-transfer latency ``alpha_s``. :raises ValueError: bad sizes."""
-    w = build("ring", fabric.gpus, nbytes)
-    return simulate(fabric, w, make_plan("none", fabric, w), alpha_s=alpha_s).time_s
+    """Flow-backend time (s) of the ring AllReduce of ``nbytes`` on all GPUs of ``fabric`` as it
+    is (:func:`emulation.training.predict.predict_allreduce`), with per-message latency
+    ``alpha_s``. :raises ValueError: bad sizes."""
+    return predict_allreduce(fabric, fabric.initial, list(range(fabric.gpus)), nbytes, alpha_s)
 
 
 def allreduce_perf(gpus: int, link_mbps: float, sizes: list[int], iters: int, out: Path,
@@ -61,11 +55,11 @@ def allreduce_perf(gpus: int, link_mbps: float, sizes: list[int], iters: int, ou
                   out / "torch", timeout_s)
     got = json.loads(raw.read_text())
     first = got["results"][0]
-    alpha = max(0.0, first["time_s"] - predict_ring(fabric, first["bytes"], 0.0)) / (2 * (gpus - 1))
+    alpha = fit_alpha(fabric, fabric.initial, list(range(gpus)), first["bytes"], first["time_s"])
     rows = []
     for r in got["results"]:
         pred = predict_ring(fabric, r["bytes"], alpha)
-        bus, pbus = busbw_gbps(r["bytes"], r["time_s"], gpus), busbw_gbps(r["bytes"], pred, gpus)
+        bus, pbus = (busbw_gbps("allreduce", gpus, r["bytes"], t) for t in (r["time_s"], pred))
         rows.append({"bytes": r["bytes"], "time_s": r["time_s"], "busbw_gbps": bus, "predicted_s": pred,
                      "predicted_busbw_gbps": pbus, "deviation": bus / pbus - 1, "correct": r["correct"]})
     res = {"gpus": gpus, "link_mbps": link_mbps, "alpha_s": alpha, "torch": got["torch"], "rows": rows}

@@ -1,4 +1,4 @@
-"""GPU agent: ``python -m emulation.agent SCHEDULE.json`` inside one Mininet host.
+"""GPU agent: ``python -m emulation.emulator.agent SCHEDULE.json`` inside one Mininet host.
 
 Executes its rank's transfers over TCP on the fabric and synchronises steps with the
 orchestrator over a Unix socket (the control channel never crosses the fabric; all namespaces
@@ -453,10 +453,10 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``python -m emulation.agent SCHEDULE.json``."""
+    """Entry point: ``python -m emulation.emulator.agent SCHEDULE.json``."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m emulation.agent SCHEDULE.json", file=sys.stderr)
+        print("usage: python -m emulation.emulator.agent SCHEDULE.json", file=sys.stderr)
         return 2
     with open(argv[0]) as fh:
         run(json.load(fh))
