@@ -3,6 +3,13 @@ datapaths, barrier bookkeeping and the event log.
 
 OS-Ken's native hub runs handlers in real threads: every field is guarded by ``lock`` and
 readers take snapshots.
+
+Barriers: OS-Ken's ``os_ken.app.ofctl.api.send_msg(app, OFPBarrierRequest, reply_cls=...)`` waits
+for one switch's reply at a time, through the ofctl service's event queue. A reconfiguration
+must take effect on every affected bridge together, and its dark window is measured from the
+moment the last reply arrives, so :meth:`FabricState.send_with_barriers` sends every bridge's
+batch and barrier first and then waits for all replies at once (one round trip for N bridges),
+timestamping each as the circuit switch app's handler receives it.
 """
 
 from __future__ import annotations

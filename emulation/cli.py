@@ -209,17 +209,17 @@ def _torch(args) -> int:
         return _fail(str(e))
     except EmulationError as e:
         return _fail(str(e), 1)
-    t = Table(title=f"gloo AllReduce (torch {res['torch']}) on {args.gpus} emulated GPUs, ring of circuits, "
-                    f"{args.link_mbps:g} Mbit/s; alpha {res['alpha_s'] * 1e3:.2f} ms fitted from the smallest size")
+    t = Table(title=f"gloo AllReduce (torch {res.torch}) on {args.gpus} emulated GPUs, ring of circuits, "
+                    f"{args.link_mbps:g} Mbit/s; alpha {res.alpha_s * 1e3:.2f} ms fitted from the smallest size")
     for c in ("bytes", "time (ms)", "busbw (Mbit/s)", "flow time (ms)", "flow busbw (Mbit/s)", "deviation", "correct"):
         t.add_column(c, justify="right")
-    for r in res["rows"]:
-        t.add_row(format_bytes(r["bytes"]), f"{r['time_s'] * 1e3:.1f}", f"{r['busbw_gbps'] * 1e3:.2f}",
-                  f"{r['predicted_s'] * 1e3:.1f}", f"{r['predicted_busbw_gbps'] * 1e3:.2f}", f"{r['deviation']:+.1%}",
-                  "yes" if r["correct"] else "NO")
+    for r in res.rows:
+        t.add_row(format_bytes(r.bytes), f"{r.time_s * 1e3:.1f}", f"{r.busbw_gbps * 1e3:.2f}",
+                  f"{r.predicted_s * 1e3:.1f}", f"{r.predicted_busbw_gbps * 1e3:.2f}", f"{r.deviation:+.1%}",
+                  "yes" if r.correct else "NO")
     Console().print(t)
     print(f"results: {out}/allreduce_perf.json")
-    return 0 if all(r["correct"] for r in res["rows"]) else 1
+    return 0 if all(r.correct for r in res.rows) else 1
 
 
 def _fail(msg: str, code: int = 2) -> int:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -30,6 +29,7 @@ import numpy as np  # noqa: E402
 
 from emulation.emulator.net import EmulatedFabric  # noqa: E402
 from emulation.fabric import assign_ports  # noqa: E402
+from emulation.poll import poll_until  # noqa: E402
 from emulation.sweep import write_csv  # noqa: E402
 from emulation.workloads.matchings import round_robin_matchings  # noqa: E402
 from topologies import ocs_star  # noqa: E402
@@ -42,18 +42,19 @@ def run_rotor(emu: EmulatedFabric, slots: int, slot_s: float, reconfiguration_de
     configs = [assign_ports(f, f.ocs[0].name, m) for m in round_robin_matchings(f.gpus)]
     since = len(emu.client.events())
     emu.client.start_rotor(configs, [slot_s] * len(configs), reconfiguration_delay_s, slots)
-    deadline = time.monotonic() + timeout_s
     got: list[dict] = []
-    while True:
-        new = emu.client.events(since)
-        since += len(new)
-        got += [e for e in new if e["kind"] == "rotor-slot"]
-        if any(e["kind"] == "rotor-done" for e in new):
-            return got
-        if time.monotonic() > deadline:
-            emu.client.stop_rotor()
-            raise TimeoutError(f"the rotor did not finish {slots} slots in {timeout_s} s")
-        time.sleep(0.05)
+    cursor = [since]
+
+    def done() -> bool:
+        new = emu.client.events(cursor[0])
+        cursor[0] += len(new)
+        got.extend(e for e in new if e["kind"] == "rotor-slot")
+        return any(e["kind"] == "rotor-done" for e in new)
+
+    if not poll_until(done, timeout_s):
+        emu.client.stop_rotor()
+        raise TimeoutError(f"the rotor did not finish {slots} slots in {timeout_s} s")
+    return got
 
 
 def summary(events: list[dict]) -> dict:

@@ -66,7 +66,7 @@ def part2(sc: TrainingScenario, out: Path) -> int:
     res = run_training(sc, out, lambda label, i, n: print(f"    [{i}/{n}] {label}", flush=True))
     report.timeline_plot(res, out / "timeline.png")
     report.print_summary(res)
-    by = {r["mode"]: r for r in res["runs"]}
+    by = {r["mode"]: r for r in res.to_json()["runs"]}
     ok = True
 
     def check(cond: bool, text: str) -> None:
@@ -81,7 +81,7 @@ def part2(sc: TrainingScenario, out: Path) -> int:
               f"optical: step time after recovery {r['after']['step_s']:.3f} s vs before {r['before']['step_s']:.3f} s "
               f"({r['after_over_before'] - 1:+.1%}, within 10%)")
     if "electrical" in by and "optical" in by:
-        ratio = res["comparison"]["after_over_optical"]["electrical"]  # = optical throughput / electrical
+        ratio = res.comparison.after_over_optical["electrical"]  # = optical throughput / electrical
         check(ratio > 1.2, f"electrical: step time {ratio:.2f}x the optical recovery's; optical throughput "
                            f"{ratio:.2f}x the electrical (paper: about 2x)")
     for m, r in by.items():

@@ -26,7 +26,8 @@ def test_a_failed_gpu_is_replaced_by_a_spare_and_training_resumes_at_full_speed(
     report.print_summary(res)
     report.timeline_plot(res, run_dir / "timeline.png")
     assert (run_dir / "result.json").exists() and (run_dir / "timeline.png").stat().st_size > 0
-    by = {r["mode"]: r for r in res["runs"]}
+    d = res.to_json()  # result.json's form
+    by = {r["mode"]: r for r in d["runs"]}
     assert list(by) == ["optical", "electrical", "migration"]
     for mode, r in by.items():
         tl = r["timeline_s"]
@@ -59,7 +60,7 @@ def test_a_failed_gpu_is_replaced_by_a_spare_and_training_resumes_at_full_speed(
     # measured: optical 0.989-1.006, migration 0.989-1.015 (15 soak runs, 2026-11)
     assert abs(by["optical"]["steady"]["after_over_before"] - 1) < 0.05
     assert abs(by["migration"]["steady"]["after_over_before"] - 1) < 0.05
-    ratio = res["comparison"]["after_over_optical"]["electrical"]
+    ratio = res.comparison.after_over_optical["electrical"]
     print(f"electrical step time / optical: {ratio:.2f}")
     assert ratio > 1.4  # measured 1.95-1.97 (25 soak runs, 2026-11)
     # The flow backend predicts each configuration's AllReduce (alpha fitted before the failure).

@@ -43,11 +43,11 @@ def test_gloo_allreduce_busbw_on_8_emulated_gpus_is_within_20_percent_of_the_flo
     from emulation.training.gloo import allreduce_perf
 
     res = allreduce_perf(8, 20.0, [8 << 10, 256 << 10, 1 << 20], 2, run_dir)
-    for r in res["rows"]:
-        print(f"{r['bytes']:>8} B: gloo {r['time_s'] * 1e3:.1f} ms, busbw {r['busbw_gbps'] * 1e3:.2f} Mbit/s; "
-              f"flow {r['predicted_busbw_gbps'] * 1e3:.2f} Mbit/s ({r['deviation']:+.1%})")
-        assert r["correct"]
-    assert res["alpha_s"] < 0.05
-    for r in res["rows"][1:]:  # the first size fits alpha
-        assert abs(r["deviation"]) < 0.20  # measured: 256 KiB +4.0..+11.4%, 1 MiB +0.6..+3.0% (25 soak runs)
-    assert res["rows"][-1]["busbw_gbps"] > 0.8 * 0.020  # bandwidth-bound: the links, not the CPU
+    for r in res.rows:
+        print(f"{r.bytes:>8} B: gloo {r.time_s * 1e3:.1f} ms, busbw {r.busbw_gbps * 1e3:.2f} Mbit/s; "
+              f"flow {r.predicted_busbw_gbps * 1e3:.2f} Mbit/s ({r.deviation:+.1%})")
+        assert r.correct
+    assert res.alpha_s < 0.05
+    for r in res.rows[1:]:  # the first size fits alpha
+        assert abs(r.deviation) < 0.20  # measured: 256 KiB +4.0..+11.4%, 1 MiB +0.6..+3.0% (25 soak runs)
+    assert res.rows[-1].busbw_gbps > 0.8 * 0.020  # bandwidth-bound: the links, not the CPU

@@ -61,6 +61,8 @@ import termios
 import threading
 import time
 
+from emulation.poll import wait_until
+
 HEADER = struct.Struct("!QQ")
 PAYLOAD = memoryview(bytes(1 << 20))
 #: SO_RCVBUF of a connection (bytes; the kernel doubles it and advertises about half of that).
@@ -440,11 +442,8 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
             # The fabric changes next: wait for the peers' acknowledgements, or a final ACK lost
             # in the dark window would leave the connection in retransmission backoff (~1 s).
             used = [conns[(dst, c)] for _tid, dst, parts in step["send"] for c, _b in parts]
-            deadline = time.monotonic() + timeout
-            while any(c.unacked() for c in used):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"rank {rank} step {index}: data not acknowledged in {timeout} s")
-                time.sleep(0.0005)
+            wait_until(lambda: not any(c.unacked() for c in used), timeout, lambda: TimeoutError(
+                f"rank {rank} step {index}: data not acknowledged in {timeout} s"), interval_s=0.0005)
         retrans = sum(c.retransmissions() for c in conns.values())
         stalls = sum(c.stalls for c in conns.values())
         say({"done": index, "rank": rank, "t_go": t_go, "t_heard": t_heard, "send": sent, "recv": recv, "retrans": retrans,

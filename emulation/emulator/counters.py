@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emulation import dataplane as dpn
+from emulation.poll import poll_until
 
 
 def _run(args: list[str], timeout: float = 10.0) -> str:
@@ -177,16 +178,16 @@ class DropCounters:
     def quiet_snapshot(self, settle_s: float = 0.25, timeout_s: float = 5.0) -> Snapshot:
         """A snapshot once no GPU has sent or received a packet for ``settle_s`` (longer than
         TCP's delayed-ACK timer, so that nothing is in flight), or after ``timeout_s``."""
-        last = self._hosts()
-        quiet_since = time.monotonic()
-        deadline = quiet_since + timeout_s
-        while time.monotonic() < deadline:
-            time.sleep(0.02)
+        seen = {"hosts": self._hosts(), "since": time.monotonic()}
+
+        def quiet() -> bool:
             now = self._hosts()
-            if now != last:
-                last, quiet_since = now, time.monotonic()
-            elif time.monotonic() - quiet_since >= settle_s:
-                break
+            if now != seen["hosts"]:
+                seen.update(hosts=now, since=time.monotonic())
+                return False
+            return time.monotonic() - seen["since"] >= settle_s
+
+        poll_until(quiet, timeout_s, interval_s=0.02)
         return self.snapshot()
 
     def drops(self, a: Snapshot, b: Snapshot, quiet: bool = False) -> dict:

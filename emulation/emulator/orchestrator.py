@@ -44,6 +44,7 @@ import numpy as np
 from emulation.emulator.agent_schedule import AgentSchedules
 from emulation.emulator.net import EmulatedFabric, EmulationError
 from emulation.fabric import Configuration
+from emulation.poll import wait_until
 from emulation.results import RunResult, StepResult, TransferResult
 from emulation.routing import Routes
 from emulation.scale import Scale
@@ -123,11 +124,12 @@ class _Coordinator:
                     raise EmulationError(f"{who} did not report {key!r} within {timeout:.3g} s") from None
                 continue
             if msg.get("eof"):  # an agent is ending: give it 2 s to exit, so that alive() names it
-                until = time.monotonic() + 2.0
-                while time.monotonic() < until:
-                    alive()
-                    time.sleep(0.05)
-                raise EmulationError(f"an agent closed its control connection while the run waited for {key!r}")
+                def exited() -> bool:
+                    alive()  # raises, naming the agent, once it has exited
+                    return False
+
+                wait_until(exited, 2.0, lambda: EmulationError(
+                    f"an agent closed its control connection while the run waited for {key!r}"))
             if key in msg:
                 got.append(msg)
         return got

@@ -163,20 +163,22 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
             if standby is not None:
                 standby.kill([failed_gpu])
             events: dict[str, dict] = {"failure": {"t": t_fail, "gpu": failed_gpu}}
-            deadline = time.monotonic() + 60
-            while "failover" not in events:
-                for ev in emu.client.events(seq):
-                    seq = ev["seq"] + 1
+            cursor = [seq]
+
+            def recovered() -> bool:
+                for ev in emu.client.events(cursor[0]):
+                    cursor[0] = ev["seq"] + 1
                     if ev["kind"] in ("gpu-failed", "failover") and ev.get("gpu", ev.get("failed_gpu")) == failed_gpu:
                         events[ev["kind"]] = ev
                     elif ev["kind"] == "failover-failed":
                         raise EmulationError(f"the controller could not recover: {ev['error']}")
                 if "gpu-failed" in events:
                     first.kill()  # survivors would block on their dead neighbour
-                if time.monotonic() > deadline:
-                    raise EmulationError(f"the controller did not recover GPU {failed_gpu} within 60 s "
-                                         f"(see {out}/emulation/controller.log)")
-                time.sleep(0.01)
+                return "failover" in events
+
+            wait_until(recovered, 60, lambda: EmulationError(
+                f"the controller did not recover GPU {failed_gpu} within 60 s (see {out}/emulation/controller.log)"),
+                interval_s=0.01)
             at_rewrite = delivered_packets(fabric, failed_gpu)
             first.kill()
             new = events["failover"]["placement"]

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from emulation import dataplane as dpn
 from emulation.emulator.ovs_sockets import restore_send_buffers
+from emulation.poll import poll_until
 
 LOCK_NAME = "ocslab-emulation"
 REGISTRY_DIR = Path("/run/ocslab")
@@ -243,9 +244,8 @@ def _remove(left: Leftovers) -> list[str]:
             continue
     deadline = time.monotonic() + 2.0
     for pid, run in left.processes.items():
-        while _start_time(pid) is not None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if _start_time(pid) is not None:
+        gone = poll_until(lambda: _start_time(pid) is None, max(0.0, deadline - time.monotonic()), interval_s=0.02)
+        if not gone:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

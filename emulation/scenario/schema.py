@@ -63,6 +63,13 @@ class ScenarioError(ValueError):
     """A scenario that cannot be run; ``str()`` is one line naming the field."""
 
 
+def known_name(value: str, registry, what: str) -> str:
+    """``value`` if it names an entry of ``registry``. :raises ValueError: ``unknown WHAT 'value' (known: ...)``."""
+    if value not in registry:
+        raise ValueError(f"unknown {what} {value!r} (known: {', '.join(registry)})")
+    return value
+
+
 class StrictModel(BaseModel):
     """A section of a scenario file: unknown fields, infinities and NaN are refused; immutable."""
 
@@ -87,9 +94,7 @@ class FabricSpec(StrictModel):
     @field_validator("topology")
     @classmethod
     def _known(cls, v: str) -> str:
-        if v not in BUILDERS:
-            raise ValueError(f"unknown topology {v!r} (known: {', '.join(BUILDERS)})")
-        return v
+        return known_name(v, BUILDERS, "topology")
 
     @model_validator(mode="after")
     def _rack_only(self) -> FabricSpec:
@@ -249,9 +254,7 @@ class RunSpec(StrictModel):
     @field_validator("planner")
     @classmethod
     def _planner(cls, v: str) -> str:
-        if v not in PLANNERS:
-            raise ValueError(f"unknown planner {v!r} (known: {', '.join(PLANNERS)})")
-        return v
+        return known_name(v, PLANNERS, "planner")
 
 
 class Scenario(StrictModel):

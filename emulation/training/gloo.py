@@ -18,8 +18,35 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from emulation.results import busbw_gbps
 from emulation.training.predict import fit_alpha, predict_allreduce
+
+
+class AllReducePerfRow(BaseModel):
+    """One buffer size: gloo's measured time (emulated s) and busbw (emulated Gbit/s), the flow
+    backend's prediction of both, ``deviation`` = measured busbw / predicted - 1, and whether
+    every rank got the right sum."""
+
+    bytes: int
+    time_s: float
+    busbw_gbps: float
+    predicted_s: float
+    predicted_busbw_gbps: float
+    deviation: float
+    correct: bool
+
+
+class AllReducePerf(BaseModel):
+    """``allreduce_perf.json``: the benchmark on ``gpus`` GPUs at ``link_mbps``, the fitted
+    ``alpha_s``, the torch version and one row per size."""
+
+    gpus: int
+    link_mbps: float
+    alpha_s: float
+    torch: str
+    rows: list[AllReducePerfRow]
 
 
 def predict_ring(fabric, nbytes: int, alpha_s: float) -> float:
@@ -30,15 +57,13 @@ def predict_ring(fabric, nbytes: int, alpha_s: float) -> float:
 
 
 def allreduce_perf(gpus: int, link_mbps: float, sizes: list[int], iters: int, out: Path,
-                   timeout_s: float = 1800.0) -> dict:
+                   timeout_s: float = 1800.0) -> AllReducePerf:
     """Run gloo's AllReduce benchmark on ``gpus`` emulated GPUs in a ring of circuits and
     predict it (module doc).
 
     :param link_mbps: emulated port rate, Mbit/s.
     :param sizes: buffer sizes in bytes, ascending, multiples of 4; the first fits alpha.
-    :returns: ``{"gpus", "link_mbps", "alpha_s", "torch", "rows": [{"bytes", "time_s",
-        "busbw_gbps", "predicted_s", "predicted_busbw_gbps", "deviation", "correct"}]}``
-        (``deviation`` = measured busbw / predicted - 1), also written to ``out/allreduce_perf.json``.
+    :returns: the :class:`AllReducePerf`, also written to ``out/allreduce_perf.json``.
     :raises emulation.emulator.net.EmulationError: the fabric or a rank failed.
     """
     from emulation.emulator.capabilities import detect
@@ -60,8 +85,8 @@ def allreduce_perf(gpus: int, link_mbps: float, sizes: list[int], iters: int, ou
     for r in got["results"]:
         pred = predict_ring(fabric, r["bytes"], alpha)
         bus, pbus = (busbw_gbps("allreduce", gpus, r["bytes"], t) for t in (r["time_s"], pred))
-        rows.append({"bytes": r["bytes"], "time_s": r["time_s"], "busbw_gbps": bus, "predicted_s": pred,
-                     "predicted_busbw_gbps": pbus, "deviation": bus / pbus - 1, "correct": r["correct"]})
-    res = {"gpus": gpus, "link_mbps": link_mbps, "alpha_s": alpha, "torch": got["torch"], "rows": rows}
-    (out / "allreduce_perf.json").write_text(json.dumps(res, indent=1))
+        rows.append(AllReducePerfRow(bytes=r["bytes"], time_s=r["time_s"], busbw_gbps=bus, predicted_s=pred,
+                                     predicted_busbw_gbps=pbus, deviation=bus / pbus - 1, correct=r["correct"]))
+    res = AllReducePerf(gpus=gpus, link_mbps=link_mbps, alpha_s=alpha, torch=str(got["torch"]), rows=rows)
+    (out / "allreduce_perf.json").write_text(json.dumps(res.model_dump(), indent=1))
     return res

@@ -38,6 +38,7 @@ import numpy as np
 
 from emulation.fabric import Configuration, Fabric
 from emulation.training.predict import fit_alpha, predict_allreduce
+from emulation.training.results import RecoveryComparison, RecoveryRun, TrainingResult
 from emulation.training.scenario import TrainingScenario
 
 Progress = Callable[[str, int, int], None]
@@ -60,7 +61,7 @@ def _slope(rows: list[dict]) -> float | None:
     return float(np.polyfit([r["step"] for r in rows], [r["loss"] for r in rows], 1)[0])
 
 
-def summarise(raw: dict, sc: TrainingScenario, fabric: Fabric) -> dict:
+def summarise(raw: dict, sc: TrainingScenario, fabric: Fabric) -> RecoveryRun:
     """The figures of one recovery run (module doc) from :func:`run_recovery`'s record.
 
     :raises ValueError: the record lacks a phase (e.g. no step after the restart).
@@ -99,7 +100,7 @@ def summarise(raw: dict, sc: TrainingScenario, fabric: Fabric) -> dict:
     loss_at = {r["step"]: r["loss"] for r in before}
     last_before = before[-1]["step"]
     replayed = [r for r in after if r["step"] in loss_at]
-    return {
+    return RecoveryRun.model_validate({
         "mode": raw["mode"],
         "failed_gpu": raw["failed_gpu"],
         "placement_before": old,
@@ -125,7 +126,7 @@ def summarise(raw: dict, sc: TrainingScenario, fabric: Fabric) -> dict:
         "steps": [{"launch": r["launch"], "step": r["step"], "t_s": r["t_end"] - t_fail,
                    "step_s": r["t_end"] - r["t_start"], "allreduce_s": r["allreduce_s"], "loss": r["loss"]}
                   for r in rows],
-    }
+    })
 
 
 def _emulated(fabric: Fabric, link_mbps: float) -> Fabric:
@@ -135,10 +136,9 @@ def _emulated(fabric: Fabric, link_mbps: float) -> Fabric:
     return dataclasses.replace(fabric, port_gbps=link_mbps / 1000, eps=eps)
 
 
-def run_training(sc: TrainingScenario, out: Path, progress: Progress | None = None) -> dict:
-    """Run every recovery of ``sc`` with real packets (a fresh emulation each); write and return
-    ``out/result.json``: ``{"scenario", "created", "tdf", "gradient_bytes", "parameters",
-    "runs": [summary per recovery], "comparison": {...}}``.
+def run_training(sc: TrainingScenario, out: Path, progress: Progress | None = None) -> TrainingResult:
+    """Run every recovery of ``sc`` with real packets (a fresh emulation each); write
+    ``out/result.json`` and return it (:class:`~emulation.training.results.TrainingResult`).
 
     :raises emulation.emulator.net.EmulationError: the emulation or the job failed.
     """
@@ -158,22 +158,22 @@ def run_training(sc: TrainingScenario, out: Path, progress: Progress | None = No
         runs.append(summarise(raw, sc, fabric))
     if progress:
         progress("done", len(sc.recovery), len(sc.recovery))
-    result = {"scenario": sc.name, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "resolved": sc.to_json(), "tdf": sc.tdf, "parameters": sc.job.parameters,
-              "gradient_bytes": sc.job.gradient_bytes, "capabilities": caps.to_json(), "runs": runs,
-              "comparison": compare_recoveries(runs)}
-    (out / "result.json").write_text(json.dumps(result, indent=1))
+    result = TrainingResult(scenario=sc.name, created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                            resolved=sc.to_json(), tdf=sc.tdf, parameters=sc.job.parameters,
+                            gradient_bytes=sc.job.gradient_bytes, capabilities=caps.to_json(), runs=runs,
+                            comparison=compare_recoveries(runs))
+    (out / "result.json").write_text(json.dumps(result.to_json(), indent=1))
     return result
 
 
-def compare_recoveries(runs: list[dict]) -> dict:
+def compare_recoveries(runs: list[RecoveryRun]) -> RecoveryComparison:
     """Steady-state step time after each recovery over the optical one's (and over the step
     time before the failure), when an optical run is present. Samples/s is batch / step time,
     so ``after_over_optical`` is also the optical recovery's throughput over each one's."""
-    by = {r["mode"]: r for r in runs}
-    out: dict = {}
+    by = {r.mode: r for r in runs}
+    optical = {}
     if "optical" in by:
-        ref = by["optical"]["steady"]["after"]["step_s"]
-        out["after_over_optical"] = {m: r["steady"]["after"]["step_s"] / ref for m, r in by.items()}
-    out["after_over_before"] = {m: r["steady"]["after_over_before"] for m, r in by.items()}
-    return out
+        ref = by["optical"].steady.after.step_s
+        optical = {m: r.steady.after.step_s / ref for m, r in by.items()}
+    return RecoveryComparison(after_over_optical=optical,
+                              after_over_before={m: r.steady.after_over_before for m, r in by.items()})

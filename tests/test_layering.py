@@ -1,0 +1,27 @@
+"""The layering the architecture promises (docs/architecture.md): the two backends consume the
+same contract (emulation/schedule.py) and neither imports the other; planners and the flow
+backend never import Mininet, OS-Ken or the controllers."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def _loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
+    """Modules under ``prefixes`` that importing ``modules`` loads (in a fresh interpreter)."""
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in modules)
+            + f"print('\\n'.join(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return got.stdout.split()
+
+
+@pytest.mark.parametrize("modules, forbidden", [
+    (["emulation.flowsim", "emulation.flowsim.run", "emulation.planners", "emulation.planners.slotted",
+      "emulation.scenario", "emulation.schedule", "emulation.results"],
+     ("emulation.emulator", "mininet", "os_ken", "controllers")),
+    (["emulation.emulator.execute", "emulation.emulator.calibration", "emulation.emulator.recovery"],
+     ("emulation.flowsim", "emulation.scenario")),
+])
+def test_backends_and_planners_do_not_import_each_other(modules, forbidden):
+    assert _loaded(modules, forbidden) == []
