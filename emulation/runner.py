@@ -49,10 +49,10 @@ def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None,
     exp = experiment if experiment is not None else resolve(sc)
     if backend == "flow":
         return run_flow(exp, progress)
-    if sc.semantics != "round-synchronous":
+    if exp.semantics != "round-synchronous":
         raise BackendError(f"semantics: the mininet backend executes round-synchronous steps only, "
-                           f"not {sc.semantics} (use --backend flow)")
-    if sc.straggler is not None and any(r.schedule != "none" for r in sc.runs):
+                           f"not {exp.semantics} (use --backend flow)")
+    if exp.straggler_rank is not None and any(r.schedule != "none" for _, r in exp.jobs):
         raise BackendError("straggler: rotor runs on the mininet backend take no stragglers (use --backend flow)")
     from emulation.emulator.limits import check_packet_size
 

@@ -139,7 +139,7 @@ def test_flow_and_packet_backends_agree_and_pass_the_sanity_checks(run_dir):
             # measured: ring -3.0..+0.4%, rhd -3.5..-0.9% (25 soak runs on a 2-core machine, 2026-11)
             assert abs(err) < 0.08, (alg, pkt.time_s, flow.time_s)
             checks = check_run(pkt, f)
-            print(f"{alg}: max link utilisation {checks['max_link_utilisation']:.3f}")
+            print(f"{alg}: max link utilisation {checks.max_link_utilisation:.3f}")
             assert checks.ok, checks.problems
             assert 0.7 < checks.max_link_utilisation <= 1.01
 
