@@ -190,8 +190,12 @@ class RunResult(_Record):
         return sum(s.action == "reconfigure" for s in self.steps)
 
     def to_json(self) -> dict:
-        """Plain dict (``result.json``'s form), with ``algbw_gbps`` and ``busbw_gbps``."""
-        return self.model_dump()
+        """Plain dict (``result.json``'s form), with ``algbw_gbps`` and ``busbw_gbps``; ``slots``
+        holds only the fields that apply to the backend."""
+        d = self.model_dump()
+        if self.slots is not None:
+            d["slots"] = self.slots.model_dump(exclude_none=True)
+        return d
 
     @staticmethod
     def from_json(d: dict) -> RunResult:
