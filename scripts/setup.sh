@@ -48,8 +48,10 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 if [[ $extras == *,test,* ]] && ! .venv/bin/python -c "import pytest" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v -i "^warning" || true
+  .venv/bin/python -c "import pytest"
 fi
 if [[ $extras == *,torch,* ]] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
-  .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
+  .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v -i "^warning" || true
+  .venv/bin/python -c "import torch"
 fi
 echo "setup: ready (.venv/bin/ocslab)"
