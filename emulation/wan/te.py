@@ -1,0 +1,164 @@
+"""Traffic-engineering formulations over tunnels, as LPs (scipy's HiGHS) and with Symphony's
+quadratic regulariser (cvxpy with Clarabel); arXiv 2510.11937.
+
+Variables ``w[t] >= 0``: the fraction of tunnel t's demand d (volume ``D_d``) sent on it. Link
+load ``L_e = sum_t w[t] D_d(t)`` over the tunnels through e; utilisation ``u_e = L_e / c_e``.
+
+- ``max-flow``: maximise the carried demand ``sum_t w[t] D_d(t)`` s.t. ``sum_{t of d} w[t] <= 1``
+  and ``L_e <= c_e``;
+- ``mcf`` (maximum concurrent flow): maximise ``a`` in [0, 1] s.t. ``sum_{t of d} w[t] = a`` for
+  every demand with volume and ``L_e <= c_e``;
+- ``min-mlu``: minimise ``Z`` s.t. ``sum_{t of d} w[t] = 1`` and ``u_e <= Z``.
+
+``regulariser`` lambda > 0 adds ``lambda x sum_e u_e^2`` to the minimised objective (maximised
+ones are negated), which makes the optimum unique and smooth in the demands, so that controllers
+with slightly different views of the demand land on compatible splits (Symphony's point; its
+artefact uses lambda = 1, 1e-4, 1e-4 for the three objectives: :data:`SYMPHONY_LAMBDA`).
+``headroom`` h solves against capacities ``(1 - h) c_e`` (the usual guard against divergence).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import csr_matrix
+
+from emulation.wan.tunnels import Tunnels
+
+Objective = Literal["max-flow", "mcf", "min-mlu"]
+OBJECTIVES: tuple[str, ...] = ("max-flow", "mcf", "min-mlu")
+
+#: Symphony's regulariser weights per objective (its released artefact).
+SYMPHONY_LAMBDA = {"max-flow": 1.0, "mcf": 1e-4, "min-mlu": 1e-4}
+
+
+class TeError(ValueError):
+    """A TE problem that cannot be solved (bad input, or the solver failed)."""
+
+
+@dataclass(frozen=True)
+class TeSolution:
+    """A TE allocation: ``splits[t]`` the fraction of tunnel t's demand on it; ``load[e]`` the
+    resulting load of link e (demand units), ``utilisation[e] = load / capacity``; ``value`` the
+    objective's optimum (carried demand, concurrent fraction a, or MLU Z), without the
+    regulariser; ``carried`` the demand carried in total."""
+
+    objective: str
+    regulariser: float
+    splits: np.ndarray
+    load: np.ndarray
+    utilisation: np.ndarray
+    value: float
+    carried: float
+
+    @property
+    def mlu(self) -> float:
+        """The largest link utilisation."""
+        return float(self.utilisation.max(initial=0.0))
+
+
+def link_load(tunnels: Tunnels, splits: np.ndarray, volumes: np.ndarray) -> np.ndarray:
+    """``(links,)`` load of every link when tunnel t carries ``splits[t] x volumes[demand of t]``."""
+    return tunnels.incidence @ (np.asarray(splits) * volumes[tunnels.demand_of])
+
+
+def solve(tunnels: Tunnels, matrix: np.ndarray, capacity: np.ndarray, objective: Objective = "mcf",
+          regulariser: float = 0.0, headroom: float = 0.0) -> TeSolution:
+    """Solve ``objective`` for the demands of ``matrix`` (module doc).
+
+    :param matrix: ``(n, n)`` demands, the unit of ``capacity``. :param capacity: ``(links,)``.
+    :param regulariser: lambda >= 0 (0: the LP, solved by HiGHS; else the QP, by Clarabel).
+    :param headroom: fraction of every capacity kept free, in [0, 1).
+    :raises TeError: bad arguments, or the solver did not reach an optimum.
+    """
+    if objective not in OBJECTIVES:
+        raise TeError(f"te.objective: unknown {objective!r} (known: {', '.join(OBJECTIVES)})")
+    if not (regulariser >= 0 and np.isfinite(regulariser)):
+        raise TeError(f"te.regulariser: must be a finite number >= 0, got {regulariser}")
+    if not 0 <= headroom < 1:
+        raise TeError(f"te.headroom: must be in [0, 1), got {headroom}")
+    vol = tunnels.volumes(matrix)
+    if (vol < 0).any() or not np.isfinite(vol).all():
+        raise TeError("traffic matrix: demands must be finite and >= 0")
+    cap = np.asarray(capacity, dtype=float) * (1 - headroom)
+    coeff = tunnels.incidence * vol[tunnels.demand_of] / cap[:, None]  # (links, tunnels): u = coeff @ w
+    if regulariser > 0:
+        w, extra = _qp(tunnels, vol, coeff, objective, regulariser)
+    else:
+        w, extra = _lp(tunnels, vol, coeff, objective)
+    w = np.clip(w, 0.0, 1.0)
+    load = link_load(tunnels, w, vol)
+    carried = float(w @ vol[tunnels.demand_of])
+    util = load / np.asarray(capacity, dtype=float)
+    value = {"max-flow": carried, "mcf": extra, "min-mlu": float(util.max(initial=0.0))}[objective]
+    return TeSolution(objective, regulariser, w, load, util, value, carried)
+
+
+def _membership(tunnels: Tunnels) -> csr_matrix:
+    """``(demands, tunnels)``: 1 where the tunnel belongs to the demand."""
+    t = len(tunnels.paths)
+    return csr_matrix((np.ones(t), (tunnels.demand_of, np.arange(t))), shape=(len(tunnels.demands), t))
+
+
+def _lp(tunnels: Tunnels, vol: np.ndarray, coeff: np.ndarray, objective: str) -> tuple[np.ndarray, float]:
+    """The LP with HiGHS; the splits and the auxiliary variable (a or Z; 0 for max-flow)."""
+    nt, nl = len(tunnels.paths), coeff.shape[0]
+    member = _membership(tunnels).toarray()
+    active = vol > 0
+    if objective == "max-flow":
+        c = -vol[tunnels.demand_of]
+        res = linprog(c, A_ub=np.vstack([coeff, member]), b_ub=np.concatenate([np.ones(nl), np.ones(len(vol))]),
+                      bounds=(0, None), method="highs")
+        extra = 0.0
+    elif objective == "mcf":  # variables [w, a]: maximise a
+        c = np.zeros(nt + 1)
+        c[-1] = -1.0
+        a_ub = np.hstack([coeff, np.zeros((nl, 1))])
+        a_eq = np.hstack([member[active], -np.ones((active.sum(), 1))])
+        res = linprog(c, A_ub=a_ub, b_ub=np.ones(nl), A_eq=a_eq, b_eq=np.zeros(active.sum()),
+                      bounds=[(0, None)] * nt + [(0, 1)], method="highs")
+        extra = float(res.x[-1]) if res.status == 0 else 0.0
+    else:  # min-mlu, variables [w, Z]: minimise Z
+        c = np.zeros(nt + 1)
+        c[-1] = 1.0
+        a_ub = np.hstack([coeff, -np.ones((nl, 1))])
+        a_eq = np.hstack([member, np.zeros((len(vol), 1))])
+        res = linprog(c, A_ub=a_ub, b_ub=np.zeros(nl), A_eq=a_eq, b_eq=np.ones(len(vol)),
+                      bounds=(0, None), method="highs")
+        extra = float(res.x[-1]) if res.status == 0 else 0.0
+    if res.status != 0:
+        raise TeError(f"te: HiGHS did not reach an optimum for {objective}: {res.message}")
+    return res.x[:nt], extra
+
+
+def _qp(tunnels: Tunnels, vol: np.ndarray, coeff: np.ndarray, objective: str,
+        lam: float) -> tuple[np.ndarray, float]:
+    """The regularised problem with cvxpy and Clarabel; the splits and a (mcf; else 0)."""
+    import cvxpy as cp
+
+    nt = len(tunnels.paths)
+    member = _membership(tunnels)
+    active = np.flatnonzero(vol > 0)
+    w = cp.Variable(nt, nonneg=True)
+    util = coeff @ w
+    reg = lam * cp.sum_squares(util)
+    extra = None
+    if objective == "max-flow":
+        problem = cp.Problem(cp.Minimize(-(vol[tunnels.demand_of] @ w) + reg), [member @ w <= 1, util <= 1])
+    elif objective == "mcf":
+        a = cp.Variable()
+        problem = cp.Problem(cp.Minimize(-a + reg), [member[active] @ w == a, util <= 1, a >= 0, a <= 1])
+        extra = a
+    else:
+        z = cp.Variable()
+        problem = cp.Problem(cp.Minimize(z + reg), [member @ w == 1, util <= z])
+    try:
+        problem.solve(solver=cp.CLARABEL)
+    except cp.error.SolverError as e:
+        raise TeError(f"te: Clarabel failed on regularised {objective}: {e}") from None
+    if problem.status not in ("optimal", "optimal_inaccurate") or w.value is None:
+        raise TeError(f"te: Clarabel did not reach an optimum for regularised {objective}: {problem.status}")
+    return np.asarray(w.value), float(extra.value) if extra is not None else 0.0

@@ -1,0 +1,65 @@
+"""Tunnels: the k shortest simple paths (hop count, Yen's algorithm via networkx) of every
+ordered router pair, as Symphony's artefact uses them (k = 4; arXiv 2510.11937)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import islice
+
+import numpy as np
+
+from topologies.wan import WanError, WanTopology
+
+
+@dataclass(frozen=True)
+class Tunnels:
+    """The tunnels of every demand (ordered router pair ``demands[d] = (src, dst)``):
+    ``paths[t]`` is tunnel t as link indices of the topology, ``demand_of[t]`` its demand.
+
+    :ivar incidence: ``(links, tunnels)`` 0/1: tunnel t crosses link e.
+    """
+
+    demands: tuple[tuple[int, int], ...]
+    paths: tuple[tuple[int, ...], ...]
+    demand_of: np.ndarray
+    incidence: np.ndarray
+
+    def of(self, d: int) -> np.ndarray:
+        """Indices of demand ``d``'s tunnels."""
+        return np.flatnonzero(self.demand_of == d)
+
+    def volumes(self, matrix: np.ndarray) -> np.ndarray:
+        """``(demands,)`` volume of every demand in ``matrix`` (``[src, dst]``)."""
+        s, d = np.array(self.demands).T
+        return np.asarray(matrix, dtype=float)[s, d]
+
+
+def k_shortest(topo: WanTopology, k: int = 4) -> Tunnels:
+    """Up to ``k`` shortest simple paths (fewest hops, ties in networkx's order) for every
+    ordered pair of routers.
+
+    :raises WanError: k < 1, or a pair has no path (the topology is not strongly connected).
+    """
+    import networkx as nx
+
+    if k < 1:
+        raise WanError(f"tunnels.k: must be at least 1, got {k}")
+    g = topo.graph()
+    demands, paths, owner = [], [], []
+    for s in range(topo.routers):
+        for t in range(topo.routers):
+            if s == t:
+                continue
+            try:
+                found = list(islice(nx.shortest_simple_paths(g, s, t), k))
+            except nx.NetworkXNoPath:
+                raise WanError(f"{topo.name}: no path from router {topo.names[s]} to {topo.names[t]}") from None
+            d = len(demands)
+            demands.append((s, t))
+            for p in found:
+                paths.append(tuple(g.edges[u, v]["index"] for u, v in zip(p, p[1:])))
+                owner.append(d)
+    inc = np.zeros((len(topo.links), len(paths)))
+    for j, p in enumerate(paths):
+        inc[list(p), j] = 1.0
+    return Tunnels(tuple(demands), tuple(paths), np.array(owner), inc)
