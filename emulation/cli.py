@@ -83,6 +83,10 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("file", type=Path, help="training scenario YAML (e.g. experiments/lumion.yaml)")
     tr.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-<time>)")
     tr.add_argument("--recovery", help="comma-separated subset of the scenario's recoveries to run")
+    te = sub.add_parser("te", help="solve the TE of one traffic matrix of a WAN scenario (nothing runs)")
+    te.add_argument("file", type=Path, help="WAN scenario YAML (e.g. experiments/wan_b4.yaml)")
+    te.add_argument("--tm", type=int, default=0, help="traffic matrix index (default 0)")
+    te.add_argument("--json", action="store_true", help="print tunnels, splits and link utilisations as JSON")
     sub.add_parser("clean", help="remove what killed ocslab runs left behind (only ours: ocl- bridges and "
                    "interfaces, marked processes, run records) and say what was removed")
     return p
@@ -103,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         return _train(args)
     if args.cmd == "clean":
         return _clean()
+    if args.cmd == "te":
+        from emulation.wan import cli as wan_cli
+
+        return wan_cli.te(args.file, args.tm, args.json)
     return _run(args)
 
 
@@ -324,6 +332,10 @@ def _plan(args) -> int:
 def _run(args) -> int:
     from emulation import report, runner
 
+    if _is_wan(args.file):
+        from emulation.wan import cli as wan_cli
+
+        return wan_cli.run(args.file, args.backend, args.out)
     loaded = _load_experiment(args.file)
     if isinstance(loaded, int):
         return loaded
@@ -432,6 +444,17 @@ def _compare(args) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _is_wan(path: Path) -> bool:
+    """True if ``path`` is a readable YAML mapping with a ``wan:`` section (a WAN scenario)."""
+    from emulation.scenario import read_yaml
+    from emulation.wan.scenario import is_wan
+
+    try:
+        return is_wan(read_yaml(path))
+    except ScenarioError:
+        return False  # the collective loader reports what is wrong with the file
 
 
 def _load(path: Path):

@@ -19,8 +19,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = (ROOT / "experiments" / "demo.yaml").read_text()
 LUMION = (ROOT / "experiments" / "lumion.yaml").read_text()
+WAN = (ROOT / "experiments" / "wan_b4.yaml").read_text()
 
-# (id, argv, {"demo"|"lumion": (old, new)} or {"file": text}, what the message must contain)
+# (id, argv, {"demo"|"lumion"|"wan": (old, new)} or {"file": text}, what the message must contain)
 CASES = [
     # collective scenario: the fabric
     ("gpus-zero", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 0")}, "fabric.gpus"),
@@ -126,6 +127,22 @@ CASES = [
     ("torch-iters", ["torch", "allreduce-perf", "--iters", "0"], {}, "--iters"),
     ("command-unknown", ["fly", "x"], {}, "fly"),
     # training scenarios
+    # WAN scenario
+    ("wan-topology", ["run", "{wan}"], {"wan": ("topology: b4", "topology: atlantis")}, "wan.topology"),
+    ("wan-objective", ["run", "{wan}"], {"wan": ("objective: max-flow", "objective: max-min")}, "wan.te.objective"),
+    ("wan-regulariser", ["run", "{wan}"], {"wan": ("regulariser: 0,", "regulariser: -1,")}, "wan.te.regulariser"),
+    ("wan-headroom", ["run", "{wan}"], {"wan": ("headroom: 0}", "headroom: 1.5}")}, "wan.te.headroom"),
+    ("wan-k-zero", ["run", "{wan}"], {"wan": ("k: 4,", "k: 0,")}, "wan.tunnels.k"),
+    ("wan-slices", ["run", "{wan}"], {"wan": ("count: 5, method: random", "count: 40, method: random")},
+     "wan.slices.count"),
+    ("wan-slice-method", ["run", "{wan}"], {"wan": ("method: random", "method: regional")}, "wan.slices.method"),
+    ("wan-scale", ["run", "{wan}"], {"wan": ("scale: 0.8", "scale: -1")}, "wan.traffic.scale"),
+    ("wan-sd", ["run", "{wan}"], {"wan": ("sd: 0.05", "sd: .nan")}, "wan.divergence.sd"),
+    ("wan-unknown-key", ["run", "{wan}"], {"wan": ("  topology: b4", "  topology: b4\n  colour: red")}, "wan.colour"),
+    ("wan-mininet", ["run", "{wan}"], {"wan": ("backend: flow", "backend: mininet")}, "backend"),
+    ("wan-backend-flag", ["run", "{wan}", "--backend", "mininet"], {"wan": ("scale: 0.8", "scale: 0.8")}, "--backend"),
+    ("te-tm", ["te", "{wan}", "--tm", "99"], {"wan": ("scale: 0.8", "scale: 0.8")}, "--tm"),
+    ("te-collective", ["te", "{demo}"], {"demo": ("gpus: 8", "gpus: 8")}, "ocslab run"),
     ("train-gpus-zero", ["train", "{lumion}"], {"lumion": ("gpus: 4 ", "gpus: 0 ")}, "fabric.gpus"),
     ("train-spares-negative", ["train", "{lumion}"], {"lumion": ("spares: 4 ", "spares: -1 ")}, "fabric.spares"),
     ("train-electrical-inf", ["train", "{lumion}"], {"lumion": ("electrical_gbps: 50", "electrical_gbps: .inf")},
@@ -153,7 +170,7 @@ CASES = [
 def test_bad_input_gets_one_line_naming_the_field_and_exit_2(run_dir, case):
     _id, argv, files, needle = case
     subs = {"dir": str(run_dir)}
-    for kind, source in (("demo", DEMO), ("lumion", LUMION)):
+    for kind, source in (("demo", DEMO), ("lumion", LUMION), ("wan", WAN)):
         if kind in files:
             old, new = files[kind]
             assert old in source, f"case {_id}: {old!r} not in {kind}.yaml"

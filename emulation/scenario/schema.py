@@ -257,11 +257,17 @@ class RunSpec(StrictModel):
         return known_name(v, PLANNERS, "planner")
 
 
-class Scenario(StrictModel):
-    """A whole scenario file. ``sizes`` are buffer sizes (bytes, or strings like ``25MiB``)."""
+class NamedScenario(StrictModel):
+    """What every kind of scenario file holds: its ``name`` (letters, digits, ``_``, ``.``, ``-``;
+    it names the results directory) and an optional ``description``."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
+
+
+class Scenario(NamedScenario):
+    """A whole collective scenario file. ``sizes`` are buffer sizes (bytes, or strings like ``25MiB``)."""
+
     fabric: FabricSpec
     cost: CostModel = CostModel()
     sizes: list[int] = Field(default_factory=list)

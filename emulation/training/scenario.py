@@ -32,7 +32,7 @@ from emulation.fabric import Fabric, FabricError
 from emulation.planners.failover import failover_table
 from emulation.scale import Scale
 from emulation.scenario.load import load_checked
-from emulation.scenario.schema import EmulationSpec, FabricSpec, ScenarioError, StrictModel
+from emulation.scenario.schema import EmulationSpec, FabricSpec, NamedScenario, ScenarioError, StrictModel
 
 Recovery = Literal["optical", "electrical", "migration"]
 
@@ -88,11 +88,9 @@ class FailureSpec(StrictModel):
     at_step: int = Field(ge=0)
 
 
-class TrainingScenario(StrictModel):
+class TrainingScenario(NamedScenario):
     """A whole training scenario file (module doc)."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    description: str = ""
     fabric: FabricSpec
     emulation: EmulationSpec = EmulationSpec(link_mbps=20.0)
     job: JobSpec = JobSpec()
