@@ -449,10 +449,9 @@ def _compare(args) -> int:
 def _is_wan(path: Path) -> bool:
     """True if ``path`` is a readable YAML mapping with a ``wan:`` section (a WAN scenario)."""
     from emulation.scenario import read_yaml
-    from emulation.wan.scenario import is_wan
 
     try:
-        return is_wan(read_yaml(path))
+        return "wan" in read_yaml(path)
     except ScenarioError:
         return False  # the collective loader reports what is wrong with the file
 

@@ -151,8 +151,3 @@ def load_wan_scenario(path: str | Path) -> WanScenario:
         return load_checked(path, WanScenario, ("runs", "collective", "run"), check)
     except WanError as e:
         raise ScenarioError(f"{path}: {e}") from None
-
-
-def is_wan(data: dict) -> bool:
-    """True for a WAN scenario's top-level mapping (it has a ``wan:`` section)."""
-    return isinstance(data, dict) and "wan" in data
