@@ -216,6 +216,12 @@ class RelayPlan:
         return sum(b for step in self.parts for parts in step for via, b in parts if via is not None)
 
 
+def transfer_parts(relay: RelayPlan | None, step: int, j: int, nbytes: int) -> Parts:
+    """How transfer ``j`` of ``step`` (``nbytes`` long) travels: the relay plan's parts, or
+    (no relay plan) one direct part. Both backends' rotor runs send exactly these."""
+    return relay.parts[step][j] if relay else ((None, nbytes),)
+
+
 @dataclass(frozen=True)
 class SlottedPlan:
     """A run on a time-slotted OCS (module doc): the rotor ``schedule`` (real seconds), how it was
@@ -231,11 +237,6 @@ class SlottedPlan:
     workload: Workload
     relay: RelayPlan | None = None
     predicted_s: float | None = None
-
-    def parts(self, step: int, j: int, nbytes: int) -> Parts:
-        """The parts of transfer ``j`` of ``step`` (``nbytes`` long): the relay plan's, or one
-        direct part."""
-        return self.relay.parts[step][j] if self.relay else ((None, nbytes),)
 
     def summary(self) -> dict:
         """The schedule's shape for a result's ``slots``: ``method``, ``slots_per_turn``, ``turn_s``,
@@ -268,11 +269,6 @@ class RunDescription:
     def workload(self) -> Workload:
         """The workload the backends execute (a planner may have split steps)."""
         return self.schedule.workload
-
-    @property
-    def slotted(self) -> bool:
-        """True for a time-slotted run (:class:`~emulation.schedule.SlottedPlan`)."""
-        return isinstance(self.schedule, SlottedPlan)
 
     @property
     def label(self) -> str:

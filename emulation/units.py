@@ -42,7 +42,3 @@ def bytes_per_s(gbps: float) -> float:
     """A rate in Gbit/s as bytes per second."""
     return gbps * 1e9 / 8
 
-
-def mbps_bytes_per_s(mbps: float) -> float:
-    """A rate in Mbit/s (emulated links) as bytes per second."""
-    return mbps * 1e6 / 8

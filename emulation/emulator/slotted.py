@@ -38,7 +38,7 @@ from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, agents, open
 from emulation.fabric import Configuration, assign_ports
 from emulation.results import Percentiles, RunResult, Slots, StepResult, TransferResult
 from emulation.scale import Scale
-from emulation.schedule import RelayPlan, SlotSchedule
+from emulation.schedule import RelayPlan, SlotSchedule, transfer_parts
 from emulation.workloads.model import Workload
 
 #: Fraction of the emulated link rate a gated sender plans to drain (HTB and TCP jitter).
@@ -134,7 +134,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
                 continue
             tid = len(tids)
             tids.append((si, t))
-            for via, b in (relay.parts[si][j] if relay else ((None, t.bytes),)):
+            for via, b in transfer_parts(relay, si, j, t.bytes):
                 if b <= 0:
                     continue
                 eb = scale.emulated_bytes(b)

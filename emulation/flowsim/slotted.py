@@ -27,7 +27,7 @@ import numpy as np
 from emulation.flowsim.engine import DeadlockError, FluidEngine
 from emulation.flowsim.simulate import SimulationError
 from emulation.results import RunResult, Slots, StepResult, TransferResult
-from emulation.schedule import RelayPlan, SlotSchedule
+from emulation.schedule import RelayPlan, SlotSchedule, transfer_parts
 from emulation.units import bytes_per_s
 from emulation.workloads.model import Workload
 
@@ -61,7 +61,7 @@ def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: floa
         raise SimulationError("relay: the plan is for another workload (step count differs)")
     for i, st in enumerate(workload.steps):
         for j, t in enumerate(st.transfers):
-            for via, b in (relay.parts[i][j] if relay else ((None, t.bytes),)):
+            for via, b in transfer_parts(relay, i, j, t.bytes):
                 hops = [(t.src, t.dst)] if via is None else [(t.src, via), (via, t.dst)]
                 for a, c in hops:
                     if b > 0 and not connected[a, c]:
@@ -105,7 +105,7 @@ def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: floa
             pending[int(f)] = (j, link, b, onward)
 
         for j, t in enumerate(st.transfers):
-            for via, b in (relay.parts[i][j] if relay else ((None, t.bytes),)):
+            for via, b in transfer_parts(relay, i, j, t.bytes):
                 if b > 0:  # onward: the GPU a relayed part goes to next, or -1
                     send(t.src * n + (t.dst if via is None else via), (j, b, -1 if via is None else t.dst,
                                                                         rel[j] + alpha_s))

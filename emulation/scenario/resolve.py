@@ -88,7 +88,7 @@ class Experiment:
         :raises emulation.schedule.PlanError: the planner cannot plan it.
         :raises ValueError: bad sizes, or a slot schedule that cannot be built.
         """
-        w = self._workload(run, size)
+        w = self.workload(run, size)
         if run.schedule == "none":
             sched: FabricSchedule = make_plan(run.planner, self.fabric, w, self.cost)
         else:
@@ -136,9 +136,6 @@ class Experiment:
 
         :raises ValueError: bad sizes (or a moe layer that does not fit ``gpus``).
         """
-        return self._workload(run, size, gpus)
-
-    def _workload(self, run: RunSpec, size: int, gpus: int | None = None) -> Workload:
         n = gpus or self.fabric.gpus
         if run.collective == "moe":
             layer = self.moe if n == self.moe.gpus else dataclasses.replace(self.moe, gpus=n)

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from emulation.cli import _fail, _fresh_out
 from emulation.scenario import ScenarioError
-
-
-def _fail(msg: str, code: int = 2) -> int:
-    print(f"ocslab: {msg}", file=sys.stderr)
-    return code
 
 
 def run(path: Path, backend: str | None, out: Path | None) -> int:
@@ -34,9 +29,9 @@ def run(path: Path, backend: str | None, out: Path | None) -> int:
     if backend not in (None, "flow"):
         return _fail("--backend: WAN scenarios run on the flow backend in this version "
                      "(the packet replay through per-slice controllers is not available yet)")
-    out = out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}"
-    if out.exists() and any(out.iterdir()):
-        return _fail(f"--out: {out} exists and is not empty")
+    out = _fresh_out(out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
+    if isinstance(out, int):
+        return out
     res = run_wan(sc)
     write(res, out, yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False))
     print_summary(res)

@@ -75,12 +75,12 @@ def diverged(tunnels: Tunnels, matrix: np.ndarray, capacity: np.ndarray, slicing
     source = np.array([slicing.slice_of[s] for s, _ in tunnels.demands])
     rng = np.random.default_rng([deviation.seed, index])
     splits = np.zeros(len(tunnels.paths))
+    src, dst = np.array(tunnels.demands).T
     for k in range(slicing.count):
         if not (source == k).any():
             continue
-        view = np.zeros_like(np.asarray(matrix, dtype=float))
-        s, d = np.array(tunnels.demands).T
-        view[s, d] = vol * (1 - deviation.draw(rng, len(vol)))
+        view = np.zeros(np.shape(matrix))
+        view[src, dst] = vol * (1 - deviation.draw(rng, len(vol)))
         sol = solve(tunnels, view, capacity, objective, regulariser, headroom)
         mine = np.isin(tunnels.demand_of, np.flatnonzero(source == k))
         splits[mine] = sol.splits[mine]
