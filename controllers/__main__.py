@@ -1,7 +1,9 @@
 """Launcher: ``python -m controllers [APP ...] --ofp-tcp-listen-port N --ocslab-fabric FILE
---ocslab-api-port M [--log-file F]``.
+--ocslab-api-port M [--log-file F]``, or ``python -m controllers wan_te --ofp-tcp-listen-port N
+--ocslab-wan FILE --ocslab-api-port M`` for a WAN slice's TE controller.
 
-Leading APP names: ``circuit_switch``, ``routing``, ``api``, ``failover`` (default: all). Flags use the
+Leading APP names: ``circuit_switch``, ``routing``, ``api``, ``failover`` (default: these four),
+``wan_te`` (alone). Flags use the
 ryu-manager names; OS-Ken 4.x has no ``osken-manager``, so this loads and instantiates the apps
 with OS-Ken's ``AppManager`` on its native (threaded) hub, as ``AppManager.run_apps`` does, and
 serves until SIGTERM or SIGINT (``docs/architecture.md``, machines).
@@ -20,7 +22,10 @@ APPS = {
     "routing": "controllers.routing",
     "api": "controllers.api",
     "failover": "controllers.failover",
+    "wan_te": "controllers.wan_te",
 }
+#: The apps of an ML fabric (the default set); ``wan_te`` runs alone.
+FABRIC_APPS = ("circuit_switch", "routing", "api", "failover")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,8 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     if not cfg.CONF.ofp_tcp_listen_port:
         print("controllers: --ofp-tcp-listen-port is required (no default port)", file=sys.stderr)
         return 2
-    if not cfg.CONF.ocslab.fabric:
-        print("controllers: --ocslab-fabric FILE is required", file=sys.stderr)
+    apps = apps or list(FABRIC_APPS)
+    if "wan_te" in apps and len(apps) > 1:
+        print("controllers: wan_te runs alone", file=sys.stderr)
+        return 2
+    need = ("wan", "--ocslab-wan") if apps == ["wan_te"] else ("fabric", "--ocslab-fabric")
+    if not getattr(cfg.CONF.ocslab, need[0]):
+        print(f"controllers: {need[1]} FILE is required", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
@@ -61,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     manager = AppManager.get_instance()
-    manager.load_apps([APPS[a] for a in (apps or list(APPS))])
+    manager.load_apps([APPS[a] for a in apps])
     manager.instantiate_apps(**manager.create_contexts())
     stop.wait()
     # run_apps would now kill the apps' hub threads, which the native hub cannot do (threads are

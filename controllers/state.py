@@ -4,12 +4,7 @@ datapaths, barrier bookkeeping and the event log.
 OS-Ken's native hub runs handlers in real threads: every field is guarded by ``lock`` and
 readers take snapshots.
 
-Barriers: OS-Ken's ``os_ken.app.ofctl.api.send_msg(app, OFPBarrierRequest, reply_cls=...)`` waits
-for one switch's reply at a time, through the ofctl service's event queue. A reconfiguration
-must take effect on every affected bridge together, and its dark window is measured from the
-moment the last reply arrives, so :meth:`FabricState.send_with_barriers` sends every bridge's
-batch and barrier first and then waits for all replies at once (one round trip for N bridges),
-timestamping each as the circuit switch app's handler receives it.
+Barriers: :mod:`controllers.barriers`.
 """
 
 from __future__ import annotations
@@ -22,20 +17,19 @@ from collections.abc import Iterable
 
 from os_ken import cfg
 
+from controllers.barriers import Barriers
 from emulation import dataplane as dpn
 from emulation.fabric import Configuration, Fabric
 
 LOG = logging.getLogger("ocslab.controller")
 
-#: Options the launcher registers (group ``ocslab``): ``--ocslab-fabric``, ``--ocslab-api-port``.
+#: Options the launcher registers (group ``ocslab``): ``--ocslab-fabric``, ``--ocslab-wan``,
+#: ``--ocslab-api-port``.
 OPTS = [
     cfg.StrOpt("fabric", help="fabric JSON written by the emulator (emulation.fabric.Fabric)"),
+    cfg.StrOpt("wan", help="WAN slice JSON written by the WAN replay (controllers.wan_te)"),
     cfg.IntOpt("api-port", default=0, help="port of the JSON API on 127.0.0.1"),
 ]
-
-
-class BarrierTimeout(RuntimeError):
-    """A switch did not answer an OpenFlow barrier in time."""
 
 
 class FabricState:
@@ -52,7 +46,7 @@ class FabricState:
         self.datapaths: dict[int, object] = {}
         #: dpids whose initial rules (circuits or routes) are installed and barrier-acknowledged
         self.programmed: set[int] = set()
-        self._barriers: dict[tuple[int, int], threading.Event] = {}
+        self.barriers = Barriers()
         self._events: list[dict] = []
 
     # ---- naming ---------------------------------------------------------------------------
@@ -84,37 +78,12 @@ class FabricState:
 
         :raises BarrierTimeout: no reply within ``timeout`` seconds.
         """
-        return self.send_with_barriers([(dp, msgs)], timeout)
+        return self.barriers.send_with_barriers([(dp, msgs)], timeout)
 
     def send_with_barriers(self, batches: Iterable[tuple[object, Iterable]], timeout: float = 5.0) -> float:
-        """Send every ``(dp, msgs)`` batch followed by a barrier to its switch, all switches at
-        once, then wait for every reply; return the time the last one arrived.
-
-        :raises BarrierTimeout: some reply did not come within ``timeout`` seconds.
-        """
-        waits = []
-        for dp, msgs in batches:
-            for m in msgs:
-                dp.send_msg(m)
-            req = dp.ofproto_parser.OFPBarrierRequest(dp)
-            dp.set_xid(req)
-            ev = threading.Event()
-            with self.lock:
-                self._barriers[(dp.id, req.xid)] = ev
-            dp.send_msg(req)
-            waits.append((dp.id, req.xid, ev))
-        deadline = time.monotonic() + timeout
-        for dpid, xid, ev in waits:
-            if not ev.wait(max(0.0, deadline - time.monotonic())):
-                with self.lock:
-                    for d, x, _ in waits:
-                        self._barriers.pop((d, x), None)
-                raise BarrierTimeout(f"no barrier reply from dpid {dpid:#x} in {timeout} s")
-        return time.monotonic()
+        """:meth:`controllers.barriers.Barriers.send_with_barriers`."""
+        return self.barriers.send_with_barriers(batches, timeout)
 
     def barrier_replied(self, dpid: int, xid: int) -> None:
         """Called by the app that receives ``OFPBarrierReply``."""
-        with self.lock:
-            ev = self._barriers.pop((dpid, xid), None)
-        if ev is not None:
-            ev.set()
+        self.barriers.replied(dpid, xid)

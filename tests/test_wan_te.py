@@ -8,7 +8,7 @@ import pytest
 
 from emulation.wan.te import OBJECTIVES, SYMPHONY_LAMBDA, TeError, solve
 from emulation.wan.tunnels import k_shortest
-from topologies.wan import DATA, WanError, WanTopology, load_bundled
+from topologies.wan import DATA, WanError, WanTopology, gravity_series, load_bundled, write
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +24,42 @@ def test_b4_data_loads_as_published():
     with open(DATA / "b4" / "traffic_matrices.csv", newline="") as fh:
         total0 = sum(float(r["demand"]) for r in csv.DictReader(fh) if r["tm"] == "0")
     assert tms[0].sum() == pytest.approx(total0, rel=1e-12)
-    with pytest.raises(WanError, match="unknown bundled WAN"):
+    with pytest.raises(WanError, match="unknown WAN 'nowhere'"):
         load_bundled("nowhere")
+
+
+@pytest.mark.parametrize("name, routers, links", [("abilene", 12, 30), ("geant", 22, 72)])
+def test_sndlib_wans_are_normalised_to_optimal_mlu_one(name, routers, links):
+    """Abilene and GEANT (SNDlib via topohub, 10 Gbit/s links): the series is scaled so that the
+    mean matrix's optimal min-MLU over 4 shortest tunnels is 1.0, as their READMEs state."""
+    topo, tms = load_bundled(name)
+    assert (topo.routers, len(topo.links), len(tms)) == (routers, links, 36)
+    assert set(topo.capacity) == {10_000.0} and all((v, u) in topo.links for u, v in topo.links)
+    mean = tms.matrices.mean(axis=0)
+    mlu = solve(k_shortest(topo, 4), mean, np.array(topo.capacity), "min-mlu").value
+    assert mlu == pytest.approx(1.0, rel=1e-4)  # the CSV keeps 6 significant digits
+
+
+def test_gravity_series_is_seeded_and_follows_its_masses():
+    src, dst = np.array([4.0, 2.0, 1.0, 1.0]), np.array([1.0, 1.0, 3.0, 3.0])
+    a = gravity_series(src, dst, 400, seed=3, period=400)
+    assert np.array_equal(a, gravity_series(src, dst, 400, seed=3, period=400))
+    assert not np.array_equal(a, gravity_series(src, dst, 400, seed=4, period=400))
+    assert (np.diagonal(a, axis1=1, axis2=2) == 0).all() and (a >= 0).all()
+    totals = a.sum(axis=(1, 2))
+    assert totals[100] == pytest.approx(8.0 * 1.15) and totals[300] == pytest.approx(8.0 * 0.85)
+    share = a.sum(axis=2).sum(axis=0) / a.sum()  # the fluctuations average out: heaviest source first
+    assert share[0] > share[1] > share[2] and abs(share[2] - share[3]) < 0.03
+    with pytest.raises(WanError, match="gravity model"):
+        gravity_series(np.array([1.0, -1.0]), np.array([1.0, 1.0]), 2)
+
+
+def test_a_wan_directory_loads_like_a_bundled_one(tmp_path):
+    topo, tms = load_bundled("abilene")
+    write(topo, tms, tmp_path / "mine")
+    topo2, tms2 = load_bundled(str(tmp_path / "mine"))
+    assert topo2.links == topo.links and topo2.names == topo.names
+    assert np.allclose(tms2.matrices, tms.matrices, rtol=1e-5)
 
 
 def test_tunnels_are_the_k_shortest_simple_paths(b4):

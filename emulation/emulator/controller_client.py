@@ -33,6 +33,13 @@ class ControllerClient:
         except (urllib.error.URLError, OSError) as e:
             raise ControllerError(f"{method} {path}: {e}") from None
 
+    def request(self, method: str, path: str, body: dict | None = None) -> object:
+        """``method path`` with the JSON ``body``; the decoded JSON answer.
+
+        :raises ControllerError: an error status, or no answer within the timeout.
+        """
+        return self._call(method, path, body)
+
     def alive(self) -> bool:
         """The API answers."""
         try:

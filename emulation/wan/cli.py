@@ -12,7 +12,8 @@ from emulation.scenario import ScenarioError
 
 
 def run(path: Path, backend: str | None, out: Path | None) -> int:
-    """Run the WAN scenario at ``path`` (flow backend) and write its results; the exit status."""
+    """Run the WAN scenario at ``path`` (``--backend`` or the file's: flow or mininet) and write
+    its results; the exit status."""
     import datetime as dt
 
     import yaml
@@ -26,13 +27,22 @@ def run(path: Path, backend: str | None, out: Path | None) -> int:
         sc = load_wan_scenario(path)
     except ScenarioError as e:
         return _fail(str(e))
-    if backend not in (None, "flow"):
-        return _fail("--backend: WAN scenarios run on the flow backend in this version "
-                     "(the packet replay through per-slice controllers is not available yet)")
+    backend = backend or sc.backend
+    if backend not in ("flow", "mininet"):
+        return _fail(f"--backend: WAN scenarios run on flow or mininet, not {backend!r}")
     out = _fresh_out(out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
     if isinstance(out, int):
         return out
-    res = run_wan(sc)
+    if backend == "mininet":
+        from emulation.emulator.net import EmulationError
+        from emulation.wan.replay import replay
+
+        try:
+            res = replay(sc, out / "emulation")
+        except EmulationError as e:
+            return _fail(f"mininet backend: {e}", 1)
+    else:
+        res = run_wan(sc)
     write(res, out, yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False))
     print_summary(res)
     Console().print(f"results: {out}/result.json, intervals.csv, links.png")
@@ -49,13 +59,12 @@ def te(path: Path, tm: int, as_json: bool) -> int:
     from emulation.wan.scenario import load_wan_scenario
     from emulation.wan.te import solve
     from emulation.wan.tunnels import k_shortest
-    from topologies.wan import load_bundled
 
     try:
         sc = load_wan_scenario(path)
     except ScenarioError as e:
         return _fail(str(e))
-    topo, tms = load_bundled(sc.wan.topology)
+    topo, tms = sc.wan.load()
     if not 0 <= tm < len(tms):
         return _fail(f"--tm: must be in 0..{len(tms) - 1} for {topo.name}, got {tm}")
     tunnels = k_shortest(topo, sc.wan.tunnels.k)

@@ -66,22 +66,38 @@ def evaluate(tunnels: Tunnels, splits: np.ndarray, matrix: np.ndarray, capacity:
                    float(util.max(initial=0.0)), float(splits @ vol[tunnels.demand_of]), splits, load)
 
 
-def diverged(tunnels: Tunnels, matrix: np.ndarray, capacity: np.ndarray, slicing: Slicing, objective: Objective,
-             deviation: Deviation, index: int = 0, regulariser: float = 0.0, headroom: float = 0.0) -> Outcome:
-    """Every slice solves ``objective`` on its own view of ``matrix`` (index ``index`` in a
-    series, which seeds the views) and installs its own demands' splits; the union under the true
-    demand (module doc)."""
+def views(tunnels: Tunnels, matrix: np.ndarray, slicing: Slicing, deviation: Deviation,
+          index: int = 0) -> dict[int, np.ndarray]:
+    """``{slice: its view of matrix}`` for every slice that sources a demand: demand d seen as
+    ``D_d (1 - p)``, p drawn per slice and demand from a generator seeded with the deviation's
+    seed and ``index`` (the matrix's index in its series)."""
     vol = tunnels.volumes(matrix)
     source = np.array([slicing.slice_of[s] for s, _ in tunnels.demands])
     rng = np.random.default_rng([deviation.seed, index])
-    splits = np.zeros(len(tunnels.paths))
     src, dst = np.array(tunnels.demands).T
+    out = {}
     for k in range(slicing.count):
         if not (source == k).any():
             continue
         view = np.zeros(np.shape(matrix))
         view[src, dst] = vol * (1 - deviation.draw(rng, len(vol)))
+        out[k] = view
+    return out
+
+
+def owned(tunnels: Tunnels, slicing: Slicing, k: int) -> np.ndarray:
+    """``(tunnels,)`` bool: the tunnels of the demands slice k sources."""
+    source = np.array([slicing.slice_of[s] for s, _ in tunnels.demands])
+    return np.isin(tunnels.demand_of, np.flatnonzero(source == k))
+
+
+def diverged(tunnels: Tunnels, matrix: np.ndarray, capacity: np.ndarray, slicing: Slicing, objective: Objective,
+             deviation: Deviation, index: int = 0, regulariser: float = 0.0, headroom: float = 0.0) -> Outcome:
+    """Every slice solves ``objective`` on its own view of ``matrix`` (:func:`views`) and
+    installs its own demands' splits; the union under the true demand (module doc)."""
+    splits = np.zeros(len(tunnels.paths))
+    for k, view in views(tunnels, matrix, slicing, deviation, index).items():
         sol = solve(tunnels, view, capacity, objective, regulariser, headroom)
-        mine = np.isin(tunnels.demand_of, np.flatnonzero(source == k))
+        mine = owned(tunnels, slicing, k)
         splits[mine] = sol.splits[mine]
     return evaluate(tunnels, splits, matrix, capacity)

@@ -9,6 +9,31 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 
+class Measured(BaseModel):
+    """What the packet backend measured in one interval: every link's load (demand units, from
+    the switches' port counters: ``link_load`` bytes sent into the link, ``link_carried`` bytes
+    that came out of it) over the measurement window, per demand ``[src, dst, sent, lost]``
+    datagrams (whole interval) and datagrams that arrived out of order, every live slice
+    controller's reinstall time (``reinstall_s``: solving its view plus rewriting its groups until
+    the switches' barrier replies) and the datagrams lost among those sent from the interval's
+    start until the last new group was acknowledged, and the measured blast radius: the
+    share of the offered demand whose installed splits are not its controller's fresh solution."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    window_s: list[float]
+    link_load: list[float]
+    link_carried: list[float]
+    demands: list[list[float]]
+    sent: int
+    lost: int
+    reordered: int
+    reinstall_s: dict[str, float]
+    lost_during_reinstall: int
+    stale_demand_share: float
+    events: list[str] = []
+
+
 class Interval(BaseModel):
     """One traffic matrix (demand units of the topology): offered, carried by the controllers'
     splits, delivered after proportional sharing on overloaded links, lost there, the MLU, the
@@ -25,6 +50,7 @@ class Interval(BaseModel):
     congestion: float
     max_overload: float
     link_load: list[float]
+    measured: Measured | None = None
 
 
 class WanResult(BaseModel):
@@ -43,6 +69,7 @@ class WanResult(BaseModel):
     divergence: dict[str, Any]
     traffic: dict[str, Any]
     intervals: list[Interval]
+    packet: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, float]:
         """Over the intervals: mean congestion, largest overload (fraction), mean delivered /

@@ -22,7 +22,6 @@ from emulation.wan.results import Interval, WanResult
 from emulation.wan.scenario import WanScenario
 from emulation.wan.slicing import make_slicing
 from emulation.wan.tunnels import Tunnels, k_shortest
-from topologies.wan import load_bundled
 
 Progress = Callable[[str, int, int], None]
 
@@ -42,7 +41,7 @@ def run_wan(sc: WanScenario, progress: Progress | None = None) -> WanResult:
     :raises emulation.wan.te.TeError: a solver failed.
     """
     w = sc.wan
-    topo, tms = load_bundled(w.topology)
+    topo, tms = w.load()
     first = w.traffic.first
     count = w.traffic.count if w.traffic.count is not None else len(tms) - first
     picked = range(first, first + count)

@@ -7,7 +7,7 @@ Example (``experiments/wan_b4.yaml``)::
     name: wan_b4
     wan:
       topology: b4
-      traffic: {matrices: measured, scale: 0.8, first: 0, count: 36}
+      traffic: {matrices: bundled, scale: 0.8, first: 0, count: 36}
       tunnels: {k: 4, method: ksp}
       te: {objective: max-flow, regulariser: 0, headroom: 0}
       slices: {count: 5, method: random, seed: 0}
@@ -31,14 +31,15 @@ from emulation.scenario.load import load_checked
 from emulation.scenario.schema import NamedScenario, ScenarioError, StrictModel, known_name
 from emulation.wan.slicing import METHODS
 from emulation.wan.te import OBJECTIVES, SYMPHONY_LAMBDA
-from topologies.wan import BUNDLED, WanError, load_bundled
+from topologies.wan import TrafficMatrices, WanError, WanTopology, load_bundled, wan_directory
 
 
 class TrafficSpec(StrictModel):
-    """``traffic:``: the ``measured`` matrices of the bundled topology, multiplied by ``scale``,
-    ``count`` of them from index ``first`` (default: all)."""
+    """``traffic:``: the topology's own matrices (``bundled``) or a ``tm,src,dst,demand`` CSV
+    over its routers, multiplied by ``scale``, ``count`` of them from index ``first`` (default:
+    all)."""
 
-    matrices: Literal["measured"] = "measured"
+    matrices: str = "bundled"
     scale: float = Field(default=1.0, gt=0)
     first: int = Field(default=0, ge=0)
     count: int | None = Field(default=None, ge=1)
@@ -101,7 +102,8 @@ class DivergenceSpec(StrictModel):
 
 
 class WanSpec(StrictModel):
-    """``wan:``: the topology (a bundled one: ``b4``) and the sections above."""
+    """``wan:``: the topology (bundled: ``b4``, ``abilene``, ``geant``; or a directory with
+    ``topology.json`` and ``traffic_matrices.csv``, :mod:`topologies.wan`) and the sections above."""
 
     topology: str
     traffic: TrafficSpec = TrafficSpec()
@@ -113,22 +115,61 @@ class WanSpec(StrictModel):
     @field_validator("topology")
     @classmethod
     def _topology(cls, v: str) -> str:
-        return known_name(v, BUNDLED, "topology")
+        wan_directory(v)
+        return v
+
+    def load(self) -> tuple[WanTopology, TrafficMatrices]:
+        """The topology and its traffic matrices (all of them, unscaled).
+
+        :raises WanError: unreadable files.
+        """
+        return load_bundled(self.topology, self.traffic.matrices)
+
+
+class KillSpec(StrictModel):
+    """``packet.kill:``: SIGKILL slice ``slice``'s controller at the start of interval
+    ``interval`` (counted from the first replayed matrix)."""
+
+    slice: int = Field(ge=0)
+    interval: int = Field(ge=1)
+
+
+class FailSpec(StrictModel):
+    """``packet.fail:``: take the cable of ``link`` ``[u, v]`` (router indices; both directions)
+    down halfway through interval ``interval``; every controller recomputes without it."""
+
+    link: tuple[int, int]
+    interval: int = Field(ge=0)
+
+
+class PacketSpec(StrictModel):
+    """``packet:`` (``--backend mininet`` only): ``link_mbps`` the emulated rate of the
+    largest-capacity link (Mbit/s of frames; every link is shaped in proportion to its
+    capacity), ``interval_s`` how long each matrix is replayed, ``flows`` UDP flows per demand,
+    ``payload_bytes`` per datagram, ``warmup_s`` after each interval's start before link loads
+    are measured, and the faults ``kill`` and ``fail``."""
+
+    link_mbps: float = Field(default=8.0, gt=0, le=200)
+    interval_s: float = Field(default=3.0, ge=1.0, le=60)
+    flows: int = Field(default=128, ge=1, le=1000)
+    payload_bytes: int = Field(default=500, ge=64, le=1400)
+    warmup_s: float = Field(default=1.0, ge=0.2)
+    kill: KillSpec | None = None
+    fail: FailSpec | None = None
+
+    @model_validator(mode="after")
+    def _warmup(self):
+        if self.warmup_s > self.interval_s - 0.5:
+            raise ValueError(f"warmup_s: {self.warmup_s} leaves under 0.5 s of the {self.interval_s} s interval")
+        return self
 
 
 class WanScenario(NamedScenario):
     """A whole WAN scenario file."""
 
     wan: WanSpec
-    backend: Literal["flow"] = "flow"
-
-    @model_validator(mode="before")
-    @classmethod
-    def _backend(cls, data):
-        if isinstance(data, dict) and data.get("backend") == "mininet":
-            raise ValueError("backend: WAN scenarios run on the flow backend in this version "
-                             "(the packet replay through per-slice controllers is not available yet)")
-        return data
+    packet: PacketSpec = PacketSpec()
+    backend: Literal["flow", "mininet"] = "flow"
 
 
 def load_wan_scenario(path: str | Path) -> WanScenario:
@@ -137,7 +178,7 @@ def load_wan_scenario(path: str | Path) -> WanScenario:
     :raises ScenarioError: one line, ``FILE: field: problem``.
     """
     def check(sc: WanScenario) -> None:
-        topo, tms = load_bundled(sc.wan.topology)
+        topo, tms = sc.wan.load()
         t = sc.wan.traffic
         if t.first >= len(tms):
             raise ScenarioError(f"wan.traffic.first: {t.first} but {sc.wan.topology} has {len(tms)} matrices")
@@ -146,6 +187,18 @@ def load_wan_scenario(path: str | Path) -> WanScenario:
         s = sc.wan.slices
         if s.method == "random" and s.count > topo.routers:
             raise ScenarioError(f"wan.slices.count: {s.count} slices of {topo.routers} routers")
+        p = sc.packet
+        count = t.count if t.count is not None else len(tms) - t.first
+        slices = {"random": s.count, "per-router": topo.routers, "one": 1}[s.method]
+        if p.kill is not None and p.kill.slice >= slices:
+            raise ScenarioError(f"packet.kill.slice: {p.kill.slice} but there are {slices} slices")
+        if p.kill is not None and p.kill.interval >= count:
+            raise ScenarioError(f"packet.kill.interval: {p.kill.interval} but {count} matrices are replayed")
+        if p.fail is not None:
+            if tuple(p.fail.link) not in topo.links:
+                raise ScenarioError(f"packet.fail.link: {list(p.fail.link)} is not a link of {topo.name}")
+            if p.fail.interval >= count:
+                raise ScenarioError(f"packet.fail.interval: {p.fail.interval} but {count} matrices are replayed")
 
     try:
         return load_checked(path, WanScenario, ("runs", "collective", "run"), check)

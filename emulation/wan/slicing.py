@@ -42,11 +42,15 @@ class Slicing:
         """The routers of slice ``k``."""
         return [r for r, s in enumerate(self.slice_of) if s == k]
 
-    def blast_radius(self, matrix: np.ndarray) -> float:
-        """The largest share of ``matrix``'s total demand sourced in one slice (0..1)."""
+    def shares(self, matrix: np.ndarray) -> list[float]:
+        """Every slice's share of ``matrix``'s total demand (the demand its routers source)."""
         sourced = np.asarray(matrix, dtype=float).sum(axis=1)
         per = np.bincount(self.slice_of, weights=sourced, minlength=self.count)
-        return float(per.max() / per.sum()) if per.sum() > 0 else 0.0
+        return [float(x) for x in (per / per.sum() if per.sum() > 0 else per)]
+
+    def blast_radius(self, matrix: np.ndarray) -> float:
+        """The largest share of ``matrix``'s total demand sourced in one slice (0..1)."""
+        return max(self.shares(matrix))
 
 
 def make_slicing(method: Method, topo: WanTopology, mean_matrix: np.ndarray, count: int = 5,

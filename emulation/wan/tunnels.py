@@ -28,6 +28,24 @@ class Tunnels:
         """Indices of demand ``d``'s tunnels."""
         return np.flatnonzero(self.demand_of == d)
 
+    @classmethod
+    def from_paths(cls, links: int, demands, paths, demand_of) -> "Tunnels":
+        """Tunnels over a topology of ``links`` links: ``paths[t]`` (link indices) of demand
+        ``demand_of[t]`` (an index into ``demands``, ordered ``(src, dst)`` pairs)."""
+        inc = np.zeros((links, len(paths)))
+        for j, p in enumerate(paths):
+            inc[list(p), j] = 1.0
+        return cls(tuple(tuple(d) for d in demands), tuple(tuple(p) for p in paths),
+                   np.asarray(demand_of, dtype=int), inc)
+
+    def avoiding(self, failed) -> tuple["Tunnels", np.ndarray]:
+        """The tunnels that cross none of the ``failed`` links (same demands, some of which may
+        have no tunnel left) and their indices in ``self``."""
+        down = set(int(e) for e in failed)
+        keep = np.array([j for j, p in enumerate(self.paths) if not down.intersection(p)], dtype=int)
+        return (Tunnels.from_paths(self.incidence.shape[0], self.demands, [self.paths[j] for j in keep],
+                                   self.demand_of[keep]), keep)
+
     def volumes(self, matrix: np.ndarray) -> np.ndarray:
         """``(demands,)`` volume of every demand in ``matrix`` (``[src, dst]``)."""
         s, d = np.array(self.demands).T
@@ -59,7 +77,4 @@ def k_shortest(topo: WanTopology, k: int = 4) -> Tunnels:
             for p in found:
                 paths.append(tuple(g.edges[u, v]["index"] for u, v in zip(p, p[1:])))
                 owner.append(d)
-    inc = np.zeros((len(topo.links), len(paths)))
-    for j, p in enumerate(paths):
-        inc[list(p), j] = 1.0
-    return Tunnels(tuple(demands), tuple(paths), np.array(owner), inc)
+    return Tunnels.from_paths(len(topo.links), demands, paths, owner)

@@ -1,0 +1,271 @@
+"""A WAN scenario on the packet backend: the traffic matrices replayed as real UDP flows through
+Open vSwitch routers programmed by one OS-Ken TE controller per slice (:mod:`emulation.wan.emulated`,
+:mod:`controllers.wan_te`, :mod:`emulation.wan.traffic`).
+
+Interval i starts at ``t0 + i x interval_s``. At that moment every live controller gets its own
+view of matrix i (:func:`emulation.wan.divergence.views`, the same views as the flow backend),
+solves the TE and rewrites its routers' select groups; meanwhile the generators already send
+matrix i (on the previous groups until the new ones are acknowledged: the reinstall time, and the
+datagrams lost in it, are reported). Link loads are the switches' port counters over the window
+``[start + warmup_s, end - 0.1 s]``; loss and reordering per demand come from the datagrams'
+sequence numbers. The computed side of every interval is the union of the splits the controllers
+reported (the last ones of a killed controller), evaluated on the true matrix exactly as the flow
+backend does (:func:`emulation.wan.divergence.evaluate`).
+
+Faults: ``packet.kill`` SIGKILLs a slice's controller at the start of an interval (its routers
+keep their last groups: secure fail mode) and the measured blast radius is the share of the
+offered demand whose installed splits (read back with ``ovs-ofctl dump-groups``) are not what its
+controller would now install; ``packet.fail`` takes a cable down halfway through an interval and
+every live controller recomputes without it at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import platform
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from emulation import __version__
+from emulation.emulator.controller_client import ControllerError
+from emulation.emulator.net import EmulationError
+from emulation.wan import emulated as em
+from emulation.wan.divergence import Deviation, evaluate, owned, views
+from emulation.wan.results import Interval, Measured, WanResult
+from emulation.wan.run import Progress, delivered
+from emulation.wan.scenario import WanScenario
+from emulation.wan.slicing import make_slicing
+from emulation.wan.te import solve
+from emulation.wan.traffic import BIN_S, OVERHEAD
+from emulation.wan.tunnels import k_shortest
+
+#: Time between starting the generators and the first interval, s (their start-up is ~0.3 s).
+LEAD_S = 2.0
+#: How long the sinks listen after the last interval, s.
+DRAIN_S = 1.0
+#: The measurement window ends this long before the interval does, s.
+TAIL_S = 0.1
+
+
+def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> WanResult:
+    """Replay ``sc`` on the packet backend (module doc); logs and per-site counts in ``run_dir``.
+
+    :raises EmulationError: the emulation could not be brought up or a controller failed.
+    """
+    w, p = sc.wan, sc.packet
+    topo, tms = w.load()
+    first = w.traffic.first
+    count = w.traffic.count if w.traffic.count is not None else len(tms) - first
+    tunnels = k_shortest(topo, w.tunnels.k)
+    cap = np.array(topo.capacity)
+    mean = tms.matrices[first:first + count].mean(axis=0) * w.traffic.scale
+    slicing = make_slicing(w.slices.method, topo, mean, w.slices.count, w.slices.seed)
+    dev = Deviation(w.divergence.distribution, w.divergence.sd, w.divergence.seed)
+    te = {"objective": w.te.objective, "regulariser": w.te.lam, "headroom": w.te.headroom}
+    matrices = [tms[first + j] * w.traffic.scale for j in range(count)]
+    failed_link = None
+    if p.fail is not None:
+        u, v = p.fail.link
+        failed_link = [topo.links.index((u, v))] + ([topo.links.index((v, u))] if (v, u) in topo.links else [])
+    run_dir = Path(run_dir)
+    with em.WanNet(topo, tunnels, slicing, te, run_dir, link_mbps=p.link_mbps) as net:
+        net.add_flow_addresses(p.flows)
+        splits = np.zeros(len(tunnels.paths))
+        answers = _install(net, views(tunnels, matrices[0], slicing, dev, first), [])
+        for k, a in answers.items():
+            _take(splits, a)
+        t0 = time.monotonic() + LEAD_S
+        gens = _start_generators(net, matrices, t0, p, run_dir)
+        intervals, counters = [], []
+        failed: list[int] = []
+        for j in range(count):
+            if progress:
+                progress(f"matrix {first + j}", j, count)
+            start = t0 + j * p.interval_s
+            events, reinstall = [], {}
+            stale, end_old = 0.0, start
+            if j > 0:
+                _sleep_until(start)
+                if p.kill is not None and p.kill.interval == j:
+                    net.kill_controller(p.kill.slice)
+                    events.append(f"controller of slice {p.kill.slice} killed")
+                view = views(tunnels, matrices[j], slicing, dev, first + j)
+                answers = _install(net, {k: v for k, v in view.items() if k in net.clients}, failed)
+                for k, a in answers.items():
+                    _take(splits, a)
+                    reinstall[str(k)] = a["solve_s"] + a["install_s"]
+                    end_old = max(end_old, a["t_installed"])
+                if p.kill is not None and j >= p.kill.interval:
+                    stale = _stale_share(net, tunnels, slicing, view, matrices[j], cap, te, failed)
+            else:
+                reinstall = {str(k): a["solve_s"] + a["install_s"] for k, a in answers.items()}
+            window = [start + p.warmup_s, start + p.interval_s - TAIL_S]
+            if p.fail is not None and p.fail.interval == j:
+                window = [start + p.warmup_s / 2, start + p.interval_s / 2 - 0.05]
+            _sleep_until(window[0])
+            a0 = net.port_bytes()
+            _sleep_until(window[1])
+            a1 = net.port_bytes()
+            if p.fail is not None and p.fail.interval == j:
+                net.set_link(failed_link[0], up=False)
+                t_fail = time.monotonic()
+                failed = failed_link
+                view = views(tunnels, matrices[j], slicing, dev, first + j)
+                answers = _install(net, {k: v for k, v in view.items() if k in net.clients}, failed)
+                for k, a in answers.items():
+                    _take(splits, a)
+                events.append(f"link {list(p.fail.link)} down at {t_fail - start:.2f} s, rerouted in "
+                              f"{max(a['t_installed'] for a in answers.values()) - t_fail:.3f} s")
+            counters.append((a0, a1))
+            intervals.append((splits.copy(), reinstall, end_old, stale, events, window))
+            net_check(net)
+        _wait_generators(gens, t0 + count * p.interval_s + DRAIN_S + 30)
+        counts = [json.loads((run_dir / f"counts-{i}.json").read_text()) for i in range(topo.routers)]
+    return _result(sc, topo, tunnels, slicing, mean, matrices, cap, net.mbps_per_unit, t0, counters, intervals,
+                   counts, first)
+
+
+def net_check(net: em.WanNet) -> None:
+    """:raises EmulationError: a live slice's controller exited."""
+    for k, proc in net.controllers.items():
+        if k in net.clients and proc.poll() is not None:
+            raise EmulationError(f"slice {k}'s controller exited with {proc.returncode} mid-run "
+                                 f"(see {net.run_dir / f'controller-{k}.log'})")
+
+
+def _take(splits: np.ndarray, answer: dict) -> None:
+    for t, x in answer["splits"]:
+        splits[t] = x
+
+
+def _install(net: em.WanNet, view: dict[int, np.ndarray], failed: list[int]) -> dict[int, dict]:
+    """Every controller in ``view`` solves its view and installs, all at once; their answers."""
+    def one(k):
+        try:
+            return k, net.clients[k].request("POST", "/interval", {"view": view[k].tolist(), "failed": failed})
+        except ControllerError as e:
+            raise EmulationError(f"slice {k}'s controller: {e}") from None
+
+    with ThreadPoolExecutor(max_workers=max(1, len(view))) as pool:
+        return dict(pool.map(one, sorted(view)))
+
+
+def _stale_share(net: em.WanNet, tunnels, slicing, view, matrix, cap, te, failed) -> float:
+    """Share of the offered demand whose installed bucket weights (read from the routers) are
+    not what its slice's controller would install on its view now."""
+    from controllers.wan_te import bucket_weights
+
+    alive, keep = tunnels.avoiding(failed)
+    vol = tunnels.volumes(matrix)
+    fresh = np.zeros(len(tunnels.paths))
+    for k, v in view.items():
+        sol = solve(alive, v, cap, te["objective"], te["regulariser"], te["headroom"])
+        s = np.zeros(len(tunnels.paths))
+        s[keep] = sol.splits
+        mine = owned(tunnels, slicing, k)
+        fresh[mine] = s[mine]
+    installed = {}
+    for i in range(net.topo.routers):
+        installed.update(net.group_weights(i))
+    stale = 0.0
+    for d in range(len(tunnels.demands)):
+        got = installed.get(d + 1, {})
+        ts = tunnels.of(d)
+        want = {int(t) + 1: w for t, w in zip(ts, bucket_weights(fresh[ts])[0]) if w > 0}
+        if {k: v for k, v in got.items() if k} != want:
+            stale += vol[d]
+    return float(stale / vol.sum()) if vol.sum() > 0 else 0.0
+
+
+def _start_generators(net: em.WanNet, matrices, t0: float, p, run_dir: Path) -> list:
+    n = net.topo.routers
+    procs = []
+    for i in range(n):
+        rates = [[float(m[i, j]) * net.mbps_per_unit * 1e6 for j in range(n)] for m in matrices]
+        plan = {"site": i, "t0": t0, "interval_s": p.interval_s, "payload": p.payload_bytes, "flows": p.flows,
+                "rates": rates, "drain_s": DRAIN_S, "peers_ip": [em.host_ip(j) for j in range(n)],
+                "sources": [em.flow_ip(i, f + 1) for f in range(p.flows)],
+                "out": str((run_dir / f"counts-{i}.json").resolve())}
+        path = run_dir / f"plan-{i}.json"
+        path.write_text(json.dumps(plan))
+        with open(run_dir / f"traffic-{i}.log", "w") as fh:
+            procs.append(net.host(i).popen([sys.executable, "-m", "emulation.wan.traffic", str(path.resolve())],
+                                           stdout=fh, stderr=fh, cwd=str(Path(__file__).resolve().parents[2])))
+    return procs
+
+
+def _wait_generators(procs: list, deadline: float) -> None:
+    for proc in procs:
+        try:
+            proc.wait(max(1.0, deadline - time.monotonic()))
+        except Exception:
+            proc.kill()
+            raise EmulationError("a traffic generator did not finish in time") from None
+        if proc.returncode:
+            raise EmulationError(f"a traffic generator exited with {proc.returncode}")
+
+
+def _sleep_until(t: float) -> None:
+    d = t - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+
+
+def _bins(row: dict, lo: float, hi: float, t0: float) -> int:
+    """Datagrams counted in bins whose send times lie in [lo, hi)."""
+    a, b = int(np.floor((lo - t0) / BIN_S)), int(np.ceil((hi - t0) / BIN_S))
+    return sum(c for k, c in row.items() if a <= int(k) < b)
+
+
+def _result(sc, topo, tunnels, slicing, mean, matrices, cap, mbps_per_unit, t0, counters, intervals, counts,
+            first) -> WanResult:
+    p = sc.packet
+    frame = counts[0]["frame_bytes"]
+    out = []
+    for j, ((a0, a1), (splits, reinstall, end_old, stale, events, window)) in enumerate(zip(counters, intervals)):
+        tm = matrices[j]
+        o = evaluate(tunnels, splits, tm, cap)
+        vol = tunnels.volumes(tm)
+        got = delivered(tunnels, o.splits, vol, o.load, cap)
+        unit = 8 / 1e6 / mbps_per_unit  # bytes -> demand units (over the window)
+        load = (a1[0] - a0[0]) * unit / (a1[2] - a0[2])
+        carried = (a1[1] - a0[1]) * unit / (a1[2] - a0[2])
+        lo, hi = t0 + j * p.interval_s, t0 + (j + 1) * p.interval_s
+        demands, sent_all, lost_all, reord = [], 0, 0, 0
+        end_reinstall = end_old
+        lost_re = 0
+        for s, d in tunnels.demands:
+            sent = _bins(counts[s]["sent"].get(str(d), {}), lo, hi, t0)
+            recv = _bins(counts[d]["received"].get(str(s), {}), lo, hi, t0)
+            lost = max(0, sent - recv)
+            demands.append([s, d, sent, lost])
+            sent_all += sent
+            lost_all += lost
+            reord += _bins(counts[d]["reordered"].get(str(s), {}), lo, hi, t0)
+            if j > 0:
+                lost_re += max(0, _bins(counts[s]["sent"].get(str(d), {}), lo, end_reinstall, t0)
+                               - _bins(counts[d]["received"].get(str(s), {}), lo, end_reinstall, t0))
+        m = Measured(window_s=[window[0] - lo, window[1] - lo], link_load=[float(x) for x in load],
+                     link_carried=[float(x) for x in carried], demands=demands, sent=sent_all, lost=lost_all,
+                     reordered=reord, reinstall_s=reinstall, lost_during_reinstall=lost_re,
+                     stale_demand_share=stale, events=events)
+        out.append(Interval(index=first + j, offered=float(vol.sum()), carried=o.carried, delivered=got,
+                            loss=max(0.0, o.carried - got), mlu=o.mlu, congestion=o.congestion,
+                            max_overload=o.max_overload, link_load=[float(x) for x in o.load], measured=m))
+    w = sc.wan
+    return WanResult(
+        scenario=sc.name, backend="mininet", created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        versions={"ocslab": __version__, "python": platform.python_version()},
+        topology={"name": topo.name, "routers": list(topo.names), "links": [list(l) for l in topo.links],
+                  "capacity": list(topo.capacity)},
+        te={"objective": w.te.objective, "regulariser": w.te.lam, "headroom": w.te.headroom},
+        tunnels={"k": w.tunnels.k, "count": len(tunnels.paths)},
+        slicing={"method": slicing.method, "count": slicing.count, "slice_of": list(slicing.slice_of),
+                 "blast_radius": slicing.blast_radius(mean), "shares": slicing.shares(mean)},
+        divergence=w.divergence.model_dump(), traffic=w.traffic.model_dump(), intervals=out,
+        packet={**p.model_dump(), "mbps_per_unit": mbps_per_unit, "frame_bytes": frame})
