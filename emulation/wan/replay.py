@@ -111,6 +111,7 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
             a0 = net.port_bytes()
             _sleep_until(window[1])
             a1 = net.port_bytes()
+            measured_splits = splits.copy()  # what the switches held during the window
             if p.fail is not None and p.fail.interval == j:
                 net.set_link(failed_link[0], up=False)
                 t_fail = time.monotonic()
@@ -122,7 +123,7 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
                 events.append(f"link {list(p.fail.link)} down at {t_fail - start:.2f} s, rerouted in "
                               f"{max(a['t_installed'] for a in answers.values()) - t_fail:.3f} s")
             counters.append((a0, a1))
-            intervals.append((splits.copy(), reinstall, end_old, stale, events, window))
+            intervals.append((measured_splits, reinstall, end_old, stale, events, window))
             net_check(net)
         _wait_generators(gens, t0 + count * p.interval_s + DRAIN_S + 30)
         counts = [json.loads((run_dir / f"counts-{i}.json").read_text()) for i in range(topo.routers)]

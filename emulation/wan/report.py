@@ -1,4 +1,5 @@
-"""A WAN result on disk and on screen: ``result.json``, ``intervals.csv``, ``links.png`` and a table."""
+"""A WAN result on disk and on screen: ``result.json``, ``intervals.csv``, ``links.png`` (and for
+the packet backend ``links_measured.png``) and a table."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ def write(result: WanResult, out: Path, scenario_yaml: str) -> None:
         for i in result.intervals:
             w.writerow([i.index, i.offered, i.carried, i.delivered, i.loss, i.mlu, i.congestion, i.max_overload])
     _plot(result, out / "links.png")
+    if result.backend == "mininet":
+        _plot_measured(result, out / "links_measured.png")
 
 
 def _plot(result: WanResult, path: Path) -> None:
@@ -48,6 +51,34 @@ def _plot(result: WanResult, path: Path) -> None:
     plt.close(fig)
 
 
+def _plot_measured(result: WanResult, path: Path) -> None:
+    """Every link of every interval: measured utilisation (port counters) against computed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    cap = np.array(result.topology["capacity"])
+    c = np.concatenate([np.array(i.link_load) / cap for i in result.intervals])
+    m = np.concatenate([np.array(i.measured.link_load) / cap for i in result.intervals])
+    top = max(1.05, float(max(c.max(initial=0), m.max(initial=0))) * 1.05)
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.plot([0, top], [0, top], color="grey", lw=0.8)
+    ax.fill_between([0, top], [0, top * 0.9], [0, top * 1.1], color="grey", alpha=0.15, label="within 10%")
+    ax.scatter(c, m, s=8, alpha=0.6)
+    ax.set_xlabel("computed utilisation (TE splits x demand)")
+    ax.set_ylabel("measured utilisation (switch port counters)")
+    ag = result.agreement() or {}
+    ax.set_title(f"{result.scenario}: {len(result.intervals)} intervals x {len(cap)} links\n"
+                 f"relative error median {ag.get('rel_error_median', 0):.1%}, p95 {ag.get('rel_error_p95', 0):.1%}",
+                 fontsize=9)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def print_summary(result: WanResult, console: Console | None = None) -> None:
     """One row per interval and the summary line."""
     console = console or Console(width=max(Console().width, 110))
@@ -65,3 +96,20 @@ def print_summary(result: WanResult, console: Console | None = None) -> None:
     console.print(f"mean congestion {s['mean_congestion']:.1f}, largest overload {s['max_overload']:.1%}, "
                   f"delivered/offered {s['delivered_over_offered']:.3f}, loss/carried {s['loss_over_carried']:.4f}; "
                   f"blast radius {result.slicing['blast_radius']:.1%} of the demand")
+    ag = result.agreement()
+    if ag is None:
+        return
+    console.print(f"packets: link load measured vs computed on {ag['links']} busy link-intervals: relative error "
+                  f"median {ag['rel_error_median']:.1%}, p95 {ag['rel_error_p95']:.1%} (utilisation points: median "
+                  f"{ag['util_error_median']:.3f}, p95 {ag['util_error_p95']:.3f}); datagrams lost {ag['loss']:.3%}; "
+                  f"longest reinstall {ag['reinstall_max_s'] * 1e3:.0f} ms")
+    for i in result.intervals:
+        m = i.measured
+        worst = max(m.demands, key=lambda d: d[3] / d[2] if d[2] else 0)
+        line = (f"  matrix {i.index}: sent {m.sent}, lost {m.lost} ({m.lost_during_reinstall} while reinstalling), "
+                f"reordered {m.reordered}, reinstall {max(m.reinstall_s.values(), default=0) * 1e3:.0f} ms, worst demand "
+                f"{result.topology['routers'][int(worst[0])]}->{result.topology['routers'][int(worst[1])]} "
+                f"{worst[3] / worst[2] if worst[2] else 0:.1%} lost")
+        if m.stale_demand_share > 0:
+            line += f", stale splits on {m.stale_demand_share:.1%} of the demand"
+        console.print(line + "".join(f"; {e}" for e in m.events))

@@ -9,6 +9,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 
+#: Links loaded below this fraction of capacity are left out of the relative error.
+AGREEMENT_FLOOR = 0.1
+
+
 class Measured(BaseModel):
     """What the packet backend measured in one interval: every link's load (demand units, from
     the switches' port counters: ``link_load`` bytes sent into the link, ``link_carried`` bytes
@@ -80,6 +84,32 @@ class WanResult(BaseModel):
                 "delivered_over_offered": float(np.mean([i.delivered / i.offered for i in iv if i.offered > 0])),
                 "loss_over_carried": float(np.mean([i.loss / i.carried for i in iv if i.carried > 0]))}
 
+    def agreement(self, skip: set[int] = frozenset()) -> dict[str, float] | None:
+        """Packet backend only (else None): measured vs computed link load over the intervals not
+        in ``skip`` (indices into ``intervals``): the median and 95th percentile of the relative
+        error on links loaded to at least :data:`AGREEMENT_FLOOR` of capacity, and of the error in
+        utilisation points on every link; datagrams lost / sent; the longest reinstall (s)."""
+        rel, pts, sent, lost, re = [], [], 0, 0, []
+        for j, i in enumerate(self.intervals):
+            m = i.measured
+            if m is None:
+                return None
+            sent, lost = sent + m.sent, lost + m.lost
+            re += list(m.reinstall_s.values())
+            if j in skip:
+                continue
+            cap = np.array(self.topology["capacity"])
+            c, x = np.array(i.link_load), np.array(m.link_load)
+            busy = c >= AGREEMENT_FLOOR * cap
+            rel += list(np.abs(x[busy] - c[busy]) / c[busy])
+            pts += list(np.abs(x - c) / cap)
+        if not rel:
+            return None
+        return {"links": len(rel), "rel_error_median": float(np.median(rel)), "rel_error_p95": float(np.percentile(rel, 95)),
+                "util_error_median": float(np.median(pts)), "util_error_p95": float(np.percentile(pts, 95)),
+                "loss": lost / sent if sent else 0.0, "reinstall_max_s": max(re, default=0.0)}
+
     def to_json(self) -> dict:
-        """The plain dict written as ``result.json`` (with the summary)."""
-        return {**self.model_dump(), "summary": self.summary()}
+        """The plain dict written as ``result.json`` (with the summary and, for the packet
+        backend, the agreement of measured and computed link loads)."""
+        return {**self.model_dump(), "summary": self.summary(), "agreement": self.agreement()}
