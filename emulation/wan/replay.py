@@ -127,6 +127,7 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
             net_check(net)
         _wait_generators(gens, t0 + count * p.interval_s + DRAIN_S + 30)
         counts = [json.loads((run_dir / f"counts-{i}.json").read_text()) for i in range(topo.routers)]
+    _check_pacing(matrices, counts, net.mbps_per_unit, p)
     return _result(sc, topo, tunnels, slicing, mean, matrices, cap, net.mbps_per_unit, t0, counters, intervals,
                    counts, first)
 
@@ -209,6 +210,25 @@ def _wait_generators(procs: list, deadline: float) -> None:
             raise EmulationError("a traffic generator did not finish in time") from None
         if proc.returncode:
             raise EmulationError(f"a traffic generator exited with {proc.returncode}")
+
+
+#: Fewest datagrams the generators must have sent, as a share of the plan.
+PACED_SHARE = 0.97
+
+
+def _check_pacing(matrices, counts, mbps_per_unit: float, p) -> None:
+    """Refuse a run whose generators could not send what the matrices ask for (a machine too
+    slow or too busy for ``packet.link_mbps``): what was measured would not be that load.
+
+    :raises EmulationError: fewer than :data:`PACED_SHARE` of the planned datagrams were sent.
+    """
+    frame_bits = counts[0]["frame_bytes"] * 8
+    planned = sum(float(m.sum()) for m in matrices) * mbps_per_unit * 1e6 * p.interval_s / frame_bits
+    sent = sum(c for site in counts for row in site["sent"].values() for c in row.values())
+    if sent < PACED_SHARE * planned:
+        raise EmulationError(f"the traffic generators sent {sent} of {planned:.0f} planned datagrams "
+                             f"({sent / planned:.1%}): this machine cannot pace this load; lower packet.link_mbps "
+                             f"(now {p.link_mbps:g}) or raise packet.payload_bytes")
 
 
 def _sleep_until(t: float) -> None:
