@@ -41,7 +41,7 @@ def test_computed_side_is_the_flow_backends_and_packets_agree_with_it(faults):
     assert all(0 < r < sc.packet.warmup_s for i in res.intervals[2:] for r in i.measured.reinstall_s.values())
 
 
-def test_a_failed_cable_is_routed_around_by_every_slice(faults):
+def test_a_failed_cable_is_routed_around_by_the_slices_using_it(faults):
     sc, res = faults
     links = res.topology["links"]
     down = [links.index([0, 1]), links.index([1, 0])]

@@ -75,3 +75,24 @@ def test_te_json_gives_valid_splits_and_loads(tmp_path, objective):
         assert link["utilisation"] == pytest.approx(link["load"] / link["capacity"])
     if objective == "mcf":
         assert max(link["utilisation"] for link in d["links"]) <= 1 + 1e-5
+
+
+def test_a_replay_that_lost_packets_on_calm_paths_is_refused():
+    """The packet replay's faithfulness check: demands whose tunnels stay below 90% utilisation
+    must not lose datagrams; if more than 1% are lost there the machine, not the network, dropped
+    them and the run is refused."""
+    from emulation.emulator.net import EmulationError
+    from emulation.wan.replay import check_faithful
+    from emulation.wan.results import Measured
+
+    res = run_wan(load_wan_scenario(WAN).model_copy(update={}))
+    def measured(calm):
+        return Measured(window_s=[1, 2], link_load=[], link_carried=[], demands=[], sent=1, lost=0, reordered=0,
+                        reinstall_s={}, lost_during_reinstall=0, stale_demand_share=0, calm=calm)
+    ok = res.model_copy(update={"intervals": [i.model_copy(update={"measured": measured([1000, 10])})
+                                              for i in res.intervals[:2]]})
+    check_faithful(ok)  # 20 of 2000 = 1.0%: accepted
+    bad = res.model_copy(update={"intervals": [i.model_copy(update={"measured": measured([1000, 11])})
+                                               for i in res.intervals[:2]]})
+    with pytest.raises(EmulationError, match="22 of 2000 datagrams"):
+        check_faithful(bad)

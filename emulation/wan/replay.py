@@ -16,7 +16,8 @@ Faults: ``packet.kill`` SIGKILLs a slice's controller at the start of an interva
 keep their last groups: secure fail mode) and the measured blast radius is the share of the
 offered demand whose installed splits (read back with ``ovs-ofctl dump-groups``) are not what its
 controller would now install; ``packet.fail`` takes a cable down halfway through an interval and
-every live controller recomputes without it at once.
+the live controllers whose tunnels used it recompute without it at once (the others avoid it
+from the next interval on).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ TAIL_S = 0.1
 def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> WanResult:
     """Replay ``sc`` on the packet backend (module doc); logs and per-site counts in ``run_dir``.
 
-    :raises EmulationError: the emulation could not be brought up or a controller failed.
+    :raises EmulationError: the emulation could not be brought up, a controller failed, or the
+        machine could not emulate the load faithfully (:func:`_check_pacing`, :func:`check_faithful`).
     """
     w, p = sc.wan, sc.packet
     topo, tms = w.load()
@@ -117,19 +119,24 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
                 t_fail = time.monotonic()
                 failed = failed_link
                 view = views(tunnels, matrices[j], slicing, dev, first + j)
-                answers = _install(net, {k: v for k, v in view.items() if k in net.clients}, failed)
+                on_it = {t for t, path in enumerate(tunnels.paths) if splits[t] > 0 and set(path) & set(failed)}
+                owners = [k for k in view if k in net.clients and on_it & set(np.flatnonzero(owned(tunnels, slicing, k)))]
+                answers = _install(net, {k: view[k] for k in owners}, failed)
                 for k, a in answers.items():
                     _take(splits, a)
-                events.append(f"link {list(p.fail.link)} down at {t_fail - start:.2f} s, rerouted in "
-                              f"{max(a['t_installed'] for a in answers.values()) - t_fail:.3f} s")
+                done = max((a["t_installed"] for a in answers.values()), default=t_fail)
+                events.append(f"link {list(p.fail.link)} down at {t_fail - start:.2f} s, slices {owners} "
+                              f"(whose tunnels used it) rerouted in {done - t_fail:.3f} s")
             counters.append((a0, a1))
             intervals.append((measured_splits, reinstall, end_old, stale, events, window))
             net_check(net)
         _wait_generators(gens, t0 + count * p.interval_s + DRAIN_S + 30)
         counts = [json.loads((run_dir / f"counts-{i}.json").read_text()) for i in range(topo.routers)]
     _check_pacing(matrices, counts, net.mbps_per_unit, p)
-    return _result(sc, topo, tunnels, slicing, mean, matrices, cap, net.mbps_per_unit, t0, counters, intervals,
-                   counts, first)
+    result = _result(sc, topo, tunnels, slicing, mean, matrices, cap, net.mbps_per_unit, t0, counters, intervals,
+                     counts, first)
+    check_faithful(result)
+    return result
 
 
 def net_check(net: em.WanNet) -> None:
@@ -214,6 +221,24 @@ def _wait_generators(procs: list, deadline: float) -> None:
 
 #: Fewest datagrams the generators must have sent, as a share of the plan.
 PACED_SHARE = 0.97
+#: A demand whose tunnels cross no link computed above this utilisation should lose nothing.
+CALM_UTILISATION = 0.9
+#: Most datagrams such demands may lose (share) before the run is refused as machine-limited.
+CALM_LOSS = 0.01
+
+
+def check_faithful(result: WanResult) -> None:
+    """Refuse a run in which demands far from any overloaded link lost datagrams (outside
+    reinstalls and faults): the emulator, not the modelled network, dropped them.
+
+    :raises EmulationError: more than :data:`CALM_LOSS` of those datagrams were lost.
+    """
+    sent = sum(i.measured.calm[0] for i in result.intervals)
+    lost = sum(i.measured.calm[1] for i in result.intervals)
+    if sent and lost > CALM_LOSS * sent:
+        raise EmulationError(f"{lost} of {sent} datagrams ({lost / sent:.2%}) were lost on paths loaded below "
+                             f"{CALM_UTILISATION:.0%}: this machine drops packets the network would carry; lower "
+                             "packet.link_mbps or raise packet.payload_bytes")
 
 
 def _check_pacing(matrices, counts, mbps_per_unit: float, p) -> None:
@@ -260,10 +285,17 @@ def _result(sc, topo, tunnels, slicing, mean, matrices, cap, mbps_per_unit, t0, 
         demands, sent_all, lost_all, reord = [], 0, 0, 0
         end_reinstall = end_old
         lost_re = 0
-        for s, d in tunnels.demands:
+        util = o.load / cap
+        calm = [0, 0]  # datagrams sent and lost, after the reinstall, on demands far from any overload
+        for di, (s, d) in enumerate(tunnels.demands):
             sent = _bins(counts[s]["sent"].get(str(d), {}), lo, hi, t0)
             recv = _bins(counts[d]["received"].get(str(s), {}), lo, hi, t0)
             lost = max(0, sent - recv)
+            used = [t for t in tunnels.of(di) if splits[t] > 0]
+            if not events and used and max(util[list(tunnels.paths[t])].max() for t in used) < CALM_UTILISATION:
+                a = _bins(counts[s]["sent"].get(str(d), {}), end_reinstall, hi, t0)
+                calm[0] += a
+                calm[1] += max(0, a - _bins(counts[d]["received"].get(str(s), {}), end_reinstall, hi, t0))
             demands.append([s, d, sent, lost])
             sent_all += sent
             lost_all += lost
@@ -274,7 +306,7 @@ def _result(sc, topo, tunnels, slicing, mean, matrices, cap, mbps_per_unit, t0, 
         m = Measured(window_s=[window[0] - lo, window[1] - lo], link_load=[float(x) for x in load],
                      link_carried=[float(x) for x in carried], demands=demands, sent=sent_all, lost=lost_all,
                      reordered=reord, reinstall_s=reinstall, lost_during_reinstall=lost_re,
-                     stale_demand_share=stale, events=events)
+                     stale_demand_share=stale, events=events, calm=calm)
         out.append(Interval(index=first + j, offered=float(vol.sum()), carried=o.carried, delivered=got,
                             loss=max(0.0, o.carried - got), mlu=o.mlu, congestion=o.congestion,
                             max_overload=o.max_overload, link_load=[float(x) for x in o.load], measured=m))

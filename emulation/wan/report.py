@@ -111,5 +111,8 @@ def print_summary(result: WanResult, console: Console | None = None) -> None:
                 f"{result.topology['routers'][int(worst[0])]}->{result.topology['routers'][int(worst[1])]} "
                 f"{worst[3] / worst[2] if worst[2] else 0:.1%} lost")
         if m.stale_demand_share > 0:
-            line += f", stale splits on {m.stale_demand_share:.1%} of the demand"
+            dead = [e.split()[3] for i2 in result.intervals for e in i2.measured.events if e.startswith("controller of slice")]
+            share = result.slicing["shares"][int(dead[0])] if dead and result.slicing.get("shares") else None
+            line += (f", stale splits on {m.stale_demand_share:.1%} of the demand (measured blast radius"
+                     + (f"; computed: slice {dead[0]} sources {share:.1%})" if share is not None else ")"))
         console.print(line + "".join(f"; {e}" for e in m.events))

@@ -21,7 +21,9 @@ class Measured(BaseModel):
     controller's reinstall time (``reinstall_s``: solving its view plus rewriting its groups until
     the switches' barrier replies) and the datagrams lost among those sent from the interval's
     start until the last new group was acknowledged, and the measured blast radius: the
-    share of the offered demand whose installed splits are not its controller's fresh solution."""
+    share of the offered demand whose installed splits are not its controller's fresh solution;
+    ``calm``: datagrams sent and lost after the reinstall on demands whose tunnels cross no link
+    computed above 90% (they should lose none: the faithfulness check of the replay)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -36,6 +38,7 @@ class Measured(BaseModel):
     lost_during_reinstall: int
     stale_demand_share: float
     events: list[str] = []
+    calm: list[int] = [0, 0]
 
 
 class Interval(BaseModel):
