@@ -8,7 +8,7 @@ demo: setup
 	.venv/bin/ocslab run experiments/demo.yaml
 
 test:
-	OCSLAB_EXTRAS=test,torch bash scripts/setup.sh
+	OCSLAB_EXTRAS=test,torch,ryu bash scripts/setup.sh
 	.venv/bin/python -m pytest -q tests $(PYTEST_ARGS)
 
 test-unit:

@@ -40,16 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"controllers: unknown app {unknown[0]!r} (known: {', '.join(APPS)})", file=sys.stderr)
         return 2
-    from os_ken import cfg
-    from os_ken.base.app_manager import AppManager
+    from controllers import flags  # noqa: F401 - registers --ocslab-*
+    from controllers.sdn import RUNTIME, app_manager, cfg
 
-    from controllers.state import OPTS
-
-    cfg.CONF.register_cli_opts(OPTS, group="ocslab")
+    AppManager = app_manager.AppManager
     if "log_file" not in cfg.CONF:
         cfg.CONF.register_cli_opts([cfg.StrOpt("log-file", help="write the log here")])
     try:
-        cfg.CONF(args=rest, project="os_ken")
+        cfg.CONF(args=rest, project=RUNTIME.replace("-", "_"))
     except SystemExit as e:
         return 2 if e.code else 0
     if not cfg.CONF.ofp_tcp_listen_port:

@@ -31,10 +31,7 @@ import logging
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-from os_ken import cfg
-from os_ken.base import app_manager
-from os_ken.lib import hub
-
+from controllers.sdn import app_manager, cfg, hub
 from controllers.circuit_switch import CircuitSwitch
 from controllers.base import OcsLabApp
 from emulation.fabric import Configuration, FabricError

@@ -11,13 +11,11 @@ window is measured from these acknowledgements, never assumed).
 
 from __future__ import annotations
 
-from os_ken.base import app_manager
-from os_ken.ofproto import ofproto_v1_3
-
+from controllers.sdn import App, ofproto_v1_3
 from controllers.state import FabricState
 
 
-class OcsLabApp(app_manager.OSKenApp):
+class OcsLabApp(App):
     """An ocslab controller app (module doc). Subclasses handle OpenFlow events with
     ``@set_ev_cls`` and reach the shared state as ``self.state``."""
 

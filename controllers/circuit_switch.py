@@ -15,11 +15,7 @@ from __future__ import annotations
 import threading
 import time
 
-from os_ken.base import app_manager
-from os_ken.controller import ofp_event
-from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
-from os_ken.lib import hub
-
+from controllers.sdn import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, app_manager, hub, ofp_event, set_ev_cls
 from controllers.base import OcsLabApp
 from controllers.events import ROUTING_APP, ProgramRoutes
 from emulation import dataplane as dpn

@@ -9,7 +9,7 @@ routing app loaded nothing is sent.
 
 from __future__ import annotations
 
-from os_ken.controller import event
+from controllers.sdn import event
 
 #: The app that answers :class:`ProgramRoutes` (``Routing``'s OS-Ken name).
 ROUTING_APP = "Routing"

@@ -22,11 +22,7 @@ from __future__ import annotations
 import threading
 import time
 
-from os_ken.base import app_manager
-from os_ken.controller import ofp_event
-from os_ken.controller.handler import MAIN_DISPATCHER, set_ev_cls
-from os_ken.lib import hub
-
+from controllers.sdn import MAIN_DISPATCHER, app_manager, hub, ofp_event, set_ev_cls
 from controllers.base import OcsLabApp
 from emulation import dataplane as dpn
 from emulation.fabric import FabricError

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import threading
 
-from os_ken.controller.handler import set_ev_cls
-
+from controllers.sdn import set_ev_cls
 from controllers.base import OcsLabApp
 from controllers.events import ProgramRoutes, RoutesProgrammed
 from emulation import dataplane as dpn

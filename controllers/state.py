@@ -15,21 +15,15 @@ import threading
 import time
 from collections.abc import Iterable
 
-from os_ken import cfg
 
+from controllers import flags  # noqa: F401 - registers --ocslab-* (also for ryu-manager)
 from controllers.barriers import Barriers
+from controllers.sdn import cfg
 from emulation import dataplane as dpn
 from emulation.fabric import Configuration, Fabric
 
 LOG = logging.getLogger("ocslab.controller")
 
-#: Options the launcher registers (group ``ocslab``): ``--ocslab-fabric``, ``--ocslab-wan``,
-#: ``--ocslab-api-port``.
-OPTS = [
-    cfg.StrOpt("fabric", help="fabric JSON written by the emulator (emulation.fabric.Fabric)"),
-    cfg.StrOpt("wan", help="WAN slice JSON written by the WAN replay (controllers.wan_te)"),
-    cfg.IntOpt("api-port", default=0, help="port of the JSON API on 127.0.0.1"),
-]
 
 
 class FabricState:

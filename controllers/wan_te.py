@@ -32,13 +32,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
-from os_ken import cfg
-from os_ken.base import app_manager
-from os_ken.controller import ofp_event
-from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
-from os_ken.lib import hub
-from os_ken.ofproto import ofproto_v1_3
-
+from controllers.sdn import CONFIG_DISPATCHER, MAIN_DISPATCHER, App, cfg, hub, ofp_event, ofproto_v1_3, set_ev_cls
+from controllers import flags  # noqa: F401 - registers --ocslab-*
 from controllers.barriers import Barriers
 
 LOG = logging.getLogger("ocslab.wan_te")
@@ -83,7 +78,7 @@ class SliceConfig:
         return [self.links[p[0]][0]] + [self.links[e][1] for e in p]
 
 
-class WanTe(app_manager.OSKenApp):
+class WanTe(App):
     """The slice TE controller (module doc)."""
 
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]

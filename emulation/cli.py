@@ -22,6 +22,7 @@ emulation itself exits with status 1. Nothing is left half-created.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -53,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", choices=BACKENDS, help="override the scenario's backend")
     r.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-<time>)")
     r.add_argument("--force", action="store_true", help="run even if the headroom probe says the CPU is the bottleneck")
+    r.add_argument("--controller", choices=("os-ken", "ryu"),
+                   help="the framework the controller apps run on (default: the scenario's emulation.controller)")
     c = sub.add_parser("compare", help="run a scenario on both backends and compare them")
     c.add_argument("file", type=Path, help="scenario YAML")
     c.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-compare-<time>)")
@@ -341,6 +344,15 @@ def _run(args) -> int:
         return loaded
     sc, exp = loaded
     backend = args.backend or sc.backend
+    if args.controller:
+        em = sc.emulation.model_copy(update={"controller": args.controller})
+        sc, exp = sc.model_copy(update={"emulation": em}), dataclasses.replace(exp, emulation=em)
+    if backend == "mininet" and sc.emulation.controller == "ryu":
+        from emulation.emulator.net import ryu_unavailable
+
+        why = ryu_unavailable()
+        if why:
+            return _fail(f"--controller: ryu is unavailable here: {why}")
     out = _fresh_out(args.out or runner.default_out_dir(sc))
     if isinstance(out, int):
         return out

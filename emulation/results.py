@@ -219,9 +219,10 @@ class ScenarioResult(_Record):
     """A whole ``result.json`` of ``ocslab run``: what ran (``scenario``, ``backend``, versions,
     the built ``fabric``, ``cost`` alpha/delta, ``semantics``, ``straggler``, ``iterations``, every
     iteration's ``arrivals_s``) and its ``runs``. Flow backend: ``simulation_wall_s`` per job.
-    Packet backend: the machine's ``capabilities``, the link-rate ``calibration`` and chosen
-    ``headroom`` probe, the ``scale`` model, ``complete`` (False: a run failed, ``error`` says
-    why, ``runs`` holds those measured before). Both: ``warnings``, one line each."""
+    Packet backend: the machine's ``capabilities``, the ``controller`` framework (``os-ken`` or
+    ``ryu``), the link-rate ``calibration`` and chosen ``headroom`` probe, the ``scale`` model,
+    ``complete`` (False: a run failed, ``error`` says why, ``runs`` holds those measured before).
+    Both: ``warnings``, one line each."""
 
     scenario: str
     backend: Literal["flow", "mininet"]
@@ -235,6 +236,7 @@ class ScenarioResult(_Record):
     arrivals_s: list[list[float]] = Field(default_factory=list)
     simulation_wall_s: Optional[dict[str, float]] = None
     capabilities: Optional[dict[str, Any]] = None
+    controller: Optional[str] = None
     slotted_rate_cap_mbps: Optional[float] = None
     calibration: Optional[dict[str, Any]] = None
     headroom: Optional[dict[str, Any]] = None

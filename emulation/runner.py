@@ -114,7 +114,7 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
     arrivals = exp.arrivals_s
     caps = detect()
     runs: list[RunResult] = []
-    meta: dict = {"capabilities": caps.to_json(), "warnings": []}
+    meta: dict = {"capabilities": caps.to_json(), "warnings": [], "controller": em.controller}
     if not caps.netem and exp.cost.delta_s > 0:
         meta["warnings"].append("netem missing: per-hop propagation delay delta was not emulated")
     guards = [r.guard_s for _, r in exp.jobs if r.schedule != "none"]
@@ -129,7 +129,8 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
                 f"{GUARD_FLOOR_S * 1e3:g} ms precision: at most {cap:.3g} Mbit/s (or auto)")
     start = requested if requested is not None else min(AUTO_START_MBPS, cap or AUTO_START_MBPS)
     with EmulatedFabric(exp.fabric, out / "emulation", link_mbps=start,
-                        delay_s=exp.cost.delta_s * exp.scale(start).tdf, capabilities=caps) as emu:
+                        delay_s=exp.cost.delta_s * exp.scale(start).tdf, capabilities=caps,
+                        controller=em.controller) as emu:
         rate = start
         if em.headroom != "skip":
             if progress:

@@ -5,8 +5,11 @@
 #     emulation tests' reachability probes), python3-venv and make.
 #   .venv: made from the system python3 with system site packages (so `import mininet` works),
 #          with ocslab installed editable and its Python dependencies.
+#   .venv-ryu (when OCSLAB_EXTRAS has ryu, and a Python 3.8 or 3.9 is found on PATH or through
+#          pyenv): Ryu 4.34 with eventlet 0.30.2, for `ocslab run --controller ryu`; Ryu does
+#          not import on Python 3.10+. Where it cannot be made, .venv-ryu/UNAVAILABLE says why.
 # Environment: OCSLAB_EXTRAS, a comma-separated list: test (pytest), torch (PyTorch 2.13 CPU, for
-#   ocslab torch / ocslab train).
+#   ocslab torch / ocslab train), ryu (the Ryu environment above).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,5 +56,8 @@ fi
 if [[ $extras == *,torch,* ]] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v -i "^warning" || true
   .venv/bin/python -c "import torch"
+fi
+if [[ $extras == *,ryu,* ]] && [ ! -f .venv-ryu/.ocslab-installed ]; then
+  bash scripts/setup_ryu.sh || true
 fi
 echo "setup: ready (.venv/bin/ocslab)"

@@ -67,6 +67,42 @@ def bridge_names(fabric: Fabric) -> list[str]:
     )
 
 
+#: The Ryu environment ``make setup`` makes (``scripts/setup_ryu.sh``).
+RYU_VENV = Path(__file__).resolve().parents[2] / ".venv-ryu"
+
+
+def ryu_unavailable() -> str | None:
+    """Why ``--controller ryu`` cannot run here (one line), or None when it can."""
+    if (RYU_VENV / "bin" / "ryu-manager").exists() and (RYU_VENV / ".ocslab-installed").exists():
+        return None
+    why = RYU_VENV / "UNAVAILABLE"
+    if why.exists():
+        return why.read_text().strip()
+    return "no .venv-ryu: `OCSLAB_EXTRAS=ryu make setup` makes it where a Python 3.8 or 3.9 exists"
+
+
+def controller_command(runtime: str, apps: list[str], args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The command (and environment) that starts ``apps`` (names of :mod:`controllers`) with
+    ``args`` on ``runtime``: ``os-ken`` runs ``python -m controllers APPS ARGS`` in this
+    interpreter; ``ryu`` runs ``ryu-manager --user-flags controllers/flags.py ARGS
+    controllers.APP ...`` from ``.venv-ryu`` with the project on ``PYTHONPATH``.
+
+    :raises EmulationError: unknown runtime, or ryu is unavailable (:func:`ryu_unavailable`).
+    """
+    root = _project_root()
+    if runtime == "os-ken":
+        return [sys.executable, "-m", "controllers", *apps, *args], dict(os.environ)
+    if runtime != "ryu":
+        raise EmulationError(f"controller: unknown runtime {runtime!r} (os-ken or ryu)")
+    why = ryu_unavailable()
+    if why:
+        raise EmulationError(f"controller: ryu is unavailable: {why}")
+    env = {**os.environ, "PYTHONPATH": root}
+    env.pop("PYTHONHOME", None)
+    return ([str(RYU_VENV / "bin" / "ryu-manager"), "--user-flags", str(Path(root) / "controllers" / "flags.py"),
+             *args, *[f"controllers.{a}" for a in apps]], env)
+
+
 def stop_pid(proc: subprocess.Popen | None, timeout: float = 5.0) -> None:
     """End a process we started: SIGTERM, wait, then SIGKILL."""
     if proc is None or proc.poll() is not None:
@@ -86,19 +122,22 @@ class EmulatedFabric:
     :param link_mbps: emulated port rate B_e (Mbit/s, at most 1000: TCLink's HTB limit), applied
         to every fabric link.
     :param delay_s: emulated per-link propagation delay (s), used only when netem exists.
+    :param controller: ``os-ken`` (``python -m controllers``) or ``ryu`` (``ryu-manager`` of
+        ``.venv-ryu``, :func:`controller_command`).
     :raises MachineBusy: another emulation is running, or a killed one left state behind.
     :raises EmulationError: not root, Open vSwitch not running, the controller did not start,
         or the switches did not connect in time.
     """
 
     def __init__(self, fabric: Fabric, run_dir: Path, *, link_mbps: float,
-                 delay_s: float = 0.0, capabilities: Capabilities | None = None):
+                 delay_s: float = 0.0, capabilities: Capabilities | None = None, controller: str = "os-ken"):
         if not 0 < link_mbps <= 1000:
             raise EmulationError(f"link_mbps: the emulated port rate must be in (0, 1000] Mbit/s, got {link_mbps}")
         self.fabric = fabric
         self.run_dir = Path(run_dir).resolve()  # the controller runs from the project root
         self.link_mbps = link_mbps
         self.delay_s = delay_s
+        self.controller_runtime = controller
         self.caps = capabilities
         self.net = None
         self.drops: DropCounters | None = None
@@ -187,12 +226,12 @@ class EmulatedFabric:
         fabric_json.write_text(json.dumps(self.fabric.to_json()))
         self.ofp_port, api_port = free_port(), free_port()
         log = open(self.run_dir / "controller.log", "w")
-        self.controller = subprocess.Popen(
-            [sys.executable, "-m", "controllers", "circuit_switch", "routing", "api", "failover",
-             "--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(self.ofp_port), "--ocslab-fabric", str(fabric_json),
-             "--ocslab-api-port", str(api_port), "--log-file", str(self.run_dir / "controller.log")],
-            stdout=log, stderr=subprocess.STDOUT, cwd=_project_root(), start_new_session=True,
-        )
+        args = ["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(self.ofp_port),
+                "--ocslab-fabric", str(fabric_json), "--ocslab-api-port", str(api_port),
+                "--log-file", str(self.run_dir / "controller.log")]
+        cmd, env = controller_command(self.controller_runtime, ["circuit_switch", "routing", "api", "failover"], args)
+        self.controller = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=_project_root(),
+                                           start_new_session=True, env=env)
         self.client = ControllerClient(api_port)
         def up() -> bool:
             if self.controller.poll() is not None:

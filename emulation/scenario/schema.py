@@ -149,9 +149,12 @@ class EmulationSpec(StrictModel):
     probed too; ``headroom`` says what happens when it misses the target: ``refuse`` (the run
     stops before anything is measured, naming the rate that would work), ``warn`` (it runs, with
     a warning in the result), ``skip`` (no probe; not with ``auto``). ``byte_scale`` s: emulated
-    bytes = real bytes x s; TDF = s x port rate / B_e."""
+    bytes = real bytes x s; TDF = s x port rate / B_e. ``controller``: the framework the
+    controller apps run on, ``os-ken`` or ``ryu`` (``ryu-manager`` from ``.venv-ryu``, which
+    ``make setup`` makes where a Python 3.8 or 3.9 exists)."""
 
     link_mbps: float | Literal["auto"] = "auto"
+    controller: Literal["os-ken", "ryu"] = "os-ken"
     byte_scale: float = Field(default=0.1, gt=0, le=1)
     headroom: Literal["refuse", "warn", "skip"] = "refuse"
     headroom_target: float = Field(default=0.98, gt=0.5, le=1)
