@@ -3,7 +3,8 @@
 --ocslab-wan FILE --ocslab-api-port M`` for a WAN slice's TE controller.
 
 Leading APP names: ``circuit_switch``, ``routing``, ``api``, ``failover`` (default: these four),
-``wan_te`` (alone). Flags use the
+``wan_te`` (alone), or the path of your own app's ``.py`` file (with no built-in name given, it
+runs beside the four). Flags use the
 ryu-manager names; OS-Ken 4.x has no ``osken-manager``, so this loads and instantiates the apps
 with OS-Ken's ``AppManager`` on its native (threaded) hub, as ``AppManager.run_apps`` does, and
 serves until SIGTERM or SIGINT (``docs/architecture.md``, machines).
@@ -36,9 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     n_apps = next((i for i, a in enumerate(argv) if a.startswith("-")), len(argv))
     apps, rest = argv[:n_apps], argv[n_apps:]
-    unknown = [a for a in apps if a not in APPS]
+    unknown = [a for a in apps if a not in APPS and not (a.endswith(".py") and os.path.isfile(a))]
     if unknown:
-        print(f"controllers: unknown app {unknown[0]!r} (known: {', '.join(APPS)})", file=sys.stderr)
+        print(f"controllers: unknown app {unknown[0]!r} (known: {', '.join(APPS)}, or a path to your app's .py file)",
+              file=sys.stderr)
         return 2
     from controllers import flags  # noqa: F401 - registers --ocslab-*
     from controllers.sdn import RUNTIME, app_manager, cfg
@@ -53,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     if not cfg.CONF.ofp_tcp_listen_port:
         print("controllers: --ofp-tcp-listen-port is required (no default port)", file=sys.stderr)
         return 2
-    apps = apps or list(FABRIC_APPS)
+    if not [a for a in apps if a in APPS]:  # only your own apps: beside the fabric's
+        apps = list(FABRIC_APPS) + apps
     if "wan_te" in apps and len(apps) > 1:
         print("controllers: wan_te runs alone", file=sys.stderr)
         return 2
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     manager = AppManager.get_instance()
-    manager.load_apps([APPS[a] for a in apps])
+    manager.load_apps([APPS.get(a, os.path.abspath(a)) for a in apps])
     manager.instantiate_apps(**manager.create_contexts())
     stop.wait()
     # run_apps would now kill the apps' hub threads, which the native hub cannot do (threads are

@@ -17,7 +17,7 @@ import time
 
 from controllers.sdn import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, app_manager, hub, ofp_event, set_ev_cls
 from controllers.base import OcsLabApp
-from controllers.events import ROUTING_APP, ProgramRoutes
+from controllers.events import ROUTING_APP, EventCircuitsChanged, EventRotorSlot, EventSwitchReady, ProgramRoutes
 from emulation import dataplane as dpn
 from emulation.fabric import Circuit, Configuration, FabricError
 
@@ -26,7 +26,10 @@ PRIO_DROP = 0
 
 
 class CircuitSwitch(OcsLabApp):
-    """Holds the circuit table and applies configurations with a measured dark window."""
+    """Holds the circuit table and applies configurations with a measured dark window; sends
+    :mod:`controllers.events`' observable events to every app that handles them."""
+
+    _EVENTS = [EventSwitchReady, EventCircuitsChanged, EventRotorSlot]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -65,7 +68,9 @@ class CircuitSwitch(OcsLabApp):
             self._program_routes(dp)
         with self.state.lock:  # ready (GET /status) only once its rules are in (barrier)
             self.state.programmed.add(dp.id)
+            ready = set(names) <= self.state.programmed
         self.state.log_event("switch-connected", dpid=dp.id, name=names[dp.id])
+        self.send_event_to_observers(EventSwitchReady(dp.id, names[dp.id], ready))
 
     @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
     def _dead(self, ev):
@@ -172,6 +177,7 @@ class CircuitSwitch(OcsLabApp):
                 "removed": n_rm, "added": n_add,
             }
             self.state.log_event("reconfigured", **out)
+            self.send_event_to_observers(EventCircuitsChanged(out, config))
             return out
 
 
@@ -233,6 +239,7 @@ class CircuitSwitch(OcsLabApp):
             self.state.log_event("rotor-slot", slot=i, config=k, planned_dark=planned_dark, planned_start=planned,
                                  t_dark=res["t_dark"], t_live=res["t_live"], slot_s=slots_s[k],
                                  start_error_s=res["t_live"] - planned, dark_error_s=res["t_dark"] - planned_dark)
+            self.send_event_to_observers(EventRotorSlot(i, k, res["t_live"], slots_s[k]))
             planned_dark = planned + slots_s[k]
         self.state.log_event("rotor-done", t0=t0)
 

@@ -1,4 +1,11 @@
-"""Events between ocslab's controller apps (OS-Ken synchronous requests, as Ryu apps use them).
+"""Events between ocslab's controller apps (OS-Ken/Ryu events and synchronous requests).
+
+Observable by any app, your own included (``@set_ev_cls(EventCircuitsChanged)``; the circuit
+switch sends them to every app that declares a handler):
+
+- :class:`EventSwitchReady`: a bridge connected and its initial rules are acknowledged;
+- :class:`EventCircuitsChanged`: a reconfiguration took effect (its phase timestamps);
+- :class:`EventRotorSlot`: a slot of a rotor (time-slotted schedule) started.
 
 The circuit switch asks the routing app to bring the packet-forwarding bridges in line with the
 circuits, and waits for the answer, because a reconfiguration reroutes while its circuits are
@@ -32,3 +39,32 @@ class RoutesProgrammed(event.EventReplyBase):
     def __init__(self, dst, t_ack: float | None):
         super().__init__(dst)
         self.t_ack = t_ack
+
+
+class EventSwitchReady(event.EventBase):
+    """Bridge ``name`` (datapath id ``dpid``) connected and its initial rules (circuits or
+    routes) are barrier-acknowledged; ``ready`` is True once every bridge of the fabric is."""
+
+    def __init__(self, dpid: int, name: str, ready: bool):
+        super().__init__()
+        self.dpid, self.name, self.ready = dpid, name, ready
+
+
+class EventCircuitsChanged(event.EventBase):
+    """A reconfiguration took effect: ``result`` is the dict
+    :meth:`controllers.circuit_switch.CircuitSwitch.apply` returns (``t_dark``, ``t_live``,
+    ``dark_window_measured_s``, circuits ``removed``/``added``; CLOCK_MONOTONIC s) and
+    ``circuits`` the configuration now in place (:class:`emulation.fabric.Configuration`)."""
+
+    def __init__(self, result: dict, circuits):
+        super().__init__()
+        self.result, self.circuits = result, circuits
+
+
+class EventRotorSlot(event.EventBase):
+    """Slot ``slot`` of a rotor started: configuration ``config`` (index into the rotor's list)
+    live at ``t_live`` (CLOCK_MONOTONIC s), for ``slot_s`` seconds."""
+
+    def __init__(self, slot: int, config: int, t_live: float, slot_s: float):
+        super().__init__()
+        self.slot, self.config, self.t_live, self.slot_s = slot, config, t_live, slot_s

@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="run even if the headroom probe says the CPU is the bottleneck")
     r.add_argument("--controller", choices=("os-ken", "ryu"),
                    help="the framework the controller apps run on (default: the scenario's emulation.controller)")
+    r.add_argument("--app", action="append", default=[], metavar="PATH",
+                   help="your own controller app (.py), loaded beside the built-in ones (repeatable)")
     c = sub.add_parser("compare", help="run a scenario on both backends and compare them")
     c.add_argument("file", type=Path, help="scenario YAML")
     c.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-compare-<time>)")
@@ -344,8 +346,12 @@ def _run(args) -> int:
         return loaded
     sc, exp = loaded
     backend = args.backend or sc.backend
-    if args.controller:
-        em = sc.emulation.model_copy(update={"controller": args.controller})
+    bad = [a for a in args.app if not (a.endswith(".py") and Path(a).is_file())]
+    if bad:
+        return _fail(f"--app: {bad[0]!r} is not a .py file")
+    if args.controller or args.app:
+        em = sc.emulation.model_copy(update={"controller": args.controller or sc.emulation.controller,
+                                             "apps": tuple(sc.emulation.apps) + tuple(args.app)})
         sc, exp = sc.model_copy(update={"emulation": em}), dataclasses.replace(exp, emulation=em)
     if backend == "mininet" and sc.emulation.controller == "ryu":
         from emulation.emulator.net import ryu_unavailable

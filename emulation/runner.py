@@ -114,7 +114,8 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
     arrivals = exp.arrivals_s
     caps = detect()
     runs: list[RunResult] = []
-    meta: dict = {"capabilities": caps.to_json(), "warnings": [], "controller": em.controller}
+    meta: dict = {"capabilities": caps.to_json(), "warnings": [], "controller": em.controller,
+                  "apps": list(em.apps)}
     if not caps.netem and exp.cost.delta_s > 0:
         meta["warnings"].append("netem missing: per-hop propagation delay delta was not emulated")
     guards = [r.guard_s for _, r in exp.jobs if r.schedule != "none"]
@@ -130,7 +131,7 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
     start = requested if requested is not None else min(AUTO_START_MBPS, cap or AUTO_START_MBPS)
     with EmulatedFabric(exp.fabric, out / "emulation", link_mbps=start,
                         delay_s=exp.cost.delta_s * exp.scale(start).tdf, capabilities=caps,
-                        controller=em.controller) as emu:
+                        controller=em.controller, apps=em.apps) as emu:
         rate = start
         if em.headroom != "skip":
             if progress:

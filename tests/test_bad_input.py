@@ -25,6 +25,9 @@ WAN = (ROOT / "experiments" / "wan_b4.yaml").read_text()
 CASES = [
     # collective scenario: the fabric
     ("gpus-zero", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 0")}, "fabric.gpus"),
+    ("app-missing", ["run", "{demo}", "--app", "nowhere/my_app.py"], {"demo": ("gpus: 8", "gpus: 8")}, "--app"),
+    ("app-in-scenario", ["run", "{demo}"], {"demo": ("byte_scale: 0.1", "byte_scale: 0.1\n  apps: [nowhere/my_app.py]")},
+     "emulation.apps"),
     ("gpus-negative", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: -3")}, "fabric.gpus"),
     ("gpus-text", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: eight")}, "fabric.gpus"),
     ("gpus-fraction", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 8.5")}, "fabric.gpus"),

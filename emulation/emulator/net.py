@@ -82,7 +82,8 @@ def ryu_unavailable() -> str | None:
 
 
 def controller_command(runtime: str, apps: list[str], args: list[str]) -> tuple[list[str], dict[str, str]]:
-    """The command (and environment) that starts ``apps`` (names of :mod:`controllers`) with
+    """The command (and environment) that starts ``apps`` (names of :mod:`controllers`, or paths
+    of your own apps' ``.py`` files) with
     ``args`` on ``runtime``: ``os-ken`` runs ``python -m controllers APPS ARGS`` in this
     interpreter; ``ryu`` runs ``ryu-manager --user-flags controllers/flags.py ARGS
     controllers.APP ...`` from ``.venv-ryu`` with the project on ``PYTHONPATH``.
@@ -100,7 +101,7 @@ def controller_command(runtime: str, apps: list[str], args: list[str]) -> tuple[
     env = {**os.environ, "PYTHONPATH": root}
     env.pop("PYTHONHOME", None)
     return ([str(RYU_VENV / "bin" / "ryu-manager"), "--user-flags", str(Path(root) / "controllers" / "flags.py"),
-             *args, *[f"controllers.{a}" for a in apps]], env)
+             *args, *[a if a.endswith(".py") else f"controllers.{a}" for a in apps]], env)
 
 
 def stop_pid(proc: subprocess.Popen | None, timeout: float = 5.0) -> None:
@@ -124,13 +125,15 @@ class EmulatedFabric:
     :param delay_s: emulated per-link propagation delay (s), used only when netem exists.
     :param controller: ``os-ken`` (``python -m controllers``) or ``ryu`` (``ryu-manager`` of
         ``.venv-ryu``, :func:`controller_command`).
+    :param apps: paths of your own controller apps (``.py``), loaded beside the built-in ones.
     :raises MachineBusy: another emulation is running, or a killed one left state behind.
     :raises EmulationError: not root, Open vSwitch not running, the controller did not start,
         or the switches did not connect in time.
     """
 
     def __init__(self, fabric: Fabric, run_dir: Path, *, link_mbps: float,
-                 delay_s: float = 0.0, capabilities: Capabilities | None = None, controller: str = "os-ken"):
+                 delay_s: float = 0.0, capabilities: Capabilities | None = None, controller: str = "os-ken",
+                 apps: tuple[str, ...] = ()):
         if not 0 < link_mbps <= 1000:
             raise EmulationError(f"link_mbps: the emulated port rate must be in (0, 1000] Mbit/s, got {link_mbps}")
         self.fabric = fabric
@@ -138,6 +141,7 @@ class EmulatedFabric:
         self.link_mbps = link_mbps
         self.delay_s = delay_s
         self.controller_runtime = controller
+        self.user_apps = [str(Path(a).resolve()) for a in apps]
         self.caps = capabilities
         self.net = None
         self.drops: DropCounters | None = None
@@ -229,7 +233,8 @@ class EmulatedFabric:
         args = ["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(self.ofp_port),
                 "--ocslab-fabric", str(fabric_json), "--ocslab-api-port", str(api_port),
                 "--log-file", str(self.run_dir / "controller.log")]
-        cmd, env = controller_command(self.controller_runtime, ["circuit_switch", "routing", "api", "failover"], args)
+        cmd, env = controller_command(self.controller_runtime,
+                                      ["circuit_switch", "routing", "api", "failover", *self.user_apps], args)
         self.controller = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=_project_root(),
                                            start_new_session=True, env=env)
         self.client = ControllerClient(api_port)

@@ -41,6 +41,7 @@ See ``docs/architecture.md`` (data flow: experiments/*.yaml --load+validate--> S
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -151,10 +152,21 @@ class EmulationSpec(StrictModel):
     a warning in the result), ``skip`` (no probe; not with ``auto``). ``byte_scale`` s: emulated
     bytes = real bytes x s; TDF = s x port rate / B_e. ``controller``: the framework the
     controller apps run on, ``os-ken`` or ``ryu`` (``ryu-manager`` from ``.venv-ryu``, which
-    ``make setup`` makes where a Python 3.8 or 3.9 exists)."""
+    ``make setup`` makes where a Python 3.8 or 3.9 exists). ``apps``: paths of your own
+    controller apps (``.py``, relative to the working directory), loaded beside the built-in
+    ones (README, Your own controller app)."""
 
     link_mbps: float | Literal["auto"] = "auto"
     controller: Literal["os-ken", "ryu"] = "os-ken"
+    apps: tuple[str, ...] = ()
+
+    @field_validator("apps")
+    @classmethod
+    def _apps(cls, v):
+        for a in v:
+            if not a.endswith(".py") or not Path(a).is_file():
+                raise ValueError(f"{a!r} is not a .py file")
+        return v
     byte_scale: float = Field(default=0.1, gt=0, le=1)
     headroom: Literal["refuse", "warn", "skip"] = "refuse"
     headroom_target: float = Field(default=0.98, gt=0.5, le=1)
