@@ -3,7 +3,7 @@ Both have the same app API (``app_manager``, ``ofp_event``, ``set_ev_cls``, ``hu
 ``ofproto`` parsers, ``cfg``); the apps import it from here only.
 
 Which one: under ``ryu-manager`` (it imports ``ryu`` before any app), Ryu; otherwise OS-Ken, or Ryu
-where OS-Ken is not installed (a Python 3.8/3.9 environment made for Ryu 4.34, which does not
+where OS-Ken is not installed (the Python 3.9 environment made for Ryu 4.34, which does not
 import on Python 3.10+). :data:`RUNTIME` says which (``"os-ken"`` or ``"ryu"``).
 """
 

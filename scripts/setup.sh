@@ -2,12 +2,13 @@
 # Install everything ocslab needs and start Open vSwitch. Idempotent; run as root.
 #   Debian packages, each for what uses it: mininet (hosts, links), openvswitch-switch (the OCS
 #     bridges), ethtool (veth offloads off on the userspace datapath), iputils-ping (the
-#     emulation tests' reachability probes), python3-venv and make.
+#     emulation tests' reachability probes), python3-venv and make; with the test extra, vagrant
+#     (the tests validate the Vagrantfile).
 #   .venv: made from the system python3 with system site packages (so `import mininet` works),
 #          with ocslab installed editable and its Python dependencies.
-#   .venv-ryu (when OCSLAB_EXTRAS has ryu, and a Python 3.8 or 3.9 is found on PATH or through
-#          pyenv): Ryu 4.34 with eventlet 0.30.2, for `ocslab run --controller ryu`; Ryu does
-#          not import on Python 3.10+. Where it cannot be made, .venv-ryu/UNAVAILABLE says why.
+#   .venv-ryu (when OCSLAB_EXTRAS has ryu, and a Python 3.9 is found, or on Ubuntu installed):
+#          Ryu 4.34 with eventlet 0.30.2, for `ocslab run --controller ryu` (scripts/setup_ryu.sh);
+#          Ryu does not import on Python 3.10+. Where it cannot be made, .venv-ryu/UNAVAILABLE says why.
 # Environment: OCSLAB_EXTRAS, a comma-separated list: test (pytest), torch (PyTorch 2.13 CPU, for
 #   ocslab torch / ocslab train), ryu (the Ryu environment above).
 set -euo pipefail
@@ -19,6 +20,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 pkgs=(mininet openvswitch-switch ethtool iputils-ping python3-venv make)
+# the tests also validate the lab VMs' Vagrantfile (`vagrant validate`, no provider needed)
+case ",${OCSLAB_EXTRAS:-}," in *,test,*) pkgs+=(vagrant) ;; esac
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -37,8 +40,30 @@ if ! timeout 5 ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
   timeout 20 bash -c 'until ovs-vsctl --timeout=2 show >/dev/null 2>&1; do sleep 0.2; done'
 fi
 
-# Virtual environment from the system interpreter (Debian's mininet is built for it).
+# Virtual environment from the system interpreter (Debian's mininet is built for it), which must be
+# Python 3.10+ (Debian 12: 3.11; Ubuntu 24.04: 3.12). Ubuntu 20.04's is 3.8: there a python3.10+
+# on PATH is used, or python3.11 from the deadsnakes PPA is installed (the Ryu lab VM).
 PY=/usr/bin/python3
+py_ok() { "$1" -c "import sys; sys.exit(sys.version_info < (3, 10))" 2>/dev/null; }
+if ! py_ok "$PY"; then
+  PY=""
+  for v in 3.12 3.11 3.10; do
+    if command -v "python$v" >/dev/null 2>&1 && py_ok "$(command -v "python$v")"; then PY=$(command -v "python$v"); break; fi
+  done
+  if [ -z "$PY" ] && grep -q '^ID=ubuntu' /etc/os-release 2>/dev/null; then
+    echo "setup: $(/usr/bin/python3 --version) is older than 3.10; installing python3.11 (deadsnakes PPA)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq --no-install-recommends software-properties-common >/dev/null
+    add-apt-repository -y ppa:deadsnakes/ppa >/dev/null
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends python3.11 python3.11-venv >/dev/null
+    PY=/usr/bin/python3.11
+  fi
+  if [ -z "$PY" ]; then
+    echo "setup: ocslab needs Python 3.10 or newer; $(/usr/bin/python3 --version) found and no python3.10+ on PATH" >&2
+    exit 2
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv --system-site-packages .venv
 fi

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Make .venv-ryu: Ryu 4.34 (the last release) with eventlet 0.30.2 on a Python 3.8 or 3.9, for
-# `ocslab run --controller ryu` (Ryu does not import on Python 3.10+). Idempotent. Where it
-# cannot be made, .venv-ryu/UNAVAILABLE holds one line saying why, and the exit status is 1.
+# Make .venv-ryu: Ryu 4.34 (the last release) with eventlet 0.30.2 on Python 3.9, for
+# `ocslab run --controller ryu`: Ryu does not import on Python 3.10+, and ocslab's modules need
+# 3.9 (Ubuntu 20.04's system Python 3.8 is too old; its archive's python3.9 is installed there).
+# Idempotent. Where it cannot be made, .venv-ryu/UNAVAILABLE holds one line saying why, and the
+# exit status is 1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,21 +14,25 @@ unavailable() {
   exit 1
 }
 
-# A Python 3.9 or 3.8 that runs (a pyenv shim on PATH may not, if that version is not selected).
-py=""
-candidates=()
-for v in 3.9 3.8; do
+# A Python 3.9 that runs (a pyenv shim on PATH may not, if that version is not selected).
+find_py() {
+  local c
+  local candidates=(/usr/bin/python3.9 /usr/local/bin/python3.9)
   if command -v pyenv >/dev/null 2>&1; then
-    for d in "$(pyenv root)"/versions/"$v".*/bin/"python$v"; do candidates+=("$d"); done
+    for c in "$(pyenv root)"/versions/3.9.*/bin/python3.9; do candidates+=("$c"); done
   fi
-  for d in /usr/bin/"python$v" /usr/local/bin/"python$v"; do candidates+=("$d"); done
-done
-for c in "${candidates[@]}"; do
-  if [ -x "$c" ] && "$c" -c "import sys, venv; assert sys.version_info[:2] in ((3, 8), (3, 9))" 2>/dev/null; then
-    py=$c; break
-  fi
-done
-[ -n "$py" ] || unavailable "no Python 3.8 or 3.9 found (in /usr/bin, /usr/local/bin or pyenv's versions); Ryu 4.34 needs one"
+  for c in "${candidates[@]}"; do
+    if [ -x "$c" ] && "$c" -c "import sys, venv, ensurepip; assert sys.version_info[:2] == (3, 9)" 2>/dev/null; then
+      echo "$c"; return
+    fi
+  done
+}
+py=$(find_py)
+if [ -z "$py" ] && grep -q '^ID=ubuntu' /etc/os-release 2>/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3.9 python3.9-venv >/dev/null 2>&1 || true
+  py=$(find_py)
+fi
+[ -n "$py" ] || unavailable "no Python 3.9 found (in /usr/bin, /usr/local/bin or pyenv's versions); Ryu 4.34 needs Python <= 3.9 and ocslab 3.9"
 
 rm -f .venv-ryu/UNAVAILABLE
 if [ ! -x .venv-ryu/bin/python ]; then

@@ -1,7 +1,7 @@
-"""The controller apps under Ryu's ``ryu-manager`` (Ryu 4.34 on Python 3.8/3.9, ``.venv-ryu``):
+"""The controller apps under Ryu's ``ryu-manager`` (Ryu 4.34 on Python 3.9, ``.venv-ryu``):
 the demo's three runs with the same dark-window and ordering properties as under OS-Ken.
 
-Skipped, with the one-line reason, where ``.venv-ryu`` could not be made (no Python 3.8 or 3.9)."""
+Skipped, with the one-line reason, where ``.venv-ryu`` could not be made (no Python 3.9)."""
 
 from __future__ import annotations
 
@@ -70,9 +70,9 @@ def test_without_a_ryu_environment_the_reason_is_one_line(tmp_path, monkeypatch)
     monkeypatch.setattr(net, "RYU_VENV", tmp_path / ".venv-ryu")
     assert "OCSLAB_EXTRAS=ryu make setup" in net.ryu_unavailable()
     (tmp_path / ".venv-ryu").mkdir()
-    (tmp_path / ".venv-ryu" / "UNAVAILABLE").write_text("no Python 3.8 or 3.9 found\n")
-    assert net.ryu_unavailable() == "no Python 3.8 or 3.9 found"
-    with pytest.raises(net.EmulationError, match="ryu is unavailable: no Python 3.8 or 3.9 found"):
+    (tmp_path / ".venv-ryu" / "UNAVAILABLE").write_text("no Python 3.9 found\n")
+    assert net.ryu_unavailable() == "no Python 3.9 found"
+    with pytest.raises(net.EmulationError, match="ryu is unavailable: no Python 3.9 found"):
         net.controller_command("ryu", ["circuit_switch"], [])
     cmd, _ = net.controller_command("os-ken", ["circuit_switch"], ["--x"])
     assert cmd[1:] == ["-m", "controllers", "circuit_switch", "--x"]

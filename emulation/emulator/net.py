@@ -78,7 +78,7 @@ def ryu_unavailable() -> str | None:
     why = RYU_VENV / "UNAVAILABLE"
     if why.exists():
         return why.read_text().strip()
-    return "no .venv-ryu: `OCSLAB_EXTRAS=ryu make setup` makes it where a Python 3.8 or 3.9 exists"
+    return "no .venv-ryu: `OCSLAB_EXTRAS=ryu make setup` makes it where a Python 3.9 exists"
 
 
 def controller_command(runtime: str, apps: list[str], args: list[str]) -> tuple[list[str], dict[str, str]]:

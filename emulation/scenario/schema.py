@@ -152,7 +152,7 @@ class EmulationSpec(StrictModel):
     a warning in the result), ``skip`` (no probe; not with ``auto``). ``byte_scale`` s: emulated
     bytes = real bytes x s; TDF = s x port rate / B_e. ``controller``: the framework the
     controller apps run on, ``os-ken`` or ``ryu`` (``ryu-manager`` from ``.venv-ryu``, which
-    ``make setup`` makes where a Python 3.8 or 3.9 exists). ``apps``: paths of your own
+    ``make setup`` makes where a Python 3.9 exists). ``apps``: paths of your own
     controller apps (``.py``, relative to the working directory), loaded beside the built-in
     ones (README, Your own controller app)."""
 
