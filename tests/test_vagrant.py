@@ -30,9 +30,9 @@ def test_both_lab_machines_validate_and_a_broken_file_does_not(tmp_path):
     assert "validated successfully" in r.stdout
     assert "ocslab:" in r.stdout and "ocslab-ryu:" in r.stdout  # both machines were read
     text = (ROOT / "Vagrantfile").read_text()
-    assert "bento/ubuntu-24.04" in text and "bento/ubuntu-20.04" in text and text.count("bash scripts/setup.sh") == 2
+    assert "bento/ubuntu-24.04" in text and "bento/ubuntu-20.04" in text and "bash scripts/setup.sh" in text
     bad = tmp_path / "bad"
     bad.mkdir()
-    (bad / "Vagrantfile").write_text(text.replace('m.vm.box = "bento/ubuntu-20.04"', ""))  # a machine without a box
+    (bad / "Vagrantfile").write_text(text.replace("m.vm.box = box", ""))  # machines without a box
     r = _validate(bad)
     assert r.returncode != 0 and "box must be specified" in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
