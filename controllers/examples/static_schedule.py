@@ -1,7 +1,7 @@
 """Example app: a static circuit schedule. Every OCS alternates between two configurations
-every ``PERIOD_S`` seconds, with a dark window of ``DARK_S``: the fabric's initial one and the
-"skip-one" pairing (GPU i with GPU i + 2 mod n, on every port), ``CYCLES`` reconfigurations in
-all, starting once every bridge is ready.
+every ``PERIOD_S`` seconds, with a dark window of ``DARK_S``: the "skip-one" pairing (GPU i with
+GPU i + 2) and the fabric's initial configuration (:meth:`StaticSchedule.schedule`), ``CYCLES``
+reconfigurations in all, starting once every bridge is ready.
 
 Run it beside the built-in apps::
 
@@ -35,15 +35,21 @@ class StaticSchedule(OcsLabApp):
         self.applied: list[dict] = []
 
     def schedule(self) -> list[Configuration]:
-        """The configurations to cycle through: skip-one pairing (needs 2 ports per GPU), then the
-        initial one."""
+        """The configurations to cycle through: GPU i with GPU i + 2 (on every port pair; with one
+        port per GPU, as a matching), then the fabric's initial configuration, or, if that has no
+        circuits, neighbours 0-1, 2-3, ..."""
         f = self.state.fabric
         n, p = f.gpus, f.ports_per_gpu
-        skip = {}
-        for ocs in f.ocs:
-            pairs = [(i, (i + 2) % n) for i in range(n)] * max(1, p // 2)  # every GPU twice per copy
-            skip[ocs.name] = assign_ports(f, ocs.name, pairs, fill=True)[ocs.name]
-        return [Configuration(skip), f.initial]
+        if p == 1:
+            skip = [(i, i + 2) for i in range(n - 2) if (i // 2) % 2 == 0]
+            near = [(i, i + 1) for i in range(0, n - 1, 2)]
+        else:
+            skip = [(i, (i + 2) % n) for i in range(n)] * (p // 2)  # every GPU twice per copy
+            near = [(i, (i + 1) % n) for i in range(n)] * (p // 2)
+        first = Configuration({o.name: assign_ports(f, o.name, skip, fill=True)[o.name] for o in f.ocs})
+        second = f.initial if any(f.initial.values()) else Configuration(
+            {o.name: assign_ports(f, o.name, near, fill=True)[o.name] for o in f.ocs})
+        return [first, second]
 
     @set_ev_cls(EventSwitchReady)
     def _ready(self, ev):
