@@ -1,7 +1,9 @@
 """``ocslab``: the command line.
 
-- ``ocslab run FILE [--backend mininet|flow] [--out DIR] [--force]``: run a scenario, write
-  ``DIR/result.json``, ``steps.csv``, ``timeline.png``, print a summary table.
+- ``ocslab run FILE [--backend mininet|flow] [--out DIR] [--force] [--controller os-ken|ryu]
+  [--app PATH ...] [--pcap [PORTS]]``: run a scenario, write ``DIR/result.json``, ``steps.csv``,
+  ``timeline.png``, print a summary table (with ``--pcap``, also ``pcap.json``, ``pcap.png``).
+- ``ocslab pcap DIR``: analyse the packets a ``--pcap`` run captured (:mod:`emulation.pcap`).
 - ``ocslab compare FILE [--out DIR] [--packet-result JSON] [--max-error F]``: run the scenario on
   both backends (or reuse a packet result), print flow vs packet per run and per step, write
   ``DIR/compare.json`` and ``compare.png``.
@@ -58,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="the framework the controller apps run on (default: the scenario's emulation.controller)")
     r.add_argument("--app", action="append", default=[], metavar="PATH",
                    help="your own controller app (.py), loaded beside the built-in ones (repeatable)")
+    r.add_argument("--pcap", nargs="?", const="ocs", metavar="PORTS",
+                   help="capture packets during the runs: every OCS input port, or these comma-separated "
+                        "interfaces; analysed into pcap.json and pcap.png (ocslab pcap DIR)")
     c = sub.add_parser("compare", help="run a scenario on both backends and compare them")
     c.add_argument("file", type=Path, help="scenario YAML")
     c.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-compare-<time>)")
@@ -92,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     te.add_argument("file", type=Path, help="WAN scenario YAML (e.g. experiments/wan_b4.yaml)")
     te.add_argument("--tm", type=int, default=0, help="traffic matrix index (default 0)")
     te.add_argument("--json", action="store_true", help="print tunnels, splits and link utilisations as JSON")
+    pc = sub.add_parser("pcap", help="analyse the packets captured by ocslab run --pcap (dark windows, TCP)")
+    pc.add_argument("dir", type=Path, help="the run's results directory")
     sub.add_parser("clean", help="remove what killed ocslab runs left behind (only ours: ocl- bridges and "
                    "interfaces, marked processes, run records) and say what was removed")
     return p
@@ -112,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         return _train(args)
     if args.cmd == "clean":
         return _clean()
+    if args.cmd == "pcap":
+        return _pcap_report(args.dir)
     if args.cmd == "te":
         from emulation.wan import cli as wan_cli
 
@@ -362,16 +371,46 @@ def _run(args) -> int:
     out = _fresh_out(args.out or runner.default_out_dir(sc))
     if isinstance(out, int):
         return out
-    got = _execute(sc, backend, out, args.force, exp)
+    if args.pcap and backend != "mininet":
+        return _fail("--pcap: packets are captured on the mininet backend only")
+    pcap = None if not args.pcap else (["ocs"] if args.pcap == "ocs" else [p for p in args.pcap.split(",") if p])
+    got = _execute(sc, backend, out, args.force, exp, pcap)
     if isinstance(got, int):
         return got
     report.write(got, out, sc.to_yaml())
     report.print_summary(got)
     Console().print(f"results: {out}/result.json, steps.csv, timeline.png")
+    if pcap:
+        return _pcap_report(out)
     return 0
 
 
-def _execute(sc, backend: str, out: Path, force: bool, experiment=None):
+def _pcap_report(run_dir: Path) -> int:
+    """Analyse the capture of ``run_dir`` (:mod:`emulation.pcap`): ``pcap.json``, ``pcap.png``
+    and a summary; the exit status."""
+    from emulation import pcap
+
+    try:
+        rep = pcap.analyse(run_dir)
+    except pcap.PcapError as e:
+        return _fail(str(e))
+    (run_dir / "pcap.json").write_text(json.dumps(rep, indent=1))
+    pcap.plot(run_dir, rep, run_dir / "pcap.png")
+    con = Console()
+    for w in rep["dark_windows"]:
+        gap = "-" if w["wire_gap_min_s"] is None else f"{w['wire_gap_min_s'] * 1e3:.2f}"
+        con.print(f"dark window at {w['t_dark']:.3f}: requested {w['requested_s'] * 1e3:.2f} ms, controller "
+                  f"{w['measured_s'] * 1e3:.2f} ms, wire silence (shortest of {w['ports']} ports) {gap} ms, "
+                  f"{w['frames_in_dark']} frames sent into it")
+    t = rep["tcp"]
+    con.print(f"TCP: {t['connections']} connections, {t['retransmissions']} retransmitted segments on the wire "
+              f"(agents' TCP_INFO: {t['retransmissions_tcp_info']}), {t['dup_acks']} duplicate ACKs, largest "
+              f"silence {t['largest_gap_s'] * 1e3:.1f} ms")
+    con.print(f"capture: {run_dir}/pcap.json, pcap.png")
+    return 0
+
+
+def _execute(sc, backend: str, out: Path, force: bool, experiment=None, pcap: list[str] | None = None):
     """Run ``sc`` (resolved as ``experiment``, if given) on ``backend`` with a progress bar; the
     :class:`~emulation.results.ScenarioResult`, or an exit status after printing one line (the results directory is removed if this call created it and failed
     before anything was measured)."""
@@ -390,7 +429,7 @@ def _execute(sc, backend: str, out: Path, force: bool, experiment=None):
             def progress(label: str, done: int, total: int) -> None:
                 bar.update(task, description=f"{backend}: {label}", completed=done, total=total)
 
-            return runner.run(sc, backend, out, progress, force=force, experiment=experiment)
+            return runner.run(sc, backend, out, progress, force=force, experiment=experiment, pcap=pcap)
     except runner.BackendError as e:
         _cleanup(out, created)
         return _fail(str(e))

@@ -36,11 +36,13 @@ class BackendError(ValueError):
 
 
 def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None, force: bool = False,
-        experiment: Experiment | None = None) -> ScenarioResult:
+        experiment: Experiment | None = None, pcap: list[str] | None = None) -> ScenarioResult:
     """Run ``sc`` on ``backend`` (``"flow"`` or ``"mininet"``); return its result (``result.json``).
 
     :param experiment: ``sc`` resolved (:func:`emulation.scenario.load_experiment`, whose checked
         runs are then not planned again); default: resolved here.
+    :param pcap: packet backend: capture these fabric ports during the runs (``["ocs"]``: every
+        OCS input; else interface names), :mod:`emulation.emulator.capture`.
 
     :raises BackendError: the backend cannot execute the scenario's semantics, or the fabric is
         larger than the packet backend can emulate here (:mod:`emulation.emulator.limits`).
@@ -59,7 +61,7 @@ def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None,
     too_big = check_packet_size(exp.fabric.gpus, exp.fabric.ports_per_gpu)
     if too_big:
         raise BackendError(too_big)
-    return run_mininet(exp, out, progress, force)
+    return run_mininet(exp, out, progress, force, pcap)
 
 
 def run_flow(exp: Experiment | Scenario, progress: Progress | None = None) -> ScenarioResult:
@@ -90,7 +92,8 @@ def _warnings(runs: list[RunResult]) -> list[str]:
     return [f"{r.name} {format_bytes(r.bytes)}: {p}" for r in runs for p in (r.checks.problems if r.checks else [])]
 
 
-def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, force: bool = False) -> ScenarioResult:
+def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, force: bool = False,
+                pcap: list[str] | None = None) -> ScenarioResult:
     """Run every job of ``exp`` with real packets; return its result.
 
     First the link rate is calibrated (:mod:`emulation.emulator.calibration`): ``auto`` takes
@@ -149,7 +152,21 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
                 rate = requested
                 emu.set_link_mbps(rate)
         scale = exp.scale(rate)
+        capture = None
         try:
+            if pcap:
+                from emulation.emulator.capture import Capture, CaptureError
+
+                devices = emu.ocs_input_ports() if pcap == ["ocs"] else pcap
+                unknown = sorted(set(devices) - set(emu.drops.ports.ovs_ports))
+                if unknown:
+                    raise EmulationError(f"--pcap: {unknown[0]} is not a port of this fabric "
+                                         f"(e.g. {', '.join(emu.ocs_input_ports()[:3])})")
+                capture = Capture(devices, out / "emulation" / "pcap")
+                try:
+                    capture.start()
+                except CaptureError as e:
+                    raise EmulationError(str(e)) from None
             for run in exp.runs(progress):
                 for it, arr in enumerate(arrivals):
                     tag = f"-it{it}" if len(arrivals) > 1 else ""
@@ -162,6 +179,9 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
                                                     "error": error})
             (out / "result.json").write_text(json.dumps(partial.to_json(), indent=1))
             raise
+        finally:
+            if capture is not None:
+                capture.stop()
     meta["warnings"] += _warnings(runs)
     return _result(exp, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": True})
 

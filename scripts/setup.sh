@@ -2,7 +2,7 @@
 # Install everything ocslab needs and start Open vSwitch. Idempotent; run as root.
 #   Debian packages, each for what uses it: mininet (hosts, links), openvswitch-switch (the OCS
 #     bridges), ethtool (veth offloads off on the userspace datapath), iputils-ping (the
-#     emulation tests' reachability probes), python3-venv and make; with the test extra, vagrant
+#     emulation tests' reachability probes), tcpdump (ocslab run --pcap), python3-venv and make; with the test extra, vagrant
 #     (the tests validate the Vagrantfile).
 #   .venv: made from the system python3 with system site packages (so `import mininet` works),
 #          with ocslab installed editable and its Python dependencies.
@@ -19,7 +19,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 2
 fi
 
-pkgs=(mininet openvswitch-switch ethtool iputils-ping python3-venv make)
+pkgs=(mininet openvswitch-switch ethtool iputils-ping tcpdump python3-venv make)
 # the tests also validate the lab VMs' Vagrantfile (`vagrant validate`, no provider needed)
 case ",${OCSLAB_EXTRAS:-}," in *,test,*) pkgs+=(vagrant) ;; esac
 missing=()
@@ -71,7 +71,7 @@ extras=",${OCSLAB_EXTRAS:-},"
 stamp=.venv/.ocslab-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q --disable-pip-version-check -e . 2>&1 | grep -v -i "^warning" || true
-  .venv/bin/python -c "import os_ken, mininet.net, numpy, scipy, networkx, pydantic, cvxpy, topohub"
+  .venv/bin/python -c "import os_ken, mininet.net, numpy, scipy, networkx, pydantic, cvxpy, topohub, scapy"
   touch "$stamp"
 fi
 if [[ $extras == *,test,* ]] && ! .venv/bin/python -c "import pytest" 2>/dev/null; then

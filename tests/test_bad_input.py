@@ -26,6 +26,8 @@ CASES = [
     # collective scenario: the fabric
     ("gpus-zero", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 0")}, "fabric.gpus"),
     ("app-missing", ["run", "{demo}", "--app", "nowhere/my_app.py"], {"demo": ("gpus: 8", "gpus: 8")}, "--app"),
+    ("pcap-flow", ["run", "{demo}", "--backend", "flow", "--pcap"], {"demo": ("gpus: 8", "gpus: 8")}, "--pcap"),
+    ("pcap-no-capture", ["pcap", "experiments"], {"demo": ("gpus: 8", "gpus: 8")}, "no capture"),
     ("app-in-scenario", ["run", "{demo}"], {"demo": ("byte_scale: 0.1", "byte_scale: 0.1\n  apps: [nowhere/my_app.py]")},
      "emulation.apps"),
     ("gpus-negative", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: -3")}, "fabric.gpus"),

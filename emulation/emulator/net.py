@@ -436,6 +436,18 @@ class EmulatedFabric:
             if not ok:
                 raise EmulationError(f"Open vSwitch's daemon ovs-vswitchd (pid {pid}) stopped answering (ovs-appctl, 2 s)")
 
+    def ocs_input_ports(self) -> list[str]:
+        """Root-namespace interfaces of every OCS input port (the OCS end of each NIC's fibre:
+        what a NIC puts on its fibre enters there; the outputs are patch ports, without a device)."""
+        out = []
+        for link in self.net.links:
+            if getattr(link, "isPatchLink", False):
+                continue
+            for me, peer in ((link.intf1, link.intf2), (link.intf2, link.intf1)):
+                if dpn.node_kind(me.node.name) == "o" and dpn.node_kind(peer.node.name) == "n":
+                    out.append(me.name)
+        return sorted(out)
+
     def host(self, gpu: int):
         """The Mininet host of GPU ``gpu``."""
         return self.net.get(dpn.host_name(gpu))

@@ -1,0 +1,80 @@
+"""Packet capture on fabric ports (``ocslab run --pcap``): one ``tcpdump`` per port, writing
+``<dir>/<port>.pcap`` (snap length :data:`SNAPLEN` bytes, at most :data:`FILE_MB` MB per file and
+:data:`FILES` files per port, oldest overwritten), frames entering the port's bridge only
+(``-Q in``: at an OCS input, what the NIC put on the fibre). ``clock.json`` records the offset
+between the capture's clock (CLOCK_REALTIME) and the controller's (CLOCK_MONOTONIC), so that
+:mod:`emulation.pcap` can line frames up with the controller's reconfiguration timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from emulation.poll import wait_until
+
+SNAPLEN = 128
+FILE_MB = 100
+FILES = 2
+
+
+class CaptureError(RuntimeError):
+    """tcpdump is missing or did not start on a port."""
+
+
+class Capture:
+    """tcpdump on ``devices`` (root-namespace interface names) into ``out_dir`` (module doc).
+    :meth:`start` and :meth:`stop`; the processes are ours, ended by pid."""
+
+    def __init__(self, devices: list[str], out_dir: Path):
+        self.devices = list(devices)
+        self.out_dir = Path(out_dir)
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self) -> None:
+        """Start every tcpdump and wait until each has opened its port.
+
+        :raises CaptureError: tcpdump is not installed, or one exited or did not start in 10 s.
+        """
+        tcpdump = shutil.which("tcpdump")
+        if tcpdump is None:
+            raise CaptureError("--pcap: tcpdump is not installed (make setup installs it)")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for dev in self.devices:
+            log = open(self.out_dir / f"{dev}.log", "w")
+            self.procs.append(subprocess.Popen(
+                [tcpdump, "-i", dev, "-Q", "in", "-s", str(SNAPLEN), "-n", "-U", "-Z", "root", "--time-stamp-precision=micro",
+                 "-C", str(FILE_MB), "-W", str(FILES), "-w", str(self.out_dir / f"{dev}.pcap")],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+        def listening() -> bool:
+            for dev, p in zip(self.devices, self.procs):
+                if p.poll() is not None:
+                    raise CaptureError(f"--pcap: tcpdump on {dev} exited: {(self.out_dir / f'{dev}.log').read_text()[-200:]}")
+            return all("listening on" in (self.out_dir / f"{d}.log").read_text() for d in self.devices)
+
+        wait_until(listening, 10, lambda: CaptureError("--pcap: tcpdump did not start listening in 10 s"))
+        offsets = []
+        for _ in range(5):  # realtime - monotonic, read back to back (the smallest gap)
+            a = time.monotonic()
+            r = time.time()
+            b = time.monotonic()
+            offsets.append((b - a, r - (a + b) / 2))
+        (self.out_dir / "clock.json").write_text(json.dumps({"realtime_minus_monotonic_s": min(offsets)[1],
+                                                              "devices": self.devices}))
+
+    def stop(self) -> None:
+        """End every tcpdump (SIGTERM: it flushes its file), by pid."""
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+        self.procs.clear()

@@ -1,0 +1,188 @@
+"""What the captured packets say (``ocslab pcap RUN_DIR``; :mod:`emulation.emulator.capture`
+wrote them during ``ocslab run --pcap``), read with scapy.
+
+- Dark windows on the wire: for every reconfiguration the controller logged (``t_dark`` when the
+  old circuits were acknowledged gone, ``t_live`` when the new ones were), the silence on every
+  captured port around it: the last frame that entered the port before ``t_dark`` and the first
+  at or after ``t_live``; the gap between them next to the controller's measured window and the
+  one requested, and the frames that entered a port while it was dark (lost at the OCS).
+- TCP, per connection (both directions of a 4-tuple): retransmissions (a data segment seen again
+  on the same port), duplicate ACKs (a pure ACK repeating the previous one's number and window),
+  and the largest silence between two of its frames. The total of retransmissions is set next to
+  the agents' own count (TCP_INFO, ``result.json``).
+- Throughput of every captured port in :data:`BIN_S` bins (``pcap.png``), dark windows shaded.
+
+Times are real seconds of the emulation (CLOCK_MONOTONIC, like the controller's); divide by the
+run's time-dilation factor (``scale.tdf`` in ``result.json``) for real-equivalent ones.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+#: Width of the throughput bins, seconds.
+BIN_S = 0.01
+
+
+class PcapError(ValueError):
+    """A run directory without a capture, or one that cannot be read (one line)."""
+
+
+def reconfigurations(controller_log: Path) -> list[dict]:
+    """The ``reconfigured`` events (with a change) of a controller log, in order."""
+    out = []
+    for line in Path(controller_log).read_text(errors="replace").splitlines():
+        m = re.search(r" reconfigured (\{.*\})\s*$", line)
+        if m:
+            ev = json.loads(m.group(1))
+            if ev.get("changed"):
+                out.append(ev)
+    return out
+
+
+def read_frames(pcap_dir: Path) -> dict[str, list[tuple]]:
+    """Per captured port: ``(t, length, key, seq, ack, payload, flags, window)`` of every frame
+    (``key`` the TCP 4-tuple ``(src, sport, dst, dport)``, or None for other frames), ``t`` in
+    CLOCK_MONOTONIC seconds."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.utils import PcapReader
+
+    clock = json.loads((pcap_dir / "clock.json").read_text())
+    offset = clock["realtime_minus_monotonic_s"]
+    out: dict[str, list[tuple]] = {}
+    for dev in clock["devices"]:
+        rows = []
+        for path in sorted(pcap_dir.glob(f"{dev}.pcap*")):
+            with PcapReader(str(path)) as reader:
+                for pkt in reader:
+                    t = float(pkt.time) - offset
+                    length = int(getattr(pkt, "wirelen", None) or len(pkt))
+                    if IP in pkt and TCP in pkt:
+                        ip, tcp = pkt[IP], pkt[TCP]
+                        payload = ip.len - 4 * ip.ihl - 4 * tcp.dataofs
+                        rows.append((t, length, (ip.src, tcp.sport, ip.dst, tcp.dport), tcp.seq, tcp.ack, payload,
+                                     int(tcp.flags), tcp.window))
+                    else:
+                        rows.append((t, length, None, 0, 0, 0, 0, 0))
+        rows.sort(key=lambda r: r[0])
+        out[dev] = rows
+    return out
+
+
+def dark_windows(frames: dict[str, list[tuple]], recon: list[dict]) -> list[dict]:
+    """Per reconfiguration: requested and controller-measured window, and on the wire the
+    smallest and median silence around it over the ports that carried frames on both sides, and
+    the frames that entered a port while dark (module doc)."""
+    times = {d: np.array([r[0] for r in rows]) for d, rows in frames.items()}
+    out = []
+    for ev in recon:
+        td, tl = ev["t_dark"], ev["t_live"]
+        gaps, in_dark = [], 0
+        for t in times.values():
+            before = t[t < td]
+            after = t[t >= tl]
+            in_dark += int(((t >= td) & (t < tl)).sum())
+            if len(before) and len(after):
+                gaps.append(float(after[0] - before[-1]))
+        out.append({"t_dark": td, "requested_s": ev["reconfiguration_delay_s"], "measured_s": ev["dark_window_measured_s"],
+                    "wire_gap_min_s": min(gaps) if gaps else None,
+                    "wire_gap_median_s": float(np.median(gaps)) if gaps else None,
+                    "ports": len(gaps), "frames_in_dark": in_dark})
+    return out
+
+
+def tcp_connections(frames: dict[str, list[tuple]]) -> list[dict]:
+    """Per TCP connection: frames, data bytes, retransmitted segments, duplicate ACKs, the
+    largest silence (s) between two of its frames (on any port), first and last frame time."""
+    seen: dict[tuple, set] = defaultdict(set)
+    retrans: dict[tuple, set] = defaultdict(set)
+    last_ack: dict[tuple, tuple] = {}
+    dup: dict[tuple, int] = defaultdict(int)
+    when: dict[tuple, list[float]] = defaultdict(list)
+    data: dict[tuple, int] = defaultdict(int)
+    for dev, rows in frames.items():
+        for t, _, key, seq, ack, payload, flags, window in rows:
+            if key is None:
+                continue
+            conn = min(key, (key[2], key[3], key[0], key[1]))
+            when[conn].append(t)
+            if payload > 0:
+                seg = (key, seq, payload)
+                if seg in seen[dev, conn]:
+                    retrans[conn].add(seg)
+                seen[dev, conn].add(seg)
+                data[conn] += payload
+            elif flags & 0x10 and not flags & 0x07:  # a pure ACK (no SYN, FIN, RST)
+                prev = last_ack.get((dev, key))
+                if prev == (ack, window):
+                    dup[conn] += 1
+                last_ack[dev, key] = (ack, window)
+    out = []
+    for conn, ts in when.items():
+        ts.sort()
+        gaps = np.diff(ts) if len(ts) > 1 else np.zeros(1)
+        out.append({"connection": f"{conn[0]}:{conn[1]}-{conn[2]}:{conn[3]}", "frames": len(ts), "data_bytes": data[conn],
+                    "retransmissions": len(retrans[conn]), "dup_acks": dup[conn], "largest_gap_s": float(gaps.max()),
+                    "first_s": ts[0], "last_s": ts[-1]})
+    return sorted(out, key=lambda c: c["first_s"])
+
+
+def analyse(run_dir: Path) -> dict:
+    """The whole analysis of ``run_dir`` (``pcap.json``'s content; module doc).
+
+    :raises PcapError: no capture in ``run_dir``, or files that cannot be read.
+    """
+    run_dir = Path(run_dir)
+    pcap_dir = run_dir / "emulation" / "pcap"
+    if not (pcap_dir / "clock.json").exists():
+        raise PcapError(f"{run_dir}: no capture (run with ocslab run --pcap)")
+    try:
+        frames = read_frames(pcap_dir)
+        recon = reconfigurations(run_dir / "emulation" / "controller.log")
+    except (OSError, ValueError, KeyError) as e:
+        raise PcapError(f"{pcap_dir}: {e}") from None
+    conns = tcp_connections(frames)
+    agents = None
+    result = run_dir / "result.json"
+    if result.exists():
+        res = json.loads(result.read_text())
+        agents = sum(s.get("retransmissions") or 0 for r in res.get("runs", []) for s in r.get("steps", []))
+    return {"ports": {d: len(rows) for d, rows in frames.items()}, "dark_windows": dark_windows(frames, recon),
+            "tcp": {"connections": len(conns), "retransmissions": sum(c["retransmissions"] for c in conns),
+                    "retransmissions_tcp_info": agents, "dup_acks": sum(c["dup_acks"] for c in conns),
+                    "largest_gap_s": max((c["largest_gap_s"] for c in conns), default=0.0), "per_connection": conns}}
+
+
+def plot(run_dir: Path, report: dict, path: Path) -> None:
+    """Per-port throughput in :data:`BIN_S` bins, dark windows shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frames = read_frames(Path(run_dir) / "emulation" / "pcap")
+    t0 = min((rows[0][0] for rows in frames.values() if rows), default=0.0)
+    fig, ax = plt.subplots(figsize=(11, 4))
+    for dev, rows in sorted(frames.items()):
+        if not rows:
+            continue
+        t = np.array([r[0] for r in rows]) - t0
+        b = np.array([r[1] for r in rows], dtype=float)
+        bins = np.arange(0, t.max() + BIN_S, BIN_S)
+        mbps = np.histogram(t, bins=bins, weights=b)[0] * 8 / BIN_S / 1e6
+        ax.plot(bins[:-1], mbps, lw=0.6, label=dev)
+    for w in report["dark_windows"]:
+        ax.axvspan(w["t_dark"] - t0, w["t_dark"] - t0 + w["measured_s"], color="black", alpha=0.3, lw=0)
+    ax.set_xlabel("time since the first captured frame (s, emulation)")
+    ax.set_ylabel("Mbit/s into the OCS port")
+    ax.set_title(f"{Path(run_dir).name}: throughput per captured port; shaded = dark windows (controller)")
+    if len(frames) <= 16:
+        ax.legend(fontsize=5, ncol=4)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
