@@ -349,7 +349,9 @@ def _run(args) -> int:
     if _is_wan(args.file):
         from emulation.wan import cli as wan_cli
 
-        return wan_cli.run(args.file, args.backend, args.out)
+        if args.app or args.pcap:
+            return _fail("--app and --pcap apply to fabric scenarios, not WAN ones")
+        return wan_cli.run(args.file, args.backend, args.out, args.controller)
     loaded = _load_experiment(args.file)
     if isinstance(loaded, int):
         return loaded

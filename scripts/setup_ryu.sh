@@ -42,8 +42,8 @@ echo "setup: installing Ryu 4.34 into .venv-ryu ($("$py" --version 2>&1))"
 pip=(.venv-ryu/bin/pip install -q --disable-pip-version-check)
 # Ryu's setup.py uses setuptools' easy_install.get_script_args, removed in setuptools 58.
 "${pip[@]}" "setuptools<58" wheel >/dev/null 2>&1 || unavailable "pip could not install setuptools<58 into .venv-ryu"
-"${pip[@]}" --no-build-isolation "ryu==4.34" "eventlet==0.30.2" numpy scipy networkx pyyaml pydantic eval_type_backport 2>&1 | grep -v -i "^warning" || true
-.venv-ryu/bin/python -c "import ryu, eventlet, numpy, scipy, networkx, yaml, pydantic; from ryu.cmd import manager" 2>/dev/null \
+"${pip[@]}" --no-build-isolation "ryu==4.34" "eventlet==0.30.2" numpy scipy networkx pyyaml pydantic eval_type_backport cvxpy clarabel 2>&1 | grep -v -i "^warning" || true
+.venv-ryu/bin/python -c "import ryu, eventlet, numpy, scipy, networkx, yaml, pydantic, cvxpy; from ryu.cmd import manager" 2>/dev/null \
   || unavailable "Ryu 4.34 did not import in .venv-ryu after pip install (see pip's output above)"
 touch .venv-ryu/.ocslab-installed
 echo "setup: .venv-ryu ready (ryu-manager $(.venv-ryu/bin/ryu-manager --version 2>&1 | tail -1))"

@@ -146,6 +146,7 @@ CASES = [
     ("wan-unknown-key", ["run", "{wan}"], {"wan": ("  topology: b4", "  topology: b4\n  colour: red")}, "wan.colour"),
     ("wan-backend", ["run", "{wan}"], {"wan": ("backend: flow", "backend: ns3")}, "backend"),
     ("wan-backend-flag", ["run", "{wan}", "--backend", "ns3"], {"wan": ("scale: 0.8", "scale: 0.8")}, "--backend"),
+    ("wan-pcap", ["run", "{wan}", "--pcap"], {"wan": ("scale: 0.8", "scale: 0.8")}, "--pcap"),
     ("wan-kill-slice", ["run", "{wan}"], {"wan": ("payload_bytes: 500}", "payload_bytes: 500, kill: {slice: 7, interval: 1}}")},
      "packet.kill.slice"),
     ("wan-fail-link", ["run", "{wan}"], {"wan": ("payload_bytes: 500}", "payload_bytes: 500, fail: {link: [0, 9], interval: 1}}")},

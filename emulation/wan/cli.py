@@ -11,9 +11,10 @@ from emulation.cli import _fail, _fresh_out
 from emulation.scenario import ScenarioError
 
 
-def run(path: Path, backend: str | None, out: Path | None) -> int:
-    """Run the WAN scenario at ``path`` (``--backend`` or the file's: flow or mininet) and write
-    its results; the exit status."""
+def run(path: Path, backend: str | None, out: Path | None, controller: str | None = None) -> int:
+    """Run the WAN scenario at ``path`` (``--backend`` or the file's: flow or mininet; the slice
+    controllers on ``controller``, default the file's ``packet.controller``) and write its
+    results; the exit status."""
     import datetime as dt
 
     import yaml
@@ -33,10 +34,14 @@ def run(path: Path, backend: str | None, out: Path | None) -> int:
     out = _fresh_out(out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
     if isinstance(out, int):
         return out
+    if controller:
+        sc = sc.model_copy(update={"packet": sc.packet.model_copy(update={"controller": controller})})
     if backend == "mininet":
-        from emulation.emulator.net import EmulationError
+        from emulation.emulator.net import EmulationError, ryu_unavailable
         from emulation.wan.replay import replay
 
+        if sc.packet.controller == "ryu" and ryu_unavailable():
+            return _fail(f"--controller: ryu is unavailable here: {ryu_unavailable()}")
         try:
             res = replay(sc, out / "emulation")
         except EmulationError as e:

@@ -31,7 +31,7 @@ from emulation import dataplane as dpn
 from emulation.emulator import registry, shaper
 from emulation.emulator.capabilities import detect
 from emulation.emulator.controller_client import ControllerClient, ControllerError
-from emulation.emulator.net import _OFFLOADS, EmulationError, MachineBusy, free_port, stop_pid
+from emulation.emulator.net import _OFFLOADS, EmulationError, MachineBusy, controller_command, free_port, stop_pid
 from emulation.poll import wait_until
 from emulation.wan.slicing import Slicing
 from emulation.wan.tunnels import Tunnels
@@ -86,18 +86,21 @@ class WanNet:
     """A running WAN emulation (module doc).
 
     :param link_mbps: the rate of the largest-capacity link (Mbit/s of Ethernet frames, <= 1000).
+    :param controller: the framework of the slice controllers, ``os-ken`` or ``ryu``
+        (:func:`emulation.emulator.net.controller_command`).
     :raises MachineBusy: another emulation holds the machine, or a killed run left state behind.
     :raises EmulationError: not root, Open vSwitch not running, a controller did not start or did
         not program its routers within 60 s.
     """
 
     def __init__(self, topo: WanTopology, tunnels: Tunnels, slicing: Slicing, te: dict, run_dir: Path, *,
-                 link_mbps: float):
+                 link_mbps: float, controller: str = "os-ken"):
         if not 0 < link_mbps <= 1000:
             raise EmulationError(f"link_mbps: must be in (0, 1000] Mbit/s, got {link_mbps}")
         self.topo, self.tunnels, self.slicing, self.te = topo, tunnels, slicing, te
         self.run_dir = Path(run_dir).resolve()
         self.link_mbps = link_mbps
+        self.runtime = controller
         self.mbps_per_unit = link_mbps / max(topo.capacity)
         self.net = None
         self.controllers: dict[int, subprocess.Popen] = {}
@@ -190,12 +193,12 @@ class WanNet:
         conf.write_text(json.dumps(self.slice_config(k)))
         ofp, api = free_port(), free_port()
         log = self.run_dir / f"controller-{k}.log"
+        cmd, env = controller_command(self.runtime, ["wan_te"], [
+            "--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(ofp), "--ocslab-wan", str(conf),
+            "--ocslab-api-port", str(api), "--log-file", str(log)])
         with open(log, "w") as fh:
-            self.controllers[k] = subprocess.Popen(
-                [sys.executable, "-m", "controllers", "wan_te", "--ofp-listen-host", "127.0.0.1",
-                 "--ofp-tcp-listen-port", str(ofp), "--ocslab-wan", str(conf), "--ocslab-api-port", str(api),
-                 "--log-file", str(log)],
-                stdout=fh, stderr=subprocess.STDOUT, cwd=str(Path(__file__).resolve().parents[2]), start_new_session=True)
+            self.controllers[k] = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                                   cwd=str(Path(__file__).resolve().parents[2]), start_new_session=True)
         self.clients[k] = client = ControllerClient(api, timeout=60)
         proc = self.controllers[k]
 

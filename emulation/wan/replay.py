@@ -75,7 +75,7 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
         u, v = p.fail.link
         failed_link = [topo.links.index((u, v))] + ([topo.links.index((v, u))] if (v, u) in topo.links else [])
     run_dir = Path(run_dir)
-    with em.WanNet(topo, tunnels, slicing, te, run_dir, link_mbps=p.link_mbps) as net:
+    with em.WanNet(topo, tunnels, slicing, te, run_dir, link_mbps=p.link_mbps, controller=p.controller) as net:
         net.add_flow_addresses(p.flows)
         splits = np.zeros(len(tunnels.paths))
         answers = _install(net, views(tunnels, matrices[0], slicing, dev, first), [])

@@ -147,7 +147,8 @@ class PacketSpec(StrictModel):
     largest-capacity link (Mbit/s of frames; every link is shaped in proportion to its
     capacity), ``interval_s`` how long each matrix is replayed, ``flows`` UDP flows per demand,
     ``payload_bytes`` per datagram, ``warmup_s`` after each interval's start before link loads
-    are measured, and the faults ``kill`` and ``fail``."""
+    are measured, the faults ``kill`` and ``fail``, and the framework the slice controllers run on
+    (``controller``: ``os-ken`` or ``ryu``)."""
 
     link_mbps: float = Field(default=8.0, gt=0, le=200)
     interval_s: float = Field(default=3.0, ge=1.0, le=60)
@@ -156,6 +157,7 @@ class PacketSpec(StrictModel):
     warmup_s: float = Field(default=1.0, ge=0.2)
     kill: KillSpec | None = None
     fail: FailSpec | None = None
+    controller: Literal["os-ken", "ryu"] = "os-ken"
 
     @model_validator(mode="after")
     def _warmup(self):
