@@ -23,6 +23,8 @@ from emulation.fabric import Circuit, Configuration, FabricError
 
 PRIO_CIRCUIT = 100
 PRIO_DROP = 0
+PRIO_PROBE = 150  # NIC: above the routes (which match IPv4 and ARP only)
+PRIO_PROBE_DROP = 1  # OCS: below the circuits, above the counted catch-all
 
 
 class CircuitSwitch(OcsLabApp):
@@ -55,7 +57,7 @@ class CircuitSwitch(OcsLabApp):
         # fail mode would drop these packets anyway, without saying where.
         cookie = dpn.COOKIE_DARK if k is not None else dpn.COOKIE_NO_ROUTE
         catch_all = self.add_flow(dp, PRIO_DROP, parser.OFPMatch(), [parser.OFPActionOutput(ofp.OFPP_LOCAL)], cookie)
-        msgs = [self.delete_all_flows(dp), catch_all]
+        msgs = [self.delete_all_flows(dp), catch_all, *self._probe_rules(dp, k)]
         if k is not None:
             ocs = self.state.fabric.ocs[k]
             with self.state.lock:
@@ -96,6 +98,21 @@ class CircuitSwitch(OcsLabApp):
             reason=reason.get(msg.reason, str(msg.reason)),
             link_down=bool(msg.desc.state & ofp.OFPPS_LINK_DOWN),
         )
+
+    def _probe_rules(self, dp, k: int | None) -> list:
+        """Rules for wire probes (:data:`emulation.dataplane.PROBE_ETHERTYPE`, sent by the GPUs
+        of a captured run): a NIC floods its GPU's probes to every fabric port and hands probes
+        from the fabric to its GPU; an OCS drops, uncounted, the probes of a port without a
+        circuit (its circuit rules carry the others like any frame)."""
+        parser, ofp = dp.ofproto_parser, dp.ofproto
+        probe = {"eth_type": dpn.PROBE_ETHERTYPE}
+        if k is not None:
+            return [self.add_flow(dp, PRIO_PROBE_DROP, parser.OFPMatch(**probe), [])]
+        if dp.id - dpn.DPID_NIC not in range(self.state.fabric.gpus):
+            return []
+        out = [parser.OFPActionOutput(dpn.nic_port(j)) for j in range(self.state.fabric.ports_per_gpu)]
+        return [self.add_flow(dp, PRIO_PROBE, parser.OFPMatch(in_port=dpn.NIC_HOST_PORT, **probe), out),
+                self.add_flow(dp, PRIO_PROBE - 1, parser.OFPMatch(**probe), [parser.OFPActionOutput(dpn.NIC_HOST_PORT)])]
 
     # ---- circuits --------------------------------------------------------------------------
     def _ocs_index(self, dpid: int) -> int | None:

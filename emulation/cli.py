@@ -399,11 +399,13 @@ def _pcap_report(run_dir: Path) -> int:
     (run_dir / "pcap.json").write_text(json.dumps(rep, indent=1))
     pcap.plot(run_dir, rep, run_dir / "pcap.png")
     con = Console()
-    for w in rep["dark_windows"]:
-        gap = "-" if w["wire_gap_min_s"] is None else f"{w['wire_gap_min_s'] * 1e3:.2f}"
+    for w, p in zip(rep["dark_windows"], rep["probe_windows"]):
+        wire = "-" if p["wire_s"] is None else (f"{p['wire_s'] * 1e3:.2f} ms ({p['wire_min_s'] * 1e3:.2f}-"
+                                               f"{p['wire_max_s'] * 1e3:.2f} over {p['senders']} GPUs)")
         con.print(f"dark window at {w['t_dark']:.3f}: requested {w['requested_s'] * 1e3:.2f} ms, controller "
-                  f"{w['measured_s'] * 1e3:.2f} ms, wire silence (shortest of {w['ports']} ports) {gap} ms, "
-                  f"{w['frames_in_dark']} frames sent into it")
+                  f"{w['measured_s'] * 1e3:.2f} ms, wire (probes) {wire}"
+                  f"{', agrees' if p['agrees'] else ', DISAGREES'} (frame time {rep['frame_s'] * 1e3:.2f} ms + 1 ms); "
+                  f"{w['frames_in_dark']} data frames sent into it")
     t = rep["tcp"]
     con.print(f"TCP: {t['connections']} connections, {t['retransmissions']} retransmitted segments on the wire "
               f"(agents' TCP_INFO: {t['retransmissions_tcp_info']}), {t['dup_acks']} duplicate ACKs, largest "

@@ -34,6 +34,8 @@ AGENT_PORT = 5001
 #: OpenFlow cookies of the lowest-priority drop rules the controller installs: on an OCS they
 #: count packets that reached a port with no circuit (dark), on a NIC or EPS bridge packets with
 #: no route (:mod:`emulation.emulator.counters`).
+#: EtherType of the wire probes of a captured run (IEEE local experimental; ``ocslab run --pcap``).
+PROBE_ETHERTYPE = 0x88B5
 COOKIE_DARK = 0xDA4C
 COOKIE_NO_ROUTE = 0x40DE
 

@@ -74,6 +74,50 @@ def read_frames(pcap_dir: Path) -> dict[str, list[tuple]]:
     return out
 
 
+def read_probes(pcap_dir: Path) -> dict[int, np.ndarray]:
+    """Arrival times (CLOCK_MONOTONIC s, sorted) of every GPU's wire probes at the other GPUs
+    (:mod:`emulation.emulator.probe`), by sending GPU; empty without probe captures."""
+    from scapy.utils import RawPcapReader
+
+    clock = json.loads((pcap_dir / "clock.json").read_text())
+    offset = clock["realtime_minus_monotonic_s"]
+    got: dict[int, list[float]] = defaultdict(list)
+    for dev in clock.get("probe_devices", []):
+        for path in sorted(pcap_dir.glob(f"probe-{dev}.pcap*")):
+            for data, meta in RawPcapReader(str(path)):
+                if len(data) >= 16:
+                    t = meta.sec + meta.usec * 1e-6  # tcpdump writes pcap with microsecond stamps
+                    got[int.from_bytes(data[14:16], "big")].append(t - offset)
+    return {g: np.sort(np.array(ts)) for g, ts in got.items()}
+
+
+def probe_windows(probes: dict[int, np.ndarray], recon: list[dict], frame_s: float) -> list[dict]:
+    """Per reconfiguration: the dark window on the wire, from the probes. Per sending GPU, the
+    longest silence between two of its probes' arrivals that overlaps ``[t_dark, t_live]``;
+    its median over the GPUs, next to the requested and the controller-measured window, and
+    whether they agree within one frame time (``frame_s``) plus 1 ms without undercutting the
+    requested one."""
+    out = []
+    for ev in recon:
+        td, tl = ev["t_dark"], ev["t_live"]
+        silences = []
+        for ts in probes.values():
+            near = ts[(ts > td - 0.2) & (ts < tl + 0.2)]
+            if len(near) < 2:
+                continue
+            a, b = near[:-1], near[1:]
+            over = (b > td) & (a < tl)
+            if over.any():
+                silences.append(float((b - a)[over].max()))
+        wire = float(np.median(silences)) if silences else None
+        out.append({"t_dark": td, "requested_s": ev["reconfiguration_delay_s"], "measured_s": ev["dark_window_measured_s"],
+                    "wire_s": wire, "wire_min_s": min(silences) if silences else None,
+                    "wire_max_s": max(silences) if silences else None, "senders": len(silences),
+                    "agrees": wire is not None and abs(wire - ev["dark_window_measured_s"]) <= frame_s + 1e-3
+                    and wire >= ev["reconfiguration_delay_s"]})
+    return out
+
+
 def dark_windows(frames: dict[str, list[tuple]], recon: list[dict]) -> list[dict]:
     """Per reconfiguration: requested and controller-measured window, and on the wire the
     smallest and median silence around it over the ports that carried frames on both sides, and
@@ -147,12 +191,14 @@ def analyse(run_dir: Path) -> dict:
     except (OSError, ValueError, KeyError) as e:
         raise PcapError(f"{pcap_dir}: {e}") from None
     conns = tcp_connections(frames)
-    agents = None
+    agents, frame_s = None, 0.0
     result = run_dir / "result.json"
     if result.exists():
         res = json.loads(result.read_text())
         agents = sum(s.get("retransmissions") or 0 for r in res.get("runs", []) for s in r.get("steps", []))
+        frame_s = 1514 * 8 / ((res.get("scale") or {}).get("link_mbps", 10.0) * 1e6)
     return {"ports": {d: len(rows) for d, rows in frames.items()}, "dark_windows": dark_windows(frames, recon),
+            "frame_s": frame_s, "probe_windows": probe_windows(read_probes(pcap_dir), recon, frame_s),
             "tcp": {"connections": len(conns), "retransmissions": sum(c["retransmissions"] for c in conns),
                     "retransmissions_tcp_info": agents, "dup_acks": sum(c["dup_acks"] for c in conns),
                     "largest_gap_s": max((c["largest_gap_s"] for c in conns), default=0.0), "per_connection": conns}}

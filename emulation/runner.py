@@ -9,6 +9,7 @@ import dataclasses
 import datetime as dt
 import json
 import platform
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -92,6 +93,10 @@ def _warnings(runs: list[RunResult]) -> list[str]:
     return [f"{r.name} {format_bytes(r.bytes)}: {p}" for r in runs for p in (r.checks.problems if r.checks else [])]
 
 
+#: Interval of the wire probes of a captured run, seconds (:mod:`emulation.emulator.probe`).
+PROBE_INTERVAL_S = 0.001
+
+
 def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, force: bool = False,
                 pcap: list[str] | None = None) -> ScenarioResult:
     """Run every job of ``exp`` with real packets; return its result.
@@ -162,11 +167,14 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
                 if unknown:
                     raise EmulationError(f"--pcap: {unknown[0]} is not a port of this fabric "
                                          f"(e.g. {', '.join(emu.ocs_input_ports()[:3])})")
-                capture = Capture(devices, out / "emulation" / "pcap")
+                capture = Capture(devices, out / "emulation" / "pcap", emu.host_link_ports())
                 try:
                     capture.start()
                 except CaptureError as e:
                     raise EmulationError(str(e)) from None
+                for g in range(exp.fabric.gpus):  # wire probes (emulation.emulator.probe), ended with the fabric
+                    emu.popen(g, [sys.executable, "-m", "emulation.emulator.probe", emu.host(g).defaultIntf().name,
+                                  str(g), str(PROBE_INTERVAL_S)], out / "emulation" / "pcap" / f"probe-g{g}.log")
             for run in exp.runs(progress):
                 for it, arr in enumerate(arrivals):
                     tag = f"-it{it}" if len(arrivals) > 1 else ""

@@ -1,7 +1,7 @@
 """Packet capture on fabric ports (``ocslab run --pcap``): one ``tcpdump`` per port, writing
 ``<dir>/<port>.pcap`` (snap length :data:`SNAPLEN` bytes, at most :data:`FILE_MB` MB per file and
 :data:`FILES` files per port, oldest overwritten), frames entering the port's bridge only
-(``-Q in``: at an OCS input, what the NIC put on the fibre). ``clock.json`` records the offset
+(``-Q in``: at an OCS input, what the NIC put on the fibre), wire probes left out. ``clock.json`` records the offset
 between the capture's clock (CLOCK_REALTIME) and the controller's (CLOCK_MONOTONIC), so that
 :mod:`emulation.pcap` can line frames up with the controller's reconfiguration timestamps.
 """
@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from emulation.dataplane import PROBE_ETHERTYPE
 from emulation.poll import wait_until
 
 SNAPLEN = 128
@@ -26,11 +27,14 @@ class CaptureError(RuntimeError):
 
 
 class Capture:
-    """tcpdump on ``devices`` (root-namespace interface names) into ``out_dir`` (module doc).
-    :meth:`start` and :meth:`stop`; the processes are ours, ended by pid."""
+    """tcpdump on ``devices`` (root-namespace interface names) into ``out_dir`` (module doc),
+    and on ``probe_devices`` (the GPUs' host links, frames toward the GPU) the wire probes
+    (:mod:`emulation.emulator.probe`) only, into ``probe-<device>.pcap``. :meth:`start` and
+    :meth:`stop`; the processes are ours, ended by pid."""
 
-    def __init__(self, devices: list[str], out_dir: Path):
+    def __init__(self, devices: list[str], out_dir: Path, probe_devices: list[str] = ()):
         self.devices = list(devices)
+        self.probe_devices = list(probe_devices)
         self.out_dir = Path(out_dir)
         self.procs: list[subprocess.Popen] = []
 
@@ -43,18 +47,23 @@ class Capture:
         if tcpdump is None:
             raise CaptureError("--pcap: tcpdump is not installed (make setup installs it)")
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        for dev in self.devices:
-            log = open(self.out_dir / f"{dev}.log", "w")
+        probe = ["ether", "proto", f"{PROBE_ETHERTYPE:#06x}"]
+        jobs = [(dev, dev, "in", ["not", *probe]) for dev in self.devices]
+        jobs += [(dev, f"probe-{dev}", "out", probe) for dev in self.probe_devices]
+        for dev, name, direction, bpf in jobs:
+            log = open(self.out_dir / f"{name}.log", "w")
             self.procs.append(subprocess.Popen(
-                [tcpdump, "-i", dev, "-Q", "in", "-s", str(SNAPLEN), "-n", "-U", "-Z", "root", "--time-stamp-precision=micro",
-                 "-C", str(FILE_MB), "-W", str(FILES), "-w", str(self.out_dir / f"{dev}.pcap")],
+                [tcpdump, "-i", dev, "-Q", direction, "-s", str(SNAPLEN), "-n", "-U", "-Z", "root",
+                 "--time-stamp-precision=micro", "-C", str(FILE_MB), "-W", str(FILES),
+                 "-w", str(self.out_dir / f"{name}.pcap"), *bpf],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        names = [name for _, name, _, _ in jobs]
 
         def listening() -> bool:
-            for dev, p in zip(self.devices, self.procs):
+            for name, p in zip(names, self.procs):
                 if p.poll() is not None:
-                    raise CaptureError(f"--pcap: tcpdump on {dev} exited: {(self.out_dir / f'{dev}.log').read_text()[-200:]}")
-            return all("listening on" in (self.out_dir / f"{d}.log").read_text() for d in self.devices)
+                    raise CaptureError(f"--pcap: tcpdump {name} exited: {(self.out_dir / f'{name}.log').read_text()[-200:]}")
+            return all("listening on" in (self.out_dir / f"{n}.log").read_text() for n in names)
 
         wait_until(listening, 10, lambda: CaptureError("--pcap: tcpdump did not start listening in 10 s"))
         offsets = []
@@ -64,7 +73,8 @@ class Capture:
             b = time.monotonic()
             offsets.append((b - a, r - (a + b) / 2))
         (self.out_dir / "clock.json").write_text(json.dumps({"realtime_minus_monotonic_s": min(offsets)[1],
-                                                              "devices": self.devices}))
+                                                              "devices": self.devices,
+                                                              "probe_devices": self.probe_devices}))
 
     def stop(self) -> None:
         """End every tcpdump (SIGTERM: it flushes its file), by pid."""

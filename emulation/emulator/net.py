@@ -448,6 +448,15 @@ class EmulatedFabric:
                     out.append(me.name)
         return sorted(out)
 
+    def host_link_ports(self) -> list[str]:
+        """Root-namespace interfaces of every GPU's host link (the NIC end), in GPU order."""
+        ends = {}
+        for link in self.net.links:
+            for me, peer in ((link.intf1, link.intf2), (link.intf2, link.intf1)):
+                if dpn.node_kind(me.node.name) == "n" and dpn.node_kind(peer.node.name) == "g":
+                    ends[dpn.node_index(peer.node.name)] = me.name
+        return [ends[g] for g in sorted(ends)]
+
     def host(self, gpu: int):
         """The Mininet host of GPU ``gpu``."""
         return self.net.get(dpn.host_name(gpu))
