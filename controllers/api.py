@@ -26,19 +26,17 @@ one.
 
 from __future__ import annotations
 
-import json
 import logging
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-from controllers.sdn import app_manager, cfg, hub
+from controllers.http_api import JsonHandler, serve
+from controllers.sdn import app_manager, cfg
 from controllers.circuit_switch import CircuitSwitch
 from controllers.base import OcsLabApp
 from emulation.fabric import Configuration, FabricError
 
 LOG = logging.getLogger("ocslab.api")
-#: Largest request body accepted (bytes); a rotor of many configurations fits easily.
-MAX_BODY_BYTES = 16 << 20
 #: Largest time a request may ask for (dark window, slot, start delay), seconds.
 MAX_SECONDS = 600.0
 
@@ -69,11 +67,8 @@ class JsonApi(OcsLabApp):
 
     def start(self):
         thread = super().start()
-        port = cfg.CONF.ocslab.api_port
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
-        self.server.daemon_threads = True
+        self.server = serve(cfg.CONF.ocslab.api_port, self._handler_class())
         self.state.log_event("api-listening", port=self.server.server_address[1])
-        hub.spawn(self.server.serve_forever)
         return thread
 
     def stop(self):
@@ -90,23 +85,12 @@ class JsonApi(OcsLabApp):
     def _handler_class(self):
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, fmt, *args):  # route to our logger, not stderr
-                LOG.debug(fmt, *args)
-
-            def _send(self, code: int, body: object) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def do_GET(self):  # noqa: N802 - http.server API
                 try:
                     self._get()
                 except ValueError as e:
-                    self._send(400, {"error": f"bad request: {e}"})
+                    self.send_json(400, {"error": f"bad request: {e}"})
 
             def _get(self) -> None:
                 url = urlparse(self.path)
@@ -116,30 +100,25 @@ class JsonApi(OcsLabApp):
                     with st.lock:
                         up = set(st.programmed)
                     sw = {name: dpid in up for dpid, name in sorted(names.items())}
-                    self._send(200, {"switches": sw, "ready": all(sw.values())})
+                    self.send_json(200, {"switches": sw, "ready": all(sw.values())})
                 elif url.path == "/circuits":
                     with st.lock:
-                        self._send(200, st.circuits.to_json())
+                        self.send_json(200, st.circuits.to_json())
                 elif url.path == "/events":
                     since = int(parse_qs(url.query).get("since", ["0"])[0])
                     if since < 0:
                         raise ValueError(f"since must be >= 0, got {since}")
-                    self._send(200, st.events(since))
+                    self.send_json(200, st.events(since))
                 else:
-                    self._send(404, {"error": f"no endpoint {url.path}"})
+                    self.send_json(404, {"error": f"no endpoint {url.path}"})
 
             def do_POST(self):  # noqa: N802
                 url = urlparse(self.path)
                 try:
-                    length = int(self.headers.get("Content-Length", 0))
-                    if not 0 <= length <= MAX_BODY_BYTES:
-                        raise ValueError(f"Content-Length must be in [0, {MAX_BODY_BYTES}], got {length}")
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                    if not isinstance(body, dict):
-                        raise ValueError(f"the body must be a JSON object, got {type(body).__name__}")
+                    body = self.read_json()
                     dark = _seconds(body, "reconfiguration_delay_s", 0.0)
-                except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-                    self._send(400, {"error": f"bad request: {e}"})
+                except ValueError as e:
+                    self.send_json(400, {"error": f"bad request: {e}"})
                     return
                 if url.path == "/failover":
                     try:
@@ -147,19 +126,19 @@ class JsonApi(OcsLabApp):
                         if app is None:
                             raise RuntimeError("the failover app is not loaded")
                         if body.get("disarm"):
-                            self._send(200, app.disarm())
+                            self.send_json(200, app.disarm())
                             return
-                        self._send(200, app.arm(str(body["mode"]), _ints(body, "placement"), _ints(body, "spares"),
+                        self.send_json(200, app.arm(str(body["mode"]), _ints(body, "placement"), _ints(body, "spares"),
                                                 dark))
                     except (KeyError, TypeError, ValueError, AttributeError, FabricError, RuntimeError) as e:
-                        self._send(400, {"error": str(e)})
+                        self.send_json(400, {"error": str(e)})
                     return
                 if url.path == "/rotor":
                     try:
                         cs = api._circuit_switch()
                         if body.get("stop"):
                             cs.stop_rotor()
-                            self._send(200, {"stopped": True})
+                            self.send_json(200, {"stopped": True})
                             return
                         if not isinstance(body.get("configurations"), list) or not isinstance(body.get("slots_s"), list):
                             raise ValueError("configurations and slots_s must be lists")
@@ -168,21 +147,21 @@ class JsonApi(OcsLabApp):
                         count = body.get("count")
                         if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= 10**7:
                             raise ValueError(f"count must be an integer in [0, 1e7], got {count!r}")
-                        self._send(200, cs.start_rotor(configs, slots, dark, count,
+                        self.send_json(200, cs.start_rotor(configs, slots, dark, count,
                                                        _seconds(body, "start_delay_s", 0.05)))
                     except (KeyError, TypeError, ValueError, AttributeError, FabricError, RuntimeError) as e:
-                        self._send(400, {"error": str(e)})
+                        self.send_json(400, {"error": str(e)})
                     return
                 if url.path != "/configuration":
-                    self._send(404, {"error": f"no endpoint {url.path}"})
+                    self.send_json(404, {"error": f"no endpoint {url.path}"})
                     return
                 try:
                     config = Configuration.from_json(body["configuration"])
-                    self._send(200, api._circuit_switch().apply(config, dark))
+                    self.send_json(200, api._circuit_switch().apply(config, dark))
                 except (KeyError, TypeError, ValueError, AttributeError, FabricError) as e:
-                    self._send(400, {"error": str(e)})
+                    self.send_json(400, {"error": str(e)})
                 except Exception as e:  # a switch that fails mid-way: report, keep serving
                     LOG.exception("apply failed")
-                    self._send(500, {"error": f"{type(e).__name__}: {e}"})
+                    self.send_json(500, {"error": f"{type(e).__name__}: {e}"})
 
         return Handler

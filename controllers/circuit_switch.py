@@ -104,7 +104,7 @@ class CircuitSwitch(OcsLabApp):
         of a captured run): a NIC floods its GPU's probes to every fabric port and hands probes
         from the fabric to its GPU; an OCS drops, uncounted, the probes of a port without a
         circuit (its circuit rules carry the others like any frame)."""
-        parser, ofp = dp.ofproto_parser, dp.ofproto
+        parser = dp.ofproto_parser
         probe = {"eth_type": dpn.PROBE_ETHERTYPE}
         if k is not None:
             return [self.add_flow(dp, PRIO_PROBE_DROP, parser.OFPMatch(**probe), [])]

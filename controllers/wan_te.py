@@ -29,12 +29,14 @@ import json
 import logging
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import numpy as np
 from controllers.sdn import CONFIG_DISPATCHER, MAIN_DISPATCHER, App, cfg, hub, ofp_event, ofproto_v1_3, set_ev_cls
 from controllers import flags  # noqa: F401 - registers --ocslab-*
 from controllers.barriers import Barriers
+from controllers.base import OcsLabApp
+from controllers.http_api import JsonHandler, serve
 
 LOG = logging.getLogger("ocslab.wan_te")
 #: Bucket weights of a demand sum to WEIGHT (:func:`bucket_weights`). Open vSwitch selects a
@@ -45,7 +47,6 @@ LOG = logging.getLogger("ocslab.wan_te")
 WEIGHT = 64
 TRANSIT_PRIORITY, INGRESS_PRIORITY = 100, 200
 VID_PRESENT = 0x1000
-MAX_BODY_BYTES = 16 << 20
 
 
 class SliceConfig:
@@ -127,14 +128,14 @@ class WanTe(App):
                 actions = [parser.OFPActionPopVlan(), parser.OFPActionOutput(c.host_port)]
             else:
                 actions = [parser.OFPActionOutput(c.port[c.tunnels.paths[t][i]][0])]
-            msgs.append(_flow(dp, TRANSIT_PRIORITY, match, actions))
+            msgs.append(OcsLabApp.add_flow(dp, TRANSIT_PRIORITY, match, actions))
         for d, (s, dst) in enumerate(c.tunnels.demands):
             if s != r:
                 continue
             msgs.append(parser.OFPGroupMod(dp, command=ofp.OFPGC_ADD, type_=ofp.OFPGT_SELECT, group_id=d + 1,
                                            buckets=self._buckets(dp, d)))
             match = parser.OFPMatch(in_port=c.host_port, eth_type=0x0800, ipv4_dst=c.host_ip[dst])
-            msgs.append(_flow(dp, INGRESS_PRIORITY, match, [parser.OFPActionGroup(d + 1)]))
+            msgs.append(OcsLabApp.add_flow(dp, INGRESS_PRIORITY, match, [parser.OFPActionGroup(d + 1)]))
         try:
             self.barriers.send_with_barriers([(dp, msgs)], timeout=10.0)
         except Exception:
@@ -205,9 +206,7 @@ class WanTe(App):
     # ---- API -----------------------------------------------------------------------------
     def start(self):
         thread = super().start()
-        self.server = ThreadingHTTPServer(("127.0.0.1", cfg.CONF.ocslab.api_port), _handler(self))
-        self.server.daemon_threads = True
-        hub.spawn(self.server.serve_forever)
+        self.server = serve(cfg.CONF.ocslab.api_port, _handler(self))
         return thread
 
     def stop(self):
@@ -233,49 +232,29 @@ def bucket_weights(splits) -> tuple[list[int], int]:
     return [int(v) for v in w[:-1]], int(w[-1])
 
 
-def _flow(dp, priority: int, match, actions: list):
-    parser, ofp = dp.ofproto_parser, dp.ofproto
-    inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
-    return parser.OFPFlowMod(dp, priority=priority, match=match, instructions=inst)
-
-
 def _handler(app: WanTe):
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, fmt, *args):
-            LOG.debug(fmt, *args)
-
-        def _send(self, code: int, body: object) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def do_GET(self):  # noqa: N802 - http.server API
             if self.path == "/status":
-                self._send(200, app.status())
+                self.send_json(200, app.status())
             else:
-                self._send(404, {"error": f"no endpoint {self.path}"})
+                self.send_json(404, {"error": f"no endpoint {self.path}"})
 
         def do_POST(self):  # noqa: N802
             if self.path != "/interval":
-                self._send(404, {"error": f"no endpoint {self.path}"})
+                self.send_json(404, {"error": f"no endpoint {self.path}"})
                 return
             try:
-                length = int(self.headers.get("Content-Length", 0))
-                if not 0 <= length <= MAX_BODY_BYTES:
-                    raise ValueError(f"Content-Length must be in [0, {MAX_BODY_BYTES}]")
-                body = json.loads(self.rfile.read(length) or b"{}")
+                body = self.read_json()
                 view = np.array(body["view"], dtype=float)
                 failed = [int(e) for e in body.get("failed", [])]
                 if any(not 0 <= e < len(app.conf.links) for e in failed):
                     raise ValueError(f"failed links must be in [0, {len(app.conf.links)})")
-                self._send(200, app.solve_and_install(view, failed))
+                self.send_json(200, app.solve_and_install(view, failed))
             except (KeyError, TypeError, ValueError) as e:
-                self._send(400, {"error": f"bad request: {e}"})
+                self.send_json(400, {"error": f"bad request: {e}"})
             except Exception as e:  # the solver or a switch failed: report, keep serving
                 LOG.exception("interval failed")
-                self._send(500, {"error": f"{type(e).__name__}: {e}"})
+                self.send_json(500, {"error": f"{type(e).__name__}: {e}"})
 
     return Handler

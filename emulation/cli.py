@@ -393,11 +393,10 @@ def _pcap_report(run_dir: Path) -> int:
     from emulation import pcap
 
     try:
-        rep = pcap.analyse(run_dir)
+        rep = pcap.analyse(run_dir, run_dir / "pcap.png")
     except pcap.PcapError as e:
         return _fail(str(e))
     (run_dir / "pcap.json").write_text(json.dumps(rep, indent=1))
-    pcap.plot(run_dir, rep, run_dir / "pcap.png")
     con = Console()
     for w, p in zip(rep["dark_windows"], rep["probe_windows"]):
         wire = "-" if p["wire_s"] is None else (f"{p['wire_s'] * 1e3:.2f} ms ({p['wire_min_s'] * 1e3:.2f}-"

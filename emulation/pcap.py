@@ -176,8 +176,9 @@ def tcp_connections(frames: dict[str, list[tuple]]) -> list[dict]:
     return sorted(out, key=lambda c: c["first_s"])
 
 
-def analyse(run_dir: Path) -> dict:
-    """The whole analysis of ``run_dir`` (``pcap.json``'s content; module doc).
+def analyse(run_dir: Path, png: Path | None = None) -> dict:
+    """The whole analysis of ``run_dir`` (``pcap.json``'s content; module doc); with ``png``,
+    also the throughput plot (:func:`plot`) from the same frames.
 
     :raises PcapError: no capture in ``run_dir``, or files that cannot be read.
     """
@@ -197,21 +198,24 @@ def analyse(run_dir: Path) -> dict:
         res = json.loads(result.read_text())
         agents = sum(s.get("retransmissions") or 0 for r in res.get("runs", []) for s in r.get("steps", []))
         frame_s = 1514 * 8 / ((res.get("scale") or {}).get("link_mbps", 10.0) * 1e6)
-    return {"ports": {d: len(rows) for d, rows in frames.items()}, "dark_windows": dark_windows(frames, recon),
-            "frame_s": frame_s, "probe_windows": probe_windows(read_probes(pcap_dir), recon, frame_s),
-            "tcp": {"connections": len(conns), "retransmissions": sum(c["retransmissions"] for c in conns),
-                    "retransmissions_tcp_info": agents, "dup_acks": sum(c["dup_acks"] for c in conns),
-                    "largest_gap_s": max((c["largest_gap_s"] for c in conns), default=0.0), "per_connection": conns}}
+    report = {"ports": {d: len(rows) for d, rows in frames.items()}, "dark_windows": dark_windows(frames, recon),
+              "frame_s": frame_s, "probe_windows": probe_windows(read_probes(pcap_dir), recon, frame_s),
+              "tcp": {"connections": len(conns), "retransmissions": sum(c["retransmissions"] for c in conns),
+                      "retransmissions_tcp_info": agents, "dup_acks": sum(c["dup_acks"] for c in conns),
+                      "largest_gap_s": max((c["largest_gap_s"] for c in conns), default=0.0), "per_connection": conns}}
+    if png is not None:
+        plot(frames, report, png, run_dir.name)
+    return report
 
 
-def plot(run_dir: Path, report: dict, path: Path) -> None:
-    """Per-port throughput in :data:`BIN_S` bins, dark windows shaded."""
+def plot(frames: dict[str, list[tuple]], report: dict, path: Path, title: str) -> None:
+    """Per-port throughput of ``frames`` (:func:`read_frames`) in :data:`BIN_S` bins, the dark
+    windows of ``report`` shaded."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    frames = read_frames(Path(run_dir) / "emulation" / "pcap")
     t0 = min((rows[0][0] for rows in frames.values() if rows), default=0.0)
     fig, ax = plt.subplots(figsize=(11, 4))
     for dev, rows in sorted(frames.items()):
@@ -226,7 +230,7 @@ def plot(run_dir: Path, report: dict, path: Path) -> None:
         ax.axvspan(w["t_dark"] - t0, w["t_dark"] - t0 + w["measured_s"], color="black", alpha=0.3, lw=0)
     ax.set_xlabel("time since the first captured frame (s, emulation)")
     ax.set_ylabel("Mbit/s into the OCS port")
-    ax.set_title(f"{Path(run_dir).name}: throughput per captured port; shaded = dark windows (controller)")
+    ax.set_title(f"{title}: throughput per captured port; shaded = dark windows (controller)")
     if len(frames) <= 16:
         ax.legend(fontsize=5, ncol=4)
     fig.tight_layout()

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from emulation.wan.te import solve  # noqa: E402
 from emulation.wan.tunnels import k_shortest  # noqa: E402
-from topologies.wan import WanError, WanTopology, TrafficMatrices, gravity_series, load, write  # noqa: E402
+from topologies.wan import TrafficMatrices, WanError, WanTopology, gravity_series, read_matrices, write  # noqa: E402
 
 
 def from_topohub(key: str, capacity: float) -> tuple[WanTopology, np.ndarray | None]:
@@ -83,12 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                 (np.bincount([u for u, _ in topo.links], minlength=topo.routers).astype(float),) * 2
             series = gravity_series(*masses, count=a.count, seed=a.seed)
         else:
-            probe = Path(a.out) / ".probe"
-            write(topo, TrafficMatrices(np.zeros((1, topo.routers, topo.routers))), probe)
-            series = load(probe / "topology.json", Path(a.matrices), topo.name)[1].matrices
-            for f in probe.iterdir():
-                f.unlink()
-            probe.rmdir()
+            series = read_matrices(Path(a.matrices), {i: i for i in range(topo.routers)}).matrices
         tunnels = k_shortest(topo, 4)
         mlu = solve(tunnels, series.mean(axis=0), np.array(topo.capacity), "min-mlu").value
     except WanError as e:

@@ -180,6 +180,15 @@ def load(topology_json: Path, matrices_csv: Path, name: str) -> tuple[WanTopolog
         raise WanError(f"{topology_json}: not a node-link topology with capacities: {e}") from None
     order = sorted(range(len(links)), key=lambda e: links[e])
     topo = WanTopology(name, tuple(label[v] for v in ids), tuple(links[e] for e in order), tuple(caps[e] for e in order))
+    return topo, read_matrices(matrices_csv, index)
+
+
+def read_matrices(matrices_csv: Path, index: dict[int, int]) -> TrafficMatrices:
+    """The matrices of a ``tm,src,dst,demand`` CSV over routers whose ids ``index`` maps to
+    ``0..n-1``.
+
+    :raises WanError: unreadable file, a demand between unknown routers or negative.
+    """
     rows = []
     try:
         with open(matrices_csv, newline="") as fh:
@@ -188,9 +197,9 @@ def load(topology_json: Path, matrices_csv: Path, name: str) -> tuple[WanTopolog
     except (OSError, ValueError, KeyError) as e:
         raise WanError(f"{matrices_csv}: not a tm,src,dst,demand table: {e}") from None
     count = 1 + max((t for t, *_ in rows), default=-1)
-    tms = np.zeros((count, topo.routers, topo.routers))
+    tms = np.zeros((count, len(index), len(index)))
     for t, s, d, v in rows:
         if s not in index or d not in index or v < 0 or s == d:
             raise WanError(f"{matrices_csv}: bad demand {s}->{d} = {v} in matrix {t}")
         tms[t, index[s], index[d]] += v
-    return topo, TrafficMatrices(tms)
+    return TrafficMatrices(tms)

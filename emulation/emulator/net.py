@@ -90,7 +90,7 @@ def controller_command(runtime: str, apps: list[str], args: list[str]) -> tuple[
 
     :raises EmulationError: unknown runtime, or ryu is unavailable (:func:`ryu_unavailable`).
     """
-    root = _project_root()
+    root = project_root()
     if runtime == "os-ken":
         return [sys.executable, "-m", "controllers", *apps, *args], dict(os.environ)
     if runtime != "ryu":
@@ -102,6 +102,54 @@ def controller_command(runtime: str, apps: list[str], args: list[str]) -> tuple[
     env.pop("PYTHONHOME", None)
     return ([str(RYU_VENV / "bin" / "ryu-manager"), "--user-flags", str(Path(root) / "controllers" / "flags.py"),
              *args, *[a if a.endswith(".py") else f"controllers.{a}" for a in apps]], env)
+
+
+def claim_machine(run_dir: Path) -> registry.Registration:
+    """Check that this process may emulate (root, Open vSwitch answering) and take the machine
+    for one emulation (:mod:`emulation.emulator.registry`).
+
+    :raises EmulationError: not root, or Open vSwitch not running.
+    :raises MachineBusy: another emulation holds the machine, or a killed run left state behind
+        (refused before anything of ours exists, so a teardown never touches theirs).
+    """
+    if os.geteuid() != 0:
+        raise EmulationError("the mininet backend needs root (run with sudo)")
+    if subprocess.run(["ovs-vsctl", "--timeout=5", "show"], capture_output=True).returncode:
+        raise EmulationError("Open vSwitch is not running (make setup starts it)")
+    try:
+        reg = registry.Registration(run_dir)
+    except registry.Busy as e:
+        raise MachineBusy(str(e)) from None
+    left = registry.leftovers(own=reg.entry.run_id)
+    if left:
+        reg.release()
+        raise MachineBusy(f"an ocslab run that was killed left {left.summary()} behind; "
+                          "`ocslab clean` removes them (and nothing else)")
+    return reg
+
+
+def stop_net(net) -> None:
+    """Stop a Mininet network and reap its nodes' shells (Mininet hangs them up, never reaps)."""
+    shells = [n.shell for n in (*net.controllers, *net.switches, *net.hosts) if n.shell]
+    net.stop()
+    for shell in shells:
+        stop_pid(shell, timeout=5.0)
+
+
+def keep_qdiscs(devices) -> None:
+    """Tell Open vSwitch to leave the qdiscs of ``devices`` (ports of our bridges) alone: it
+    resets the qdisc of a port whose QoS it manages on any reconfiguration of any bridge, unless
+    the port's QoS is ``linux-noop``.
+
+    :raises EmulationError: ovs-vsctl refused.
+    """
+    args = ["ovs-vsctl", "--timeout=30"]
+    for dev in devices:
+        args += ["--", "set", "port", dev, "qos=@noop"]
+    args += ["--", "--id=@noop", "create", "qos", "type=linux-noop"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode:
+        raise EmulationError(f"ovs-vsctl could not set QoS linux-noop on our ports: {r.stderr.strip()}")
 
 
 def stop_pid(proc: subprocess.Popen | None, timeout: float = 5.0) -> None:
@@ -167,7 +215,7 @@ class EmulatedFabric:
 
     # ---- life cycle -----------------------------------------------------------------------
     def __enter__(self) -> EmulatedFabric:
-        self._old_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _raise_interrupt)
+        self._old_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, raise_interrupt)
         try:
             self._start()
         except BaseException:
@@ -182,11 +230,8 @@ class EmulatedFabric:
                 stop_pid(p)
             self.children.clear()
             if self.net is not None:
-                shells = [n.shell for n in (*self.net.controllers, *self.net.switches, *self.net.hosts) if n.shell]
-                self.net.stop()
+                stop_net(self.net)
                 self.net = None
-                for shell in shells:  # Mininet hangs the shells up but does not reap them
-                    stop_pid(shell, timeout=5.0)
             if self.registration is not None:  # never another run's bridges (same names)
                 self._delete_leftovers()
             stop_pid(self.controller)
@@ -203,20 +248,7 @@ class EmulatedFabric:
                 signal.signal(sig, h)
 
     def _start(self) -> None:
-        if os.geteuid() != 0:
-            raise EmulationError("the mininet backend needs root (run with sudo)")
-        if subprocess.run(["ovs-vsctl", "--timeout=5", "show"], capture_output=True).returncode:
-            raise EmulationError("Open vSwitch is not running (make setup starts it)")
-        try:
-            self.registration = registry.Registration(self.run_dir)
-        except registry.Busy as e:
-            raise MachineBusy(str(e)) from None
-        left = registry.leftovers(own=self.registration.entry.run_id)
-        if left:  # refused: nothing of ours exists yet, and the teardown must not touch theirs
-            self.registration.release()
-            self.registration = None
-            raise MachineBusy(f"an ocslab run that was killed left {left.summary()} behind; "
-                                 "`ocslab clean` removes them (and nothing else)")
+        self.registration = claim_machine(self.run_dir)
         self.caps = self.caps or detect()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._start_controller()
@@ -235,7 +267,7 @@ class EmulatedFabric:
                 "--log-file", str(self.run_dir / "controller.log")]
         cmd, env = controller_command(self.controller_runtime,
                                       ["circuit_switch", "routing", "api", "failover", *self.user_apps], args)
-        self.controller = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=_project_root(),
+        self.controller = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=project_root(),
                                            start_new_session=True, env=env)
         self.client = ControllerClient(api_port)
         def up() -> bool:
@@ -286,7 +318,7 @@ class EmulatedFabric:
         for link in self.net.links:  # our root-namespace ends: no IPv6 chatter into the fabric
             for intf in (link.intf1, link.intf2):
                 if dpn.node_kind(intf.node.name) != "g" and not getattr(link, "isPatchLink", False):
-                    _sysctl(f"net/ipv6/conf/{intf.name}/disable_ipv6", "1")
+                    sysctl(f"net/ipv6/conf/{intf.name}/disable_ipv6", "1")
         if not self.caps.ovs_kernel_datapath:
             for link in self.net.links:
                 if getattr(link, "isPatchLink", False):
@@ -306,15 +338,7 @@ class EmulatedFabric:
         self.drops = DropCounters(Ports.of_net(self.net),
                                   misdelivered_is_dark=self.fabric.ports_per_gpu == 1 and bool(self.fabric.ocs))
         if self.link_mbps is not None:
-            # Open vSwitch resets the qdisc of a port whose QoS it manages, on any reconfiguration
-            # of any bridge: QoS type linux-noop tells it to leave our ports' qdiscs alone.
-            args = ["ovs-vsctl", "--timeout=30"]
-            for dev in self.drops.ports.ovs_ports:
-                args += ["--", "set", "port", dev, "qos=@noop"]
-            args += ["--", "--id=@noop", "create", "qos", "type=linux-noop"]
-            r = subprocess.run(args, capture_output=True, text=True)
-            if r.returncode:
-                raise EmulationError(f"ovs-vsctl could not set QoS linux-noop on our ports: {r.stderr.strip()}")
+            keep_qdiscs(self.drops.ports.ovs_ports)
             try:
                 shaper.apply(self._shaped_links(), self.run_dir / "tc", self.queue_packets)
             except shaper.ShapingError as e:
@@ -466,7 +490,7 @@ class EmulatedFabric:
         """Start ``args`` inside GPU ``gpu``'s namespace (working directory ``cwd``, default the
         project; our environment plus ``env``), output to ``log``; ended on exit."""
         with open(log, "w") as fh:
-            p = self.host(gpu).popen(args, stdout=fh, stderr=subprocess.STDOUT, cwd=str(cwd or _project_root()),
+            p = self.host(gpu).popen(args, stdout=fh, stderr=subprocess.STDOUT, cwd=str(cwd or project_root()),
                                      env={**os.environ, **(env or {})})
         self.children.append(p)
         return p
@@ -503,7 +527,7 @@ def _process_state(pid: int) -> str | None:
         return None
 
 
-def _sysctl(path: str, value: str) -> None:
+def sysctl(path: str, value: str) -> None:
     """Write ``value`` to ``/proc/sys/<path>`` (root namespace), if it exists."""
     try:
         Path("/proc/sys", path).write_text(value)
@@ -511,9 +535,11 @@ def _sysctl(path: str, value: str) -> None:
         pass
 
 
-def _raise_interrupt(signum, frame):
+def raise_interrupt(signum, frame):
+    """A signal handler that turns SIGTERM into KeyboardInterrupt (so teardown runs)."""
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _project_root() -> str:
+def project_root() -> str:
+    """The project's root directory (controllers and agents run from it)."""
     return str(Path(__file__).resolve().parents[2])

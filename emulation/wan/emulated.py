@@ -17,7 +17,6 @@ ascending order).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -31,7 +30,8 @@ from emulation import dataplane as dpn
 from emulation.emulator import registry, shaper
 from emulation.emulator.capabilities import detect
 from emulation.emulator.controller_client import ControllerClient, ControllerError
-from emulation.emulator.net import _OFFLOADS, EmulationError, MachineBusy, controller_command, free_port, stop_pid
+from emulation.emulator.net import (_OFFLOADS, EmulationError, claim_machine, controller_command, free_port,
+                                    keep_qdiscs, project_root, raise_interrupt, stop_net, stop_pid, sysctl)
 from emulation.poll import wait_until
 from emulation.wan.slicing import Slicing
 from emulation.wan.tunnels import Tunnels
@@ -111,7 +111,7 @@ class WanNet:
 
     # ---- life cycle -----------------------------------------------------------------------
     def __enter__(self) -> WanNet:
-        self._old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+        self._old_term = signal.signal(signal.SIGTERM, raise_interrupt)
         try:
             self._start()
         except BaseException:
@@ -123,11 +123,8 @@ class WanNet:
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             if self.net is not None:
-                shells = [n.shell for n in (*self.net.switches, *self.net.hosts) if n.shell]
-                self.net.stop()
+                stop_net(self.net)
                 self.net = None
-                for shell in shells:
-                    stop_pid(shell)
             if self.registration is not None:
                 for i in range(self.topo.routers):
                     subprocess.run(["ovs-vsctl", "--if-exists", "del-br", router_name(i)], capture_output=True)
@@ -143,20 +140,7 @@ class WanNet:
                 signal.signal(signal.SIGTERM, self._old_term)
 
     def _start(self) -> None:
-        if os.geteuid() != 0:
-            raise EmulationError("the mininet backend needs root (run with sudo)")
-        if subprocess.run(["ovs-vsctl", "--timeout=5", "show"], capture_output=True).returncode:
-            raise EmulationError("Open vSwitch is not running (make setup starts it)")
-        try:
-            self.registration = registry.Registration(self.run_dir)
-        except registry.Busy as e:
-            raise MachineBusy(str(e)) from None
-        left = registry.leftovers(own=self.registration.entry.run_id)
-        if left:
-            self.registration.release()
-            self.registration = None
-            raise MachineBusy(f"an ocslab run that was killed left {left.summary()} behind; "
-                              "`ocslab clean` removes them (and nothing else)")
+        self.registration = claim_machine(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._number_ports()
         ofp_ports = {}
@@ -198,7 +182,7 @@ class WanNet:
             "--ocslab-api-port", str(api), "--log-file", str(log)])
         with open(log, "w") as fh:
             self.controllers[k] = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
-                                                   cwd=str(Path(__file__).resolve().parents[2]), start_new_session=True)
+                                                   cwd=project_root(), start_new_session=True)
         self.clients[k] = client = ControllerClient(api, timeout=60)
         proc = self.controllers[k]
 
@@ -241,7 +225,7 @@ class WanNet:
             for intf in (link.intf1, link.intf2):
                 intf.node.cmd("ethtool", "-K", intf.name, *_OFFLOADS)
                 if intf.node.name.startswith(dpn.PREFIX):
-                    _sysctl(f"net/ipv6/conf/{intf.name}/disable_ipv6", "1")
+                    sysctl(f"net/ipv6/conf/{intf.name}/disable_ipv6", "1")
         for i in range(topo.routers):
             h = self.net.get(host_name(i))
             h.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
@@ -252,14 +236,7 @@ class WanNet:
             k = self.slicing.slice_of[int(sw.name[len(dpn.PREFIX) + 1:])]
             sw.batch = False  # Mininet.build() sets batch start-up, which only net.start() completes
             sw.start([_Controller(f"c{k}", ofp_ports[k])])
-        devs = [intf.name for sw in self.net.switches for intf in sw.intfList() if intf.name != "lo"]
-        args = ["ovs-vsctl", "--timeout=30"]
-        for dev in devs:
-            args += ["--", "set", "port", dev, "qos=@noop"]
-        args += ["--", "--id=@noop", "create", "qos", "type=linux-noop"]
-        r = subprocess.run(args, capture_output=True, text=True)
-        if r.returncode:
-            raise EmulationError(f"ovs-vsctl could not set QoS linux-noop on our ports: {r.stderr.strip()}")
+        keep_qdiscs([intf.name for sw in self.net.switches for intf in sw.intfList() if intf.name != "lo"])
         try:
             rates = {e: self.link_rate_mbps(e) for e in range(len(topo.links))}
             slowest = min(rates.values())
@@ -363,14 +340,3 @@ def _parse_groups(text: str) -> dict[int, dict[int, int]]:
             buckets[label] = buckets.get(label, 0) + (int(w.group(1)) if w else 0)
         out[int(g.group(1))] = buckets
     return out
-
-
-def _sysctl(path: str, value: str) -> None:
-    try:
-        Path("/proc/sys", path).write_text(value)
-    except OSError:
-        pass
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")

@@ -22,9 +22,7 @@ from the next interval on).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import platform
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,18 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
-from emulation import __version__
 from emulation.emulator.controller_client import ControllerError
-from emulation.emulator.net import EmulationError
+from emulation.emulator.net import EmulationError, project_root
 from emulation.wan import emulated as em
-from emulation.wan.divergence import Deviation, evaluate, owned, views
-from emulation.wan.results import Interval, Measured, WanResult
-from emulation.wan.run import Progress, delivered
+from emulation.wan.divergence import evaluate, owned, views
+from emulation.wan.results import Measured, WanResult
+from emulation.wan.run import Progress, WanSetup, interval, prepare, result
 from emulation.wan.scenario import WanScenario
-from emulation.wan.slicing import make_slicing
 from emulation.wan.te import solve
-from emulation.wan.traffic import BIN_S, OVERHEAD
-from emulation.wan.tunnels import k_shortest
+from emulation.wan.traffic import BIN_S
 
 #: Time between starting the generators and the first interval, s (their start-up is ~0.3 s).
 LEAD_S = 2.0
@@ -60,16 +55,10 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
         machine could not emulate the load faithfully (:func:`_check_pacing`, :func:`check_faithful`).
     """
     w, p = sc.wan, sc.packet
-    topo, tms = w.load()
-    first = w.traffic.first
-    count = w.traffic.count if w.traffic.count is not None else len(tms) - first
-    tunnels = k_shortest(topo, w.tunnels.k)
-    cap = np.array(topo.capacity)
-    mean = tms.matrices[first:first + count].mean(axis=0) * w.traffic.scale
-    slicing = make_slicing(w.slices.method, topo, mean, w.slices.count, w.slices.seed)
-    dev = Deviation(w.divergence.distribution, w.divergence.sd, w.divergence.seed)
+    setup = prepare(sc)
+    topo, tunnels, cap, slicing, dev = setup.topo, setup.tunnels, setup.capacity, setup.slicing, setup.deviation
+    matrices, indices, count = setup.matrices, setup.indices, len(setup.indices)
     te = {"objective": w.te.objective, "regulariser": w.te.lam, "headroom": w.te.headroom}
-    matrices = [tms[first + j] * w.traffic.scale for j in range(count)]
     failed_link = None
     if p.fail is not None:
         u, v = p.fail.link
@@ -78,7 +67,7 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
     with em.WanNet(topo, tunnels, slicing, te, run_dir, link_mbps=p.link_mbps, controller=p.controller) as net:
         net.add_flow_addresses(p.flows)
         splits = np.zeros(len(tunnels.paths))
-        answers = _install(net, views(tunnels, matrices[0], slicing, dev, first), [])
+        answers = _install(net, views(tunnels, matrices[0], slicing, dev, indices[0]), [])
         for k, a in answers.items():
             _take(splits, a)
         t0 = time.monotonic() + LEAD_S
@@ -87,7 +76,7 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
         failed: list[int] = []
         for j in range(count):
             if progress:
-                progress(f"matrix {first + j}", j, count)
+                progress(f"matrix {indices[j]}", j, count)
             start = t0 + j * p.interval_s
             events, reinstall = [], {}
             stale, end_old = 0.0, start
@@ -96,7 +85,7 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
                 if p.kill is not None and p.kill.interval == j:
                     net.kill_controller(p.kill.slice)
                     events.append(f"controller of slice {p.kill.slice} killed")
-                view = views(tunnels, matrices[j], slicing, dev, first + j)
+                view = views(tunnels, matrices[j], slicing, dev, indices[j])
                 answers = _install(net, {k: v for k, v in view.items() if k in net.clients}, failed)
                 for k, a in answers.items():
                     _take(splits, a)
@@ -118,7 +107,7 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
                 net.set_link(failed_link[0], up=False)
                 t_fail = time.monotonic()
                 failed = failed_link
-                view = views(tunnels, matrices[j], slicing, dev, first + j)
+                view = views(tunnels, matrices[j], slicing, dev, indices[j])
                 on_it = {t for t, path in enumerate(tunnels.paths) if splits[t] > 0 and set(path) & set(failed)}
                 owners = [k for k in view if k in net.clients and on_it & set(np.flatnonzero(owned(tunnels, slicing, k)))]
                 answers = _install(net, {k: view[k] for k in owners}, failed)
@@ -133,10 +122,9 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
         _wait_generators(gens, t0 + count * p.interval_s + DRAIN_S + 30)
         counts = [json.loads((run_dir / f"counts-{i}.json").read_text()) for i in range(topo.routers)]
     _check_pacing(matrices, counts, net.mbps_per_unit, p)
-    result = _result(sc, topo, tunnels, slicing, mean, matrices, cap, net.mbps_per_unit, t0, counters, intervals,
-                     counts, first)
-    check_faithful(result)
-    return result
+    res = _result(sc, setup, net.mbps_per_unit, t0, counters, intervals, counts)
+    check_faithful(res)
+    return res
 
 
 def net_check(net: em.WanNet) -> None:
@@ -204,7 +192,7 @@ def _start_generators(net: em.WanNet, matrices, t0: float, p, run_dir: Path) -> 
         path.write_text(json.dumps(plan))
         with open(run_dir / f"traffic-{i}.log", "w") as fh:
             procs.append(net.host(i).popen([sys.executable, "-m", "emulation.wan.traffic", str(path.resolve())],
-                                           stdout=fh, stderr=fh, cwd=str(Path(__file__).resolve().parents[2])))
+                                           stdout=fh, stderr=fh, cwd=project_root()))
     return procs
 
 
@@ -268,16 +256,12 @@ def _bins(row: dict, lo: float, hi: float, t0: float) -> int:
     return sum(c for k, c in row.items() if a <= int(k) < b)
 
 
-def _result(sc, topo, tunnels, slicing, mean, matrices, cap, mbps_per_unit, t0, counters, intervals, counts,
-            first) -> WanResult:
+def _result(sc, setup: WanSetup, mbps_per_unit, t0, counters, intervals, counts) -> WanResult:
     p = sc.packet
-    frame = counts[0]["frame_bytes"]
+    tunnels, cap = setup.tunnels, setup.capacity
     out = []
     for j, ((a0, a1), (splits, reinstall, end_old, stale, events, window)) in enumerate(zip(counters, intervals)):
-        tm = matrices[j]
-        o = evaluate(tunnels, splits, tm, cap)
-        vol = tunnels.volumes(tm)
-        got = delivered(tunnels, o.splits, vol, o.load, cap)
+        o = evaluate(tunnels, splits, setup.matrices[j], cap)
         unit = 8 / 1e6 / mbps_per_unit  # bytes -> demand units (over the window)
         load = (a1[0] - a0[0]) * unit / (a1[2] - a0[2])
         carried = (a1[1] - a0[1]) * unit / (a1[2] - a0[2])
@@ -307,18 +291,6 @@ def _result(sc, topo, tunnels, slicing, mean, matrices, cap, mbps_per_unit, t0, 
                      link_carried=[float(x) for x in carried], demands=demands, sent=sent_all, lost=lost_all,
                      reordered=reord, reinstall_s=reinstall, lost_during_reinstall=lost_re,
                      stale_demand_share=stale, events=events, calm=calm)
-        out.append(Interval(index=first + j, offered=float(vol.sum()), carried=o.carried, delivered=got,
-                            loss=max(0.0, o.carried - got), mlu=o.mlu, congestion=o.congestion,
-                            max_overload=o.max_overload, link_load=[float(x) for x in o.load], measured=m))
-    w = sc.wan
-    return WanResult(
-        scenario=sc.name, backend="mininet", created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        versions={"ocslab": __version__, "python": platform.python_version()},
-        topology={"name": topo.name, "routers": list(topo.names), "links": [list(l) for l in topo.links],
-                  "capacity": list(topo.capacity)},
-        te={"objective": w.te.objective, "regulariser": w.te.lam, "headroom": w.te.headroom},
-        tunnels={"k": w.tunnels.k, "count": len(tunnels.paths)},
-        slicing={"method": slicing.method, "count": slicing.count, "slice_of": list(slicing.slice_of),
-                 "blast_radius": slicing.blast_radius(mean), "shares": slicing.shares(mean)},
-        divergence=w.divergence.model_dump(), traffic=w.traffic.model_dump(), intervals=out,
-        packet={**p.model_dump(), "mbps_per_unit": mbps_per_unit, "frame_bytes": frame})
+        out.append(interval(setup, j, o, m))
+    return result(sc, setup, "mininet", out,
+                  {**p.model_dump(), "mbps_per_unit": mbps_per_unit, "frame_bytes": counts[0]["frame_bytes"]})

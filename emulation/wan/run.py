@@ -13,15 +13,17 @@ from __future__ import annotations
 import datetime as dt
 import platform
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from emulation import __version__
-from emulation.wan.divergence import Deviation, diverged
-from emulation.wan.results import Interval, WanResult
+from emulation.wan.divergence import Deviation, Outcome, diverged
+from emulation.wan.results import Interval, Measured, WanResult
 from emulation.wan.scenario import WanScenario
-from emulation.wan.slicing import make_slicing
+from emulation.wan.slicing import Slicing, make_slicing
 from emulation.wan.tunnels import Tunnels, k_shortest
+from topologies.wan import WanTopology
 
 Progress = Callable[[str, int, int], None]
 
@@ -35,41 +37,76 @@ def delivered(tunnels: Tunnels, splits: np.ndarray, volumes: np.ndarray, load: n
     return float((splits * volumes[tunnels.demand_of] * worst).sum())
 
 
+@dataclass(frozen=True)
+class WanSetup:
+    """What both backends derive from a WAN scenario: the topology, its tunnels and capacities,
+    the replayed matrices (``indices[j]`` is matrix j's index in the series, ``matrices[j]`` it
+    times the scale), their mean, the slicing and every controller's deviation."""
+
+    topo: WanTopology
+    tunnels: Tunnels
+    capacity: np.ndarray
+    indices: list[int]
+    matrices: list[np.ndarray]
+    mean: np.ndarray
+    slicing: Slicing
+    deviation: Deviation
+
+
+def prepare(sc: WanScenario) -> WanSetup:
+    """The :class:`WanSetup` of ``sc``. :raises topologies.wan.WanError: unreadable data."""
+    w = sc.wan
+    topo, tms = w.load()
+    first = w.traffic.first
+    count = w.traffic.count if w.traffic.count is not None else len(tms) - first
+    indices = list(range(first, first + count))
+    mean = tms.matrices[first:first + count].mean(axis=0) * w.traffic.scale
+    return WanSetup(topo, k_shortest(topo, w.tunnels.k), np.array(topo.capacity), indices,
+                    [tms[i] * w.traffic.scale for i in indices], mean,
+                    make_slicing(w.slices.method, topo, mean, w.slices.count, w.slices.seed),
+                    Deviation(w.divergence.distribution, w.divergence.sd, w.divergence.seed))
+
+
+def interval(setup: WanSetup, j: int, out: Outcome, measured: Measured | None = None) -> Interval:
+    """Interval ``j`` of ``setup`` from the union's outcome on the true matrix (module doc)."""
+    vol = setup.tunnels.volumes(setup.matrices[j])
+    got = delivered(setup.tunnels, out.splits, vol, out.load, setup.capacity)
+    return Interval(index=setup.indices[j], offered=float(vol.sum()), carried=out.carried, delivered=got,
+                    loss=max(0.0, out.carried - got), mlu=out.mlu, congestion=out.congestion,
+                    max_overload=out.max_overload, link_load=[float(x) for x in out.load], measured=measured)
+
+
+def result(sc: WanScenario, setup: WanSetup, backend: str, intervals: list[Interval],
+           packet: dict | None = None) -> WanResult:
+    """The :class:`WanResult` of ``intervals`` run on ``backend``."""
+    w, topo, slicing, mean = sc.wan, setup.topo, setup.slicing, setup.mean
+    return WanResult(
+        scenario=sc.name, backend=backend, created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        versions={"ocslab": __version__, "python": platform.python_version()},
+        topology={"name": topo.name, "routers": list(topo.names), "links": [list(l) for l in topo.links],
+                  "capacity": list(topo.capacity)},
+        te={"objective": w.te.objective, "regulariser": w.te.lam, "headroom": w.te.headroom},
+        tunnels={"k": w.tunnels.k, "count": len(setup.tunnels.paths)},
+        slicing={"method": slicing.method, "count": slicing.count, "slice_of": list(slicing.slice_of),
+                 "blast_radius": slicing.blast_radius(mean), "shares": slicing.shares(mean)},
+        divergence=w.divergence.model_dump(), traffic=w.traffic.model_dump(), intervals=intervals, packet=packet)
+
+
 def run_wan(sc: WanScenario, progress: Progress | None = None) -> WanResult:
     """Run every interval of ``sc`` (module doc); deterministic in the scenario's seeds.
 
     :raises emulation.wan.te.TeError: a solver failed.
     """
     w = sc.wan
-    topo, tms = w.load()
-    first = w.traffic.first
-    count = w.traffic.count if w.traffic.count is not None else len(tms) - first
-    picked = range(first, first + count)
-    tunnels = k_shortest(topo, w.tunnels.k)
-    cap = np.array(topo.capacity)
-    mean = tms.matrices[first:first + count].mean(axis=0) * w.traffic.scale
-    slicing = make_slicing(w.slices.method, topo, mean, w.slices.count, w.slices.seed)
-    dev = Deviation(w.divergence.distribution, w.divergence.sd, w.divergence.seed)
+    setup = prepare(sc)
+    count = len(setup.indices)
     intervals = []
-    for j, i in enumerate(picked):
+    for j, (i, tm) in enumerate(zip(setup.indices, setup.matrices)):
         if progress:
             progress(f"matrix {i}", j, count)
-        tm = tms[i] * w.traffic.scale
-        out = diverged(tunnels, tm, cap, slicing, w.te.objective, dev, i, w.te.lam, w.te.headroom)
-        vol = tunnels.volumes(tm)
-        got = delivered(tunnels, out.splits, vol, out.load, cap)
-        intervals.append(Interval(index=i, offered=float(vol.sum()), carried=out.carried, delivered=got,
-                                  loss=max(0.0, out.carried - got), mlu=out.mlu, congestion=out.congestion,
-                                  max_overload=out.max_overload, link_load=[float(x) for x in out.load]))
+        out = diverged(setup.tunnels, tm, setup.capacity, setup.slicing, w.te.objective, setup.deviation, i,
+                       w.te.lam, w.te.headroom)
+        intervals.append(interval(setup, j, out))
     if progress:
         progress("done", count, count)
-    return WanResult(
-        scenario=sc.name, backend="flow", created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        versions={"ocslab": __version__, "python": platform.python_version()},
-        topology={"name": topo.name, "routers": list(topo.names), "links": [list(l) for l in topo.links],
-                  "capacity": list(topo.capacity)},
-        te={"objective": w.te.objective, "regulariser": w.te.lam, "headroom": w.te.headroom},
-        tunnels={"k": w.tunnels.k, "count": len(tunnels.paths)},
-        slicing={"method": slicing.method, "count": slicing.count, "slice_of": list(slicing.slice_of),
-                 "blast_radius": slicing.blast_radius(mean)},
-        divergence=w.divergence.model_dump(), traffic=w.traffic.model_dump(), intervals=intervals)
+    return result(sc, setup, "flow", intervals)
