@@ -9,6 +9,10 @@ network namespace on the machine):
 - ``POST /configuration`` ``{"configuration": {...}, "reconfiguration_delay_s": float}``: reconfigure;
   answers when the new circuits carry traffic, with the phase timestamps (see
   :meth:`controllers.circuit_switch.CircuitSwitch.apply`); 400 on a bad configuration.
+- ``POST /prepare`` ``{"configurations": [...]}``: compute the forwarding rules of configurations
+  a schedule will visit ahead of time (:meth:`controllers.circuit_switch.CircuitSwitch.prepare`),
+  so that reconfiguring to them reroutes quickly inside the dark window; answers
+  ``{"configurations", "flow_mods", "seconds"}``.
 - ``POST /rotor`` ``{"configurations": [...], "slots_s": [...], "reconfiguration_delay_s": float, "count": int,
   "start_delay_s": float}``: cycle through the configurations on the controller's own clock
   (:meth:`controllers.circuit_switch.CircuitSwitch.start_rotor`), answering at once with
@@ -149,6 +153,15 @@ class JsonApi(OcsLabApp):
                             raise ValueError(f"count must be an integer in [0, 1e7], got {count!r}")
                         self.send_json(200, cs.start_rotor(configs, slots, dark, count,
                                                        _seconds(body, "start_delay_s", 0.05)))
+                    except (KeyError, TypeError, ValueError, AttributeError, FabricError, RuntimeError) as e:
+                        self.send_json(400, {"error": str(e)})
+                    return
+                if url.path == "/prepare":
+                    try:
+                        if not isinstance(body.get("configurations"), list):
+                            raise ValueError("configurations must be a list")
+                        configs = [Configuration.from_json(c) for c in body["configurations"]]
+                        self.send_json(200, api._circuit_switch().prepare(configs))
                     except (KeyError, TypeError, ValueError, AttributeError, FabricError, RuntimeError) as e:
                         self.send_json(400, {"error": str(e)})
                     return

@@ -5,7 +5,9 @@ switch's reply at a time, through the ofctl service's event queue. A reconfigura
 effect on every affected bridge together, and its time is measured from the moment the last
 reply arrives, so :meth:`Barriers.send_with_barriers` sends every bridge's batch and barrier
 first and then waits for all replies at once (one round trip for N bridges), timestamping each as
-the app's ``OFPBarrierReply`` handler receives it (:meth:`Barriers.replied`).
+the app's ``OFPBarrierReply`` handler receives it (:meth:`Barriers.replied`). A bridge's batch and
+its barrier leave in one write: messages may be parser objects or their serialised bytes (an app
+that sends the same rules again and again keeps the bytes, see :mod:`controllers.routing`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,15 @@ class BarrierTimeout(RuntimeError):
     """A switch did not answer an OpenFlow barrier in time."""
 
 
+def wire_bytes(dp, msg) -> bytes:
+    """OpenFlow message ``msg`` of ``dp``'s parser serialised (given an xid if it has none), as
+    ``Datapath.send_msg`` would send it."""
+    if msg.xid is None:
+        dp.set_xid(msg)
+    msg.serialize()
+    return bytes(msg.buf)
+
+
 class Barriers:
     """Outstanding barriers by ``(dpid, xid)``; thread-safe (OS-Ken's native hub runs handlers
     in real threads)."""
@@ -30,19 +41,18 @@ class Barriers:
     def send_with_barriers(self, batches: Iterable[tuple[object, Iterable]], timeout: float = 5.0) -> float:
         """Send every ``(dp, msgs)`` batch followed by a barrier to its switch, all switches at
         once, then wait for every reply; return the CLOCK_MONOTONIC time (s) the last one arrived.
+        ``msgs`` are OpenFlow messages of ``dp``'s parser or their serialised ``bytes``.
 
         :raises BarrierTimeout: some reply did not come within ``timeout`` seconds.
         """
         waits = []
         for dp, msgs in batches:
-            for m in msgs:
-                dp.send_msg(m)
             req = dp.ofproto_parser.OFPBarrierRequest(dp)
-            dp.set_xid(req)
+            wire = b"".join(m if isinstance(m, bytes) else wire_bytes(dp, m) for m in (*msgs, req))
             ev = threading.Event()
             with self._lock:
                 self._waiting[(dp.id, req.xid)] = ev
-            dp.send_msg(req)
+            dp.send(wire)
             waits.append((dp.id, req.xid, ev))
         deadline = time.monotonic() + timeout
         for dpid, xid, ev in waits:

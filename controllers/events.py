@@ -41,6 +41,24 @@ class RoutesProgrammed(event.EventReplyBase):
         self.t_ack = t_ack
 
 
+class PrepareRoutes(event.EventRequestBase):
+    """Compute the forwarding rules of ``configs`` (configurations a schedule will visit) ahead of
+    time, so that rerouting to them inside a dark window is quick; nothing is sent."""
+
+    def __init__(self, configs):
+        super().__init__()
+        self.dst = ROUTING_APP
+        self.configs = list(configs)
+
+
+class RoutesPrepared(event.EventReplyBase):
+    """The reply to :class:`PrepareRoutes`: ``flow_mods`` serialised FlowMods are kept."""
+
+    def __init__(self, dst, flow_mods: int):
+        super().__init__(dst)
+        self.flow_mods = flow_mods
+
+
 class EventSwitchReady(event.EventBase):
     """Bridge ``name`` (datapath id ``dpid``) connected and its initial rules (circuits or
     routes) are barrier-acknowledged; ``ready`` is True once every bridge of the fabric is."""

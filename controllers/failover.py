@@ -58,6 +58,9 @@ class FailoverApp(OcsLabApp):
         with self.state.lock:
             current = self.state.circuits
         table = failover_table(fabric, mode, tuple(placement), tuple(spares), current)
+        cs = app_manager.lookup_service_brick("CircuitSwitch")
+        if cs is not None:  # the recoveries' routes are ready before any failure
+            cs.prepare([fo.configuration for fo in table.values()])
         with self._lock:
             self._job = {"mode": mode, "placement": tuple(placement), "spares": tuple(spares),
                          "reconfiguration_delay_s": reconfiguration_delay_s, "table": table}

@@ -6,6 +6,13 @@ packets for its own GPU go to the host port; transit packets leave by the next f
 without entering the host. On every circuit change the rules are diffed and only the changed
 ones are sent, followed by a barrier.
 
+Rerouting happens while the changed circuits are dark, so its time must stay well inside the
+dark window R. Building and serialising OpenFlow messages in Python costs tens of microseconds
+each (a full reroute of an 8-GPU fabric is ~200 FlowMods, 10-30 ms), which would make the dark
+window depend on the machine's speed. So every configuration's rules and each rule's serialised
+FlowMod are kept (:meth:`Routing.prepare` computes them ahead for a schedule's configurations,
+untimed), and a reroute only diffs two dicts and writes cached bytes.
+
 Spec: ``docs/architecture.md`` (packet-level backend: hop-by-hop through intermediate GPUs).
 """
 
@@ -14,8 +21,9 @@ from __future__ import annotations
 import threading
 
 from controllers.sdn import set_ev_cls
+from controllers.barriers import wire_bytes
 from controllers.base import OcsLabApp
-from controllers.events import ProgramRoutes, RoutesProgrammed
+from controllers.events import PrepareRoutes, ProgramRoutes, RoutesPrepared, RoutesProgrammed
 from emulation import dataplane as dpn
 from emulation.fabric import Configuration
 from emulation.routing import Routes
@@ -25,6 +33,11 @@ PRIO_CHANNEL = 100
 PRIO_DEFAULT = 90
 
 RuleKey = tuple  # ("ip", dst, channel | None) or ("arp", dst), with "host" appended: from the GPU only
+#: Configurations whose routes and rules are kept (a schedule revisits them); beyond, forget all.
+MAX_CONFIGS = 64
+#: Serialised FlowMods kept; beyond, forget all (only a fabric far larger than the packet
+#: backend emulates reaches it).
+MAX_WIRE = 500_000
 
 
 class Routing(OcsLabApp):
@@ -36,21 +49,33 @@ class Routing(OcsLabApp):
         self._lock = threading.Lock()
         self._installed: dict[int, dict[RuleKey, tuple[int, int]]] = {}
         self._routes: dict[Configuration, Routes] = {}  # a rotor revisits its configurations
+        self._rules: dict[tuple[int, Configuration], dict[RuleKey, tuple[int, int]]] = {}
+        self._wire: dict[tuple, bytes] = {}  # (dpid, "add" | "del", key, priority, port) -> FlowMod
 
-    def _current_routes(self) -> Routes:
-        with self.state.lock:
-            config = self.state.circuits
+    def _routes_of(self, config: Configuration) -> Routes:
         routes = self._routes.get(config)
         if routes is None:
-            if len(self._routes) >= 64:
+            if len(self._routes) >= MAX_CONFIGS:
                 self._routes.clear()
+                self._rules.clear()
             routes = self._routes[config] = Routes(self.state.fabric, config, self.state.fabric.ports_per_gpu)
         return routes
 
-    def rules_for(self, dpid: int) -> dict[RuleKey, tuple[int, int]]:
-        """Desired rules of bridge ``dpid``: ``{key: (priority, out port)}``."""
+    def _desired(self, dpid: int, config: Configuration) -> dict[RuleKey, tuple[int, int]]:
+        """:meth:`rules_for`, kept per (bridge, configuration)."""
+        rules = self._rules.get((dpid, config))
+        if rules is None:
+            rules = self._rules[(dpid, config)] = self.rules_for(dpid, config)
+        return rules
+
+    def rules_for(self, dpid: int, config: Configuration | None = None) -> dict[RuleKey, tuple[int, int]]:
+        """Desired rules of bridge ``dpid`` under ``config`` (default: the current circuits):
+        ``{key: (priority, out port)}``."""
         fabric = self.state.fabric
-        routes = self._current_routes()
+        if config is None:
+            with self.state.lock:
+                config = self.state.circuits
+        routes = self._routes_of(config)
         if dpid - dpn.DPID_NIC in range(fabric.gpus):
             node = dpid - dpn.DPID_NIC
             port_of = dpn.nic_port
@@ -97,21 +122,53 @@ class Routing(OcsLabApp):
             return parser.OFPMatch(**extra, eth_type=0x0800, ipv4_dst=dpn.gpu_ip(key[1]))
         return parser.OFPMatch(**extra, eth_type=0x0800, ipv4_dst=dpn.gpu_ip(key[1]), ip_dscp=key[2])
 
-    def _updates(self, dp, fresh: bool) -> list:
-        """Flow mods bringing bridge ``dp`` from its installed rules to the desired ones
-        (``fresh``: the bridge was just wiped); records the desired rules as installed."""
-        want = self.rules_for(dp.id)
+    def _flow_mod(self, dp, op: str, key: RuleKey, prio: int, port: int) -> bytes:
+        """The serialised FlowMod adding (``op`` "add": ``key`` -> output ``port``) or deleting
+        (``"del"``) a rule on bridge ``dp``, built once."""
+        wkey = (dp.id, op, key, prio, port)
+        wire = self._wire.get(wkey)
+        if wire is None:
+            if len(self._wire) >= MAX_WIRE:
+                self._wire.clear()
+            parser = dp.ofproto_parser
+            msg = (self.add_flow(dp, prio, self._match(parser, key), [parser.OFPActionOutput(port)]) if op == "add"
+                   else self.delete_flow(dp, prio, self._match(parser, key)))
+            wire = self._wire[wkey] = wire_bytes(dp, msg)
+        return wire
+
+    def _updates(self, dp, fresh: bool, config: Configuration | None = None) -> list[bytes]:
+        """Serialised flow mods bringing bridge ``dp`` from its installed rules to those of
+        ``config`` (default: the current circuits; ``fresh``: the bridge was just wiped); records
+        them as installed."""
+        if config is None:
+            with self.state.lock:
+                config = self.state.circuits
+        want = self._desired(dp.id, config)
         have = {} if fresh else self._installed.get(dp.id, {})
-        parser = dp.ofproto_parser
-        msgs = []
-        for key, (prio, _) in have.items():
-            if key not in want or want[key][0] != prio:
-                msgs.append(self.delete_flow(dp, prio, self._match(parser, key)))
-        for key, (prio, port) in want.items():
-            if have.get(key) != (prio, port):
-                msgs.append(self.add_flow(dp, prio, self._match(parser, key), [parser.OFPActionOutput(port)]))
+        msgs = [self._flow_mod(dp, "del", key, prio, port) for key, (prio, port) in have.items()
+                if key not in want or want[key][0] != prio]
+        msgs += [self._flow_mod(dp, "add", key, prio, port) for key, (prio, port) in want.items()
+                 if have.get(key) != (prio, port)]
         self._installed[dp.id] = want
         return msgs
+
+    def _forwarding_dps(self) -> list:
+        with self.state.lock:
+            dps = [dp for dpid, dp in self.state.datapaths.items() if dpid < dpn.DPID_OCS or dpid >= dpn.DPID_EPS]
+        return sorted(dps, key=lambda d: d.id)
+
+    def prepare(self, configs: list[Configuration]) -> int:
+        """Compute, ahead of time, every connected NIC and EPS bridge's rules under each of
+        ``configs`` and serialise their FlowMods (additions and deletions), so that rerouting to
+        any of them later costs only a diff and a write; returns the number of FlowMods now kept.
+        Sends nothing."""
+        with self._lock:
+            for config in dict.fromkeys(configs):
+                for dp in self._forwarding_dps():
+                    for key, (prio, port) in self._desired(dp.id, config).items():
+                        self._flow_mod(dp, "add", key, prio, port)
+                        self._flow_mod(dp, "del", key, prio, port)
+            return len(self._wire)
 
     def program_switch(self, dp, fresh: bool = False) -> float | None:
         """Bring bridge ``dp`` to its desired rules (only the differences; ``fresh``: the bridge
@@ -124,10 +181,9 @@ class Routing(OcsLabApp):
         """Reprogram every connected NIC and EPS bridge for the current circuits: all bridges'
         changes are sent at once and their barriers awaited together; the last ack time, or
         None if nothing changed."""
-        with self.state.lock:
-            dps = [dp for dpid, dp in self.state.datapaths.items() if dpid < dpn.DPID_OCS or dpid >= dpn.DPID_EPS]
+        dps = self._forwarding_dps()
         with self._lock:
-            batches = [(dp, msgs) for dp in sorted(dps, key=lambda d: d.id) if (msgs := self._updates(dp, False))]
+            batches = [(dp, msgs) for dp in dps if (msgs := self._updates(dp, False))]
             return self.state.send_with_barriers(batches) if batches else None
 
     @set_ev_cls(ProgramRoutes)
@@ -135,3 +191,8 @@ class Routing(OcsLabApp):
         """Reprogram one fresh bridge or all of them; reply when the rules are acknowledged."""
         t_ack = self.program_switch(req.dp, fresh=True) if req.dp is not None else self.program_all()
         self.reply_to_request(req, RoutesProgrammed(req.src, t_ack))
+
+    @set_ev_cls(PrepareRoutes)
+    def _prepare_routes(self, req: PrepareRoutes) -> None:
+        """:meth:`prepare` ``req.configs``; reply with the count of FlowMods kept."""
+        self.reply_to_request(req, RoutesPrepared(req.src, self.prepare(req.configs)))

@@ -7,6 +7,8 @@
 - busbw never exceeds the per-GPU injection bandwidth (ports per GPU x port rate);
 - (packet backend, time-slotted runs) the emulated switch started 99% of its slots within the
   guard band;
+- (packet backend) every reconfiguration rerouted inside its dark window: a controller slower
+  than R stretches the window, which the physical switch would not have;
 - (packet backend) the emulator lost no packet of its own: every drop was modelled congestion
   or a dark circuit (:mod:`emulation.drops`), none an artefact of the emulator.
 
@@ -55,6 +57,13 @@ def check_run(run: RunResult, fabric: Fabric, tolerance: float = TOLERANCE) -> C
     if late is not None and guard is not None and late > guard:
         problems.append(f"rotor: 1% of slots started more than {late * 1e3:.2f} ms late, beyond the "
                         f"{guard * 1e3:.2f} ms guard band (emulated): lower emulation.link_mbps")
+    slow = [s for s in run.steps if s.reconfiguration_delay_s and s.timing
+            and s.timing.get("reroute_s", 0.0) > s.reconfiguration_delay_s * (1 + tolerance)]
+    if slow:
+        s = max(slow, key=lambda s: s.timing["reroute_s"] / s.reconfiguration_delay_s)
+        problems.append(f"dark window: step {s.index}'s rerouting took {s.timing['reroute_s'] * 1e6:.1f} us, longer than "
+                        f"R = {s.reconfiguration_delay_s * 1e6:.1f} us (emulated), and stretched it: lower "
+                        "emulation.link_mbps")
     artefacts = artefact_problem(run.drops) if run.drops else None
     if artefacts:
         problems.append(artefacts)

@@ -69,9 +69,10 @@ def _malformed_bodies(rng: random.Random, count: int):
     """(path, raw body) pairs that are malformed by construction."""
     valid = {"/configuration": {"configuration": {"ocs0": [[[0, 0], [1, 0]]]}, "reconfiguration_delay_s": 0.0},
              "/rotor": {"configurations": [{"ocs0": [[[0, 0], [1, 0]]]}], "slots_s": [0.01], "count": 1},
-             "/failover": {"mode": "optical", "placement": [0, 1], "spares": [2], "reconfiguration_delay_s": 0.0}}
+             "/failover": {"mode": "optical", "placement": [0, 1], "spares": [2], "reconfiguration_delay_s": 0.0},
+             "/prepare": {"configurations": [{"ocs0": [[[0, 0], [1, 0]]]}]}}
     required = {"/configuration": ["configuration"], "/rotor": ["configurations", "slots_s", "count"],
-                "/failover": ["mode", "placement", "spares"]}
+                "/failover": ["mode", "placement", "spares"], "/prepare": ["configurations"]}
     for i in range(count):
         path = rng.choice(list(valid))
         how = i % 5

@@ -227,6 +227,21 @@ def test_sanity_checks_pass_on_simulations_and_catch_broken_results():
     assert any("link capacity" in p for p in problems)
 
 
+def test_a_reroute_longer_than_the_dark_window_fails_the_checks():
+    """The packet backend records how long the controller rerouted inside each dark window
+    (``timing.reroute_s``); one longer than R stretched the window and the run is not faithful."""
+    f = ocs_star(8, 2, B, 1e-5, "ring")
+    d = _run(f, "rhd", 8, 8 << 20, 1e-6, planner="always").to_json()
+    steps = [s for s in d["steps"] if s["reconfiguration_delay_s"]]
+    assert steps
+    for s in steps:
+        s["timing"] = {"reroute_s": 0.5 * s["reconfiguration_delay_s"]}
+    assert check_run(RunResult.from_json(d), f).ok
+    steps[-1]["timing"] = {"reroute_s": 1.5 * steps[-1]["reconfiguration_delay_s"]}
+    c = check_run(RunResult.from_json(d), f)
+    assert not c.ok and any(p.startswith(f"dark window: step {steps[-1]['index']}'s rerouting") for p in c.problems)
+
+
 def test_sensitivity_gpu_count_and_link_rate_change_the_result(tmp_path):
     """A result that did not move with the GPU count or the link rate would be a broken model."""
     from emulation.runner import run_flow

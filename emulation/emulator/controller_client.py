@@ -78,6 +78,12 @@ class ControllerClient:
         return self._call("POST", "/configuration",
                           {"configuration": config.to_json(), "reconfiguration_delay_s": reconfiguration_delay_s})
 
+    def prepare(self, configs: list[Configuration]) -> dict:
+        """Have the controller compute the forwarding rules of ``configs`` ahead of time
+        (``controllers.circuit_switch.CircuitSwitch.prepare``); returns ``{"configurations",
+        "flow_mods", "seconds"}``. Untimed: call it before a run's clock starts."""
+        return self._call("POST", "/prepare", {"configurations": [c.to_json() for c in configs]})
+
     def start_rotor(self, configs: list[Configuration], slots_s: list[float], reconfiguration_delay_s: float, count: int,
                     start_delay_s: float = 0.05) -> dict:
         """Start the controller's rotor (time-slotted configurations on its own clock; see

@@ -20,6 +20,8 @@ emulator spends between steps is its own business and is left out; each step's `
   were acknowledged;
 - ``commit_s``: the switch acknowledging the new circuits; this one is inside the measured dark
   window (R plus the commit), so it *is* in the run's time;
+- ``reroute_s``: the controller reprogramming the NICs' routes, inside the dark window; longer
+  than R it stretches the window, and the run's checks fail (:func:`emulation.checks.check_run`);
 - ``heard_lag_s``: how long after the release the last agent heard of it (negative: before);
 - ``start_lag_s``, ``first_start_s``: how late the last and the first transfer wrote their first
   byte after release + alpha (agents waking late: in the run's time).
@@ -281,6 +283,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
             open_under(emu, coord, alive, config, opens)
         if warmup:
             emu.client.apply(plan.initial, 0.0)
+        emu.client.prepare([plan.initial, *(sp.configuration for sp in plan.steps if sp.action == "reconfigure")])
 
         counters = emu.drops
         first = last = counters.quiet_snapshot()
@@ -303,6 +306,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
                 if res.get("changed"):  # where the reconfiguration's time went (module doc)
                     control = {"removal_s": (res["t_dark"] - res["t_request"]) / tdf,
                                "commit_s": (res["t_live"] - res["t_install"]) / tdf,
+                               "reroute_s": (res["t_routed"] - res["t_dark"]) / tdf,
                                "reply_s": (t_reply - res["t_live"]) / tdf}
             # The step's transfers start on the run's clock at ``clock + dark``, which is the
             # instant ``at`` on the wall clock; ``origin`` maps one onto the other.
