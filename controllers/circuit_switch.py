@@ -15,8 +15,9 @@ from __future__ import annotations
 import threading
 import time
 
-from controllers.sdn import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, app_manager, hub, ofp_event, set_ev_cls
+from controllers.sdn import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, app_manager, cfg, hub, ofp_event, set_ev_cls
 from controllers.base import OcsLabApp
+from controllers.ovs_datapath import DatapathCache
 from controllers.events import (ROUTING_APP, EventCircuitsChanged, EventRotorSlot, EventSwitchReady, PrepareRoutes,
                                 ProgramRoutes)
 from emulation import dataplane as dpn
@@ -37,6 +38,14 @@ class CircuitSwitch(OcsLabApp):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._apply_lock = threading.Lock()
+        ctl = cfg.CONF.ocslab.ovs_ctl
+        self._datapath = DatapathCache(ctl) if ctl else None
+
+    def _in_datapath(self, t_ack: float) -> float:
+        """When a change acknowledged (barrier) at ``t_ack`` holds in the datapath too: with
+        ``--ocslab-ovs-ctl``, once the cached flows are flushed (:mod:`controllers.ovs_datapath`);
+        otherwise ``t_ack``."""
+        return self._datapath.purge() if self._datapath is not None else t_ack
 
     # ---- switch life cycle -----------------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
@@ -102,16 +111,18 @@ class CircuitSwitch(OcsLabApp):
 
     def _probe_rules(self, dp, k: int | None) -> list:
         """Rules for wire probes (:data:`emulation.dataplane.PROBE_ETHERTYPE`, sent by the GPUs
-        of a captured run): a NIC floods its GPU's probes to every fabric port and hands probes
-        from the fabric to its GPU; an OCS drops, uncounted, the probes of a port without a
-        circuit (its circuit rules carry the others like any frame)."""
+        of a captured run): a NIC sends a copy of its GPU's probe out of every fabric port, each
+        addressed to :func:`emulation.dataplane.probe_mac` of its port, and hands probes from the
+        fabric to its GPU; an OCS drops, uncounted, the probes of a port without a circuit (its
+        circuit rules carry the others like any frame)."""
         parser = dp.ofproto_parser
         probe = {"eth_type": dpn.PROBE_ETHERTYPE}
         if k is not None:
             return [self.add_flow(dp, PRIO_PROBE_DROP, parser.OFPMatch(**probe), [])]
         if dp.id - dpn.DPID_NIC not in range(self.state.fabric.gpus):
             return []
-        out = [parser.OFPActionOutput(dpn.nic_port(j)) for j in range(self.state.fabric.ports_per_gpu)]
+        out = [a for j in range(self.state.fabric.ports_per_gpu)
+               for a in (parser.OFPActionSetField(eth_dst=dpn.probe_mac(j)), parser.OFPActionOutput(dpn.nic_port(j)))]
         return [self.add_flow(dp, PRIO_PROBE, parser.OFPMatch(in_port=dpn.NIC_HOST_PORT, **probe), out),
                 self.add_flow(dp, PRIO_PROBE - 1, parser.OFPMatch(**probe), [parser.OFPActionOutput(dpn.NIC_HOST_PORT)])]
 
@@ -169,7 +180,8 @@ class CircuitSwitch(OcsLabApp):
         ``dark_window_measured_s = t_live - t_dark``. Unchanged circuits stay up. With
         ``live_at`` (CLOCK_MONOTONIC) the new circuits are installed no earlier than then.
 
-        :returns: the timestamps, the requested and measured dark window, circuits removed/added.
+        :returns: the timestamps, the requested and measured dark window, circuits removed/added
+            and ``rewired``, the GPU ports ``[gpu, port]`` that lost a circuit and got another.
         :raises FabricError: ``config`` is not a valid configuration of this fabric.
         """
         self.state.fabric.check_configuration(config)
@@ -191,6 +203,8 @@ class CircuitSwitch(OcsLabApp):
                     dp = self._ocs_dp(k)
                     mods = [m for c in sorted(removed[ocs.name]) for m in self._circuit_mods(dp, k, c, add=False)]
                     t_dark = max(t_dark, self.state.send_with_barrier(dp, mods))
+            t_dark_ack = t_dark
+            t_dark = self._in_datapath(t_dark)
             with self.state.lock:
                 self.state.circuits = config
             self._program_routes()
@@ -205,12 +219,16 @@ class CircuitSwitch(OcsLabApp):
                     dp = self._ocs_dp(k)
                     mods = [m for c in sorted(added[ocs.name]) for m in self._circuit_mods(dp, k, c, add=True)]
                     t_live = max(t_live, self.state.send_with_barrier(dp, mods))
+            t_live_ack = t_live
+            t_live = self._in_datapath(t_live)
+            ends = [{e for cs in circuits.values() for c in cs for e in (c.a, c.b)} for circuits in (removed, added)]
             out = {
                 "changed": True, "t_request": t_request, "t_dark": t_dark, "t_routed": t_routed,
-                "t_install": t_install, "t_live": t_live,
+                "t_install": t_install, "t_live": t_live, "t_dark_ack": t_dark_ack, "t_live_ack": t_live_ack,
                 "reconfiguration_delay_s": reconfiguration_delay_s,
                 "dark_window_measured_s": t_live - t_dark,
                 "removed": n_rm, "added": n_add,
+                "rewired": [[e.gpu, e.port] for e in sorted(ends[0] & ends[1])],
             }
             self.state.log_event("reconfigured", **out)
             self.send_event_to_observers(EventCircuitsChanged(out, config))

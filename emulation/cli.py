@@ -400,7 +400,8 @@ def _pcap_report(run_dir: Path) -> int:
     con = Console()
     for w, p in zip(rep["dark_windows"], rep["probe_windows"]):
         wire = "-" if p["wire_s"] is None else (f"{p['wire_s'] * 1e3:.2f} ms ({p['wire_min_s'] * 1e3:.2f}-"
-                                               f"{p['wire_max_s'] * 1e3:.2f} over {p['senders']} GPUs)")
+                                               f"{p['wire_max_s'] * 1e3:.2f} over {p['ports']} rewired ports, "
+                                               f"+-{p['resolution_s'] * 1e3 / 2:.2f} ms)")
         con.print(f"dark window at {w['t_dark']:.3f}: requested {w['requested_s'] * 1e3:.2f} ms, controller "
                   f"{w['measured_s'] * 1e3:.2f} ms, wire (probes) {wire}"
                   f"{', agrees' if p['agrees'] else ', DISAGREES'} (frame time {rep['frame_s'] * 1e3:.2f} ms + 1 ms); "

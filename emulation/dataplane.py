@@ -115,6 +115,13 @@ def gpu_ip(gpu: int) -> str:
     return f"10.{(x >> 16) & 255}.{(x >> 8) & 255}.{x & 255}"
 
 
+def probe_mac(fabric_port: int) -> str:
+    """Destination MAC a NIC writes on the wire probes it sends out of fabric port
+    ``fabric_port`` (a locally administered multicast address ending in the port number), so that
+    a capture tells which of the sender's ports, hence which circuit, a probe crossed."""
+    return f"03:6f:63:00:00:{fabric_port:02x}"
+
+
 def gpu_mac(gpu: int) -> str:
     """MAC address of GPU ``gpu``'s fabric interface."""
     x = gpu + 1

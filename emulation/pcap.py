@@ -2,10 +2,11 @@
 wrote them during ``ocslab run --pcap``), read with scapy.
 
 - Dark windows on the wire: for every reconfiguration the controller logged (``t_dark`` when the
-  old circuits were acknowledged gone, ``t_live`` when the new ones were), the silence on every
-  captured port around it: the last frame that entered the port before ``t_dark`` and the first
-  at or after ``t_live``; the gap between them next to the controller's measured window and the
-  one requested, and the frames that entered a port while it was dark (lost at the OCS).
+  old circuits were gone, ``t_live`` when the new ones carried traffic), the silence of the wire
+  probes of every rewired GPU port across it (:func:`probe_windows`), next to the controller's
+  measured window and the one requested; and on every captured fabric port the last data frame
+  that entered it before ``t_dark``, the first at or after ``t_live``, and the frames that entered
+  it while it was dark (lost at the OCS).
 - TCP, per connection (both directions of a 4-tuple): retransmissions (a data segment seen again
   on the same port), duplicate ACKs (a pure ACK repeating the previous one's number and window),
   and the largest silence between two of its frames. The total of retransmissions is set next to
@@ -74,47 +75,68 @@ def read_frames(pcap_dir: Path) -> dict[str, list[tuple]]:
     return out
 
 
-def read_probes(pcap_dir: Path) -> dict[int, np.ndarray]:
-    """Arrival times (CLOCK_MONOTONIC s, sorted) of every GPU's wire probes at the other GPUs
-    (:mod:`emulation.emulator.probe`), by sending GPU; empty without probe captures."""
+def read_probes(pcap_dir: Path) -> dict[tuple[int, int], np.ndarray]:
+    """The wire probes (:mod:`emulation.emulator.probe`) that reached a GPU, by the sending GPU
+    port ``(gpu, port)`` they left from (the port is in the destination address,
+    :func:`emulation.dataplane.probe_mac`): an ``(n, 2)`` array of ``(sequence number, send time)``
+    rows sorted by sequence number, the send time in CLOCK_MONOTONIC seconds as the probe carries
+    it; empty without probe captures."""
     from scapy.utils import RawPcapReader
 
+    from emulation.emulator.probe import PAYLOAD
+
     clock = json.loads((pcap_dir / "clock.json").read_text())
-    offset = clock["realtime_minus_monotonic_s"]
-    got: dict[int, list[float]] = defaultdict(list)
+    got: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)
     for dev in clock.get("probe_devices", []):
         for path in sorted(pcap_dir.glob(f"probe-{dev}.pcap*")):
-            for data, meta in RawPcapReader(str(path)):
-                if len(data) >= 16:
-                    t = meta.sec + meta.usec * 1e-6  # tcpdump writes pcap with microsecond stamps
-                    got[int.from_bytes(data[14:16], "big")].append(t - offset)
-    return {g: np.sort(np.array(ts)) for g, ts in got.items()}
+            for data, _meta in RawPcapReader(str(path)):
+                if len(data) >= 14 + PAYLOAD.size:
+                    gpu, seq, sent_ns = PAYLOAD.unpack_from(data, 14)
+                    got[(gpu, data[5])][seq] = sent_ns * 1e-9
+    return {k: np.array(sorted(v.items()), dtype=float) for k, v in got.items()}
 
 
-def probe_windows(probes: dict[int, np.ndarray], recon: list[dict], frame_s: float) -> list[dict]:
-    """Per reconfiguration: the dark window on the wire, from the probes. Per sending GPU, the
-    longest silence between two of its probes' arrivals that overlaps ``[t_dark, t_live]``;
-    its median over the GPUs, next to the requested and the controller-measured window, and
-    whether they agree within one frame time (``frame_s``) plus 1 ms without undercutting the
-    requested one."""
+def probe_windows(probes: dict[tuple[int, int], np.ndarray], recon: list[dict], frame_s: float) -> list[dict]:
+    """Per reconfiguration: the dark window on the wire, from the probes.
+
+    For every rewired GPU port (it lost its circuit and got another: the event's ``rewired``),
+    the silence of its probes across ``[t_dark, t_live]``: the last probe that got through before
+    (sent at ``a``) and the first after (sent at ``b``), ``k`` probes apart. The circuit went dark
+    while the first lost probe was being sent, between ``a`` and ``a + step`` (``step = (b - a) /
+    k``, the sending interval), and came back between ``b - step`` and ``b``: the window on the
+    wire is ``b - a - step`` (the brackets' midpoints, within one step), at most the gap
+    ``b - a``. Send times (carried by the probes) rather than arrival times, so that queueing on
+    the way to the receiver does not blur the edges.
+
+    :returns: per reconfiguration, the median window over the ports (``wire_s``), its range, the
+        smallest gap, the resolution (median ``step``), and ``agrees``: the median is within one
+        frame time (``frame_s``) plus 1 ms of the controller's measured window, and no port's gap
+        is shorter than the requested window (none could have been dark for less)."""
     out = []
     for ev in recon:
         td, tl = ev["t_dark"], ev["t_live"]
-        silences = []
-        for ts in probes.values():
-            near = ts[(ts > td - 0.2) & (ts < tl + 0.2)]
-            if len(near) < 2:
+        windows, gaps, steps = [], [], []
+        for port in (tuple(p) for p in ev.get("rewired", [])):
+            rows = probes.get(port)
+            if rows is None or len(rows) < 2:
                 continue
-            a, b = near[:-1], near[1:]
-            over = (b > td) & (a < tl)
-            if over.any():
-                silences.append(float((b - a)[over].max()))
-        wire = float(np.median(silences)) if silences else None
+            seq, sent = rows[:, 0], rows[:, 1]
+            over = np.flatnonzero((sent[1:] > td) & (sent[:-1] < tl))
+            if not len(over):
+                continue
+            i = over[np.argmax(sent[over + 1] - sent[over])]
+            gap = sent[i + 1] - sent[i]
+            step = gap / (seq[i + 1] - seq[i])
+            windows.append(float(gap - step))
+            gaps.append(float(gap))
+            steps.append(float(step))
+        wire = float(np.median(windows)) if windows else None
         out.append({"t_dark": td, "requested_s": ev["reconfiguration_delay_s"], "measured_s": ev["dark_window_measured_s"],
-                    "wire_s": wire, "wire_min_s": min(silences) if silences else None,
-                    "wire_max_s": max(silences) if silences else None, "senders": len(silences),
+                    "wire_s": wire, "wire_min_s": min(windows) if windows else None,
+                    "wire_max_s": max(windows) if windows else None, "gap_min_s": min(gaps) if gaps else None,
+                    "resolution_s": float(np.median(steps)) if steps else None, "ports": len(windows),
                     "agrees": wire is not None and abs(wire - ev["dark_window_measured_s"]) <= frame_s + 1e-3
-                    and wire >= ev["reconfiguration_delay_s"]})
+                    and min(gaps) >= ev["reconfiguration_delay_s"]})
     return out
 
 

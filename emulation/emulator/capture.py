@@ -4,6 +4,10 @@
 (``-Q in``: at an OCS input, what the NIC put on the fibre), wire probes left out. ``clock.json`` records the offset
 between the capture's clock (CLOCK_REALTIME) and the controller's (CLOCK_MONOTONIC), so that
 :mod:`emulation.pcap` can line frames up with the controller's reconfiguration timestamps.
+
+tcpdump runs in immediate mode: by default libpcap hands frames over in blocks that a low-rate port
+fills slowly, and the block in hand when tcpdump is ended is lost (about the last second of every
+port's capture: measured, half of a probe capture's last 0.3 s).
 """
 
 from __future__ import annotations
@@ -53,8 +57,8 @@ class Capture:
         for dev, name, direction, bpf in jobs:
             log = open(self.out_dir / f"{name}.log", "w")
             self.procs.append(subprocess.Popen(
-                [tcpdump, "-i", dev, "-Q", direction, "-s", str(SNAPLEN), "-n", "-U", "-Z", "root",
-                 "--time-stamp-precision=micro", "-C", str(FILE_MB), "-W", str(FILES),
+                [tcpdump, "-i", dev, "-Q", direction, "-s", str(SNAPLEN), "-n", "-U", "--immediate-mode",
+                 "-Z", "root", "--time-stamp-precision=micro", "-C", str(FILE_MB), "-W", str(FILES),
                  "-w", str(self.out_dir / f"{name}.pcap"), *bpf],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         names = [name for _, name, _, _ in jobs]

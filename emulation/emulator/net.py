@@ -265,6 +265,9 @@ class EmulatedFabric:
         args = ["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(self.ofp_port),
                 "--ocslab-fabric", str(fabric_json), "--ocslab-api-port", str(api_port),
                 "--log-file", str(self.run_dir / "controller.log")]
+        pid = _ovs_vswitchd_pid()
+        if pid is not None and Path(f"/var/run/openvswitch/ovs-vswitchd.{pid}.ctl").exists():
+            args += ["--ocslab-ovs-ctl", f"/var/run/openvswitch/ovs-vswitchd.{pid}.ctl"]
         cmd, env = controller_command(self.controller_runtime,
                                       ["circuit_switch", "routing", "api", "failover", *self.user_apps], args)
         self.controller = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=project_root(),

@@ -2,7 +2,8 @@
 ``python -m emulation.emulator.probe IFACE GPU INTERVAL_S``.
 
 Every ``INTERVAL_S`` seconds the GPU sends one broadcast Ethernet frame of EtherType
-:data:`emulation.dataplane.PROBE_ETHERTYPE` carrying ``(gpu, sequence number)``; its NIC floods it
+:data:`emulation.dataplane.PROBE_ETHERTYPE` carrying ``(gpu, sequence number, send time)`` (:data:`PAYLOAD`; the send time in CLOCK_MONOTONIC
+nanoseconds, a clock every network namespace shares); its NIC floods it
 to every fabric port, so it crosses whatever circuits the GPU's ports have at that moment and is
 handed to the GPUs at their other ends (the controller's probe rules). A capture on the GPUs' host
 links then shows, per sender, the silence a reconfiguration causes on the wire
@@ -18,7 +19,8 @@ import time
 
 from emulation import dataplane as dpn
 
-PAYLOAD = struct.Struct("!HI")
+#: The probe's payload after the Ethernet header: sending GPU, sequence number, send time (ns).
+PAYLOAD = struct.Struct("!HIQ")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     head = b"\xff" * 6 + bytes.fromhex(dpn.gpu_mac(gpu).replace(":", "")) + struct.pack("!H", dpn.PROBE_ETHERTYPE)
     seq, t = 0, time.monotonic()
     while True:
-        s.send((head + PAYLOAD.pack(gpu, seq)).ljust(60, b"\0"))
+        s.send((head + PAYLOAD.pack(gpu, seq, time.monotonic_ns())).ljust(60, b"\0"))
         seq += 1
         t += interval
         delay = t - time.monotonic()
