@@ -42,9 +42,9 @@ class CircuitSwitch(OcsLabApp):
         self._datapath = DatapathCache(ctl) if ctl else None
 
     def _in_datapath(self, t_ack: float) -> float:
-        """When a change acknowledged (barrier) at ``t_ack`` holds in the datapath too: with
-        ``--ocslab-ovs-ctl``, once the cached flows are flushed (:mod:`controllers.ovs_datapath`);
-        otherwise ``t_ack``."""
+        """Make a change acknowledged (barrier) at ``t_ack`` hold in the datapath too: with
+        ``--ocslab-ovs-ctl``, flush the cached flows (:mod:`controllers.ovs_datapath`) and return
+        when that was done; otherwise return ``t_ack``."""
         return self._datapath.purge() if self._datapath is not None else t_ack
 
     # ---- switch life cycle -----------------------------------------------------------------
@@ -174,10 +174,13 @@ class CircuitSwitch(OcsLabApp):
         """Reconfigure every OCS to ``config``.
 
         Phases (CLOCK_MONOTONIC seconds): ``t_request``; ``t_dark`` when the removal of the
-        changed circuits is acknowledged (barrier); routes are recomputed while dark; after
-        ``reconfiguration_delay_s`` the new circuits are installed and ``t_live`` is their barrier ack
-        (the dark window measured is R plus the switch's commit time, never less than R).
-        ``dark_window_measured_s = t_live - t_dark``. Unchanged circuits stay up. With
+        changed circuits is acknowledged (barrier), ``t_dark_flushed`` when the datapath's cached
+        flows are flushed after it (:meth:`_in_datapath`); routes are recomputed while dark;
+        ``reconfiguration_delay_s`` after the flush the new circuits are installed
+        (``t_install``), ``t_live`` is their barrier ack and ``t_live_flushed`` the flush after it
+        (the dark window measured is R plus the flush and the switch's commit time, never less than
+        R). ``dark_window_measured_s = t_live - t_dark``: wire probes put the data plane's window
+        within a millisecond of it (:mod:`emulation.pcap`). Unchanged circuits stay up. With
         ``live_at`` (CLOCK_MONOTONIC) the new circuits are installed no earlier than then.
 
         :returns: the timestamps, the requested and measured dark window, circuits removed/added
@@ -203,13 +206,12 @@ class CircuitSwitch(OcsLabApp):
                     dp = self._ocs_dp(k)
                     mods = [m for c in sorted(removed[ocs.name]) for m in self._circuit_mods(dp, k, c, add=False)]
                     t_dark = max(t_dark, self.state.send_with_barrier(dp, mods))
-            t_dark_ack = t_dark
-            t_dark = self._in_datapath(t_dark)
+            t_dark_flushed = self._in_datapath(t_dark)
             with self.state.lock:
                 self.state.circuits = config
             self._program_routes()
             t_routed = time.monotonic()
-            wait = max(t_dark + reconfiguration_delay_s, live_at or 0.0) - time.monotonic()
+            wait = max(t_dark_flushed + reconfiguration_delay_s, live_at or 0.0) - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
             t_install = time.monotonic()
@@ -219,12 +221,12 @@ class CircuitSwitch(OcsLabApp):
                     dp = self._ocs_dp(k)
                     mods = [m for c in sorted(added[ocs.name]) for m in self._circuit_mods(dp, k, c, add=True)]
                     t_live = max(t_live, self.state.send_with_barrier(dp, mods))
-            t_live_ack = t_live
-            t_live = self._in_datapath(t_live)
+            t_live_flushed = self._in_datapath(t_live)
             ends = [{e for cs in circuits.values() for c in cs for e in (c.a, c.b)} for circuits in (removed, added)]
             out = {
                 "changed": True, "t_request": t_request, "t_dark": t_dark, "t_routed": t_routed,
-                "t_install": t_install, "t_live": t_live, "t_dark_ack": t_dark_ack, "t_live_ack": t_live_ack,
+                "t_install": t_install, "t_live": t_live, "t_dark_flushed": t_dark_flushed,
+                "t_live_flushed": t_live_flushed,
                 "reconfiguration_delay_s": reconfiguration_delay_s,
                 "dark_window_measured_s": t_live - t_dark,
                 "removed": n_rm, "added": n_add,

@@ -409,7 +409,9 @@ def _pcap_report(run_dir: Path) -> int:
     t = rep["tcp"]
     con.print(f"TCP: {t['connections']} connections, {t['retransmissions']} retransmitted segments on the wire "
               f"(agents' TCP_INFO: {t['retransmissions_tcp_info']}), {t['dup_acks']} duplicate ACKs, largest "
-              f"silence {t['largest_gap_s'] * 1e3:.1f} ms")
+              f"silence {t['largest_gap_s'] * 1e3:.1f} ms; per connection, the wire and TCP_INFO agree on "
+              f"{t['connections'] - len(t['connections_disagreeing'])} of {t['connections']}"
+              + (f" (not on {', '.join(t['connections_disagreeing'][:4])})" if t["connections_disagreeing"] else ""))
     con.print(f"capture: {run_dir}/pcap.json, pcap.png")
     return 0
 

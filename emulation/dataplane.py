@@ -115,6 +115,14 @@ def gpu_ip(gpu: int) -> str:
     return f"10.{(x >> 16) & 255}.{(x >> 8) & 255}.{x & 255}"
 
 
+def tcp_connection(src: str, sport: int, dst: str, dport: int) -> str:
+    """The name of the TCP connection between ``src:sport`` and ``dst:dport``, the same from
+    either end: ``"ip:port-ip:port"``, the smaller endpoint first (the agents' TCP_INFO counts
+    and the capture analysis meet on it)."""
+    a, b = sorted([(src, int(sport)), (dst, int(dport))])
+    return f"{a[0]}:{a[1]}-{b[0]}:{b[1]}"
+
+
 def probe_mac(fabric_port: int) -> str:
     """Destination MAC a NIC writes on the wire probes it sends out of fabric port
     ``fabric_port`` (a locally administered multicast address ending in the port number), so that

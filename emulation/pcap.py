@@ -9,8 +9,8 @@ wrote them during ``ocslab run --pcap``), read with scapy.
   it while it was dark (lost at the OCS).
 - TCP, per connection (both directions of a 4-tuple): retransmissions (a data segment seen again
   on the same port), duplicate ACKs (a pure ACK repeating the previous one's number and window),
-  and the largest silence between two of its frames. The total of retransmissions is set next to
-  the agents' own count (TCP_INFO, ``result.json``).
+  and the largest silence between two of its frames; beside each, the agents' own count of the
+  connection's retransmissions (TCP_INFO), and the total beside the runs' (``result.json``).
 - Throughput of every captured port in :data:`BIN_S` bins (``pcap.png``), dark windows shaded.
 
 Times are real seconds of the emulation (CLOCK_MONOTONIC, like the controller's); divide by the
@@ -25,6 +25,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+
+from emulation import dataplane as dpn
 
 #: Width of the throughput bins, seconds.
 BIN_S = 0.01
@@ -192,10 +194,21 @@ def tcp_connections(frames: dict[str, list[tuple]]) -> list[dict]:
     for conn, ts in when.items():
         ts.sort()
         gaps = np.diff(ts) if len(ts) > 1 else np.zeros(1)
-        out.append({"connection": f"{conn[0]}:{conn[1]}-{conn[2]}:{conn[3]}", "frames": len(ts), "data_bytes": data[conn],
+        out.append({"connection": dpn.tcp_connection(*conn), "frames": len(ts), "data_bytes": data[conn],
                     "retransmissions": len(retrans[conn]), "dup_acks": dup[conn], "largest_gap_s": float(gaps.max()),
                     "first_s": ts[0], "last_s": ts[-1]})
     return sorted(out, key=lambda c: c["first_s"])
+
+
+def agents_retransmissions(emulation_dir: Path) -> dict[str, int]:
+    """Retransmitted segments per TCP connection as the agents counted them (TCP_INFO), over
+    every run of ``emulation_dir`` (``<run>/tcp_info.json``,
+    :func:`emulation.emulator.orchestrator.write_tcp_info`); a name two runs share is summed."""
+    out: dict[str, int] = defaultdict(int)
+    for path in sorted(Path(emulation_dir).glob("*/tcp_info.json")):
+        for conn, n in json.loads(path.read_text())["retransmissions_by_connection"].items():
+            out[conn] += int(n)
+    return dict(out)
 
 
 def analyse(run_dir: Path, png: Path | None = None) -> dict:
@@ -220,10 +233,16 @@ def analyse(run_dir: Path, png: Path | None = None) -> dict:
         res = json.loads(result.read_text())
         agents = sum(s.get("retransmissions") or 0 for r in res.get("runs", []) for s in r.get("steps", []))
         frame_s = 1514 * 8 / ((res.get("scale") or {}).get("link_mbps", 10.0) * 1e6)
+    tcp_info = agents_retransmissions(run_dir / "emulation")
+    for c in conns:
+        c["retransmissions_tcp_info"] = tcp_info.pop(c["connection"], 0)
+    disagree = [c["connection"] for c in conns if c["retransmissions"] != c["retransmissions_tcp_info"]]
+    disagree += sorted(k for k, n in tcp_info.items() if n)  # retransmitted, yet not on the wire
     report = {"ports": {d: len(rows) for d, rows in frames.items()}, "dark_windows": dark_windows(frames, recon),
               "frame_s": frame_s, "probe_windows": probe_windows(read_probes(pcap_dir), recon, frame_s),
               "tcp": {"connections": len(conns), "retransmissions": sum(c["retransmissions"] for c in conns),
-                      "retransmissions_tcp_info": agents, "dup_acks": sum(c["dup_acks"] for c in conns),
+                      "retransmissions_tcp_info": agents, "connections_disagreeing": disagree,
+                      "dup_acks": sum(c["dup_acks"] for c in conns),
                       "largest_gap_s": max((c["largest_gap_s"] for c in conns), default=0.0), "per_connection": conns}}
     if png is not None:
         plot(frames, report, png, run_dir.name)

@@ -40,8 +40,9 @@ routes channels separately (parallel circuits, ECMP). Each part is framed as ``!
 
 Control protocol (newline-delimited JSON), agent -> orchestrator: ``{"listening": r}``, then
 ``{"ready": r}`` after connecting to its peers, ``{"done": step, "send": {tid: [t_start,
-t_sent]}, "recv": {tid: t_end}, "retrans": segments retransmitted so far, "stalls": stalled
-windows so far, "t_go", "t_heard", "t_done"}`` per step; orchestrator -> agent: ``{"connect": true}``,
+t_sent]}, "recv": {tid: t_end}, "retrans": segments retransmitted so far, "retrans_by_conn":
+{connection (:func:`emulation.dataplane.tcp_connection`): segments retransmitted so far, those
+that retransmitted}, "stalls": stalled windows so far, "t_go", "t_heard", "t_done"}`` per step; orchestrator -> agent: ``{"connect": true}``,
 ``{"open": [[dst, channel], ...]}`` (before the first go, untimed: open these ``later``
 connections now, answered by ``{"opened": r}``), ``{"go": step}`` (with ``"t0"`` in a rotor run;
 ``"at"``: release the step at that instant, not on hearing it; ``"origin"``: when the run's
@@ -61,6 +62,7 @@ import termios
 import threading
 import time
 
+from emulation import dataplane as dpn
 from emulation.poll import wait_until
 
 HEADER = struct.Struct("!QQ")
@@ -250,6 +252,10 @@ class Channel:
     def unacked(self) -> int:
         """Bytes written but not yet acknowledged by the peer (``TIOCOUTQ``)."""
         return struct.unpack("i", fcntl.ioctl(self.sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+
+    def name(self) -> str:
+        """The connection's name (:func:`emulation.dataplane.tcp_connection`)."""
+        return dpn.tcp_connection(*self.sock.getsockname(), *self.sock.getpeername())
 
     def retransmissions(self) -> int:
         """Segments this connection has retransmitted so far (``tcpi_total_retrans``)."""
@@ -444,10 +450,10 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
             used = [conns[(dst, c)] for _tid, dst, parts in step["send"] for c, _b in parts]
             wait_until(lambda: not any(c.unacked() for c in used), timeout, lambda: TimeoutError(
                 f"rank {rank} step {index}: data not acknowledged in {timeout} s"), interval_s=0.0005)
-        retrans = sum(c.retransmissions() for c in conns.values())
+        by_conn = {c.name(): n for c in conns.values() if (n := c.retransmissions())}
         stalls = sum(c.stalls for c in conns.values())
-        say({"done": index, "rank": rank, "t_go": t_go, "t_heard": t_heard, "send": sent, "recv": recv, "retrans": retrans,
-             "stalls": stalls, "t_done": time.monotonic()})
+        say({"done": index, "rank": rank, "t_go": t_go, "t_heard": t_heard, "send": sent, "recv": recv,
+             "retrans": sum(by_conn.values()), "retrans_by_conn": by_conn, "stalls": stalls, "t_done": time.monotonic()})
     hear()  # exit
 
 

@@ -156,6 +156,17 @@ def _last_line(path: Path, limit: int = 160) -> str:
     return lines[-1][:limit] if lines else ""
 
 
+def write_tcp_info(run_dir: Path, reports: list[dict]) -> None:
+    """Write ``run_dir/tcp_info.json``: ``{"retransmissions_by_connection": {connection: segments}}``,
+    every connection's retransmissions (TCP_INFO) by the end of the run, from the agents' step
+    ``reports`` in order (their counts are cumulative), for the capture analysis
+    (:mod:`emulation.pcap`) to set beside the wire's count."""
+    by_conn: dict[str, int] = {}
+    for m in reports:
+        by_conn.update(m.get("retrans_by_conn", {}))
+    (run_dir / "tcp_info.json").write_text(json.dumps({"retransmissions_by_connection": by_conn}, indent=1))
+
+
 @contextlib.contextmanager
 def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path):
     """Start one agent per schedule (``run_dir/agent-gR.json``, log ``agent-gR.log``), accept
@@ -293,6 +304,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
         steps: list[StepResult] = []
         transfers: dict[int, TransferResult] = {}
         lead = RELEASE_LEAD_S
+        reported: list[dict] = []
         for si, sp in enumerate(plan.steps):
             rec = StepResult.of(si, workload.steps[si].phase, clock / tdf, 0.0, sp.action, max_link_bytes=step_loads[si])
             dark = 0.0
@@ -322,6 +334,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
                 lead = min(MAX_RELEASE_LEAD_S, 2 * (lead + late))
             snap = counters.snapshot()
             rec.drops, last = counters.drops(last, snap), snap
+            reported += reports
             total_retrans = sum(m.get("retrans", 0) for m in reports)
             rec.retransmissions, retrans_before = total_retrans - retrans_before, total_retrans
             ends = {int(tid): t for m in reports for tid, t in m["recv"].items()}
@@ -340,6 +353,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
                                                 (max(at, origin + arrive[t.src]) - origin) / tdf, (t_end - origin) / tdf)
             steps.append(rec)
         run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
+    write_tcp_info(run_dir, reported)
 
     return RunResult(
         name=name, collective=workload.collective, algorithm=workload.algorithm, planner=plan.planner,

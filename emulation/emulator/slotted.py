@@ -34,7 +34,7 @@ import numpy as np
 
 from emulation.emulator.agent_schedule import AgentSchedules
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
-from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, agents, open_under
+from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, agents, open_under, write_tcp_info
 from emulation.fabric import Configuration, assign_ports
 from emulation.results import Percentiles, RunResult, Slots, StepResult, TransferResult
 from emulation.scale import Scale
@@ -223,6 +223,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
             emu.client.stop_rotor()
         emu.set_rto_min(None)
 
+    write_tcp_info(run_dir, [m for reports in done for m in reports])
     arrived = {int(h): v for reports in done for m in reports for h, v in m["recv"].items()}
     ends: dict[int, float] = {}
     for h, tid in finals.items():
