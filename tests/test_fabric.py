@@ -59,3 +59,26 @@ def test_static_ring_and_eps_links():
     assert {(l.u, l.v) for l in r.links()} == {(i, (i + 1) % 5) for i in range(5)} | {((i + 1) % 5, i) for i in range(5)}
     e = eps_star(3)
     assert {(l.u, l.v) for l in e.links()} == {(g, 3) for g in range(3)} | {(3, g) for g in range(3)}
+
+
+def test_a_rail_fabric_joins_gpu_r_of_every_server_on_rail_r():
+    """Opus's rail-optimised fabric: 2 servers x 8 GPUs, photonic rails starting in a ring of
+    servers, a scale-up switch per server; and the electrical baseline."""
+    from topologies import rails
+
+    f = rails(2, 8, rail_ports=2)
+    assert (f.gpus, f.ports_per_gpu, len(f.ocs)) == (16, 3, 8)
+    for r, o in enumerate(f.ocs):
+        assert o.name == f"rail{r}" and {p.gpu for p in o.ports} == {r, 8 + r}
+        # the ring of 2 servers: both rail ports of GPU r joined to GPU 8 + r
+        assert {(c.a.gpu, c.b.gpu) for c in f.initial[o.name]} == {(r, 8 + r)} and len(f.initial[o.name]) == 2
+    nvl = [e for e in f.eps if e.name.startswith("nvl")]
+    assert [sorted(p.gpu for p in e.ports) for e in nvl] == [list(range(8)), list(range(8, 16))]
+    assert all(p.port == 2 for e in nvl for p in e.ports) and nvl[0].port_gbps == 3600.0
+    big = rails(128, 8)
+    assert big.gpus == 1024 and all(len(big.initial[o.name]) == 128 for o in big.ocs)  # a ring of 128 servers
+    e = rails(4, 4, rail="eps", scaleup_gbps=None)
+    assert (e.ports_per_gpu, len(e.ocs), [x.name for x in e.eps]) == (1, 0, ["rail0", "rail1", "rail2", "rail3"])
+    for bad in ({"servers": 1}, {"rail": "copper"}, {"rail_ports": 1}, {"initial": "torus"}):
+        with pytest.raises(FabricError):
+            rails(**{"servers": 2, "gpus_per_server": 4, **bad})

@@ -8,6 +8,7 @@ from topologies.builders import (
     eps_star,
     ocs_star,
     rack,
+    rails,
     ring_pairs,
     static_ring,
     static_torus,
@@ -15,4 +16,4 @@ from topologies.builders import (
     torus_pairs,
 )
 
-__all__ = ["BUILDERS", "eps_star", "ocs_star", "rack", "ring_pairs", "static_ring", "static_torus", "torus_dims", "torus_pairs"]
+__all__ = ["BUILDERS", "eps_star", "ocs_star", "rack", "rails", "ring_pairs", "static_ring", "static_torus", "torus_dims", "torus_pairs"]

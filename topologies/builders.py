@@ -154,6 +154,72 @@ def rack(
     return Fabric(name, total, p, port_gbps, ocs=(ocs,), eps=eps, initial=config)
 
 
+#: Scale-up bandwidth of one GPU inside its server, Gbit/s per direction (NVLink 4: 900 GB/s
+#: both directions, 450 GB/s = 3,600 Gbit/s each way).
+SCALEUP_GBPS = 3600.0
+
+
+def rails(
+    servers: int,
+    gpus_per_server: int = 8,
+    rail_ports: int = 2,
+    port_gbps: float = 400.0,
+    reconfiguration_delay_s: float = 0.0,
+    rail: str = "ocs",
+    initial: str = "ring",
+    scaleup_gbps: float | None = SCALEUP_GBPS,
+) -> Fabric:
+    """A rail-optimised GPU fabric (Opus, arXiv 2507.08119): ``servers`` servers of
+    ``gpus_per_server`` GPUs; GPU ``s * gpus_per_server + r`` is GPU ``r`` of server ``s``.
+    Rail ``r`` joins GPU ``r`` of every server: its ports ``0..rail_ports-1`` are on the rail
+    switch ``rail<r>``, an optical circuit switch (``rail="ocs"``, photonic rails) or an electrical
+    packet switch (``rail="eps"``, the electrical baseline, which has one port per GPU). Each
+    server's GPUs also share a scale-up domain, a packet switch ``nvl<s>`` on port
+    ``rail_ports`` (``1`` for EPS rails) at ``scaleup_gbps`` (None: no scale-up domain).
+
+    :param initial: photonic rails start with every rail's servers in a ring (``"ring"``: server
+        ``s`` to ``s + 1`` on each rail, needs ``rail_ports >= 2``) or without circuits
+        (``"empty"``).
+    :raises FabricError: fewer than 2 servers or 1 GPU per server, an unknown rail kind or
+        initial configuration, or a ring without 2 rail ports.
+    """
+    if servers < 2 or gpus_per_server < 1:
+        raise FabricError(f"servers, gpus_per_server: a rail fabric needs >= 2 servers of >= 1 GPU, "
+                          f"got {servers} x {gpus_per_server}")
+    if rail not in ("ocs", "eps"):
+        raise FabricError(f"rail: 'ocs' (photonic rails) or 'eps' (electrical rails), not {rail!r}")
+    if rail == "ocs" and initial not in ("ring", "empty"):
+        raise FabricError(f"initial: photonic rails start in a ring or empty, not {initial!r}")
+    if rail == "ocs" and initial == "ring" and rail_ports < 2:
+        raise FabricError(f"initial: a ring of servers needs rail_ports >= 2, got {rail_ports}")
+    if rail_ports < 1:
+        raise FabricError(f"rail_ports: must be >= 1, got {rail_ports}")
+    n = servers * gpus_per_server
+    on_rail = rail_ports if rail == "ocs" else 1
+    members = [[s * gpus_per_server + r for s in range(servers)] for r in range(gpus_per_server)]
+    ocs: tuple[OCS, ...] = ()
+    eps: list[EPS] = []
+    if rail == "ocs":
+        ocs = tuple(OCS(f"rail{r}", tuple(PortRef(g, j) for g in gs for j in range(on_rail)), reconfiguration_delay_s)
+                    for r, gs in enumerate(members))
+    else:
+        eps += [EPS(f"rail{r}", tuple(PortRef(g, 0) for g in gs)) for r, gs in enumerate(members)]
+    p = on_rail
+    if scaleup_gbps is not None and gpus_per_server > 1:
+        eps += [EPS(f"nvl{s}", tuple(PortRef(s * gpus_per_server + r, on_rail) for r in range(gpus_per_server)),
+                    scaleup_gbps) for s in range(servers)]
+        p += 1
+    name = f"rails-{servers}x{gpus_per_server}-{rail}"
+    bare = Fabric(name, n, p, port_gbps, ocs=ocs, eps=tuple(eps))
+    if rail == "eps" or initial == "empty":
+        return bare
+    circuits = {}
+    for r, gs in enumerate(members):
+        ring = [(gs[a], gs[b]) for a, b in ring_pairs(servers)]
+        circuits.update(assign_ports(bare, f"rail{r}", ring).to_json())
+    return Fabric(name, n, p, port_gbps, ocs=ocs, eps=tuple(eps), initial=Configuration.from_json(circuits))
+
+
 #: Builders by the name used in scenario files (``fabric.topology``).
 BUILDERS = {
     "ocs-star": ocs_star,

@@ -29,7 +29,7 @@ from mininet.topo import Topo  # noqa: E402
 
 from emulation import dataplane as dpn  # noqa: E402
 from emulation.fabric import Fabric  # noqa: E402
-from topologies.builders import eps_star, ocs_star, rack, static_ring, static_torus  # noqa: E402
+from topologies.builders import eps_star, ocs_star, rack, rails, static_ring, static_torus  # noqa: E402
 
 
 #: Host link rate over the sum of the GPU's port rates: the injection link paces TCP bursts
@@ -104,4 +104,11 @@ def rack_topo(gpus: int = 4, spares: int = 2, link_mbps: float | None = None) ->
     return FabricTopo(rack(gpus, spares), link_mbps=link_mbps)
 
 
-topos = {"ocsstar": ocs_star_topo, "ring": ring_topo, "torus": torus_topo, "eps": eps_topo, "rack": rack_topo}
+def rails_topo(servers: int = 2, gpus_per_server: int = 4, rail: str = "ocs", link_mbps: float | None = None) -> FabricTopo:
+    """``--topo rails[,SERVERS[,GPUS_PER_SERVER[,ocs|eps[,MBPS]]]]``: a rail-optimised fabric
+    (:func:`topologies.builders.rails`), photonic or electrical rails."""
+    return FabricTopo(rails(servers, gpus_per_server, rail=rail), link_mbps=link_mbps)
+
+
+topos = {"ocsstar": ocs_star_topo, "ring": ring_topo, "torus": torus_topo, "eps": eps_topo, "rack": rack_topo,
+         "rails": rails_topo}
