@@ -50,7 +50,7 @@ class Routing(OcsLabApp):
         self._installed: dict[int, dict[RuleKey, tuple[int, int]]] = {}
         self._routes: dict[Configuration, Routes] = {}  # a rotor revisits its configurations
         self._rules: dict[tuple[int, Configuration], dict[RuleKey, tuple[int, int]]] = {}
-        self._wire: dict[tuple, bytes] = {}  # (dpid, "add" | "del", key, priority, port) -> FlowMod
+        self._wire: dict[tuple, bytes] = {}  # (dpid, key, priority, out port | None: delete) -> FlowMod
 
     def _routes_of(self, config: Configuration) -> Routes:
         routes = self._routes.get(config)
@@ -68,13 +68,9 @@ class Routing(OcsLabApp):
             rules = self._rules[(dpid, config)] = self.rules_for(dpid, config)
         return rules
 
-    def rules_for(self, dpid: int, config: Configuration | None = None) -> dict[RuleKey, tuple[int, int]]:
-        """Desired rules of bridge ``dpid`` under ``config`` (default: the current circuits):
-        ``{key: (priority, out port)}``."""
+    def rules_for(self, dpid: int, config: Configuration) -> dict[RuleKey, tuple[int, int]]:
+        """Desired rules of bridge ``dpid`` under ``config``: ``{key: (priority, out port)}``."""
         fabric = self.state.fabric
-        if config is None:
-            with self.state.lock:
-                config = self.state.circuits
         routes = self._routes_of(config)
         if dpid - dpn.DPID_NIC in range(fabric.gpus):
             node = dpid - dpn.DPID_NIC
@@ -122,32 +118,31 @@ class Routing(OcsLabApp):
             return parser.OFPMatch(**extra, eth_type=0x0800, ipv4_dst=dpn.gpu_ip(key[1]))
         return parser.OFPMatch(**extra, eth_type=0x0800, ipv4_dst=dpn.gpu_ip(key[1]), ip_dscp=key[2])
 
-    def _flow_mod(self, dp, op: str, key: RuleKey, prio: int, port: int) -> bytes:
-        """The serialised FlowMod adding (``op`` "add": ``key`` -> output ``port``) or deleting
-        (``"del"``) a rule on bridge ``dp``, built once."""
-        wkey = (dp.id, op, key, prio, port)
+    def _flow_mod(self, dp, key: RuleKey, prio: int, port: int | None) -> bytes:
+        """The serialised FlowMod adding rule ``key`` -> output ``port`` on bridge ``dp``, or
+        (``port`` None) deleting it, built once."""
+        wkey = (dp.id, key, prio, port)
         wire = self._wire.get(wkey)
         if wire is None:
             if len(self._wire) >= MAX_WIRE:
                 self._wire.clear()
             parser = dp.ofproto_parser
-            msg = (self.add_flow(dp, prio, self._match(parser, key), [parser.OFPActionOutput(port)]) if op == "add"
-                   else self.delete_flow(dp, prio, self._match(parser, key)))
+            match = self._match(parser, key)
+            msg = (self.delete_flow(dp, prio, match) if port is None
+                   else self.add_flow(dp, prio, match, [parser.OFPActionOutput(port)]))
             wire = self._wire[wkey] = wire_bytes(dp, msg)
         return wire
 
-    def _updates(self, dp, fresh: bool, config: Configuration | None = None) -> list[bytes]:
-        """Serialised flow mods bringing bridge ``dp`` from its installed rules to those of
-        ``config`` (default: the current circuits; ``fresh``: the bridge was just wiped); records
-        them as installed."""
-        if config is None:
-            with self.state.lock:
-                config = self.state.circuits
+    def _updates(self, dp, fresh: bool) -> list[bytes]:
+        """Serialised flow mods bringing bridge ``dp`` from its installed rules to those of the
+        current circuits (``fresh``: the bridge was just wiped); records them as installed."""
+        with self.state.lock:
+            config = self.state.circuits
         want = self._desired(dp.id, config)
         have = {} if fresh else self._installed.get(dp.id, {})
-        msgs = [self._flow_mod(dp, "del", key, prio, port) for key, (prio, port) in have.items()
+        msgs = [self._flow_mod(dp, key, prio, None) for key, (prio, _) in have.items()
                 if key not in want or want[key][0] != prio]
-        msgs += [self._flow_mod(dp, "add", key, prio, port) for key, (prio, port) in want.items()
+        msgs += [self._flow_mod(dp, key, prio, port) for key, (prio, port) in want.items()
                  if have.get(key) != (prio, port)]
         self._installed[dp.id] = want
         return msgs
@@ -166,8 +161,8 @@ class Routing(OcsLabApp):
             for config in dict.fromkeys(configs):
                 for dp in self._forwarding_dps():
                     for key, (prio, port) in self._desired(dp.id, config).items():
-                        self._flow_mod(dp, "add", key, prio, port)
-                        self._flow_mod(dp, "del", key, prio, port)
+                        self._flow_mod(dp, key, prio, port)
+                        self._flow_mod(dp, key, prio, None)
             return len(self._wire)
 
     def program_switch(self, dp, fresh: bool = False) -> float | None:

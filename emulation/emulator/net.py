@@ -23,6 +23,7 @@ import time
 from functools import partial
 from pathlib import Path
 
+from controllers.ovs_datapath import DatapathCache, DatapathError
 from emulation import dataplane as dpn
 from emulation.emulator.capabilities import Capabilities, detect
 from emulation.emulator import registry, shaper
@@ -265,9 +266,9 @@ class EmulatedFabric:
         args = ["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(self.ofp_port),
                 "--ocslab-fabric", str(fabric_json), "--ocslab-api-port", str(api_port),
                 "--log-file", str(self.run_dir / "controller.log")]
-        pid = _ovs_vswitchd_pid()
-        if pid is not None and Path(f"/var/run/openvswitch/ovs-vswitchd.{pid}.ctl").exists():
-            args += ["--ocslab-ovs-ctl", f"/var/run/openvswitch/ovs-vswitchd.{pid}.ctl"]
+        ctl = ovs_ctl_path()
+        if ctl is not None:  # the circuit switch flushes the datapath's cache after each barrier
+            args += ["--ocslab-ovs-ctl", ctl]
         cmd, env = controller_command(self.controller_runtime,
                                       ["circuit_switch", "routing", "api", "failover", *self.user_apps], args)
         self.controller = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=project_root(),
@@ -418,14 +419,20 @@ class EmulatedFabric:
             raise EmulationError(str(e)) from None
 
     def settle(self) -> None:
-        """Flush Open vSwitch's cached datapath flows (``ovs-appctl revalidator/purge``), so that
+        """Flush Open vSwitch's cached datapath flows (``revalidator/purge``,
+        :mod:`controllers.ovs_datapath`), so that
         the next packets take the OpenFlow rules just installed. A barrier reply means the rules
         are in the tables, but in the userspace datapath packets that hit a cached flow of the
         old configuration keep following it until the revalidators catch up (2-4 ms measured
         after a rotor run): a SYN lost there costs TCP's 1 s initial timeout. Used before untimed
         connection set-up only; the flush is harmless to other bridges (their flows are
         re-created on the next packet)."""
-        subprocess.run(["ovs-appctl", "revalidator/purge"], capture_output=True, timeout=30)
+        ctl = ovs_ctl_path()
+        if ctl is not None:
+            try:
+                DatapathCache(ctl, timeout=30).purge()
+            except DatapathError as e:
+                raise EmulationError(f"Open vSwitch did not flush its datapath: {e}") from None
 
     def set_rto_min(self, ms: float | None) -> None:
         """Set (or with None, clear) TCP's minimum retransmission timeout on every GPU's routes
@@ -520,6 +527,13 @@ def _ovs_vswitchd_pid() -> int | None:
         return int(Path("/var/run/openvswitch/ovs-vswitchd.pid").read_text().strip())
     except (OSError, ValueError):
         return None
+
+
+def ovs_ctl_path() -> str | None:
+    """ovs-vswitchd's control socket (what ``ovs-appctl`` talks to), None if there is none."""
+    pid = _ovs_vswitchd_pid()
+    path = f"/var/run/openvswitch/ovs-vswitchd.{pid}.ctl"
+    return path if pid is not None and Path(path).exists() else None
 
 
 def _process_state(pid: int) -> str | None:
