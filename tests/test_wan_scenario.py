@@ -96,3 +96,47 @@ def test_a_replay_that_lost_packets_on_calm_paths_is_refused():
                                                for i in res.intervals[:2]]})
     with pytest.raises(EmulationError, match="22 of 2000 datagrams"):
         check_faithful(bad)
+
+
+PORTS = """OFPST_PORT reply (OF1.3) (xid=0x2): 2 ports
+  port  2: rx pkts=10, bytes=5000, drop=0, errs=0, frame=0, over=0, crc=0
+           tx pkts=20, bytes=9000, drop=0, errs=0, coll=0
+           duration=12.345s
+  port LOCAL: rx pkts=0, bytes=0, drop=0, errs=0, frame=0, over=0, crc=0
+           tx pkts=0, bytes=0, drop=0, errs=0, coll=0
+           duration=12.346s
+"""
+
+
+def test_port_rates_use_the_switchs_own_reading_times():
+    """A link's rate is its counter's change over the switch's own times of the two readings
+    (the port's duration), whatever the wall-clock times of the calls that read them."""
+    from emulation.wan.emulated import PortSnapshot, _parse_ports
+
+    assert _parse_ports(PORTS) == {2: (5000, 9000, 12.345)}
+    a = PortSnapshot(tx=np.array([0.0, 100.0]), tx_s=np.array([1.0, 1.0]), rx=np.array([0.0, 50.0]),
+                     rx_s=np.array([1.2, 1.0]), began=10.0, ended=10.5)
+    b = PortSnapshot(tx=np.array([2000.0, 100.0]), tx_s=np.array([3.0, 2.0]), rx=np.array([1800.0, 50.0]),
+                     rx_s=np.array([3.0, 2.0]), began=12.0, ended=13.9)  # a reading that took 1.9 s
+    sent, received = b.rates(a)
+    assert sent.tolist() == [1000.0, 0.0] and received.tolist() == [1000.0, 0.0]
+    with pytest.raises(ValueError, match="not read later"):
+        a.rates(b)
+
+
+def test_a_replay_whose_counter_readings_leave_their_interval_is_refused():
+    """Readings late for their interval (a busy machine) would measure the next matrix or no
+    traffic at all: the run is refused, naming the times."""
+    from emulation.emulator.net import EmulationError
+    from emulation.wan.emulated import PortSnapshot
+    from emulation.wan.replay import _check_window
+
+    def snap(began, ended):
+        z = np.zeros(1)
+        return PortSnapshot(tx=z, tx_s=z, rx=z, rx_s=z, began=began, ended=ended)
+
+    _check_window(2, 100.0, 103.0, 100.2, snap(101.0, 101.2), snap(102.5, 102.8))
+    with pytest.raises(EmulationError, match=r"matrix 2: .* and 2.90-3.20 s"):
+        _check_window(2, 100.0, 103.0, 100.2, snap(101.0, 101.2), snap(102.9, 103.2))
+    with pytest.raises(EmulationError, match="installed at 1.50 s"):
+        _check_window(2, 100.0, 103.0, 101.5, snap(101.0, 101.2), snap(102.5, 102.8))

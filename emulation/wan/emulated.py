@@ -290,20 +290,32 @@ class WanNet:
             subprocess.run(["ip", "link", "set", "dev", f"{router_name(a)}-eth{self.ports[(a, b)]}",
                             "up" if up else "down"], capture_output=True, check=True)
 
-    def port_bytes(self) -> tuple[np.ndarray, np.ndarray, float]:
-        """``(tx, rx, t)``: bytes sent into every link by its source router's port and received
-        from it by its destination router's port (OpenFlow port counters, ``ovs-ofctl
-        dump-ports``), and the CLOCK_MONOTONIC time of the reading (the middle of it)."""
-        t0 = time.monotonic()
-        stats = {}
-        for i in range(self.topo.routers):
+    def port_bytes(self) -> "PortSnapshot":
+        """Every link's byte counters now, as a :class:`PortSnapshot`: bytes sent into link
+        (u, v) by router u's port and received from it by router v's port (OpenFlow port
+        counters, ``ovs-ofctl dump-ports``, the routers read concurrently), each with the
+        switch's own time of that reading (the port's ``duration``, ms resolution), so that a
+        rate between two snapshots does not depend on how long the readings took; and the
+        CLOCK_MONOTONIC times the first reading began and the last one ended."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def read(i):
             out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-ports", router_name(i)],
                                  capture_output=True, text=True, timeout=10).stdout
-            stats[i] = _parse_ports(out)
+            return _parse_ports(out)
+
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            stats = dict(enumerate(pool.map(read, range(self.topo.routers))))
         t1 = time.monotonic()
-        tx = np.array([stats[u].get(self.ports[(u, v)], (0, 0))[1] for u, v in self.topo.links], dtype=float)
-        rx = np.array([stats[v].get(self.ports[(v, u)], (0, 0))[0] for u, v in self.topo.links], dtype=float)
-        return tx, rx, (t0 + t1) / 2
+
+        def col(router_port, k):
+            return np.array([stats[r].get(q, (0, 0, 0.0))[k] for r, q in router_port], dtype=float)
+
+        out_ports = [(u, self.ports[(u, v)]) for u, v in self.topo.links]
+        in_ports = [(v, self.ports[(v, u)]) for u, v in self.topo.links]
+        return PortSnapshot(tx=col(out_ports, 1), tx_s=col(out_ports, 2), rx=col(in_ports, 0), rx_s=col(in_ports, 2),
+                            began=t0, ended=t1)
 
     def group_weights(self, i: int) -> dict[int, dict[int, int]]:
         """``{group: {tunnel label: weight}}`` installed on router i now (``ovs-ofctl
@@ -313,14 +325,41 @@ class WanNet:
         return _parse_groups(out)
 
 
-def _parse_ports(text: str) -> dict[int, tuple[int, int]]:
-    """``{port: (rx_bytes, tx_bytes)}`` from ``ovs-ofctl dump-ports`` output."""
+@dataclass(frozen=True)
+class PortSnapshot:
+    """One reading of every link's port counters (:meth:`WanNet.port_bytes`): per link, bytes
+    sent (``tx``, the source router's port) and received (``rx``, the destination's) and the
+    switch's time of each reading (``tx_s``, ``rx_s``: seconds since the port was created);
+    ``began``/``ended``: CLOCK_MONOTONIC s bracketing the whole reading."""
+
+    tx: np.ndarray
+    tx_s: np.ndarray
+    rx: np.ndarray
+    rx_s: np.ndarray
+    began: float
+    ended: float
+
+    def rates(self, earlier: "PortSnapshot") -> tuple[np.ndarray, np.ndarray]:
+        """``(sent, received)`` bytes/s per link between ``earlier`` and this reading, each
+        over its own port's interval.
+
+        :raises ValueError: a port was not read later here than in ``earlier``."""
+        dt, dr = self.tx_s - earlier.tx_s, self.rx_s - earlier.rx_s
+        if (dt <= 0).any() or (dr <= 0).any():
+            raise ValueError("a port's counters were not read later than in the earlier reading")
+        return (self.tx - earlier.tx) / dt, (self.rx - earlier.rx) / dr
+
+
+def _parse_ports(text: str) -> dict[int, tuple[int, int, float]]:
+    """``{port: (rx_bytes, tx_bytes, duration_s)}`` from ``ovs-ofctl -O OpenFlow13 dump-ports``
+    output (``duration``: the port's age when the switch read it)."""
     import re
 
     out = {}
-    for m in re.finditer(r"port\s+(\w+):\s*rx pkts=\d+, bytes=(\d+).*?\n\s*tx pkts=\d+, bytes=(\d+)", text, re.S):
+    pattern = r"port\s+(\w+):\s*rx pkts=\d+, bytes=(\d+).*?\n\s*tx pkts=\d+, bytes=(\d+).*?duration=([\d.]+)s"
+    for m in re.finditer(pattern, text, re.S):
         if m.group(1).isdigit():
-            out[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
+            out[int(m.group(1))] = (int(m.group(2)), int(m.group(3)), float(m.group(4)))
     return out
 
 

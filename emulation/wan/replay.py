@@ -6,9 +6,11 @@ Interval i starts at ``t0 + i x interval_s``. At that moment every live controll
 view of matrix i (:func:`emulation.wan.divergence.views`, the same views as the flow backend),
 solves the TE and rewrites its routers' select groups; meanwhile the generators already send
 matrix i (on the previous groups until the new ones are acknowledged: the reinstall time, and the
-datagrams lost in it, are reported). Link loads are the switches' port counters over the window
-``[start + warmup_s, end - 0.1 s]``; loss and reordering per demand come from the datagrams'
-sequence numbers. The computed side of every interval is the union of the splits the controllers
+datagrams lost in it, are reported). Link loads are the switches' port counters read at
+``start + warmup_s`` and again so as to end by ``end - 0.1 s``, each port's rate over the switch's
+own times of its two readings (so how long a reading takes does not enter); a run whose readings
+fall outside their interval, or before its groups were installed, is refused (the machine could
+not keep the timeline). Loss and reordering per demand come from the datagrams' sequence numbers. The computed side of every interval is the union of the splits the controllers
 reported (the last ones of a killed controller), evaluated on the true matrix exactly as the flow
 backend does (:func:`emulation.wan.divergence.evaluate`).
 
@@ -92,7 +94,7 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
                     reinstall[str(k)] = a["solve_s"] + a["install_s"]
                     end_old = max(end_old, a["t_installed"])
                 if p.kill is not None and j >= p.kill.interval:
-                    stale = _stale_share(net, tunnels, slicing, view, matrices[j], cap, te, failed)
+                    stale = (view, list(failed))  # the share is computed after the run (_stale_share)
             else:
                 reinstall = {str(k): a["solve_s"] + a["install_s"] for k, a in answers.items()}
             window = [start + p.warmup_s, start + p.interval_s - TAIL_S]
@@ -100,8 +102,13 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
                 window = [start + p.warmup_s / 2, start + p.interval_s / 2 - 0.05]
             _sleep_until(window[0])
             a0 = net.port_bytes()
-            _sleep_until(window[1])
+            if isinstance(stale, tuple):  # what the routers hold, read inside the window
+                stale = (*stale, _installed(net))
+            # the last reading must end inside the interval: it starts early by twice the first's length
+            _sleep_until(window[1] - 2 * (a0.ended - a0.began))
             a1 = net.port_bytes()
+            _check_window(j, start, start + p.interval_s, end_old, a0, a1)
+            window = [a0.began, a1.ended]
             measured_splits = splits.copy()  # what the switches held during the window
             if p.fail is not None and p.fail.interval == j:
                 net.set_link(failed_link[0], up=False)
@@ -122,6 +129,8 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
         _wait_generators(gens, t0 + count * p.interval_s + DRAIN_S + 30)
         counts = [json.loads((run_dir / f"counts-{i}.json").read_text()) for i in range(topo.routers)]
     _check_pacing(matrices, counts, net.mbps_per_unit, p)
+    intervals = [(*i[:3], _stale_share(tunnels, slicing, matrices[j], cap, te, *i[3]) if isinstance(i[3], tuple) else i[3],
+                  *i[4:]) for j, i in enumerate(intervals)]
     res = _result(sc, setup, net.mbps_per_unit, t0, counters, intervals, counts)
     check_faithful(res)
     return res
@@ -152,9 +161,30 @@ def _install(net: em.WanNet, view: dict[int, np.ndarray], failed: list[int]) -> 
         return dict(pool.map(one, sorted(view)))
 
 
-def _stale_share(net: em.WanNet, tunnels, slicing, view, matrix, cap, te, failed) -> float:
-    """Share of the offered demand whose installed bucket weights (read from the routers) are
-    not what its slice's controller would install on its view now."""
+def _installed(net: em.WanNet) -> dict[int, dict[int, int]]:
+    """``{group: {tunnel label: weight}}`` installed on every router now."""
+    installed = {}
+    for i in range(net.topo.routers):
+        installed.update(net.group_weights(i))
+    return installed
+
+
+def _check_window(j: int, start: float, end: float, installed: float, a0: em.PortSnapshot,
+                  a1: em.PortSnapshot) -> None:
+    """Both counter readings of interval ``j`` lie inside it, after its groups were installed
+    (CLOCK_MONOTONIC s), so that they measure that interval's matrix on its splits.
+
+    :raises EmulationError: they do not: the machine was too busy to keep the replay's timeline."""
+    if a0.began < max(start, installed) or a1.ended > end or a1.began <= a0.ended:
+        raise EmulationError(f"matrix {j}: the port counters were read at {a0.began - start:.2f}-{a0.ended - start:.2f} s "
+                             f"and {a1.began - start:.2f}-{a1.ended - start:.2f} s into a {end - start:g} s interval "
+                             f"whose groups were installed at {installed - start:.2f} s: this machine is too busy to "
+                             "keep the replay's timeline; raise packet.interval_s or packet.warmup_s")
+
+
+def _stale_share(tunnels, slicing, matrix, cap, te, view, failed, installed) -> float:
+    """Share of the offered demand whose installed bucket weights (``installed``, read from the
+    routers) are not what its slice's controller would install on its view now."""
     from controllers.wan_te import bucket_weights
 
     alive, keep = tunnels.avoiding(failed)
@@ -166,9 +196,6 @@ def _stale_share(net: em.WanNet, tunnels, slicing, view, matrix, cap, te, failed
         s[keep] = sol.splits
         mine = owned(tunnels, slicing, k)
         fresh[mine] = s[mine]
-    installed = {}
-    for i in range(net.topo.routers):
-        installed.update(net.group_weights(i))
     stale = 0.0
     for d in range(len(tunnels.demands)):
         got = installed.get(d + 1, {})
@@ -262,9 +289,8 @@ def _result(sc, setup: WanSetup, mbps_per_unit, t0, counters, intervals, counts)
     out = []
     for j, ((a0, a1), (splits, reinstall, end_old, stale, events, window)) in enumerate(zip(counters, intervals)):
         o = evaluate(tunnels, splits, setup.matrices[j], cap)
-        unit = 8 / 1e6 / mbps_per_unit  # bytes -> demand units (over the window)
-        load = (a1[0] - a0[0]) * unit / (a1[2] - a0[2])
-        carried = (a1[1] - a0[1]) * unit / (a1[2] - a0[2])
+        unit = 8 / 1e6 / mbps_per_unit  # bytes/s -> demand units
+        load, carried = (r * unit for r in a1.rates(a0))
         lo, hi = t0 + j * p.interval_s, t0 + (j + 1) * p.interval_s
         demands, sent_all, lost_all, reord = [], 0, 0, 0
         end_reinstall = end_old
