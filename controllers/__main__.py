@@ -2,9 +2,9 @@
 --ocslab-api-port M [--log-file F]``, or ``python -m controllers wan_te --ofp-tcp-listen-port N
 --ocslab-wan FILE --ocslab-api-port M`` for a WAN slice's TE controller.
 
-Leading APP names: ``circuit_switch``, ``routing``, ``api``, ``failover`` (default: these four),
-``wan_te`` (alone), or the path of your own app's ``.py`` file (with no built-in name given, it
-runs beside the four). Flags use the
+Leading APP names: ``circuit_switch``, ``routing``, ``api``, ``failover``, ``opus`` (default:
+these five), ``wan_te`` (alone), or the path of your own app's ``.py`` file (with no built-in name
+given, it runs beside the five). Flags use the
 ryu-manager names; OS-Ken 4.x has no ``osken-manager``, so this loads and instantiates the apps
 with OS-Ken's ``AppManager`` on its native (threaded) hub, as ``AppManager.run_apps`` does, and
 serves until SIGTERM or SIGINT (``docs/architecture.md``, machines).
@@ -23,10 +23,11 @@ APPS = {
     "routing": "controllers.routing",
     "api": "controllers.api",
     "failover": "controllers.failover",
+    "opus": "controllers.opus",
     "wan_te": "controllers.wan_te",
 }
 #: The apps of an ML fabric (the default set); ``wan_te`` runs alone.
-FABRIC_APPS = ("circuit_switch", "routing", "api", "failover")
+FABRIC_APPS = ("circuit_switch", "routing", "api", "failover", "opus")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,9 @@ network namespace on the machine):
   "spares": [gpu, ...], "reconfiguration_delay_s": float}``: arm GPU-failure recovery for a job
   (:meth:`controllers.failover.FailoverApp.arm`); answers with the precomputed table;
   ``{"disarm": true}`` stops watching.
+- ``POST /opus`` ``{"socket": path, "reconfiguration_delay_s": float, "timeout_s": float}``: serve
+  the Opus protocol on that Unix socket (:meth:`controllers.opus.OpusApp.arm`): a training job's
+  process groups check in and ask for their phase's rail configuration; ``{"disarm": true}`` stops.
 - ``GET /events?since=N``: the event log from sequence number N.
 
 A malformed request (not JSON, not an object, a missing or mistyped field, a time that is not in
@@ -134,6 +137,20 @@ class JsonApi(OcsLabApp):
                             return
                         self.send_json(200, app.arm(str(body["mode"]), _ints(body, "placement"), _ints(body, "spares"),
                                                 dark))
+                    except (KeyError, TypeError, ValueError, AttributeError, FabricError, RuntimeError) as e:
+                        self.send_json(400, {"error": str(e)})
+                    return
+                if url.path == "/opus":
+                    try:
+                        app = app_manager.lookup_service_brick("OpusApp")
+                        if app is None:
+                            raise RuntimeError("the opus app is not loaded")
+                        if body.get("disarm"):
+                            self.send_json(200, app.disarm())
+                            return
+                        if not isinstance(body.get("socket"), str) or not body["socket"]:
+                            raise ValueError("socket must be a path")
+                        self.send_json(200, app.arm(body["socket"], dark, _seconds(body, "timeout_s", 10.0)))
                     except (KeyError, TypeError, ValueError, AttributeError, FabricError, RuntimeError) as e:
                         self.send_json(400, {"error": str(e)})
                     return

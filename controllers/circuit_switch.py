@@ -236,6 +236,67 @@ class CircuitSwitch(OcsLabApp):
             self.send_event_to_observers(EventCircuitsChanged(out, config))
             return out
 
+    def rewire(self, ocs_name: str, remove: frozenset[Circuit] | set[Circuit], add: frozenset[Circuit] | set[Circuit],
+               reconfiguration_delay_s: float, on_dark=None) -> dict:
+        """Change only some circuits of one OCS: take ``remove`` down, keep their ports dark for
+        ``reconfiguration_delay_s`` (after the removal's barrier and datapath flush, as
+        :meth:`apply`), bring ``add`` up. Rewires of disjoint ports run concurrently (each reads
+        and updates the circuit table under its lock, the routing app reprograms for the table
+        as it is then); they must not overlap an :meth:`apply`. Used by a control plane that
+        reconfigures per group of GPUs (Opus, :mod:`controllers.opus`). ``on_dark()``, if given, is
+        called once ``remove`` is gone from the switch and from the circuit table (before R).
+
+        :returns: as :meth:`apply`, plus ``"ocs"``.
+        :raises FabricError: ``remove`` is not in place, or the result is not a valid configuration.
+        """
+        k = next((i for i, o in enumerate(self.state.fabric.ocs) if o.name == ocs_name), None)
+        if k is None:
+            raise FabricError(f"no OCS {ocs_name!r}")
+        remove, add = frozenset(remove) - frozenset(add), frozenset(add) - frozenset(remove)
+        t_request = time.monotonic()
+        with self.state.lock:
+            cur = self.state.circuits
+            if not remove <= cur[ocs_name]:
+                raise FabricError(f"{ocs_name}: circuits to remove are not in place: "
+                                  f"{sorted(map(str, remove - cur[ocs_name]))}")
+            add = add - cur[ocs_name]
+            new = Configuration({**cur, ocs_name: (cur[ocs_name] - remove) | add})
+        self.state.fabric.check_configuration(new)
+        if not remove and not add:
+            return {"changed": False, "ocs": ocs_name, "t_request": t_request, "t_live": time.monotonic(),
+                    "reconfiguration_delay_s": 0.0, "dark_window_measured_s": 0.0, "removed": 0, "added": 0}
+        dp = self._ocs_dp(k)
+        t_dark = t_request
+        if remove:
+            t_dark = self.state.send_with_barrier(dp, [m for c in sorted(remove) for m in self._circuit_mods(dp, k, c, False)])
+        t_dark_flushed = self._in_datapath(t_dark)
+        with self.state.lock:
+            cur = self.state.circuits
+            self.state.circuits = Configuration({**cur, ocs_name: (cur[ocs_name] - remove) | add})
+        if on_dark is not None:
+            on_dark()
+        self._program_routes()
+        t_routed = time.monotonic()
+        wait = t_dark_flushed + reconfiguration_delay_s - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        t_install = t_live = time.monotonic()
+        if add:
+            t_live = self.state.send_with_barrier(dp, [m for c in sorted(add) for m in self._circuit_mods(dp, k, c, True)])
+        t_live_flushed = self._in_datapath(t_live)
+        ends = [{e for c in cs for e in (c.a, c.b)} for cs in (remove, add)]
+        out = {
+            "changed": True, "ocs": ocs_name, "t_request": t_request, "t_dark": t_dark, "t_routed": t_routed,
+            "t_install": t_install, "t_live": t_live, "t_dark_flushed": t_dark_flushed,
+            "t_live_flushed": t_live_flushed, "reconfiguration_delay_s": reconfiguration_delay_s,
+            "dark_window_measured_s": t_live - t_dark, "removed": len(remove), "added": len(add),
+            "rewired": [[e.gpu, e.port] for e in sorted(ends[0] & ends[1])],
+        }
+        self.state.log_event("reconfigured", **out)
+        with self.state.lock:
+            now = self.state.circuits
+        self.send_event_to_observers(EventCircuitsChanged(out, now))
+        return out
 
     # ---- rotor: time-slotted configurations on the controller's own clock ---------------------
     def start_rotor(self, configs: list[Configuration], slots_s: list[float], reconfiguration_delay_s: float,

@@ -146,6 +146,13 @@ def _clean() -> int:
 def _train(args) -> int:
     import datetime as dt
 
+    if _has_section(args.file, "rails"):
+        from emulation.rails import cli as rails_cli
+
+        if args.recovery is not None:
+            return _fail("--recovery applies to LUMION training scenarios, not rail ones")
+        return rails_cli.train(args.file, args.out)
+
     from emulation.emulator.controller_client import ControllerError
     from emulation.emulator.net import EmulationError, MachineBusy
     from emulation.emulator.torchrun import torch_available
@@ -352,6 +359,18 @@ def _run(args) -> int:
         if args.app or args.pcap:
             return _fail("--app and --pcap apply to fabric scenarios, not WAN ones")
         return wan_cli.run(args.file, args.backend, args.out, args.controller)
+    if _has_section(args.file, "tenancy"):
+        from emulation.tenancy import cli as tenancy_cli
+
+        if args.app or args.pcap or args.controller:
+            return _fail("--app, --pcap and --controller apply to packet-backend scenarios, not tenancy traces")
+        return tenancy_cli.run(args.file, args.backend, args.out)
+    if _has_section(args.file, "rails"):
+        from emulation.rails import cli as rails_cli
+
+        if args.app or args.pcap or args.controller:
+            return _fail("--app, --pcap and --controller apply to packet-backend scenarios, not rail sweeps")
+        return rails_cli.run(args.file, args.backend, args.out)
     loaded = _load_experiment(args.file)
     if isinstance(loaded, int):
         return loaded
@@ -511,10 +530,15 @@ def _compare(args) -> int:
 
 def _is_wan(path: Path) -> bool:
     """True if ``path`` is a readable YAML mapping with a ``wan:`` section (a WAN scenario)."""
+    return _has_section(path, "wan")
+
+
+def _has_section(path: Path, section: str) -> bool:
+    """True if ``path`` is a readable YAML mapping with a top-level ``section``."""
     from emulation.scenario import read_yaml
 
     try:
-        return "wan" in read_yaml(path)
+        return section in read_yaml(path)
     except ScenarioError:
         return False  # the collective loader reports what is wrong with the file
 

@@ -43,3 +43,39 @@ def run_dir(tmp_path_factory, request) -> Path:
         shutil.rmtree(d)
     d.mkdir(parents=True)
     return d
+
+
+@pytest.fixture
+def controller_process(run_dir):
+    """``start(fabric, apps) -> (process, ofp_port, api_port, client)``: the real controller on
+    ``fabric`` (written to ``run_dir``) with ``apps``, no switches, ready to answer its API; ended
+    (by pid) after the test."""
+    import json
+    import sys
+    import time
+
+    from emulation.emulator.controller_client import ControllerClient
+    from emulation.emulator.net import free_port, stop_pid
+
+    started = []
+
+    def start(fabric, apps):
+        path = run_dir / "fabric.json"
+        path.write_text(json.dumps(fabric.to_json()))
+        ofp, api = free_port(), free_port()
+        p = subprocess.Popen([sys.executable, "-m", "controllers", *apps,
+                              "--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(ofp),
+                              "--ocslab-fabric", str(path), "--ocslab-api-port", str(api),
+                              "--log-file", str(run_dir / "controller.log")], cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started.append(p)
+        client = ControllerClient(api)
+        deadline = time.monotonic() + 30
+        while not client.alive():
+            assert p.poll() is None and time.monotonic() < deadline, "controller did not start"
+            time.sleep(0.05)
+        return p, ofp, api, client
+
+    yield start
+    for p in started:
+        stop_pid(p)

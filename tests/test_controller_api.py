@@ -9,36 +9,21 @@ import http.client
 import json
 import random
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from emulation.emulator.controller_client import ControllerClient
-from emulation.emulator.net import free_port, stop_pid
 from topologies import ocs_star
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def controller(run_dir):
-    fabric = run_dir / "fabric.json"
-    fabric.write_text(json.dumps(ocs_star(4, 2, 400, 0.0, "ring").to_json()))
-    ofp, api = free_port(), free_port()
-    p = subprocess.Popen([sys.executable, "-m", "controllers", "circuit_switch", "routing", "api", "failover",
-                          "--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(ofp),
-                          "--ocslab-fabric", str(fabric), "--ocslab-api-port", str(api),
-                          "--log-file", str(run_dir / "controller.log")], cwd=ROOT,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = ControllerClient(api)
-    deadline = time.monotonic() + 30
-    while not client.alive():
-        assert p.poll() is None and time.monotonic() < deadline, "controller did not start"
-        time.sleep(0.05)
-    yield p, ofp, api
-    stop_pid(p)
+def controller(controller_process):
+    p, ofp, api, _client = controller_process(ocs_star(4, 2, 400, 0.0, "ring"),
+                                              ["circuit_switch", "routing", "api", "failover"])
+    return p, ofp, api
 
 
 def _listeners(pid: int) -> set[str]:

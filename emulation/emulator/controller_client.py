@@ -106,6 +106,15 @@ class ControllerClient:
         """Stop GPU-failure recovery (before tearing the emulation down)."""
         self._call("POST", "/failover", {"disarm": True})
 
+    def arm_opus(self, socket: str, reconfiguration_delay_s: float, timeout_s: float = 10.0) -> dict:
+        """Serve the Opus protocol on the Unix socket ``socket`` (``controllers.opus.OpusApp.arm``)."""
+        return self._call("POST", "/opus", {"socket": socket, "reconfiguration_delay_s": reconfiguration_delay_s,
+                                            "timeout_s": timeout_s})
+
+    def disarm_opus(self) -> None:
+        """Stop serving the Opus protocol."""
+        self._call("POST", "/opus", {"disarm": True})
+
     def events(self, since: int = 0) -> list[dict]:
         """Controller event log from sequence number ``since``."""
         return self._call("GET", f"/events?since={since}")

@@ -270,7 +270,8 @@ class EmulatedFabric:
         if ctl is not None:  # the circuit switch flushes the datapath's cache after each barrier
             args += ["--ocslab-ovs-ctl", ctl]
         cmd, env = controller_command(self.controller_runtime,
-                                      ["circuit_switch", "routing", "api", "failover", *self.user_apps], args)
+                                      ["circuit_switch", "routing", "api", "failover", "opus", *self.user_apps],
+                                      args)
         self.controller = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=project_root(),
                                            start_new_session=True, env=env)
         self.client = ControllerClient(api_port)
@@ -434,14 +435,17 @@ class EmulatedFabric:
             except DatapathError as e:
                 raise EmulationError(f"Open vSwitch did not flush its datapath: {e}") from None
 
-    def set_rto_min(self, ms: float | None) -> None:
+    def set_rto_min(self, ms: float | None, quickack: bool = False) -> None:
         """Set (or with None, clear) TCP's minimum retransmission timeout on every GPU's routes
-        (``ip route ... rto_min``; emulated milliseconds; Linux's default is 200 ms)."""
+        (``ip route ... rto_min``; emulated milliseconds; Linux's default is 200 ms); with
+        ``quickack``, receivers acknowledge every segment at once instead of delaying a lone
+        one's acknowledgement up to 40 ms (``quickack 1``; cleared with ``ms=None``)."""
         for host in self.net.hosts:
             for line in host.cmd("ip -o route show").splitlines():
-                route = re.sub(r"\s+rto_min \S+", "", line.strip())
+                route = re.sub(r"\s+(rto_min|quickack) \S+", "", line.strip())
                 if route:
-                    host.cmd(f"ip route replace {route}" + (f" rto_min {ms:g}ms" if ms else ""))
+                    host.cmd(f"ip route replace {route}" + (f" rto_min {ms:g}ms" if ms else "")
+                             + (" quickack 1" if ms and quickack else ""))
 
     def check_health(self) -> None:
         """Cheap enough to call every 0.2 s while a step runs: the controller process is alive,

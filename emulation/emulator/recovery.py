@@ -5,8 +5,9 @@ One run of :func:`run_recovery` on a fresh :class:`~emulation.emulator.net.Emula
 1. the controller's failover app is armed with the recovery mode, the job's placement and the
    spares (it precomputes every answer, ``controllers/failover.py``);
 2. launch 0 of :mod:`emulation.torchjob.train` starts on the working GPUs;
-3. as soon as rank 0 has logged step ``failure.at_step``, GPU k fails: every fabric port of its NIC
-   and its host interface go down (``ip link set ... down``) and its rank is SIGKILLed;
+3. rank 0 logs step ``failure.at_step`` and pauses (``--pause-after``: the failure point does not
+   depend on how fast the supervisor notices); GPU k fails: every fabric port of its NIC and its
+   host interface go down (``ip link set ... down``) and its rank is SIGKILLed; rank 0 goes on;
 4. the controller detects the failure by port status, installs the precomputed configuration
    and logs ``failover`` with the new placement; when ``gpu-failed`` appears the supervisor
    ends the surviving ranks (they would wait for their dead neighbour until gloo's timeout),
@@ -30,6 +31,7 @@ Spec: ``docs/mechanisms.md`` (LUMION, arXiv 2505.23105).
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -97,6 +99,18 @@ def fail_gpu(emu: EmulatedFabric, gpu: int) -> None:
     emu.host(gpu).cmd(f"ip link set {dpn.host_name(gpu)}-eth0 down")
 
 
+def _release(fifo: Path) -> None:
+    """Let rank 0 go on after its pause (nothing to do if it is gone: it ran on the failed GPU)."""
+    try:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # ENXIO: no reader
+        return
+    try:
+        os.write(fd, b"go\n")
+    finally:
+        os.close(fd)
+
+
 def _read_steps(path: Path) -> list[dict]:
     if not path.exists():
         return []
@@ -146,7 +160,13 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
                                    list(range(fabric.gpus)), standby=out / "standby")
                 wait_until(standby.ready, timeout_s, lambda: EmulationError(
                     f"the standbys were not ready within {timeout_s:g} s (logs in {out}/launch-1)"))
-            first = TorchJob(emu, "emulation.torchjob.train", args + ["--launch", "0"], out / "launch-0", placement)
+            pause = out / "pause.fifo"  # rank 0 waits on it after step at_step (exact failure point)
+            if pause.exists():
+                pause.unlink()
+            os.mkfifo(pause)
+            first = TorchJob(emu, "emulation.torchjob.train", args + ["--launch", "0", "--pause-after", str(at_step),
+                                                                     "--pause-fifo", str(pause.resolve())],
+                             out / "launch-0", placement)
             def reached() -> bool:
                 if any(r.get("step", -1) >= at_step for r in _read_steps(steps_file)):
                     return True
@@ -160,6 +180,7 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
             t_fail = time.monotonic()
             fail_gpu(emu, failed_gpu)
             first.kill([failed_gpu])
+            _release(pause)
             if standby is not None:
                 standby.kill([failed_gpu])
             events: dict[str, dict] = {"failure": {"t": t_fail, "gpu": failed_gpu}}

@@ -15,6 +15,10 @@ same SGD (momentum) update. Rank 0 saves a checkpoint (model, optimiser, step) e
 ``checkpoint_every`` steps into ``RUN_DIR/checkpoint.pt`` (written aside, then renamed), and
 a launch that finds one resumes from it.
 
+**Pause** (``--pause-after STEP --pause-fifo FIFO``): rank 0 blocks after logging step ``STEP``
+until a line arrives on the FIFO, so that the supervisor injects a failure at that exact step
+however long it takes to get there (the other ranks wait in the next all-reduce).
+
 **Warm standby** (``--standby DIR``): the process imports torch and generates the dataset, writes
 ``DIR/ready-gG`` (G = ``OCSLAB_GPU``) and blocks on the FIFO ``DIR/assign-gG`` until the
 supervisor writes ``{"rank", "world", "master_addr", "master_port", "launch"}`` into it; then it joins that launch like a process
@@ -100,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", required=True)
     ap.add_argument("--launch", type=int, default=0)
     ap.add_argument("--standby", help="wait in this directory for a rank assignment (module doc)")
+    ap.add_argument("--pause-after", type=int, default=-1,
+                    help="rank 0 blocks after logging this step until a line is written to --pause-fifo")
+    ap.add_argument("--pause-fifo", help="the FIFO of --pause-after")
     args = ap.parse_args(argv)
     with open(args.job) as fh:
         job = json.load(fh)
@@ -168,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
                 os.replace(tmp, ckpt)
                 log.write(json.dumps({"launch": args.launch, "checkpoint": step, "t": time.monotonic()}) + "\n")
                 log.flush()
+            if step == args.pause_after and args.pause_fifo:
+                with open(args.pause_fifo) as fh:  # blocks (no CPU) until the supervisor writes
+                    fh.readline()
     if log is not None:
         log.close()
     dist.barrier()

@@ -1,0 +1,549 @@
+"""Replay a training iteration's phase trace on rails in virtual time, with the Opus control
+protocol (arXiv 2507.08119) deciding when each rail's circuits change.
+
+Input: an :class:`~emulation.workloads.iteration.IterationTrace` (one rail: its ranks are the
+servers) and :class:`RailNetwork` (port rate, ports per GPU on the rail, electrical or photonic).
+Every rank runs its program; an op starts when its inputs allow:
+
+- ``compute``: at once, for its seconds;
+- a collective (``allreduce``, ``alltoall``): when every member of its group has reached it and
+  the group's circuits are live; it lasts what the flow engine
+  (:func:`emulation.flowsim.simulate.simulate`) gives for that collective on that segment alone
+  (a ring of circuits through the members, or the electrical rail);
+- ``send``: when the pair's circuits are live (eager: the receiver need not be there);
+  ``recv``: when the message has arrived.
+
+**Segments.** A group's circuits occupy rail ports (``(rank, port)``): a DP, EP or expert-DP
+ring uses every rail port of its members (a pair of ranks gets ``rail_ports`` parallel circuits,
+a ring ``rail_ports / 2`` to each neighbour); a pipeline pair uses every port with 2 stages,
+otherwise the lower half of the downstream stage's ports and the upper half of the upstream's,
+so both links of a middle stage coexist. Two groups *conflict* when they share a port.
+
+**Control** (``mode``):
+
+- ``eps``: electrical rails, every pair reachable, no controller (the baseline);
+- ``on-demand``: a rank asks for its group's configuration before its first op of every phase (a
+  run of its ops on one group not broken by an op on a conflicting group). An unchanged
+  configuration (the group's circuits are in place) is answered at once; otherwise the controller
+  waits until every member has asked (or holds it already), reconfigures the ports that differ
+  (after the ops in flight on them end; dark for R) and answers. A request and its answer each
+  take ``control_rtt_s / 2``.
+- ``speculative``: as on-demand, and when a rank's next comm op is on a conflicting group it asks
+  for that group's configuration as soon as its current op ends, without blocking; the
+  controller acts on that first request at once (waiting for the others would lose the point),
+  so R runs during the rank's compute. A member still inside its previous phase loses the
+  circuits it was using and asks for them again, on demand: where phases are short and
+  interleaved this costs extra reconfigurations (the reversal the paper reports for MoE).
+- ``speculative-deferred``: ranks ask as early as in ``speculative``, but the controller keeps
+  the on-demand rule (every member has asked) and never takes ports from a rank still inside its
+  phase (it holds or awaits their configuration and has asked for nothing else since): safe on a
+  real fabric, where cutting a circuit under a collective in flight would strand it, and what the
+  packet backend's Opus app does. R is hidden when every member's previous phase ends before the
+  compute gap does.
+
+In every mode but ``speculative``, a configuration that would take circuits from a rank still
+inside its phase waits until that rank asks for something else.
+
+Rails are identical (every rank of a server runs the same program on its own rail), so one rail
+gives the iteration time. Deterministic.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Literal
+
+from emulation.fabric import EPS, OCS, Configuration, Fabric, PortRef, assign_ports
+from emulation.flowsim.simulate import SimulationError, simulate
+from emulation.schedule import plan_from_configurations
+from emulation.workloads import build
+from emulation.workloads.iteration import Group, IterationTrace, Op
+from emulation.workloads.model import Step, Transfer, Workload
+
+Mode = Literal["eps", "on-demand", "speculative", "speculative-deferred"]
+MODES: tuple[str, ...] = ("eps", "on-demand", "speculative", "speculative-deferred")
+
+
+@dataclass(frozen=True)
+class RailNetwork:
+    """One rail: ``rail_ports`` ports per GPU at ``port_gbps`` (Gbit/s); an electrical rail gives
+    each GPU one port of ``rail_ports x port_gbps`` (the same NIC bandwidth); ``alpha_s`` per
+    message; ``scaleup_gbps`` the scale-up domain's port rate (TP all-reduces).
+
+    :raises ValueError: a non-positive rate, no rail port or an odd number above 1.
+    """
+
+    port_gbps: float = 200.0
+    rail_ports: int = 2
+    alpha_s: float = 10e-6
+    scaleup_gbps: float = 2400.0
+
+    def __post_init__(self) -> None:
+        if not self.port_gbps > 0 or not self.scaleup_gbps > 0:
+            raise ValueError(f"port_gbps, scaleup_gbps: must be > 0, got {self.port_gbps}, {self.scaleup_gbps}")
+        if self.rail_ports < 1 or (self.rail_ports > 1 and self.rail_ports % 2):
+            raise ValueError(f"rail_ports: 1, or an even number (a ring of circuits takes half to each "
+                             f"neighbour), got {self.rail_ports}")
+        if not self.alpha_s >= 0:
+            raise ValueError(f"alpha_s: must be >= 0, got {self.alpha_s}")
+
+    def seconds(self, kind: str, n: int, nbytes: int, segment: str) -> float:
+        """Time of one op alone on its segment (module doc): ``kind`` allreduce, alltoall or send
+        among ``n`` ranks, ``segment`` ``ring``, ``link`` (one pipeline link of a longer
+        pipeline) or ``eps``."""
+        return _op_seconds(self, kind, n, int(nbytes), segment)
+
+    def tp_allreduce_s(self, gpus: int, nbytes: int) -> float:
+        """A ring all-reduce of ``nbytes`` over the ``gpus`` GPUs of a server's scale-up switch."""
+        return _op_seconds(self, "allreduce", gpus, int(nbytes), "scaleup") if gpus > 1 else 0.0
+
+
+@lru_cache(maxsize=4096)
+def _op_seconds(net: RailNetwork, kind: str, n: int, nbytes: int, segment: str) -> float:
+    """The flow engine's time for one op on a fabric of just its segment (memoised)."""
+    ports = net.rail_ports
+    if segment in ("eps", "scaleup"):
+        gbps = net.scaleup_gbps if segment == "scaleup" else net.port_gbps * ports
+        fab = Fabric(f"{segment}{n}", n, 1, gbps, eps=(EPS("sw", tuple(PortRef(g, 0) for g in range(n))),))
+        config = Configuration()
+    else:
+        circuits = ports if segment == "ring" and n == 2 else ports // 2
+        per = circuits if segment == "link" else ports
+        ocs = OCS("rail", tuple(PortRef(g, p) for g in range(n) for p in range(per)))
+        fab = Fabric(f"{segment}{n}", n, per, net.port_gbps, ocs=(ocs,))
+        pairs = [(0, 1)] * circuits if n == 2 else [(i, (i + 1) % n) for i in range(n) for _ in range(circuits)]
+        config = assign_ports(fab, "rail", pairs)
+    if kind == "send":
+        w = Workload("broadcast", "p2p", n, nbytes, 1, (Step("p2p", (Transfer(0, 1, nbytes, 0, 1, "copy"),)),), (0,))
+    else:
+        w = build("pairwise" if kind == "alltoall" else "ring", n, max(nbytes, n), kind)
+    plan = plan_from_configurations("opus", config, [config] * len(w.steps), 0.0, w)
+    return simulate(fab, w, plan, alpha_s=net.alpha_s, record_transfers=False).time_s
+
+
+@dataclass
+class Reconfiguration:
+    """One reconfiguration of a rail: the group it served, when it started (after the ops in
+    flight on its ports), how long the changed ports were dark, how many changed, and whether a
+    speculative request caused it."""
+
+    group: str
+    t_start: float
+    dark_s: float
+    ports: int
+    speculative: bool
+
+
+@dataclass
+class Interval:
+    """What rank ``rank`` did from ``t0`` to ``t1``: ``kind`` compute, comm (its op's kind),
+    or wait (``why``: members, circuits, controller, message)."""
+
+    rank: int
+    iteration: int
+    t0: float
+    t1: float
+    kind: str
+    phase: str
+    group: str = ""
+    dim: str = ""
+
+
+@dataclass
+class IterationResult:
+    """A replay: ``iteration_s`` is the steady iteration time (mean over the iterations after the
+    first: the first starts from an unconfigured rail); ``iterations_end_s[i]`` when the last rank
+    finished iteration i; ``control_wait_s`` per rank per steady iteration, time blocked on the
+    controller (asking, waiting for all members to ask, dark windows); ``reconfigurations`` and
+    ``intervals`` over the whole replay."""
+
+    mode: str
+    reconfiguration_delay_s: float
+    control_rtt_s: float
+    iteration_s: float
+    iterations_end_s: list[float]
+    control_wait_s: float
+    reconfigurations_per_iteration: float
+    speculative_reconfigurations_per_iteration: float
+    reconfigurations: list[Reconfiguration] = field(default_factory=list)
+    intervals: list[Interval] = field(default_factory=list)
+
+
+class _Rank:
+    __slots__ = ("pc", "t_at", "holds", "asked", "coll_seq", "waiting", "wait_t0", "control_wait")
+
+    def __init__(self) -> None:
+        self.pc = 0
+        self.t_at = 0.0
+        self.holds: set[str] = set()
+        self.asked: set[str] = set()
+        self.coll_seq: dict[str, int] = {}
+        self.waiting = ""  # what the rank waits for at its current op
+        self.wait_t0 = 0.0
+        self.control_wait: list[float] = []
+
+
+class _Replay:
+    def __init__(self, trace: IterationTrace, net: RailNetwork, mode: str, R: float, rtt: float, iterations: int,
+                 record: bool):
+        self.tr, self.net, self.mode, self.R, self.rtt = trace, net, mode, R, rtt
+        self.iters = iterations
+        self.record = record
+        self.n = trace.ranks
+        self.prog = trace.programs
+        self.len = [len(p) for p in self.prog]
+        self.ranks = [_Rank() for _ in range(self.n)]
+        for rk in self.ranks:
+            rk.control_wait = [0.0] * iterations
+        self.heap: list = []
+        self.seq = 0
+        self.ports = {g: self._segment(trace.groups[g]) for g in trace.groups}
+        # groups with the same circuits share a configuration (e.g. a 2-stage pipeline's link and
+        # its model-parallel group)
+        self.key = {g: self._key(trace.groups[g]) for g in trace.groups}
+        self.by_key: dict[tuple, list[str]] = {}
+        for g, k in self.key.items():
+            self.by_key.setdefault(k, []).append(g)
+        self.port_groups: dict[tuple[int, int], list[str]] = {}
+        for g, ps in self.ports.items():
+            for p in ps:
+                self.port_groups.setdefault(p, []).append(g)
+        self.conflicts = {g: {h for p in ps for h in self.port_groups[p] if self.key[h] != self.key[g]}
+                          for g, ps in self.ports.items()}
+        self.owner: dict[tuple[int, int], tuple] = {}
+        self.live_at: dict[tuple[int, int], float] = {}
+        self.busy: dict[tuple[int, int], float] = {}
+        self.pending: dict[str, set[int]] = {}
+        self.deferred: dict[str, bool] = {}  # group -> asked speculatively
+        self.arrived: dict[tuple[str, int], set[int]] = {}
+        self.delivered: dict[tuple[int, str], float] = {}
+        self.recv_wait: dict[tuple[int, str], int] = {}
+        self.reconfigs: list[Reconfiguration] = []
+        self.intervals: list[Interval] = []
+        self.done_at = [[0.0] * iterations for _ in range(self.n)]
+        self.finished = 0
+
+    def _segment(self, g: Group) -> tuple[tuple[int, int], ...]:
+        P = self.net.rail_ports
+        if g.dim == "pp" and self.tr.parallel.pp > 2:
+            up, down = g.members
+            return tuple((up, p) for p in range(P // 2, P)) + tuple((down, p) for p in range(P // 2))
+        return tuple((m, p) for m in g.members for p in range(P))
+
+    def _key(self, g: Group) -> tuple:
+        if g.dim in ("pp", "mp") and self.tr.parallel.pp > 2 and len(g.members) == 2:
+            return ("link",) + g.members
+        return ("ring",) + (g.members if len(g.members) > 2 else tuple(sorted(g.members)))
+
+    # -- event plumbing -------------------------------------------------------------------
+    def _at(self, t: float, fn, *args) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, fn, args))
+
+    def run(self) -> None:
+        for r in range(self.n):
+            self._at(0.0, self._advance, r)
+        steps = 0
+        limit = 200 * sum(self.len) * self.iters + 10_000
+        while self.heap:
+            t, _, fn, args = heapq.heappop(self.heap)
+            fn(t, *args)
+            steps += 1
+            if steps > limit:
+                raise SimulationError("iteration replay does not converge (livelock between groups)")
+        stuck = [r for r in range(self.n) if self.ranks[r].pc < self.len[r] * self.iters]
+        if stuck:
+            r = stuck[0]
+            op = self._op(r)
+            raise SimulationError(f"iteration replay deadlocked: rank {r} waits at {op.kind} {op.phase} "
+                                  f"on {op.group or '-'} ({self.ranks[r].waiting})")
+
+    def _op(self, r: int) -> Op:
+        return self.prog[r][self.ranks[r].pc % self.len[r]]
+
+    def _iteration(self, r: int) -> int:
+        return self.ranks[r].pc // self.len[r]
+
+    # -- ranks -------------------------------------------------------------------------
+    def _advance(self, t: float, r: int) -> None:
+        rk = self.ranks[r]
+        if rk.waiting:
+            self._stop_wait(r, t)
+        while rk.pc < self.len[r] * self.iters:
+            op = self._op(r)
+            if op.kind == "compute":
+                self._log(r, t, t + op.seconds, "compute", op)
+                rk.pc += 1
+                self._maybe_done(r, t + op.seconds)
+                self._at(t + op.seconds, self._advance, r)
+                return
+            g = op.group
+            if self.mode != "eps" and g not in rk.holds:
+                if g not in rk.asked:
+                    self._ask(r, g, t, speculative=False)
+                self._wait(r, t, "controller")
+                return
+            if op.kind == "recv":
+                key = (self._iteration(r), op.message)
+                got = self.delivered.get(key)
+                if got is None:
+                    self.recv_wait[key] = r
+                    self._wait(r, t, "message")
+                    return
+                rk.pc += 1
+                self._maybe_done(r, t)
+                self._speculate(t, r, g)
+                continue
+            self._try_start(r, op, t)  # started (its end advances the rank) or left waiting
+            return
+
+    def _wait(self, r: int, t: float, why: str) -> None:
+        rk = self.ranks[r]
+        rk.waiting, rk.wait_t0 = why, t
+
+    def _stop_wait(self, r: int, t: float) -> None:
+        rk = self.ranks[r]
+        if rk.waiting == "controller":
+            rk.control_wait[min(self._iteration(r), self.iters - 1)] += t - rk.wait_t0
+        if self.record and t > rk.wait_t0:
+            op = self._op(r)
+            self.intervals.append(Interval(r, self._iteration(r), rk.wait_t0, t, "wait-" + rk.waiting, op.phase,
+                                           op.group, self.tr.groups[op.group].dim if op.group else ""))
+        rk.waiting = ""
+
+    def _maybe_done(self, r: int, t: float) -> None:
+        rk = self.ranks[r]
+        if rk.pc % self.len[r] == 0 and rk.pc:
+            self.done_at[r][rk.pc // self.len[r] - 1] = t
+
+    def _log(self, r: int, t0: float, t1: float, kind: str, op: Op) -> None:
+        if self.record:
+            self.intervals.append(Interval(r, self._iteration(r), t0, t1, kind, op.phase, op.group,
+                                           self.tr.groups[op.group].dim if op.group else ""))
+
+    def _live(self, g: str, t: float) -> float | None:
+        """When ``g``'s circuits are (or become) live, or None if it does not own its ports."""
+        if self.mode == "eps":
+            return t
+        live = t
+        k = self.key[g]
+        for p in self.ports[g]:
+            if self.owner.get(p) != k:
+                return None
+            live = max(live, self.live_at[p])
+        return live
+
+    def _try_start(self, r: int, op: Op, t: float) -> None:
+        """Start ``op`` of rank ``r`` if it can; otherwise leave the rank waiting."""
+        rk = self.ranks[r]
+        g = op.group
+        grp = self.tr.groups[g]
+        if op.kind == "send":
+            members = [r]
+        else:
+            k = rk.coll_seq.get(g, 0)
+            key = (g, k)
+            self.arrived.setdefault(key, set()).add(r)
+            if len(self.arrived[key]) < len(grp.members):
+                self._wait(r, t, "members")
+                return
+            members = list(grp.members)
+        live = self._live(g, t)
+        if live is None:  # lost its circuits since the answer: ask again, on demand
+            for m in members:
+                self.ranks[m].holds.discard(g)
+                self._wait(m, t, "controller")
+                if g not in self.ranks[m].asked:
+                    self._ask(m, g, t, speculative=False)
+            return
+        if live > t:
+            for m in members:
+                self._wait(m, t, "controller")
+            self._at(live, self._retry, r)
+            return
+        if self.mode == "eps":
+            seg = "eps"
+        elif self.key[g][0] == "link":
+            seg = "link"
+        else:
+            seg = "ring"
+        n = 2 if op.kind == "send" else len(grp.members)
+        dur = self.net.seconds(op.kind, n, op.bytes, seg)
+        end = t + dur
+        for p in self.ports.get(g, ()):
+            self.busy[p] = max(self.busy.get(p, 0.0), end)
+        if op.kind == "send":
+            self._log(r, t, end, op.kind, op)
+            self._at(end, self._deliver, (self._iteration(r), op.message))
+        else:
+            del self.arrived[(g, rk.coll_seq.get(g, 0))]
+        for m in members:
+            mk = self.ranks[m]
+            if mk.waiting:
+                self._stop_wait(m, t)
+            if op.kind != "send":
+                self._log(m, t, end, op.kind, self._op(m))
+                mk.coll_seq[g] = mk.coll_seq.get(g, 0) + 1
+            mk.pc += 1
+            self._maybe_done(m, end)
+            self._at(end, self._after_comm, m, g)
+
+    def _retry(self, t: float, r: int) -> None:
+        rk = self.ranks[r]
+        if rk.pc >= self.len[r] * self.iters:
+            return
+        op = self._op(r)
+        if op.is_comm and op.kind != "recv" and rk.waiting == "controller" and op.group in rk.holds:
+            if op.kind != "send":
+                self.arrived.get((op.group, rk.coll_seq.get(op.group, 0)), set()).discard(r)
+            self._try_start(r, op, t)
+
+    def _after_comm(self, t: float, r: int, g: str) -> None:
+        """Rank ``r``'s op on ``g`` ended: ask ahead, then go on."""
+        self._speculate(t, r, g)
+        self._advance(t, r)
+
+    def _speculate(self, t: float, r: int, g: str) -> None:
+        """In the speculative modes, after an op on ``g``: ask for the next comm op's group at once
+        if it starts a new phase."""
+        if self.mode.startswith("speculative"):
+            nxt = self._next_comm_group(r)
+            rk = self.ranks[r]
+            if nxt and nxt in self.conflicts[g] and nxt not in rk.holds and nxt not in rk.asked:
+                self._ask(r, nxt, t, speculative=True)
+
+    def _next_comm_group(self, r: int) -> str:
+        rk = self.ranks[r]
+        total = self.len[r] * self.iters
+        for pc in range(rk.pc, min(total, rk.pc + self.len[r])):
+            op = self.prog[r][pc % self.len[r]]
+            if op.is_comm:
+                return op.group
+        return ""
+
+    def _deliver(self, t: float, key: tuple[int, str]) -> None:
+        self.delivered[key] = t
+        r = self.recv_wait.pop(key, None)
+        if r is not None:
+            self._advance(t, r)
+
+    # -- controller --------------------------------------------------------------------
+    def _ask(self, r: int, g: str, t: float, speculative: bool) -> None:
+        self.ranks[r].asked.add(g)
+        self._at(t + self.rtt / 2, self._request, r, g, speculative)
+
+    def _request(self, t: float, r: int, g: str, speculative: bool) -> None:
+        self.pending.setdefault(g, set()).add(r)
+        self._decide(t, g, speculative)
+        for h, spec in list(self.deferred.items()):
+            if h in self.pending and not self._in_use(h) and self._all_asked(h):
+                del self.deferred[h]
+                self._serve(t, h, spec)
+
+    def _decide(self, t: float, g: str, speculative: bool) -> None:
+        """Serve ``g``'s pending requests now, defer them, or keep waiting for its members."""
+        k = self.key[g]
+        if all(self.owner.get(p) == k for p in self.ports[g]):  # unchanged: answered at once
+            self._serve(t, g, speculative)
+        elif self._all_asked(g) or (speculative and self.mode == "speculative"):
+            # only the idealised speculative mode acts on the first request and takes circuits from
+            # a rank still inside its phase
+            if self.mode == "speculative" or not self._in_use(g):
+                self.deferred.pop(g, None)
+                self._serve(t, g, speculative)
+            else:
+                self.deferred[g] = speculative
+
+    def _all_asked(self, g: str) -> bool:
+        """Every member of ``g`` has asked for it or holds it already (is inside its phase)."""
+        want = self.pending.get(g, ())
+        return all(m in want or g in self.ranks[m].holds for m in self.tr.groups[g].members)
+
+    def _in_use(self, g: str) -> bool:
+        """True if a port ``g`` needs is held by a rank that has not asked for anything else since."""
+        k = self.key[g]
+        for p in self.ports[g]:
+            o = self.owner.get(p)
+            if o is None or o == k:
+                continue
+            for h in self.by_key[o]:
+                for m in self.tr.groups[h].members:
+                    mk = self.ranks[m]
+                    if (h in mk.holds or h in mk.asked) and not (mk.asked & self.conflicts[h]):
+                        return True
+        return False
+
+    def _serve(self, t: float, g: str, speculative: bool) -> None:
+        k = self.key[g]
+        changed = [p for p in self.ports[g] if self.owner.get(p) != k]
+        if changed:
+            t0 = max([t] + [self.busy.get(p, 0.0) for p in changed])
+            lost = {h for p in changed if p in self.owner for h in self.by_key[self.owner[p]]}
+            for p in changed:
+                self.owner[p] = k
+                self.live_at[p] = t0 + self.R
+            for h in lost:
+                for m in self.tr.groups[h].members:
+                    mk = self.ranks[m]
+                    mk.holds.discard(h)
+                    # a member blocked on h (a receive, the other members) asks for it again
+                    if mk.waiting and mk.pc < self.len[m] * self.iters and self._op(m).group == h \
+                            and h not in mk.asked:
+                        self._ask(m, h, t, speculative=False)
+            self.reconfigs.append(Reconfiguration(g, t0, self.R, len(changed), speculative))
+            ready = t0 + self.R
+        else:
+            ready = max([t] + [self.live_at[p] for p in self.ports[g]])
+        for m in self.pending.pop(g, set()):
+            self._at(ready + self.rtt / 2, self._answer, m, g)
+
+    def _answer(self, t: float, r: int, g: str) -> None:
+        rk = self.ranks[r]
+        rk.asked.discard(g)
+        rk.holds.add(g)
+        rk.holds.difference_update(self.conflicts[g] & rk.holds - {g})
+        if self.pending.get(g) and self._all_asked(g):  # the others were waiting for this member
+            self._decide(t, g, False)
+        if rk.waiting == "controller" and rk.pc < self.len[r] * self.iters:
+            op = self._op(r)
+            if op.group == g:
+                if op.kind not in ("send", "recv"):
+                    self.arrived.get((g, rk.coll_seq.get(g, 0)), set()).discard(r)
+                self._advance(t, r)
+
+
+def replay(trace: IterationTrace, net: RailNetwork, mode: str, reconfiguration_delay_s: float = 0.0,
+           control_rtt_s: float = 0.0, iterations: int = 3, record: bool = False) -> IterationResult:
+    """Replay ``iterations`` iterations of ``trace`` (module doc).
+
+    :param mode: ``eps``, ``on-demand`` or ``speculative``.
+    :param reconfiguration_delay_s: R, seconds a changed port stays dark.
+    :param control_rtt_s: a request's round trip to the controller, seconds.
+    :param record: keep every interval of every rank (for timelines; costs memory).
+    :raises ValueError: unknown mode, negative R or RTT, fewer than 2 iterations, a ring on 1 rail port.
+    :raises SimulationError: the replay deadlocks (programs that cannot all finish).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode: one of {', '.join(MODES)}, got {mode!r}")
+    if not (reconfiguration_delay_s >= 0 and control_rtt_s >= 0 and math.isfinite(reconfiguration_delay_s)):
+        raise ValueError("reconfiguration_delay_s, control_rtt_s: must be finite and >= 0")
+    if iterations < 2:
+        raise ValueError(f"iterations: at least 2 (the first starts unconfigured), got {iterations}")
+    if net.rail_ports < 2 and mode != "eps":
+        ring = next((g for g in trace.groups.values() if len(g.members) > 2), None)
+        if ring is not None:
+            raise ValueError(f"rail_ports: group {ring.id} of {len(ring.members)} ranks needs a ring of circuits, "
+                             f"which takes 2 ports per GPU; the rail has 1")
+    rp = _Replay(trace, net, mode, reconfiguration_delay_s, control_rtt_s, iterations, record)
+    rp.run()
+    ends = [max(rp.done_at[r][i] for r in range(rp.n)) for i in range(iterations)]
+    steady = (ends[-1] - ends[0]) / (iterations - 1)
+    t_first = ends[0]
+    later = [c for c in rp.reconfigs if c.t_start >= t_first]
+    waits = [sum(rk.control_wait[1:]) / (iterations - 1) for rk in rp.ranks]
+    return IterationResult(mode, reconfiguration_delay_s, control_rtt_s, steady, ends,
+                           max(waits) if waits else 0.0, len(later) / (iterations - 1),
+                           sum(c.speculative for c in later) / (iterations - 1), rp.reconfigs, rp.intervals)
