@@ -71,7 +71,7 @@ extras=",${OCSLAB_EXTRAS:-},"
 stamp=.venv/.ocslab-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q --disable-pip-version-check -e . 2>&1 | grep -v -i "^warning" || true
-  .venv/bin/python -c "import os_ken, mininet.net, numpy, scipy, networkx, pydantic, cvxpy, topohub, scapy"
+  .venv/bin/python -c "import os_ken, mininet.net, numpy, scipy, networkx, pydantic, cvxpy, topohub, scapy, simpy"
   touch "$stamp"
 fi
 if [[ $extras == *,test,* ]] && ! .venv/bin/python -c "import pytest" 2>/dev/null; then

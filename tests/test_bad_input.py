@@ -20,8 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO = (ROOT / "experiments" / "demo.yaml").read_text()
 LUMION = (ROOT / "experiments" / "lumion.yaml").read_text()
 WAN = (ROOT / "experiments" / "wan_b4.yaml").read_text()
+RAILS = (ROOT / "experiments" / "rails_llama.yaml").read_text()
+TENANCY = (ROOT / "experiments" / "tenancy_rack64.yaml").read_text()
 
-# (id, argv, {"demo"|"lumion"|"wan": (old, new)} or {"file": text}, what the message must contain)
+# (id, argv, {"demo"|"lumion"|"wan"|"rails"|"tenancy": (old, new)} or {"file": text}, what the message must contain)
 CASES = [
     # collective scenario: the fabric
     ("gpus-zero", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 0")}, "fabric.gpus"),
@@ -172,6 +174,35 @@ CASES = [
      "recovery"),
     ("train-recovery-flag", ["train", "{lumion}", "--recovery", "teleport"], {"lumion": ("", "")}, "--recovery"),
     ("train-name-slash", ["train", "{lumion}"], {"lumion": ("name: lumion", "name: ../lumion")}, "name"),
+    ("rails-tp", ["run", "{rails}"], {"rails": ("{tp: 4, pp: 2", "{tp: 2, pp: 2")}, "rails.parallel.tp"),
+    ("rails-servers", ["run", "{rails}"], {"rails": ("{servers: 4,", "{servers: 6,")}, "rails.parallel"),
+    ("rails-model", ["run", "{rails}"], {"rails": ("model: llama3-8b", "model: llama9")}, "rails.model"),
+    ("rails-mode", ["run", "{rails}"], {"rails": ("speculative-deferred]", "psychic]")}, "rails.modes"),
+    ("rails-sweep", ["run", "{rails}"], {"rails": ("sweep_s: [0, 0.01", "sweep_s: [0.01, 0")}, "rails.sweep_s"),
+    ("rails-ports", ["run", "{rails}"], {"rails": ("rail_ports: 2", "rail_ports: 3")}, "rails.fabric.rail_ports"),
+    ("rails-one-port", ["run", "{rails}"], {"rails": ("rail_ports: 2", "rail_ports: 1")}, "rails.larger"),
+    ("rails-ep-dense", ["run", "{rails}"], {"rails": ("dp: 2, micro_batches: 24", "dp: 2, ep: 2, micro_batches: 24")},
+     "rails.parallel.ep"),
+    ("rails-mfu", ["run", "{rails}"], {"rails": ("mfu: 0.53", "mfu: 1.5")}, "rails.compute.mfu"),
+    ("rails-paper-row", ["run", "{rails}"], {"rails": ("on-demand: [10.44, ", "on-demand: [")}, "paper.times_s"),
+    ("rails-larger", ["run", "{rails}"], {"rails": ("{tp: 8, pp: 8, dp: 16", "{tp: 8, pp: 8, dp: 8")},
+     "rails.larger.0.parallel"),
+    ("rails-backend", ["run", "{rails}", "--backend", "mininet"], {"rails": ("", "")}, "--backend"),
+    ("tenancy-size", ["run", "{tenancy}"], {"tenancy": ("16: 0.2", "12: 0.2")}, "tenancy.trace.sizes"),
+    ("tenancy-weight", ["run", "{tenancy}"], {"tenancy": ("16: 0.2", "16: -0.2")}, "tenancy.trace.sizes"),
+    ("tenancy-scheduler", ["run", "{tenancy}"], {"tenancy": ("srdf, las", "srdf, lottery")}, "tenancy.schedulers"),
+    ("tenancy-allocator", ["run", "{tenancy}"], {"tenancy": ("[torus-contiguous, photonic]", "[torus-contiguous, magic]")},
+     "tenancy.allocators"),
+    ("tenancy-partitions", ["run", "{tenancy}"], {"tenancy": ("static_partitions: 2", "static_partitions: 3")},
+     "tenancy.static_partitions"),
+    ("tenancy-partitions-spares", ["run", "{tenancy}"], {"tenancy": ("spares: 0", "spares: 1")},
+     "tenancy.static_partitions"),
+    ("tenancy-spares", ["run", "{tenancy}"], {"tenancy": ("spares: 0}", "spares: 16}")}, "tenancy.rack.spares"),
+    ("tenancy-dims", ["run", "{tenancy}"], {"tenancy": ("dims: [4, 4, 4]", "dims: [3, 4, 4]")}, "tenancy.rack.dims"),
+    ("tenancy-arrivals", ["run", "{tenancy}"], {"tenancy": ("interarrival_s: 250", "interarrival_s: 0")},
+     "tenancy.trace.interarrival_s"),
+    ("tenancy-rounds", ["run", "{tenancy}"], {"tenancy": ("rounds: [1, 10]", "rounds: [10, 1]")}, "tenancy.trace"),
+    ("tenancy-backend", ["run", "{tenancy}", "--backend", "mininet"], {"tenancy": ("", "")}, "--backend"),
     ("run-training-file", ["run", "{lumion}"], {"lumion": ("", "")}, "ocslab train"),
     ("train-collective-file", ["train", "{demo}"], {"demo": ("", "")}, "ocslab run"),
 ]
@@ -181,7 +212,7 @@ CASES = [
 def test_bad_input_gets_one_line_naming_the_field_and_exit_2(run_dir, case):
     _id, argv, files, needle = case
     subs = {"dir": str(run_dir)}
-    for kind, source in (("demo", DEMO), ("lumion", LUMION), ("wan", WAN)):
+    for kind, source in (("demo", DEMO), ("lumion", LUMION), ("wan", WAN), ("rails", RAILS), ("tenancy", TENANCY)):
         if kind in files:
             old, new = files[kind]
             assert old in source, f"case {_id}: {old!r} not in {kind}.yaml"

@@ -1,0 +1,99 @@
+"""A tenancy result on disk and on screen: ``result.json``, ``runs.csv``, ``utilisation.png``
+(accelerators held over time per allocator), ``policies.png`` (utilisation, throughput and job
+completion time per scheduler) and the tables."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from emulation.tenancy.run import TenancyResult
+
+COLUMNS = ("allocation_bandwidth", "fragmentation", "utilisation", "throughput_jobs_per_h", "bindings_per_h",
+           "jct_mean_s", "jct_p95_s", "delay_mean_s", "delay_p95_s", "contiguous_share", "jobs_completed",
+           "jobs_rejected", "requests")
+
+
+def write(result: TenancyResult, out: Path, scenario_yaml: str) -> None:
+    """``scenario.yaml``, ``result.json``, ``runs.csv`` and the plots."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scenario.yaml").write_text(scenario_yaml)
+    (out / "result.json").write_text(json.dumps(result.model_dump(mode="json"), indent=1))
+    with open(out / "runs.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["allocator", "scheduler", *COLUMNS])
+        for r in result.runs:
+            w.writerow([r.allocator, r.scheduler, *(r.metrics[c] for c in COLUMNS)])
+    plots(result, out)
+
+
+def plots(result: TenancyResult, out: Path) -> None:
+    """``utilisation.png`` and ``policies.png`` in ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sched = result.runs[0].scheduler
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for r in result.runs:
+        if r.scheduler == sched:
+            ax.plot([t / 3600 for t in r.t_s], r.utilisation, lw=1, label=f"{r.allocator} ({sched})")
+    ax.set_xlabel("time (h)")
+    ax.set_ylabel("accelerators held (share)")
+    ax.set_ylim(0, 1.05)
+    ax.legend(loc="lower right")
+    ax.set_title(f"{result.name}: utilisation over time")
+    fig.tight_layout()
+    fig.savefig(out / "utilisation.png", dpi=120)
+    plt.close(fig)
+
+    allocs = sorted({r.allocator for r in result.runs})
+    scheds = list(dict.fromkeys(r.scheduler for r in result.runs))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    width = 0.8 / len(allocs)
+    for k, a in enumerate(allocs):
+        rows = {r.scheduler: r.metrics for r in result.runs if r.allocator == a}
+        xs = [i + k * width for i in range(len(scheds))]
+        for ax, key, label in zip(axes, ("utilisation", "throughput_jobs_per_h", "jct_mean_s"),
+                                  ("utilisation", "jobs per hour", "mean JCT (h)")):
+            vals = [rows[s][key] / (3600 if key == "jct_mean_s" else 1) if s in rows else 0 for s in scheds]
+            ax.bar(xs, vals, width, label=a)
+            ax.set_ylabel(label)
+    for ax in axes:
+        ax.set_xticks([i + width * (len(allocs) - 1) / 2 for i in range(len(scheds))], scheds, rotation=30)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{result.name}: schedulers (Propius' policies) and static partitioning")
+    fig.tight_layout()
+    fig.savefig(out / "policies.png", dpi=120)
+    plt.close(fig)
+
+
+def print_summary(result: TenancyResult, console: Console | None = None) -> None:
+    """The allocators side by side (first scheduler), then every scheduler per allocator."""
+    console = console or Console()
+    tr = result.trace
+    sched = result.runs[0].scheduler
+    t = Table(title=f"{result.name}: allocators ({tr['jobs']} jobs, seed {tr['seed']}, scheduler {sched})")
+    for c in ("allocator", "alloc. bandwidth", "fragmentation", "utilisation", "delay mean (s)", "JCT mean (s)",
+              "JCT p95 (s)", "contiguous"):
+        t.add_column(c, justify="right")
+    for r in result.runs:
+        if r.scheduler == sched:
+            m = r.metrics
+            t.add_row(r.allocator, f"{m['allocation_bandwidth']:.1%}", f"{m['fragmentation']:.2%}",
+                      f"{m['utilisation']:.1%}", f"{m['delay_mean_s']:.0f}", f"{m['jct_mean_s']:.0f}",
+                      f"{m['jct_p95_s']:.0f}", f"{m['contiguous_share']:.0%}")
+    console.print(t)
+    t = Table(title=f"{result.name}: schedulers")
+    for c in ("allocator", "scheduler", "utilisation", "jobs/h", "JCT mean (s)", "JCT p95 (s)", "rejected"):
+        t.add_column(c, justify="right")
+    for r in result.runs:
+        m = r.metrics
+        t.add_row(r.allocator, r.scheduler, f"{m['utilisation']:.1%}", f"{m['throughput_jobs_per_h']:.2f}",
+                  f"{m['jct_mean_s']:.0f}", f"{m['jct_p95_s']:.0f}", str(m["jobs_rejected"]))
+    console.print(t)

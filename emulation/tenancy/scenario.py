@@ -1,0 +1,149 @@
+"""Tenancy scenario files (``ocslab run``): many tenants' jobs arriving on one photonic or
+electrical rack, allocated by an allocator and ordered by a job manager's policy.
+
+Example (``experiments/tenancy_rack64.yaml``)::
+
+    name: tenancy_rack64
+    tenancy:
+      rack: {dims: [4, 4, 4], server: [2, 2, 1], spares: 0}
+      trace: {jobs: 400, seed: 0, interarrival_s: 250, sizes: {4: 0.4, 8: 0.3, 16: 0.2, 32: 0.1},
+              rounds: [1, 10], round_s: [60, 600], comm_share: 0.5, tenants: 4}
+      allocators: [torus-contiguous, photonic]
+      schedulers: [fifo, random, srtf, srdf, las, irs]
+      static_partitions: 2
+      photonic: {k_routes: 5, reconfiguration_delay_s: 3.7e-6}
+
+Every allocator runs with every scheduler; ``static_partitions`` adds Propius' static
+partitioning baseline (per allocator). Bad fields are reported as one line
+``FILE: field: problem``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from emulation.scenario.load import load_checked
+from emulation.scenario.schema import NamedScenario, ScenarioError, StrictModel
+from emulation.tenancy.rack import TorusRack
+from emulation.tenancy.replay import POLICIES
+
+
+class RackSection(StrictModel):
+    """``rack:`` accelerators per axis of the torus, per axis of a server, spare servers."""
+
+    dims: tuple[int, int, int] = (4, 4, 4)
+    server: tuple[int, int, int] = (2, 2, 1)
+    spares: int = Field(default=0, ge=0)
+
+    def build(self) -> TorusRack:
+        """The :class:`TorusRack`. :raises RackError: dims not a multiple of the server's."""
+        return TorusRack(tuple(self.dims), tuple(self.server))
+
+
+class TraceSection(StrictModel):
+    """``trace:`` the seeded request trace (:func:`emulation.tenancy.jobs.make_trace`)."""
+
+    jobs: int = Field(ge=1, le=1_000_000)
+    seed: int = 0
+    interarrival_s: float = Field(gt=0)
+    sizes: dict[int, float] = Field(min_length=1)
+    rounds: tuple[int, int] = (1, 1)
+    round_s: tuple[float, float]
+    comm_share: float = Field(default=0.5, ge=0, le=1)
+    tenants: int = Field(default=4, ge=1)
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, v):
+        for k, w in v.items():
+            if w < 0:
+                raise ValueError(f"size {k}: weight {w} is negative")
+        if sum(v.values()) <= 0:
+            raise ValueError("the weights sum to zero")
+        return v
+
+    @model_validator(mode="after")
+    def _ranges(self):
+        if not 1 <= self.rounds[0] <= self.rounds[1]:
+            raise ValueError(f"rounds: [{self.rounds[0]}, {self.rounds[1]}] is not a range of positive counts")
+        if not 0 < self.round_s[0] <= self.round_s[1]:
+            raise ValueError(f"round_s: [{self.round_s[0]:g}, {self.round_s[1]:g}] is not a range of positive seconds")
+        return self
+
+
+class PhotonicSection(StrictModel):
+    """``photonic:`` the Morphlux allocator's candidate routes per server pair and the
+    interposer's reconfiguration delay R (s; 3.7 us measured on silicon photonics)."""
+
+    k_routes: int = Field(default=5, ge=1, le=50)
+    reconfiguration_delay_s: float = Field(default=3.7e-6, ge=0, le=60)
+
+
+class TenancySection(StrictModel):
+    """``tenancy:`` the rack, the trace, and what is compared."""
+
+    rack: RackSection = RackSection()
+    trace: TraceSection
+    allocators: list[Literal["torus-contiguous", "photonic"]] = Field(
+        default_factory=lambda: ["torus-contiguous", "photonic"], min_length=1)
+    schedulers: list[str] = Field(default_factory=lambda: ["fifo"], min_length=1)
+    static_partitions: int | None = Field(default=None, ge=1)
+    photonic: PhotonicSection = PhotonicSection()
+
+    @field_validator("schedulers")
+    @classmethod
+    def _schedulers(cls, v):
+        for s in v:
+            if s not in POLICIES:
+                raise ValueError(f"{s!r} is not one of {', '.join(POLICIES)}")
+        return v
+
+
+class TenancyScenario(NamedScenario):
+    """A whole tenancy scenario file (module doc)."""
+
+    tenancy: TenancySection
+    backend: Literal["flow"] = "flow"
+
+
+def load_tenancy_scenario(path: str | Path) -> TenancyScenario:
+    """Read and validate a tenancy scenario; build its rack and check its sizes and partitions.
+
+    :raises ScenarioError: one line, ``FILE: field: problem``.
+    """
+    from emulation.tenancy.rack import RackError
+    from emulation.tenancy.replay import static_partitions
+
+    def check(sc: TenancyScenario) -> None:
+        t = sc.tenancy
+        try:
+            rack = t.rack.build()
+        except RackError as e:
+            raise ScenarioError(str(e).replace("rack.", "tenancy.rack.", 1)) from None
+        if t.rack.spares >= rack.servers:
+            raise ScenarioError(f"tenancy.rack.spares: {t.rack.spares} spare servers of a {rack.servers}-server rack")
+        for n in t.trace.sizes:
+            try:
+                rack.shape_for(n)
+            except RackError:
+                raise ScenarioError(f"tenancy.trace.sizes: no legal slice shape has {n} accelerators (legal: "
+                                    f"{', '.join(str(a * b * c) for a, b, c in _legal(rack))})") from None
+        if t.static_partitions is not None:
+            if t.rack.spares:
+                raise ScenarioError("tenancy.static_partitions: static partitioning covers the whole rack; set "
+                                    "tenancy.rack.spares to 0")
+            try:
+                static_partitions(rack, t.static_partitions)
+            except ValueError as e:
+                raise ScenarioError(f"tenancy.{e}") from None
+
+    return load_checked(path, TenancyScenario, ("runs", "collective", "run"), check)
+
+
+def _legal(rack: TorusRack):
+    from emulation.tenancy.rack import LEGAL_SHAPES
+
+    return [s for s in LEGAL_SHAPES if rack.orientations(s)]
