@@ -7,6 +7,7 @@ Real Open vSwitch, controller and Mininet hosts (root; see conftest.py).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -161,6 +162,34 @@ def test_a_sigkilled_run_is_named_by_the_next_and_removed_by_ocslab_clean(run_di
     assert "removed bridge ocl-o0" in cleaned.stdout and "removed run record" in cleaned.stdout
     assert census.take().diff(before) == {}
     assert _ocslab("clean").stdout.strip() == "clean: nothing of ocslab's was left behind"
+
+
+def test_a_record_from_an_earlier_boot_is_dropped_but_one_from_this_boot_is_refused(run_dir):
+    """/run survives reboots on these machines: a record whose holder died with an earlier boot
+    left nothing that can still exist but bridges, so the next run drops it; a dead holder of this
+    boot may have left state behind and is refused as before."""
+    from emulation.emulator import registry
+    from emulation.emulator.net import claim_machine
+
+    def record(run_id: str, boot: str) -> Path:
+        p = registry.REGISTRY_DIR / f"{run_id}.json"
+        registry.REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
+        e = registry.Entry(run_id=run_id, pid=1, start=-1, argv=["ocslab", "run"], run_dir=str(run_dir / run_id),
+                           started_at=time.time() - 3600, boot=boot)
+        p.write_text(json.dumps(e.__dict__))
+        return p
+
+    old = record("1-earlier-boot", "00000000-0000-0000-0000-000000000000")
+    claim_machine(run_dir).release()
+    assert not old.exists()
+
+    same = record("1-this-boot", registry.boot_id())
+    try:
+        with pytest.raises(MachineBusy, match="ocslab clean"):
+            claim_machine(run_dir)
+        assert same.exists()
+    finally:
+        same.unlink(missing_ok=True)
 
 
 def test_a_second_emulation_at_once_is_refused_naming_the_first(run_dir):

@@ -13,7 +13,12 @@ ours outlives a run, even one killed with SIGKILL, and nothing of anyone else's 
   ranks, probes) carries ``OCSLAB_RUN=<run id>`` in its environment.
 - **Registry.** ``/run/ocslab/<run id>.json`` names the holder (pid and kernel start time, so a
   reused pid is not mistaken for it), its command line and run directory, and what cannot be
-  found by name: the buffer size of Open vSwitch's send socket before the run raised it.
+  found by name: the buffer size of Open vSwitch's send socket before the run raised it, and the
+  kernel's boot id. ``/run`` is not a tmpfs on every machine (these VMs keep it on disk, and a
+  machine image taken mid-run carries it into the next boot), so a record from an earlier boot
+  is *expired*: its processes, namespaces and veths, and the Open vSwitch process whose socket it
+  raised, ended with that boot; the run that takes the machine drops such records (its bridges,
+  kept in Open vSwitch's database across boots, are still found by name as leftovers).
 
 A run's entry whose holder is gone, a bridge or interface with our prefix, or a marked process
 of a run that is not alive are *leftovers*: :func:`leftovers` finds them (every emulation checks
@@ -53,6 +58,14 @@ def _start_time(pid: int) -> int | None:
     except OSError:
         return None
     return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def boot_id() -> str:
+    """The running kernel's boot id (a UUID that changes at every boot), or '' if unreadable."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _alive(pid: int, start: int | None) -> bool:
@@ -105,10 +118,16 @@ class Entry:
     run_dir: str
     started_at: float
     send_socket: list[list[int]] = field(default_factory=list)  # [[ovs pid, fd, bytes before], ...]
+    boot: str = ""  # kernel boot id when written ('' in records of older ocslab: taken as this boot)
+
+    @property
+    def expired(self) -> bool:
+        """Written in an earlier boot of this machine (module doc)."""
+        return bool(self.boot) and self.boot != boot_id()
 
     @property
     def alive(self) -> bool:
-        return _alive(self.pid, self.start)
+        return not self.expired and _alive(self.pid, self.start)
 
     def describe(self) -> str:
         when = time.strftime("%H:%M:%S", time.localtime(self.started_at))
@@ -166,7 +185,8 @@ class Registration:
                                 "(they share the CPU that calibration measures)")
         self.entry = Entry(run_id=f"{os.getpid()}-{time.time_ns()}", pid=os.getpid(), start=_start_time(os.getpid()),
                            argv=_command(), run_dir=str(run_dir),
-                           started_at=time.time())
+                           started_at=time.time(), boot=boot_id())
+        self.expired = drop_expired()
         self._path = REGISTRY_DIR / f"{self.entry.run_id}.json"
         self._old_marker = os.environ.get(MARKER)
         os.environ[MARKER] = self.entry.run_id
@@ -187,6 +207,15 @@ class Registration:
         else:
             os.environ[MARKER] = self._old_marker
         self._sock.close()
+
+
+def drop_expired() -> list[Entry]:
+    """Delete the records written in an earlier boot (module doc) and return them. Call it
+    holding the lock."""
+    gone = [e for e in entries() if e.expired]
+    for e in gone:
+        (REGISTRY_DIR / f"{e.run_id}.json").unlink(missing_ok=True)
+    return gone
 
 
 @dataclass
@@ -230,7 +259,8 @@ def clean() -> list[str]:
     """
     hold = _take_lock("an ocslab emulation is running: {who}; nothing removed")
     try:
-        return _remove(leftovers())
+        expired = [f"run record of {e.describe()} (written in an earlier boot)" for e in drop_expired()]
+        return expired + _remove(leftovers())
     finally:
         hold.close()
 
