@@ -22,8 +22,9 @@ LUMION = (ROOT / "experiments" / "lumion.yaml").read_text()
 WAN = (ROOT / "experiments" / "wan_b4.yaml").read_text()
 RAILS = (ROOT / "experiments" / "rails_llama.yaml").read_text()
 TENANCY = (ROOT / "experiments" / "tenancy_rack64.yaml").read_text()
+TENANTS = (ROOT / "experiments" / "tenancy_packets.yaml").read_text()
 
-# (id, argv, {"demo"|"lumion"|"wan"|"rails"|"tenancy": (old, new)} or {"file": text}, what the message must contain)
+# (id, argv, {"demo"|"lumion"|"wan"|"rails"|"tenancy"|"tenants": (old, new)} or {"file": text}, what the message must contain)
 CASES = [
     # collective scenario: the fabric
     ("gpus-zero", ["run", "{demo}"], {"demo": ("gpus: 8", "gpus: 0")}, "fabric.gpus"),
@@ -203,6 +204,17 @@ CASES = [
      "tenancy.trace.interarrival_s"),
     ("tenancy-rounds", ["run", "{tenancy}"], {"tenancy": ("rounds: [1, 10]", "rounds: [10, 1]")}, "tenancy.trace"),
     ("tenancy-backend", ["run", "{tenancy}", "--backend", "mininet"], {"tenancy": ("", "")}, "--backend"),
+    ("tenants-size", ["run", "{tenants}"], {"tenants": ("gpus: 8,", "gpus: 6,")}, "tenancy.tenants.2.gpus"),
+    ("tenants-rhd", ["run", "{tenants}"], {"tenants": ("gpus: 4, algorithm: rhd", "gpus: 2, algorithm: rhd")},
+     "tenancy.tenants"),
+    ("tenants-too-many", ["run", "{tenants}"], {"tenants": ("gpus: 4, algorithm: ring", "gpus: 8, algorithm: ring")},
+     "tenancy.tenants"),
+    ("tenants-names", ["run", "{tenants}"], {"tenants": ("name: b,", "name: a,")}, "tenancy.tenants"),
+    ("tenants-flow", ["run", "{tenants}"], {"tenants": ("backend: mininet", "backend: flow")}, "backend"),
+    ("tenants-cli-flow", ["run", "{tenants}", "--backend", "flow"], {"tenants": ("", "")}, "--backend"),
+    ("tenants-size-bytes", ["run", "{tenants}"], {"tenants": ("size: 16MiB}", "size: 16 parsecs}")}, "tenancy.tenants.0.size"),
+    ("tenants-and-trace", ["run", "{tenants}"], {"tenants": ("  packet:", "  trace: {jobs: 4, interarrival_s: 1, "
+                                                              "sizes: {4: 1}, round_s: [1, 2]}\n  packet:")}, "tenancy"),
     ("run-training-file", ["run", "{lumion}"], {"lumion": ("", "")}, "ocslab train"),
     ("train-collective-file", ["train", "{demo}"], {"demo": ("", "")}, "ocslab run"),
 ]
@@ -212,7 +224,8 @@ CASES = [
 def test_bad_input_gets_one_line_naming_the_field_and_exit_2(run_dir, case):
     _id, argv, files, needle = case
     subs = {"dir": str(run_dir)}
-    for kind, source in (("demo", DEMO), ("lumion", LUMION), ("wan", WAN), ("rails", RAILS), ("tenancy", TENANCY)):
+    for kind, source in (("demo", DEMO), ("lumion", LUMION), ("wan", WAN), ("rails", RAILS), ("tenancy", TENANCY),
+                         ("tenants", TENANTS)):
         if kind in files:
             old, new = files[kind]
             assert old in source, f"case {_id}: {old!r} not in {kind}.yaml"

@@ -20,7 +20,8 @@ def _loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
     (["emulation.flowsim", "emulation.flowsim.run", "emulation.planners", "emulation.planners.slotted",
       "emulation.scenario", "emulation.schedule", "emulation.results"],
      ("emulation.emulator", "mininet", "os_ken", "controllers")),
-    (["emulation.emulator.execute", "emulation.emulator.calibration", "emulation.emulator.recovery"],
+    (["emulation.emulator.execute", "emulation.emulator.calibration", "emulation.emulator.recovery",
+      "emulation.emulator.tenants"],
      ("emulation.flowsim", "emulation.scenario")),
 ])
 def test_backends_and_planners_do_not_import_each_other(modules, forbidden):

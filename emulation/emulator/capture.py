@@ -34,10 +34,14 @@ class Capture:
     """tcpdump on ``devices`` (root-namespace interface names) into ``out_dir`` (module doc),
     and on ``probe_devices`` (the GPUs' host links, frames toward the GPU) the wire probes
     (:mod:`emulation.emulator.probe`) only, into ``probe-<device>.pcap``. :meth:`start` and
-    :meth:`stop`; the processes are ours, ended by pid."""
+    :meth:`stop`; the processes are ours, ended by pid. ``filters`` narrows what a device keeps to
+    the frames that also match its pcap-filter expression (tcpdump syntax, e.g. the foreign-traffic
+    filter of :func:`emulation.emulator.tenants.foreign_filter`)."""
 
-    def __init__(self, devices: list[str], out_dir: Path, probe_devices: list[str] = ()):
+    def __init__(self, devices: list[str], out_dir: Path, probe_devices: list[str] = (),
+                 filters: dict[str, str] | None = None):
         self.devices = list(devices)
+        self.filters = dict(filters or {})
         self.probe_devices = list(probe_devices)
         self.out_dir = Path(out_dir)
         self.procs: list[subprocess.Popen] = []
@@ -52,7 +56,8 @@ class Capture:
             raise CaptureError("--pcap: tcpdump is not installed (make setup installs it)")
         self.out_dir.mkdir(parents=True, exist_ok=True)
         probe = ["ether", "proto", f"{PROBE_ETHERTYPE:#06x}"]
-        jobs = [(dev, dev, "in", ["not", *probe]) for dev in self.devices]
+        jobs = [(dev, dev, "in", ["not", *probe] + (["and", "(", self.filters[dev], ")"] if dev in self.filters else []))
+                for dev in self.devices]
         jobs += [(dev, f"probe-{dev}", "out", probe) for dev in self.probe_devices]
         for dev, name, direction, bpf in jobs:
             log = open(self.out_dir / f"{name}.log", "w")

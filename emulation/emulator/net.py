@@ -477,14 +477,18 @@ class EmulatedFabric:
     def ocs_input_ports(self) -> list[str]:
         """Root-namespace interfaces of every OCS input port (the OCS end of each NIC's fibre:
         what a NIC puts on its fibre enters there; the outputs are patch ports, without a device)."""
-        out = []
+        return sorted(self.ocs_input_gpus())
+
+    def ocs_input_gpus(self) -> dict[str, int]:
+        """``{OCS input port interface: the GPU whose NIC's fibre enters there}``."""
+        out = {}
         for link in self.net.links:
             if getattr(link, "isPatchLink", False):
                 continue
             for me, peer in ((link.intf1, link.intf2), (link.intf2, link.intf1)):
                 if dpn.node_kind(me.node.name) == "o" and dpn.node_kind(peer.node.name) == "n":
-                    out.append(me.name)
-        return sorted(out)
+                    out[me.name] = dpn.node_index(peer.node.name)
+        return out
 
     def host_link_ports(self) -> list[str]:
         """Root-namespace interfaces of every GPU's host link (the NIC end), in GPU order."""

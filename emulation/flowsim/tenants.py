@@ -24,18 +24,7 @@ from emulation.fabric import Configuration, Fabric
 from emulation.flowsim.engine import DeadlockError, FluidEngine
 from emulation.flowsim.simulate import SimulationError, _Links
 from emulation.routing import RoutingError
-from emulation.workloads.model import Workload
-
-
-@dataclass(frozen=True)
-class Tenant:
-    """A tenant's job: ``workload`` (ranks ``0..n-1``) on fabric GPUs ``gpus`` (rank r on
-    ``gpus[r]``), started at ``start_s`` (s)."""
-
-    name: str
-    workload: Workload
-    gpus: tuple[int, ...]
-    start_s: float = 0.0
+from emulation.workloads.model import Tenant
 
 
 @dataclass

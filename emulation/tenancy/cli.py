@@ -9,8 +9,8 @@ from emulation.scenario import ScenarioError
 
 
 def run(path: Path, backend: str | None, out: Path | None) -> int:
-    """Replay the tenancy scenario at ``path`` on the flow backend and write its results; the
-    exit status."""
+    """Replay the tenancy scenario at ``path`` on the flow backend (a ``trace``) or run its
+    ``tenants`` on the packet backend, and write its results; the exit status."""
     import datetime as dt
 
     import yaml
@@ -25,6 +25,8 @@ def run(path: Path, backend: str | None, out: Path | None) -> int:
         sc = load_tenancy_scenario(path)
     except ScenarioError as e:
         return _fail(str(e))
+    if sc.tenancy.tenants:
+        return _run_packet(sc, backend, out)
     if (backend or sc.backend) != "flow":
         return _fail(f"--backend: tenancy traces replay on the flow backend, not {backend!r}")
     out = _fresh_out(out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
@@ -41,4 +43,48 @@ def run(path: Path, backend: str | None, out: Path | None) -> int:
     write(res, out, yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False))
     print_summary(res)
     Console().print(f"results: {out}/result.json, runs.csv, utilisation.png, policies.png")
+    return 0
+
+
+def _run_packet(sc, backend: str | None, out: Path | None) -> int:
+    """The tenants of ``sc`` alone and together on the packet backend beside the flow backend
+    (:func:`emulation.tenancy.packet.run_packet`); the exit status."""
+    import datetime as dt
+
+    import yaml
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from emulation.cli import _cleanup
+    from emulation.emulator.net import EmulationError, MachineBusy
+    from emulation.tenancy.packet import run_packet
+    from emulation.tenancy.report import print_packet, write_packet
+
+    if (backend or sc.backend) != "mininet":
+        return _fail(f"--backend: tenants run on the packet backend (mininet), not {backend!r}")
+    out = _fresh_out(out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
+    if isinstance(out, int):
+        return out
+    created = not out.exists()
+    console = Console(stderr=True)
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=console, transient=True) as bar:
+            task = bar.add_task("tenants", total=1)
+
+            def progress(label: str, done: int, total: int) -> None:
+                bar.update(task, description=f"tenants: {label}", completed=done, total=total)
+
+            res = run_packet(sc, out, progress)
+    except (MachineBusy, ValueError) as e:
+        _cleanup(out, created)
+        return _fail(str(e))
+    except EmulationError as e:
+        return _fail(f"{e} (logs in {out})", 1)
+    except KeyboardInterrupt:
+        console.print(f"interrupted: emulation torn down (logs in {out})")
+        return 130
+    write_packet(res, out, yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False))
+    print_packet(res)
+    Console().print(f"results: {out}/result.json, tenants.csv")
     return 0

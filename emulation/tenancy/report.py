@@ -97,3 +97,41 @@ def print_summary(result: TenancyResult, console: Console | None = None) -> None
         t.add_row(r.allocator, r.scheduler, f"{m['utilisation']:.1%}", f"{m['throughput_jobs_per_h']:.2f}",
                   f"{m['jct_mean_s']:.0f}", f"{m['jct_p95_s']:.0f}", str(m["jobs_rejected"]))
     console.print(t)
+
+
+def write_packet(result: dict, out: Path, scenario_yaml: str) -> None:
+    """``scenario.yaml``, ``result.json`` and ``tenants.csv`` of a packet run
+    (:func:`emulation.tenancy.packet.run_packet`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scenario.yaml").write_text(scenario_yaml)
+    (out / "result.json").write_text(json.dumps(result, indent=1))
+    cols = ["name", "algorithm", "bytes", "start_s", "packet_alone_s", "flow_alone_s", "alone_error",
+            "packet_together_s", "flow_together_s", "together_error", "retransmissions", "foreign_packets"]
+    with open(out / "tenants.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["gpus", *cols])
+        for r in result["tenants"]:
+            w.writerow([" ".join(map(str, r["gpus"])), *(r[c] for c in cols)])
+
+
+def print_packet(result: dict, console: Console | None = None) -> None:
+    """Each tenant alone and together, packets against the flow backend, and the isolation count."""
+    console = console or Console()
+    sc = result["scale"]
+    t = Table(title=f"{result['name']}: packets at {sc['link_mbps']:g} Mbit/s (TDF {sc['tdf']:g}) vs flow, "
+                    f"real-equivalent us")
+    for c in ("tenant", "job", "alone", "err", "shared", "err", "flow", "foreign"):
+        t.add_column(c, justify="left" if c in ("tenant", "job") else "right", no_wrap=True)
+    for r in result["tenants"]:
+        g = r["gpus"]
+        gpus = f"{g[0]}-{g[-1]}" if g == list(range(g[0], g[-1] + 1)) else ",".join(map(str, g))
+        fa, ft = r["flow_alone_s"] * 1e6, r["flow_together_s"] * 1e6
+        t.add_row(f"{r['name']} {gpus}", f"{r['algorithm']} {r['bytes'] / 2**20:g}MiB",
+                  f"{r['packet_alone_s'] * 1e6:.1f}", f"{r['alone_error']:+.1%}",
+                  f"{r['packet_together_s'] * 1e6:.1f}", f"{r['together_error']:+.1%}",
+                  f"{fa:.1f}" if abs(fa - ft) < 0.05 else f"{fa:.1f}/{ft:.1f}", str(r["foreign_packets"]))
+    console.print(t)
+    retx = sum(r["retransmissions"] for r in result["tenants"])
+    console.print(f"shared: all tenants at once; err: against the flow backend's time (alone, shared); foreign: "
+                  f"frames of another tenant on a tenant's OCS ports; {retx} retransmissions; circuits left "
+                  f"after every tenant ended: {result['circuits_left']}")

@@ -82,11 +82,46 @@ class PhotonicSection(StrictModel):
     reconfiguration_delay_s: float = Field(default=3.7e-6, ge=0, le=60)
 
 
+class TenantSection(StrictModel):
+    """One tenant of a packet run: ``gpus`` accelerators (a legal slice size), an AllReduce
+    (``algorithm`` ring or rhd) of ``size`` bytes, started ``start_s`` real seconds after the
+    first."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    gpus: int = Field(ge=2)
+    algorithm: Literal["ring", "rhd"] = "ring"
+    size: int = Field(ge=1)
+    start_s: float = Field(default=0.0, ge=0)
+
+    @field_validator("size", mode="before")
+    @classmethod
+    def _size(cls, v):
+        from emulation.units import parse_bytes
+
+        return parse_bytes(v) if isinstance(v, str) else v
+
+
+class PacketSection(StrictModel):
+    """``packet:`` the emulated fabric of a packet run: every GPU's ``ports_per_gpu`` ports on one
+    OCS at ``port_gbps`` (real), the emulated link rate (``auto``: calibrated by the headroom
+    probe, or Mbit/s), the byte scale, the per-message latency ``alpha_s`` (real s)."""
+
+    port_gbps: float = Field(default=400.0, gt=0)
+    ports_per_gpu: int = Field(default=2, ge=1, le=8)
+    link_mbps: float | Literal["auto"] = "auto"
+    byte_scale: float = Field(default=0.001, gt=0, le=1)
+    alpha_s: float = Field(default=5e-6, ge=0)
+    reconfiguration_delay_s: float = Field(default=3.7e-6, ge=0)
+
+
 class TenancySection(StrictModel):
-    """``tenancy:`` the rack, the trace, and what is compared."""
+    """``tenancy:`` the rack, a trace to replay (flow backend) or tenants to run with packets
+    (packet backend), and what is compared."""
 
     rack: RackSection = RackSection()
-    trace: TraceSection
+    trace: TraceSection | None = None
+    tenants: list[TenantSection] = Field(default_factory=list)
+    packet: PacketSection = PacketSection()
     allocators: list[Literal["torus-contiguous", "photonic"]] = Field(
         default_factory=lambda: ["torus-contiguous", "photonic"], min_length=1)
     schedulers: list[str] = Field(default_factory=lambda: ["fifo"], min_length=1)
@@ -103,10 +138,26 @@ class TenancySection(StrictModel):
 
 
 class TenancyScenario(NamedScenario):
-    """A whole tenancy scenario file (module doc)."""
+    """A whole tenancy scenario file (module doc): a ``trace`` replays on the flow backend,
+    ``tenants`` run at once on the packet backend (``backend: mininet``) beside the flow
+    backend's run of the same tenants."""
 
     tenancy: TenancySection
-    backend: Literal["flow"] = "flow"
+    backend: Literal["flow", "mininet"] = "flow"
+
+    @model_validator(mode="after")
+    def _kind(self):
+        t = self.tenancy
+        if (t.trace is None) == (not t.tenants):
+            raise ValueError("tenancy: give either trace (a replay on the flow backend) or tenants (a packet run)")
+        if t.tenants and self.backend != "mininet":
+            raise ValueError("backend: tenants run on the packet backend: set backend: mininet")
+        if t.trace is not None and self.backend != "flow":
+            raise ValueError("backend: a trace replays on the flow backend: set backend: flow")
+        names = [x.name for x in t.tenants]
+        if len(set(names)) != len(names):
+            raise ValueError("tenancy.tenants: tenant names must differ")
+        return self
 
 
 def load_tenancy_scenario(path: str | Path) -> TenancyScenario:
@@ -125,6 +176,20 @@ def load_tenancy_scenario(path: str | Path) -> TenancyScenario:
             raise ScenarioError(str(e).replace("rack.", "tenancy.rack.", 1)) from None
         if t.rack.spares >= rack.servers:
             raise ScenarioError(f"tenancy.rack.spares: {t.rack.spares} spare servers of a {rack.servers}-server rack")
+        if t.tenants:
+            for i, x in enumerate(t.tenants):
+                try:
+                    rack.shape_for(x.gpus)
+                except RackError:
+                    raise ScenarioError(f"tenancy.tenants.{i}.gpus: no legal slice shape has {x.gpus} accelerators "
+                                        f"(legal: {', '.join(str(a * b * c) for a, b, c in _legal(rack))})") from None
+                if x.algorithm == "rhd" and x.gpus & (x.gpus - 1):
+                    raise ScenarioError(f"tenancy.tenants.{i}.algorithm: rhd needs a power-of-two GPU count")
+            need = sum(x.gpus for x in t.tenants)
+            have = (rack.servers - t.rack.spares) * rack.per_server
+            if need > have:
+                raise ScenarioError(f"tenancy.tenants: {need} GPUs asked for, the rack has {have}")
+            return
         for n in t.trace.sizes:
             try:
                 rack.shape_for(n)

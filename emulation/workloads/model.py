@@ -145,3 +145,15 @@ class Workload:
                 for s in self.steps
             ],
         }
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A tenant's job placed on a shared fabric: ``workload`` (ranks ``0..n-1``) on fabric GPUs
+    ``gpus`` (rank r on ``gpus[r]``), started ``start_s`` (s) after the first tenant. Both
+    backends run lists of them (:mod:`emulation.flowsim.tenants`, :mod:`emulation.emulator.tenants`)."""
+
+    name: str
+    workload: Workload
+    gpus: tuple[int, ...]
+    start_s: float = 0.0
