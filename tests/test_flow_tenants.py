@@ -64,3 +64,18 @@ def test_a_tenant_needs_its_own_gpus():
         simulate_tenants(f, f.initial, [Tenant("a", w, (0, 1, 2, 3)), Tenant("b", w, (3, 4, 5, 6))])
     with pytest.raises(SimulationError, match="4 ranks on 3 GPUs"):
         simulate_tenants(f, f.initial, [Tenant("a", w, (0, 1, 2))])
+
+
+def test_bandwidth_redirection_gives_a_2x2x1_ring_three_times_the_bandwidth():
+    """Morphlux: a 2x2x1 slice's ring on 2 of 6 torus ports against all 6 steered into it; with
+    alpha = 0 the Ring AllReduce's time is exactly 3x shorter (three parallel circuits)."""
+    from emulation.tenancy.packet import redirection_fabrics
+    from emulation.workloads.allreduce import ring_allreduce
+
+    fabric, configs = redirection_fabrics(400.0)
+    assert {k: sum(len(cs) for cs in c.values()) for k, c in configs.items()} == {"torus": 4, "photonic": 12}
+    t = Tenant("slice", ring_allreduce(4, 16 << 20), (0, 1, 2, 3))
+    times = {k: simulate_tenants(fabric, c, [t])[0].time_s for k, c in configs.items()}
+    # 2 x 3 steps of 4 MiB at 400 Gbit/s on one circuit: 503.3 us
+    assert times["torus"] == pytest.approx(6 * (4 << 20) * 8 / 400e9, rel=1e-9)
+    assert times["torus"] / times["photonic"] == pytest.approx(3.0, rel=1e-9)

@@ -61,6 +61,21 @@ def place(sc: TenancyScenario) -> tuple[Fabric, Configuration, list[Tenant]]:
     return fabric, config, tenants
 
 
+def redirection_fabrics(port_gbps: float) -> tuple[Fabric, dict[str, Configuration]]:
+    """Morphlux's bandwidth redirection: a 2x2x1 slice's 4 accelerators with 6 ports each
+    (``port_gbps`` each) on one OCS, and its two configurations: ``torus`` (a ring on 2 of the 6
+    ports, one circuit per neighbour pair, as a contiguous torus slice gets) and ``photonic`` (all
+    6 steered into the ring: three parallel circuits per neighbour pair)."""
+    from topologies import ocs_star
+
+    bare = ocs_star(4, 6, port_gbps, 0.0, "empty")
+    ring = [(0, 1), (1, 2), (2, 3), (3, 0)]
+    configs = {"torus": assign_ports(bare, "ocs0", ring), "photonic": assign_ports(bare, "ocs0", ring * 3)}
+    fabric = Fabric(bare.name, bare.gpus, bare.ports_per_gpu, bare.port_gbps, ocs=bare.ocs, eps=bare.eps,
+                    initial=configs["photonic"])
+    return fabric, configs
+
+
 def run_packet(sc: TenancyScenario, out: Path, progress: Progress | None = None) -> dict:
     """Every tenant alone and all together, on both backends (module doc).
 
