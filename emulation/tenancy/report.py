@@ -74,7 +74,8 @@ def plots(result: TenancyResult, out: Path) -> None:
 
 
 def print_summary(result: TenancyResult, console: Console | None = None) -> None:
-    """The allocators side by side (first scheduler), then every scheduler per allocator."""
+    """The allocators side by side (first scheduler), their allocation bandwidth per tenant, then
+    every scheduler per allocator."""
     console = console or Console()
     tr = result.trace
     sched = result.runs[0].scheduler
@@ -88,6 +89,16 @@ def print_summary(result: TenancyResult, console: Console | None = None) -> None
             t.add_row(r.allocator, f"{m['allocation_bandwidth']:.1%}", f"{m['fragmentation']:.2%}",
                       f"{m['utilisation']:.1%}", f"{m['delay_mean_s']:.0f}", f"{m['jct_mean_s']:.0f}",
                       f"{m['jct_p95_s']:.0f}", f"{m['contiguous_share']:.0%}")
+    console.print(t)
+    tenants = sorted({k for r in result.runs for k in r.metrics["per_tenant"]}, key=int)
+    t = Table(title=f"{result.name}: allocation bandwidth per tenant (scheduler {sched})")
+    t.add_column("allocator", justify="right")
+    for k in tenants:
+        t.add_column(f"tenant {k}", justify="right")
+    for r in result.runs:
+        if r.scheduler == sched:
+            t.add_row(r.allocator, *(f"{r.metrics['per_tenant'][k]:.1%}" if k in r.metrics["per_tenant"] else "-"
+                                     for k in tenants))
     console.print(t)
     t = Table(title=f"{result.name}: schedulers")
     for c in ("allocator", "scheduler", "utilisation", "jobs/h", "JCT mean (s)", "JCT p95 (s)", "rejected"):
