@@ -24,6 +24,7 @@ emulation itself exits with status 1. Nothing is left half-created.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -180,13 +181,7 @@ def _train(args) -> int:
     console = Console(stderr=True)
     created = not out.exists()
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), console=console, transient=True) as bar:
-            task = bar.add_task("train: starting", total=len(sc.recovery))
-
-            def progress(label: str, done: int, total: int) -> None:
-                bar.update(task, description=f"train: {label}", completed=done, total=total)
-
+        with progress_bar("train", len(sc.recovery)) as progress:
             res = run_training(sc, out, progress)
     except MachineBusy as e:  # refused before anything was created
         _cleanup(out, created)
@@ -447,13 +442,7 @@ def _execute(sc, backend: str, out: Path, force: bool, experiment=None, pcap: li
     created = not out.exists()
     console = Console(stderr=True)
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), console=console, transient=True) as bar:
-            task = bar.add_task(f"{backend}: starting", total=1)
-
-            def progress(label: str, done: int, total: int) -> None:
-                bar.update(task, description=f"{backend}: {label}", completed=done, total=total)
-
+        with progress_bar(backend) as progress:
             return runner.run(sc, backend, out, progress, force=force, experiment=experiment, pcap=pcap)
     except runner.BackendError as e:
         _cleanup(out, created)
@@ -556,6 +545,44 @@ def _load_experiment(path: Path):
         return load_experiment(path)
     except ScenarioError as e:
         return _fail(str(e))
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, total: int = 1):
+    """A transient progress bar on stderr; yields ``progress(text, done, total)`` that shows
+    ``label: text`` at ``done`` of ``total``."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+
+        def progress(text: str, done: int, total: int) -> None:
+            bar.update(task, description=f"{label}: {text}", completed=done, total=total)
+
+        yield progress
+
+
+def packet_job(out: Path, label: str, work, total: int = 1):
+    """Run ``work(progress)`` (an emulation writing into ``out``) under :func:`progress_bar`.
+
+    :returns: ``(result, None)``, or ``(None, exit status)`` after one line: 2 when the run was
+        refused before anything was measured (another emulation holds the machine, or a
+        ``ValueError`` about the input; ``out`` is removed if this call created it), 1 when the
+        emulation failed (its logs stay in ``out``), 130 on Ctrl-C.
+    """
+    from emulation.emulator.net import EmulationError, MachineBusy
+
+    created = not out.exists()
+    try:
+        with progress_bar(label, total) as progress:
+            return work(progress), None
+    except (MachineBusy, ValueError) as e:
+        _cleanup(out, created)
+        return None, _fail(str(e))
+    except EmulationError as e:
+        return None, _fail(f"{e} (logs in {out})", 1)
+    except KeyboardInterrupt:
+        Console(stderr=True).print(f"interrupted: emulation torn down (logs in {out})")
+        return None, 130
 
 
 def _fresh_out(out: Path) -> Path | int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emulation.cli import _fail, _fresh_out
+from emulation.cli import _fail, _fresh_out, packet_job, progress_bar
 from emulation.scenario import ScenarioError
 
 
@@ -15,7 +15,6 @@ def run(path: Path, backend: str | None, out: Path | None) -> int:
 
     import yaml
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from emulation.flowsim.simulate import SimulationError
     from emulation.rails.report import print_summary, write
@@ -32,13 +31,7 @@ def run(path: Path, backend: str | None, out: Path | None) -> int:
     out = _fresh_out(out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
     if isinstance(out, int):
         return out
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("rails", total=1)
-
-        def progress(label: str, done: int, total: int) -> None:
-            bar.update(task, description=f"rails: {label}", completed=done, total=total)
-
+    with progress_bar("rails") as progress:
         try:
             res = run_rails(sc, progress)
         except SimulationError as e:
@@ -56,10 +49,7 @@ def train(path: Path, out: Path | None) -> int:
 
     import yaml
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from emulation.cli import _cleanup
-    from emulation.emulator.net import EmulationError, MachineBusy
     from emulation.emulator.torchrun import torch_available
     from emulation.rails.packet import run_packet
     from emulation.rails.report import print_packet, write_packet
@@ -77,28 +67,9 @@ def train(path: Path, out: Path | None) -> int:
     out = _fresh_out(out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
     if isinstance(out, int):
         return out
-    created = not out.exists()
-    console = Console(stderr=True)
-    try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), console=console, transient=True) as bar:
-            task = bar.add_task("train", total=len(sc.packet.modes))
-
-            def progress(label: str, done: int, total: int) -> None:
-                bar.update(task, description=f"train: {label}", completed=done, total=total)
-
-            res = run_packet(sc, out, progress)
-    except MachineBusy as e:
-        _cleanup(out, created)
-        return _fail(str(e))
-    except ValueError as e:
-        _cleanup(out, created)
-        return _fail(str(e))
-    except EmulationError as e:
-        return _fail(f"{e} (logs in {out})", 1)
-    except KeyboardInterrupt:
-        console.print(f"interrupted: emulation torn down (logs in {out})")
-        return 130
+    res, status = packet_job(out, "train", lambda progress: run_packet(sc, out, progress), len(sc.packet.modes))
+    if status is not None:
+        return status
     write_packet(res, out, yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False))
     print_packet(res)
     Console().print(f"results: {out}/result.json, timeline.png")

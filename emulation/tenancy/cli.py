@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emulation.cli import _fail, _fresh_out
+from emulation.cli import _fail, _fresh_out, packet_job, progress_bar
 from emulation.scenario import ScenarioError
 
 
@@ -15,7 +15,6 @@ def run(path: Path, backend: str | None, out: Path | None) -> int:
 
     import yaml
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from emulation.tenancy.report import print_summary, write
     from emulation.tenancy.run import run_tenancy
@@ -32,13 +31,7 @@ def run(path: Path, backend: str | None, out: Path | None) -> int:
     out = _fresh_out(out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
     if isinstance(out, int):
         return out
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("tenancy", total=1)
-
-        def progress(label: str, done: int, total: int) -> None:
-            bar.update(task, description=f"tenancy: {label}", completed=done, total=total)
-
+    with progress_bar("tenancy") as progress:
         res = run_tenancy(sc, progress)
     write(res, out, yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False))
     print_summary(res)
@@ -53,10 +46,7 @@ def _run_packet(sc, backend: str | None, out: Path | None) -> int:
 
     import yaml
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from emulation.cli import _cleanup
-    from emulation.emulator.net import EmulationError, MachineBusy
     from emulation.tenancy.packet import run_packet
     from emulation.tenancy.report import print_packet, write_packet
 
@@ -65,25 +55,9 @@ def _run_packet(sc, backend: str | None, out: Path | None) -> int:
     out = _fresh_out(out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
     if isinstance(out, int):
         return out
-    created = not out.exists()
-    console = Console(stderr=True)
-    try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), console=console, transient=True) as bar:
-            task = bar.add_task("tenants", total=1)
-
-            def progress(label: str, done: int, total: int) -> None:
-                bar.update(task, description=f"tenants: {label}", completed=done, total=total)
-
-            res = run_packet(sc, out, progress)
-    except (MachineBusy, ValueError) as e:
-        _cleanup(out, created)
-        return _fail(str(e))
-    except EmulationError as e:
-        return _fail(f"{e} (logs in {out})", 1)
-    except KeyboardInterrupt:
-        console.print(f"interrupted: emulation torn down (logs in {out})")
-        return 130
+    res, status = packet_job(out, "tenants", lambda progress: run_packet(sc, out, progress))
+    if status is not None:
+        return status
     write_packet(res, out, yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False))
     print_packet(res)
     Console().print(f"results: {out}/result.json, tenants.csv")
