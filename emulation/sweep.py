@@ -12,7 +12,7 @@ from pathlib import Path
 
 from emulation.fabric import Fabric
 from emulation.flowsim import simulate
-from emulation.planners import CostModel, make_plan, plan_cost
+from emulation.planners import CostModel, make_plan, plan_cost, plan_sweep
 from emulation.schedule import Plan
 from emulation.units import parse_bytes
 from emulation.workloads.model import Workload
@@ -65,6 +65,21 @@ def time_plan(fabric: Fabric, plan: Plan, model: CostModel, max_flow_transfers: 
     res = simulate(fabric, plan.workload, plan, alpha_s=model.alpha_s, delta_s=model.delta_s,
                    record_transfers=False)
     return Point(res.time_s, predicted, plan.reconfigurations, len(plan.steps), "flow")
+
+
+def static_and_dp(point: tuple) -> tuple[Point, list[Point]]:
+    """PCCL's two sides of one sweep point (arXiv 2509.15450): ``(base, ports_per_gpu, gpus,
+    bytes, algorithm, [R s, ...], CostModel, port Gbit/s)`` -> the algorithm on an OCS star whose
+    fixed configuration is ``base`` (planner ``none``), and under the ``dp`` plan at each R. A
+    module-level function of plain arguments, so that :func:`emulation.parallel.map_points` can
+    ship it to other processes."""
+    from emulation.workloads import build
+    from topologies import ocs_star
+
+    base, ports, gpus, size, alg, rs, model, gbps = point
+    f0 = ocs_star(gpus, ports, gbps, 0.0, base)
+    w = build(alg, gpus, size)
+    return evaluate(f0, w, "none", model), [time_plan(f0, q, model) for q in plan_sweep("dp", f0, w, model, list(rs))]
 
 
 def add_model_arguments(parser, alpha_us: float, out: str) -> None:

@@ -6,7 +6,8 @@ and reconfiguration delays R.
 
 Usage: ``.venv/bin/python scripts/reproduce_pccl.py [--gpus 128] [--sizes 64KiB 1MiB 16MiB 256MiB]
 [--r-us 0.1 1 10 100 1000 10000 100000 1000000] [--algorithms ring rhd rd direct]
-[--alpha-us 1] [--delta-us 0.5] [--gbps 400] [--out DIR]``
+[--alpha-us 1] [--delta-us 0.5] [--gbps 400] [--out DIR] [--engine serial|processes|dask]
+[--workers N] [--address tcp://HOST:8786]``
 
 Best static = the fastest AllReduce algorithm run on the base topology (planner ``none``);
 PCCL = the fastest algorithm run under its ``dp`` plan (the algorithm is kept, the fabric
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -28,18 +30,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from emulation.planners import CostModel, plan_sweep  # noqa: E402
+from emulation.parallel import add_engine_arguments, map_points  # noqa: E402
+from emulation.planners import CostModel  # noqa: E402
 from emulation.units import format_bytes  # noqa: E402
 from emulation.sweep import (  # noqa: E402
     add_model_arguments,
     evaluate,
     model_from_arguments,
     parse_sizes,
+    static_and_dp,
     time_plan,
     write_csv,
 )
-from emulation.workloads import ALGORITHMS, build  # noqa: E402
-from topologies import ocs_star  # noqa: E402
+from emulation.workloads import ALGORITHMS  # noqa: E402
 
 BASES = {"ring": 2, "torus": 4}  # base topology -> ports per GPU
 SIZES = ["64KiB", "1MiB", "16MiB", "256MiB"]
@@ -47,23 +50,22 @@ R_US = [0.1, 1, 10, 100, 1000, 10_000, 100_000, 1_000_000]
 
 
 def sweep(gpus: int, sizes: list[int], reconfiguration_delay_s: list[float], algorithms: list[str], model: CostModel,
-          gbps: float, progress=None) -> list[dict]:
+          gbps: float, engine: str = "serial", workers: int | None = None, address: str | None = None) -> list[dict]:
     """One row per (base, size, R): best static algorithm and time, best dp algorithm and time
-    (seconds), speedup, and the dp plan's reconfigurations."""
+    (seconds), speedup, and the dp plan's reconfigurations. The (base, size, algorithm) points run
+    on ``engine`` (:func:`emulation.parallel.map_points`)."""
+    rs = list(reconfiguration_delay_s)
+    keys = [(base, s, alg) for base in BASES for s in sizes for alg in algorithms]
+    done = map_points(static_and_dp, [(b, BASES[b], gpus, s, a, rs, model, gbps) for b, s, a in keys],
+                      engine=engine, workers=workers, address=address)
+    got = dict(zip(keys, done))
     rows = []
-    for base, ports in BASES.items():
+    for base in BASES:
         for s in sizes:
-            f0 = ocs_star(gpus, ports, gbps, 0.0, base)
-            static = {}
-            dp: dict[str, list] = {}
-            for alg in algorithms:
-                if progress:
-                    progress(f"{base} {format_bytes(s)} {alg}")
-                w = build(alg, gpus, s)
-                static[alg] = evaluate(f0, w, "none", model)
-                dp[alg] = [time_plan(f0, p, model) for p in plan_sweep("dp", f0, w, model, reconfiguration_delay_s)]
+            static = {a: got[base, s, a][0] for a in algorithms}
+            dp = {a: got[base, s, a][1] for a in algorithms}
             best_static = min(static, key=lambda a: static[a].time_s)
-            for i, r in enumerate(reconfiguration_delay_s):
+            for i, r in enumerate(rs):
                 best_dp = min(algorithms, key=lambda a: dp[a][i].time_s)
                 pt = dp[best_dp][i]
                 rows.append({"base": base, "gpus": gpus, "bytes": s, "reconfiguration_delay_s": r,
@@ -117,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--r-us", type=float, nargs="+", default=R_US, help="reconfiguration delays R, us")
     p.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS["allreduce"]))
     add_model_arguments(p, alpha_us=1.0, out="runs/reproduce_pccl")
+    add_engine_arguments(p)
     args = p.parse_args(argv)
     try:
         sizes = parse_sizes(args.sizes)
@@ -132,10 +135,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.gpus < 4 or any(r < 0 for r in args.r_us):
         print("reproduce_pccl: --gpus must be >= 4 and --r-us >= 0", file=sys.stderr)
         return 2
+    if (args.workers is not None and args.workers < 1) or (args.address and args.engine != "dask"):
+        print("reproduce_pccl: --workers must be >= 1, and --address goes with --engine dask", file=sys.stderr)
+        return 2
     console = Console(width=160)
     args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
     rows = sweep(args.gpus, sizes, sorted(r * 1e-6 for r in args.r_us), args.algorithms, model, args.gbps,
-                 progress=lambda msg: console.print(f"[dim]{msg}[/dim]", highlight=False))
+                 args.engine, args.workers, args.address)
+    console.print(f"{len(BASES) * len(sizes) * len(args.algorithms)} points on {args.engine}"
+                  f"{f' ({args.workers} workers)' if args.workers else ''} in {time.monotonic() - t0:.1f} s")
     print_rows(rows, console)
     for base in BASES:
         rs = [r for r in rows if r["base"] == base]
