@@ -54,12 +54,18 @@ def timeline(result: ScenarioResult, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(runs) + 1.5))
     colours = {}
     palette = plt.get_cmap("tab10")
-    for y, r in enumerate(runs):
+    for y, r in enumerate(runs):  # one collection per (run, phase): a 16,384-GPU Ring has 32,766 steps
+        bars: dict[str, list[tuple[float, float]]] = {}
+        dark = []
         for s in r.steps:
-            c = colours.setdefault(s.phase, palette(len(colours) % 10))
-            ax.barh(y, (s.end_s - s.start_s) * 1e3, left=s.start_s * 1e3, color=c, edgecolor="white")
+            bars.setdefault(s.phase, []).append((s.start_s * 1e3, (s.end_s - s.start_s) * 1e3))
             if s.dark_window_measured_s:
-                ax.barh(y, s.dark_window_measured_s * 1e3, left=s.start_s * 1e3, color="black", height=0.4)
+                dark.append((s.start_s * 1e3, s.dark_window_measured_s * 1e3))
+        for phase, spans in bars.items():
+            c = colours.setdefault(phase, palette(len(colours) % 10))
+            ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=c, edgecolors="white", linewidth=0.5 if len(spans) < 200 else 0)
+        if dark:
+            ax.broken_barh(dark, (y - 0.2, 0.4), facecolors="black")
         if r.straggler_delay_s:
             ax.plot([r.straggler_delay_s * 1e3] * 2, [y - 0.45, y + 0.45], color="red", lw=2)
     ax.set_yticks(range(len(runs)), [f"{r.name} {format_bytes(r.bytes)}" + (f" #{r.iteration}" if r.iteration else "")

@@ -89,15 +89,107 @@ class Routes:
                        key=lambda i: (self.links[i].u, self.links[i].v, self.links[i].up, self.links[i].vp))
         self._order = np.array(order, dtype=np.int64)
         self._start = np.searchsorted(self.link_u[self._order], np.arange(nodes + 1))
-        if self.links:
-            # Reversed graph: a BFS from dst over it gives every node's hop count to dst.
-            rev = csr_matrix((np.ones(len(self.links)), (self.link_v, self.link_u)), shape=(nodes, nodes))
-            d = shortest_path(rev, unweighted=True, indices=np.arange(gpus))
-            self.dist = np.where(np.isinf(d), -1, d).astype(np.int64).T.copy()
-        else:
-            self.dist = np.full((nodes, gpus), -1, dtype=np.int64)
-            self.dist[np.arange(gpus), np.arange(gpus)] = 0
+        # Hop counts to GPU destinations, one column per destination, computed on first use by
+        # a BFS over the reversed graph (a fabric of n GPUs would need n^2 of them at once; a
+        # run needs the columns of the destinations it sends to, and the paths touch few rows).
+        self._rev = csr_matrix((np.ones(len(self.links)), (self.link_v, self.link_u)), shape=(nodes, nodes))
+        self._cols: np.ndarray | None = None  # (nodes, gpus), allocated at the first BFS
+        self._known = np.zeros(gpus, dtype=bool)
+        # Links sorted by (u, v, ...): the links from u to v are a contiguous run of _order.
+        self._uv = (self.link_u * nodes + self.link_v)[self._order]
         self._tables: dict[int, np.ndarray] = {}
+
+    def _hops(self, nodes: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Hops from ``nodes`` to GPUs ``dst`` (arrays of one shape; -1: unreachable).
+
+        Pairs joined by a link (1 hop) or through one low-degree intermediate node (2 hops: a
+        GPU's switch) are answered from the sorted link list; only farther pairs need a BFS
+        column of their destination, so one-hop steps (Ring on a ring) and two-hop ones (any
+        collective on a switch) of any size never compute the all-pairs table."""
+        nodes, dst = np.broadcast_arrays(np.asarray(nodes, dtype=np.int64), np.asarray(dst, dtype=np.int64))
+        shape = nodes.shape
+        nodes, dst = nodes.ravel(), dst.ravel()
+        out = np.full(nodes.size, -3, dtype=np.int64)
+        known = self._known[dst]
+        if known.any():
+            out[known] = self._cols[nodes[known], dst[known]]
+        todo = np.flatnonzero(out == -3)
+        out[todo[nodes[todo] == dst[todo]]] = 0
+        todo = todo[out[todo] == -3]
+        out[todo[self._linked(nodes[todo], dst[todo])]] = 1
+        todo = todo[out[todo] == -3]
+        deg = np.diff(self._start)
+        for d in np.unique(deg[nodes[todo]]):
+            if 0 < d <= 64:
+                b = todo[deg[nodes[todo]] == d]
+                via = self.link_v[self._order[self._start[nodes[b]][:, None] + np.arange(d)]]  # (B, d)
+                two = self._linked(via.ravel(), np.repeat(dst[b], d)).reshape(-1, d).any(axis=1)
+                out[b[two]] = 2
+        todo = todo[out[todo] == -3]
+        if todo.size:
+            self._columns(dst[todo])
+            out[todo] = self._cols[nodes[todo], dst[todo]]
+        return out.reshape(shape)
+
+    def _linked(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Whether a link goes from node ``u[i]`` to node ``v[i]`` (bool array)."""
+        if not self._uv.size:
+            return np.zeros(u.size, dtype=bool)
+        key = u * self.fabric.nodes + v
+        i = np.minimum(np.searchsorted(self._uv, key), self._uv.size - 1)
+        return self._uv[i] == key
+
+    def _columns(self, dst: np.ndarray) -> None:
+        """Compute the hop-count columns of GPUs ``dst`` not computed yet."""
+        need = np.unique(dst)
+        need = need[~self._known[need]]
+        if need.size and self._cols is None:
+            nodes, gpus = self.fabric.nodes, self.fabric.gpus
+            self._cols = np.full((nodes, gpus), -2, dtype=np.int16 if nodes < 2 ** 15 - 1 else np.int32)
+        for k in range(0, need.size, 256):
+            block = need[k:k + 256]
+            if self.links:
+                d = shortest_path(self._rev, unweighted=True, indices=block)  # (B, nodes)
+                self._cols[:, block] = np.where(np.isinf(d), -1, d).T
+            else:
+                self._cols[:, block] = -1
+                self._cols[block, block] = 0
+            self._known[block] = True
+
+    @property
+    def dist(self) -> np.ndarray:
+        """(nodes, gpus) int array: hops from every node to every GPU (-1: unreachable). All
+        pairs at once: O(nodes x gpus) memory; the path methods compute only what they use."""
+        self._columns(np.arange(self.fabric.gpus))
+        return self._cols.astype(np.int64)
+
+    def _next_links(self, cur: np.ndarray, dst: np.ndarray, hops: np.ndarray, channel: int) -> np.ndarray:
+        """Out-link of every node ``cur[i]`` toward GPU ``dst[i]`` (``hops[i]`` >= 1 away) on
+        ``channel``: the ``channel mod k``-th of its k shortest-path out-links in canonical
+        order, as :meth:`table` (-1 where there is none)."""
+        out = np.full(cur.size, -1, dtype=np.int64)
+        last = np.flatnonzero(hops == 1)  # the links from cur straight to dst
+        if last.size:
+            key = cur[last] * self.fabric.nodes + dst[last]
+            lo = np.searchsorted(self._uv, key, "left")
+            k = np.searchsorted(self._uv, key, "right") - lo
+            out[last] = np.where(k > 0, self._order[np.minimum(lo + channel % np.maximum(k, 1), self._uv.size - 1)], -1)
+        rest = np.flatnonzero(hops > 1)
+        deg = np.diff(self._start)
+        for d in np.unique(deg[cur[rest]]):
+            if d == 0:
+                continue
+            of_d = rest[deg[cur[rest]] == d]
+            for k0 in range(0, of_d.size, max(1, (1 << 22) // d)):
+                b = of_d[k0:k0 + max(1, (1 << 22) // d)]
+                outs = self._order[self._start[cur[b]][:, None] + np.arange(d)]  # (B, d)
+                dv = self._hops(self.link_v[outs], np.broadcast_to(dst[b][:, None], outs.shape))
+                mask = dv == (hops[b] - 1)[:, None]
+                k = mask.sum(axis=1)
+                pick = mask & (np.cumsum(mask, axis=1) - 1 == (channel % np.maximum(k, 1))[:, None])
+                link = outs[np.arange(b.size), pick.argmax(axis=1)]
+                out[b] = np.where(k > 0, link, -1)
+        return out
 
     # ---- tables ------------------------------------------------------------------------------
     def table(self, channel: int) -> np.ndarray:
@@ -108,13 +200,14 @@ class Routes:
         if tab is not None:
             return tab
         nodes, gpus = self.fabric.nodes, self.fabric.gpus
+        dist = self.dist
         tab = np.full((nodes, gpus), -1, dtype=np.int64)
         deg = np.diff(self._start)
         for d in np.unique(deg[deg > 0]):
             us = np.flatnonzero(deg == d)
             outs = self._order[self._start[us][:, None] + np.arange(d)]  # (N, d)
-            du = self.dist[us][:, None, :]  # (N, 1, G)
-            dv = self.dist[self.link_v[outs]]  # (N, d, G)
+            du = dist[us][:, None, :]  # (N, 1, G)
+            dv = dist[self.link_v[outs]]  # (N, d, G)
             mask = (dv == du - 1) & (du > 0)
             k = mask.sum(axis=1)  # (N, G)
             j = c % np.maximum(k, 1)
@@ -127,16 +220,17 @@ class Routes:
 
     def distances(self, dst: int) -> dict[int, int]:
         """Hop distance of every node that can reach GPU ``dst``: ``{node: hops}``."""
-        col = self.dist[:, dst]
+        col = self._hops(np.arange(self.fabric.nodes), np.full(self.fabric.nodes, dst))
         return {int(u): int(h) for u, h in enumerate(col) if h >= 0}
 
     def candidates(self, node: int, dst: int) -> list[Link]:
         """Shortest-path out-links of ``node`` toward ``dst`` in canonical order."""
-        h = self.dist[node, dst]
+        h = int(self._hops(np.array([node]), np.array([dst]))[0])
         if h <= 0:
             return []
         outs = self._order[self._start[node]:self._start[node + 1]]
-        return [self.links[i] for i in outs if self.dist[self.link_v[i], dst] == h - 1]
+        dv = self._hops(self.link_v[outs], np.full(outs.size, dst))
+        return [self.links[i] for i, d in zip(outs, dv) if d == h - 1]
 
     def next_hop(self, node: int, dst: int, channel: int) -> Link | None:
         """Out-link of ``node`` for (``dst``, ``channel``); None at ``dst`` or if unreachable."""
@@ -154,21 +248,21 @@ class Routes:
         """
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
-        hops = self.dist[src, dst]
+        hops = self._hops(src, dst)
         bad = np.flatnonzero(hops < 0)
         if bad.size:
             i = bad[0]
             raise RoutingError(f"no path from GPU {src[i]} to GPU {dst[i]} in this configuration")
         width = int(hops.max()) if hops.size else 0
         out = np.full((src.size, width), -1, dtype=np.int64)
-        tab = self.table(channel)
+        c = channel % self.channels
         live = np.flatnonzero(hops > 0)
         cur = src[live]
         for h in range(width):
             if h:
                 keep = hops[live] > h
                 live, cur = live[keep], cur[keep]
-            link = tab[cur, dst[live]]
+            link = self._next_links(cur, dst[live], hops[live] - h, c)
             out[live, h] = link
             cur = self.link_v[link]
         return out, hops

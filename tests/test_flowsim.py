@@ -278,3 +278,27 @@ def test_routes_are_shortest_paths_and_split_fully():
     f8 = ocs_star(8, 2, B, 0, "empty")
     cfg = ideal_configuration(f8, w.steps[0])
     assert all(len(p) == 1 for t in w.steps[0].transfers for _, _, p in Routes(f8, cfg, 2).subflows(t.src, t.dst))
+
+
+@pytest.mark.parametrize("fabric, alg, n, size, planner", [
+    (static_ring, "ring", 128, 1 << 30, "none"),  # evenly divided: 2 of 254 steps simulated
+    (static_ring, "ring", 128, 10 ** 9 + 7, "none"),  # uneven chunks: the byte columns differ
+    (eps_star, "rhd", 1024, 1 << 28, "none"),
+    (eps_star, "ring", 1024, 1 << 28, "none"),
+    (ocs_star, "rhd", 128, 1 << 24, "always"),  # reconfigurations: dark windows between steps
+])
+def test_reusing_equal_steps_gives_the_general_paths_times(fabric, alg, n, size, planner):
+    """A step equal to an earlier one (same pairs, bytes, configuration) reuses its simulation
+    shifted in time: the run's times, per step and in all, equal running every step (1e-9)."""
+    f = fabric(n, 400.0) if fabric is not ocs_star else ocs_star(n, 2, 400.0, 5e-6)
+    w = build(alg, n, size)
+    plan = make_plan(planner, f, w)
+    fast = simulate(f, w, plan, alpha_s=2e-6, delta_s=1e-7, record_transfers=False)
+    slow = simulate(f, w, plan, alpha_s=2e-6, delta_s=1e-7, record_transfers=False, reuse_steps=False)
+    assert rel(fast.time_s, slow.time_s) < 1e-9
+    ends = np.array([[a.end_s, b.end_s, a.max_link_bytes, b.max_link_bytes] for a, b in zip(fast.steps, slow.steps)])
+    assert np.allclose(ends[:, 0], ends[:, 1], rtol=1e-9, atol=0) and (ends[:, 2] == ends[:, 3]).all()
+    assert fast.link_bytes == slow.link_bytes and fast.bytes_delivered == slow.bytes_delivered == w.bytes_sent
+    if alg == "ring":  # the closed form on a ring of links: 2(n-1) (alpha + chunk / B + delta)
+        chunk = max(w.chunk_bytes(c) for c in range(n))
+        assert rel(fast.time_s, 2 * (n - 1) * (2e-6 + chunk / 50e9 + 1e-7 * (2 if fabric is eps_star else 1))) < 1e-9

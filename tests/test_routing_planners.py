@@ -1,10 +1,11 @@
+import numpy as np
 import pytest
 
 from emulation.planners import make_plan
 from emulation.schedule import PlanError
 from emulation.routing import Routes, RoutingError, link_loads
 from emulation.workloads import build
-from topologies import eps_star, ocs_star
+from topologies import eps_star, ocs_star, rack, rails, static_torus
 
 
 def test_ring_paths_are_shortest_and_ecmp_splits_ties():
@@ -88,3 +89,28 @@ def test_always_reuses_circuits_so_only_changes_go_dark():
     kept = first & f.initial["ocs0"]
     # partners 0-1, 2-3, 4-5, 6-7 each already had one ring circuit: it stays up
     assert len(kept) == 4
+
+
+@pytest.mark.parametrize("fabric", [
+    static_torus(16), ocs_star(12, 4, initial="torus"), eps_star(9), rack(8, spares=2),
+    rails(4, 4, rail="eps"), rails(2, 4, rail="ocs"),
+], ids=["torus16", "ocs-star-torus", "eps9", "rack8", "rails-eps", "rails-ocs"])
+def test_paths_walked_per_pair_equal_the_all_pairs_next_hop_tables(fabric):
+    """Paths computed for just the pairs asked (lazy hop counts, O(pairs) memory) take the same
+    links, on every channel, as walking the all-pairs next-hop tables the controller installs."""
+    r = Routes(fabric, fabric.initial, fabric.ports_per_gpu)
+    n = fabric.gpus
+    src, dst = np.divmod(np.arange(n * n), n)
+    keep = (src != dst) & (r.dist[src, dst] > 0)  # a rack's spares are not cabled in yet
+    src, dst = src[keep], dst[keep]
+    assert src.size >= n * (n - 1) // 2
+    for ch in range(fabric.ports_per_gpu):
+        got, hops = r.paths(src, dst, ch)
+        tab = r.table(ch)
+        for i in range(src.size):
+            node, want = src[i], []
+            while node != dst[i]:
+                want.append(tab[node, dst[i]])
+                node = r.link_v[want[-1]]
+            assert list(got[i, :hops[i]]) == want, (ch, src[i], dst[i])
+    assert (r.dist[np.arange(n), np.arange(n)] == 0).all()

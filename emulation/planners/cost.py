@@ -67,8 +67,13 @@ UNROUTABLE = StepCost(math.inf, 0, math.inf)
 
 def topology_key(config: Configuration) -> TopologyKey:
     """The GPU multigraph of ``config``: equal keys mean no circuit has to change (the port
-    assignment can be reused), so planners compare configurations by key."""
-    return tuple(sorted((name, min(c.a.gpu, c.b.gpu), max(c.a.gpu, c.b.gpu)) for name, c in config.all_circuits()))
+    assignment can be reused), so planners compare configurations by key. Memoised on the
+    (immutable) configuration."""
+    key = getattr(config, "_topology_key", None)
+    if key is None:
+        key = tuple(sorted((name, min(c.a.gpu, c.b.gpu), max(c.a.gpu, c.b.gpu)) for name in config for c in config[name]))
+        config._topology_key = key
+    return key
 
 
 def gpu_pairs(config: Configuration, ocs: str) -> list[tuple[int, int]]:
@@ -79,11 +84,10 @@ def gpu_pairs(config: Configuration, ocs: str) -> list[tuple[int, int]]:
 
 def max_peers(step: Step) -> int:
     """Most distinct peers (sent to or received from) any GPU has in ``step``."""
-    peers: dict[int, set[int]] = {}
-    for t in step.transfers:
-        peers.setdefault(t.src, set()).add(t.dst)
-        peers.setdefault(t.dst, set()).add(t.src)
-    return max((len(p) for p in peers.values()), default=0)
+    if not len(step):
+        return 0
+    ends = np.unique(np.concatenate([np.stack([step.src, step.dst], 1), np.stack([step.dst, step.src], 1)]), axis=0)
+    return int(np.bincount(ends[:, 0]).max())
 
 
 class StepCoster:
@@ -101,7 +105,7 @@ class StepCoster:
     def _signature(self, step: Step) -> tuple[bytes, np.ndarray]:
         got = self._sigs.get(id(step))
         if got is None:
-            rows = np.array([(t.src, t.dst, t.bytes) for t in step.transfers], dtype=np.int64).reshape(-1, 3)
+            rows = np.stack([step.src, step.dst, step.bytes], 1).reshape(-1, 3)
             got = self._sigs[id(step)] = (step, rows.tobytes(), rows)
         return got[1], got[2]
 

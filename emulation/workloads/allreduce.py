@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from emulation.workloads.model import Step, Workload
 
 
@@ -31,18 +33,23 @@ def ring_allreduce(ranks: int, nbytes: int) -> Workload:
     ReduceScatter: step t, rank r sends chunk (r - t) mod n to r+1 (reduce); AllGather: step t,
     rank r sends chunk (r + 1 - t) mod n (copy). n chunks of s/n, 2(n-1) steps.
 
+    Columnar and O(n) in memory: every step shares the ``src``/``dst`` arrays, and its chunk
+    and byte columns are windows on one array of 2n entries (chunk ids ``k mod n``).
+
     :raises ValueError: ranks < 2 or nbytes < 1.
     """
     check_sizes(ranks, nbytes)
     n = ranks
     w = Workload("allreduce", "ring", n, nbytes, n)
+    src = np.arange(n, dtype=np.int64)
+    dst = (src + 1) % n
+    ids = np.concatenate([src, src])  # ids[o + r] = (o + r) mod n
+    size = w.chunk_bytes(ids)
     steps = []
-    for t in range(n - 1):
-        steps.append(Step("reduce-scatter", tuple(
-            w.transfer(r, (r + 1) % n, (r - t) % n, op="reduce") for r in range(n))))
-    for t in range(n - 1):
-        steps.append(Step("all-gather", tuple(
-            w.transfer(r, (r + 1) % n, (r + 1 - t) % n, op="copy") for r in range(n))))
+    for phase, op, first in (("reduce-scatter", "reduce", 0), ("all-gather", "copy", 1)):
+        for t in range(n - 1):
+            o = (n + first - t) % n  # chunk of rank r: (r + first - t) mod n = ids[o + r]
+            steps.append(Step.columns(phase, src, dst, size[o:o + n], ids[o:o + n], 1, op))
     return replace(w, steps=tuple(steps))
 
 
@@ -51,7 +58,8 @@ def rhd_allreduce(ranks: int, nbytes: int) -> Workload:
 
     ReduceScatter by recursive halving: step k = 0..L-1, rank r exchanges with r XOR 2^k the
     half of its current chunk range it gives up (s / 2^(k+1) bytes, reduce); AllGather mirrors
-    it (k = L-1..0, copy). Chunks: m (the power of two) pieces.
+    it (k = L-1..0, copy). Chunks: m (the power of two) pieces. Columnar: one array operation
+    per step.
 
     :raises ValueError: ranks < 2 or nbytes < 1.
     """
@@ -61,31 +69,25 @@ def rhd_allreduce(ranks: int, nbytes: int) -> Workload:
     levels = m.bit_length() - 1
     w = Workload("allreduce", "rhd", n, nbytes, m)
     steps: list[Step] = []
+    folded = np.arange(m, n, dtype=np.int64)
     if m < n:
-        steps.append(Step("fold", tuple(w.transfer(r, r - m, 0, m, "reduce") for r in range(m, n))))
-    ranges = {r: (0, m) for r in range(m)}
-    history: list[dict[int, tuple[int, int]]] = []
+        steps.append(Step.columns("fold", folded, folded - m, w.chunk_bytes(0, m), 0, m, "reduce"))
+    r = np.arange(m, dtype=np.int64)
+    lo, hi = np.zeros(m, dtype=np.int64), np.full(m, m, dtype=np.int64)
+    history = []
     for k in range(levels):
-        history.append(dict(ranges))
-        transfers = []
-        new = {}
-        for r in range(m):
-            lo, hi = ranges[r]
-            mid = (lo + hi) // 2
-            keep, give = ((lo, mid), (mid, hi)) if not (r >> k) & 1 else ((mid, hi), (lo, mid))
-            transfers.append(w.transfer(r, r ^ (1 << k), give[0], give[1] - give[0], "reduce"))
-            new[r] = keep
-        ranges = new
-        steps.append(Step("reduce-scatter", tuple(transfers)))
+        history.append((lo, hi))
+        mid = (lo + hi) // 2
+        upper = ((r >> k) & 1).astype(bool)  # keeps the upper half
+        give_lo, give_hi = np.where(upper, lo, mid), np.where(upper, mid, hi)
+        steps.append(Step.columns("reduce-scatter", r, r ^ (1 << k), w.chunk_bytes(give_lo, give_hi - give_lo),
+                                  give_lo, give_hi - give_lo, "reduce"))
+        lo, hi = np.where(upper, mid, lo), np.where(upper, hi, mid)
     for k in reversed(range(levels)):
-        transfers = []
-        for r in range(m):
-            lo, hi = ranges[r]
-            transfers.append(w.transfer(r, r ^ (1 << k), lo, hi - lo, "copy"))
-        ranges = history[k]
-        steps.append(Step("all-gather", tuple(transfers)))
+        steps.append(Step.columns("all-gather", r, r ^ (1 << k), w.chunk_bytes(lo, hi - lo), lo, hi - lo, "copy"))
+        lo, hi = history[k]
     if m < n:
-        steps.append(Step("unfold", tuple(w.transfer(r - m, r, 0, m, "copy") for r in range(m, n))))
+        steps.append(Step.columns("unfold", folded - m, folded, w.chunk_bytes(0, m), 0, m, "copy"))
     return replace(w, steps=tuple(steps))
 
 
@@ -100,12 +102,14 @@ def rd_allreduce(ranks: int, nbytes: int) -> Workload:
     m = 1 << (n.bit_length() - 1)
     w = Workload("allreduce", "rd", n, nbytes, 1)
     steps: list[Step] = []
+    folded = np.arange(m, n, dtype=np.int64)
     if m < n:
-        steps.append(Step("fold", tuple(w.transfer(r, r - m, 0, 1, "reduce") for r in range(m, n))))
+        steps.append(Step.columns("fold", folded, folded - m, nbytes, 0, 1, "reduce"))
+    r = np.arange(m, dtype=np.int64)
     for k in range(m.bit_length() - 1):
-        steps.append(Step("exchange", tuple(w.transfer(r, r ^ (1 << k), 0, 1, "reduce") for r in range(m))))
+        steps.append(Step.columns("exchange", r, r ^ (1 << k), nbytes, 0, 1, "reduce"))
     if m < n:
-        steps.append(Step("unfold", tuple(w.transfer(r - m, r, 0, 1, "copy") for r in range(m, n))))
+        steps.append(Step.columns("unfold", folded - m, folded, nbytes, 0, 1, "copy"))
     return replace(w, steps=tuple(steps))
 
 
@@ -122,8 +126,9 @@ def direct_allreduce(ranks: int, nbytes: int) -> Workload:
     check_sizes(ranks, nbytes)
     n = ranks
     w = Workload("allreduce", "direct", n, nbytes, n)
-    rs = Step("reduce-scatter", tuple(w.transfer(r, j, j, op="reduce") for r in range(n) for j in range(n) if j != r))
-    ag = Step("all-gather", tuple(w.transfer(j, r, j, op="copy") for j in range(n) for r in range(n) if r != j))
+    src, dst = np.nonzero(~np.eye(n, dtype=bool))  # (r, j), j != r, row-major
+    rs = Step.columns("reduce-scatter", src, dst, w.chunk_bytes(dst), dst, 1, "reduce")
+    ag = Step.columns("all-gather", src, dst, w.chunk_bytes(src), src, 1, "copy")
     return replace(w, steps=(rs, ag))
 
 

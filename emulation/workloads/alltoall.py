@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from emulation.workloads.allreduce import check_sizes
 from emulation.workloads.model import Step, Workload
 
@@ -29,10 +31,12 @@ def pairwise_alltoall(ranks: int, nbytes: int) -> Workload:
     n = ranks
     pow2 = n & (n - 1) == 0
     w = Workload("alltoall", "pairwise", n, nbytes, n)
+    r = np.arange(n, dtype=np.int64)
+    size = w.chunk_bytes(r)
     steps = []
     for k in range(1, n):
-        peer = (lambda r: r ^ k) if pow2 else (lambda r: (r + k) % n)
-        steps.append(Step("exchange", tuple(w.transfer(r, peer(r), peer(r), op="append") for r in range(n))))
+        peer = r ^ k if pow2 else (r + k) % n
+        steps.append(Step.columns("exchange", r, peer, size[peer], peer, 1, "append"))
     return replace(w, steps=tuple(steps))
 
 
@@ -41,7 +45,8 @@ def direct_alltoall(ranks: int, nbytes: int) -> Workload:
     check_sizes(ranks, nbytes)
     n = ranks
     w = Workload("alltoall", "direct", n, nbytes, n)
-    step = Step("exchange", tuple(w.transfer(r, d, d, op="append") for r in range(n) for d in range(n) if d != r))
+    src, dst = np.nonzero(~np.eye(n, dtype=bool))
+    step = Step.columns("exchange", src, dst, w.chunk_bytes(dst), dst, 1, "append")
     return replace(w, steps=(step,))
 
 
@@ -54,6 +59,7 @@ def binomial_broadcast(ranks: int, nbytes: int) -> Workload:
     k = 0
     while (1 << k) < n:
         d = 1 << k
-        steps.append(Step("broadcast", tuple(w.transfer(r, r + d, 0, 1, "copy") for r in range(d) if r + d < n)))
+        r = np.arange(min(d, n - d), dtype=np.int64)
+        steps.append(Step.columns("broadcast", r, r + d, nbytes, 0, 1, "copy"))
         k += 1
     return replace(w, steps=tuple(steps))

@@ -22,6 +22,9 @@ import numpy as np
 
 Op = Literal["reduce", "copy", "append"]
 
+#: What a receiver does with a transfer's chunks; :attr:`Step.op` holds indices into this.
+OPS: tuple[Op, ...] = ("reduce", "copy", "append")
+
 #: Collectives the generators produce (nccl-tests names).
 COLLECTIVES = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast")
 
@@ -49,23 +52,114 @@ class Transfer:
         }
 
 
-@dataclass(frozen=True)
 class Step:
-    """Transfers that run together; the next step starts after all of them complete."""
+    """Transfers that run together; the next step starts after all of them complete.
 
-    phase: str
-    transfers: tuple[Transfer, ...]
+    Stored as columns, one entry per transfer (T transfers): ``src``, ``dst``, ``bytes``,
+    ``chunk``, ``nchunks`` (int64 arrays of shape (T,)) and ``op`` (int8 codes into
+    :data:`OPS`). The columns are read-only and may be views shared between steps (a Ring
+    AllReduce's 2(n-1) steps share their ``src`` and ``dst`` arrays and slide a window over one
+    chunk array), so a 16,384-rank Ring takes O(n) memory, not O(n^2). ``transfers`` gives the
+    same step as :class:`Transfer` objects, built on first use.
+
+    ``Step(phase, transfers)`` builds one from Transfer objects; :meth:`columns` from arrays.
+    """
+
+    __slots__ = ("phase", "src", "dst", "bytes", "chunk", "nchunks", "op", "_transfers")
+
+    def __init__(self, phase: str, transfers=()):
+        ts = tuple(transfers)
+        rows = np.array([(t.src, t.dst, t.bytes, t.chunk, t.nchunks) for t in ts], dtype=np.int64).reshape(-1, 5)
+        ops = np.array([OPS.index(t.op) for t in ts], dtype=np.int8)
+        self._set(phase, rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 4], ops)
+        self._transfers = ts
+
+    @classmethod
+    def columns(cls, phase: str, src, dst, nbytes, chunk, nchunks=1, op: Op = "reduce") -> Step:
+        """A step from columns: ``src``, ``dst``, ``nbytes`` (bytes on the wire), ``chunk``,
+        ``nchunks``: (T,) integer arrays or scalars (broadcast, without copying); ``op``: one of
+        :data:`OPS` for every transfer, or a (T,) array of their codes.
+
+        :raises ValueError: columns of different lengths, a negative rank or size, or an unknown op.
+        """
+        self = cls.__new__(cls)
+        if isinstance(op, str):
+            if op not in OPS:
+                raise ValueError(f"op: unknown {op!r} (known: {', '.join(OPS)})")
+            op = OPS.index(op)
+        cols = [np.asarray(c) for c in (src, dst, nbytes, chunk, nchunks, op)]
+        size = max((c.size for c in cols if c.ndim), default=0)
+        if any(c.ndim and c.shape != (size,) for c in cols):
+            raise ValueError(f"step {phase!r}: columns of different lengths {[c.shape for c in cols]}")
+        cols = [np.broadcast_to(c.astype(np.int8 if k == 5 else np.int64, copy=False), (size,)) for k, c in enumerate(cols)]
+        if size and (min(int(cols[0].min()), int(cols[1].min()), int(cols[2].min()), int(cols[3].min())) < 0
+                     or int(cols[4].min()) < 1 or int(cols[5].max()) >= len(OPS)):
+            raise ValueError(f"step {phase!r}: negative rank, bytes or chunk, nchunks < 1, or unknown op code")
+        self._set(phase, *cols)
+        self._transfers = None
+        return self
+
+    def _set(self, phase, src, dst, nbytes, chunk, nchunks, op) -> None:
+        for name, col in zip(("src", "dst", "bytes", "chunk", "nchunks", "op"), (src, dst, nbytes, chunk, nchunks, op)):
+            if col.flags.writeable:
+                col = col.view()
+                col.flags.writeable = False
+            object.__setattr__(self, name, col)
+        object.__setattr__(self, "phase", phase)
+
+    def __setattr__(self, name, value):
+        if name != "_transfers":
+            raise AttributeError(f"Step is immutable ({name})")
+        object.__setattr__(self, name, value)
+
+    @property
+    def transfers(self) -> tuple[Transfer, ...]:
+        """The step's transfers as objects (built once, on first use)."""
+        if self._transfers is None:
+            ops = [OPS[k] for k in self.op.tolist()]
+            self._transfers = tuple(Transfer(*row, op) for row, op in zip(
+                zip(self.src.tolist(), self.dst.tolist(), self.bytes.tolist(), self.chunk.tolist(),
+                    self.nchunks.tolist()), ops))
+        return self._transfers
+
+    def __len__(self) -> int:
+        return int(self.src.size)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Step):
+            return NotImplemented
+        return self.phase == other.phase and all(
+            np.array_equal(getattr(self, c), getattr(other, c)) for c in ("src", "dst", "bytes", "chunk", "nchunks", "op"))
+
+    def __hash__(self) -> int:
+        return hash((self.phase, len(self), self.src.tobytes(), self.dst.tobytes(), self.bytes.tobytes()))
+
+    def __repr__(self) -> str:
+        return f"Step({self.phase!r}, {len(self)} transfers, {int(self.bytes.sum())} bytes)"
+
+    def relabelled(self, perm: np.ndarray, memo: dict | None = None) -> Step:
+        """The step with rank r renamed ``perm[r]`` (``perm`` an int array). ``memo`` (one dict
+        for all steps of a workload) keeps rank columns that steps share shared."""
+        memo = {} if memo is None else memo
+
+        def mapped(col: np.ndarray) -> np.ndarray:
+            got = memo.get(id(col))
+            if got is None or got[0] is not col:
+                got = memo[id(col)] = (col, perm[col])
+            return got[1]
+
+        return Step.columns(self.phase, mapped(self.src), mapped(self.dst), self.bytes, self.chunk, self.nchunks,
+                            self.op)
 
     def pairs(self) -> set[tuple[int, int]]:
         """Distinct (src, dst) pairs of the step."""
-        return {(t.src, t.dst) for t in self.transfers}
+        return set(zip(self.src.tolist(), self.dst.tolist()))
 
     def demand(self, ranks: int) -> np.ndarray:
         """The step's demand matrix: ``(ranks, ranks)`` bytes, ``[src, dst]`` summed over its
         transfers (the diagonal stays 0: a transfer joins two ranks)."""
         out = np.zeros((ranks, ranks))
-        for t in self.transfers:
-            out[t.src, t.dst] += t.bytes
+        np.add.at(out, (self.src, self.dst), self.bytes.astype(float))
         return out
 
 
@@ -89,8 +183,9 @@ class Workload:
     steps: tuple[Step, ...] = field(default_factory=tuple)
     owner: tuple[int, ...] = ()
 
-    def chunk_bytes(self, chunk: int, nchunks: int = 1) -> int:
-        """Bytes of chunks ``[chunk, chunk + nchunks)`` (integer split of ``bytes``)."""
+    def chunk_bytes(self, chunk, nchunks=1):
+        """Bytes of chunks ``[chunk, chunk + nchunks)`` (integer split of ``bytes``); ints, or
+        int64 arrays of any shape (element-wise)."""
         lo = self.bytes * chunk // self.chunks
         hi = self.bytes * (chunk + nchunks) // self.chunks
         return hi - lo
@@ -104,10 +199,10 @@ class Workload:
         ``0..ranks-1``): transfers and ``owner`` follow. :raises ValueError: not a permutation."""
         if sorted(perm) != list(range(self.ranks)):
             raise ValueError(f"not a permutation of {self.ranks} ranks: {list(perm)}")
-        steps = tuple(Step(s.phase, tuple(
-            Transfer(perm[t.src], perm[t.dst], t.bytes, t.chunk, t.nchunks, t.op) for t in s.transfers))
-            for s in self.steps)
-        return replace(self, steps=steps, owner=tuple(perm[r] for r in self.owner))
+        p = np.asarray(perm, dtype=np.int64)
+        memo: dict = {}
+        steps = tuple(s.relabelled(p, memo) for s in self.steps)
+        return replace(self, steps=steps, owner=tuple(int(p[r]) for r in self.owner))
 
     def placed(self, gpus: list[int] | tuple[int, ...], total: int) -> Workload:
         """The same collective with rank r running on GPU ``gpus[r]`` of a fabric of ``total``
@@ -115,20 +210,20 @@ class Workload:
         spares). :raises ValueError: ``gpus`` not ``ranks`` distinct GPUs below ``total``."""
         if len(gpus) != self.ranks or len(set(gpus)) != self.ranks or not all(0 <= g < total for g in gpus):
             raise ValueError(f"need {self.ranks} distinct GPUs in 0..{total - 1}, got {list(gpus)}")
-        steps = tuple(Step(s.phase, tuple(
-            Transfer(gpus[t.src], gpus[t.dst], t.bytes, t.chunk, t.nchunks, t.op) for t in s.transfers))
-            for s in self.steps)
-        return replace(self, ranks=total, steps=steps, owner=tuple(gpus[r] for r in self.owner))
+        g = np.asarray(gpus, dtype=np.int64)
+        memo: dict = {}
+        steps = tuple(s.relabelled(g, memo) for s in self.steps)
+        return replace(self, ranks=total, steps=steps, owner=tuple(int(g[r]) for r in self.owner))
 
     @property
     def transfer_count(self) -> int:
         """Number of transfers over all steps."""
-        return sum(len(s.transfers) for s in self.steps)
+        return sum(len(s) for s in self.steps)
 
     @property
     def bytes_sent(self) -> int:
         """Total bytes on the wire over all steps."""
-        return sum(t.bytes for s in self.steps for t in s.transfers)
+        return sum(int(s.bytes.sum()) for s in self.steps)
 
     def to_json(self) -> dict:
         """``{"collective", "algorithm", "ranks", "bytes", "chunks", "owner", "steps": [{"phase",

@@ -38,7 +38,7 @@ from typing import Literal
 import numpy as np
 from pydantic import ConfigDict
 
-from emulation.workloads.model import Step, Transfer, Workload
+from emulation.workloads.model import Step, Workload
 
 Skew = Literal["uniform", "zipf", "dirichlet"]
 Popularity = Literal["shared", "per-gpu"]
@@ -195,9 +195,8 @@ def moe_workload(traffic: MoETraffic, mode: Mode) -> Workload:
     p = layer.gpus
     steps = []
     for phase in ("dispatch", "combine"):
-        m = traffic.matrix(phase, mode)
-        chunk = (lambda s, d: d) if phase == "dispatch" else (lambda s, d: p + d)
-        steps.append(Step(phase, tuple(Transfer(s, d, int(m[s, d]), chunk(s, d), 1, "append")
-                                       for s in range(p) for d in range(p) if s != d and m[s, d] > 0)))
+        m = np.asarray(traffic.matrix(phase, mode), dtype=np.int64)
+        src, dst = np.nonzero((m > 0) & ~np.eye(p, dtype=bool))  # row-major: by source, then destination
+        steps.append(Step.columns(phase, src, dst, m[src, dst], dst if phase == "dispatch" else p + dst, 1, "append"))
     per_gpu = layer.tokens_per_gpu * layer.top_k * layer.token_bytes
     return Workload("alltoallv", f"moe-{mode}", p, per_gpu, 2 * p, tuple(steps))
