@@ -585,6 +585,29 @@ def packet_job(out: Path, label: str, work, total: int = 1):
         return None, 130
 
 
+def packet_scenario(sc, out: Path | None, label: str, run, write, show, files: str, total: int = 1) -> int:
+    """A scenario's packet job from the command line: a fresh results directory (``out``, or
+    ``runs/NAME-UTC time``), ``run(sc, out, progress)`` under :func:`packet_job`, then
+    ``write(result, out, scenario YAML)``, ``show(result)`` and a line naming ``files``.
+
+    :returns: the exit status (0, or :func:`packet_job`'s 1, 2 or 130).
+    """
+    import datetime as dt
+
+    import yaml
+
+    out = _fresh_out(out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
+    if isinstance(out, int):
+        return out
+    res, status = packet_job(out, label, lambda progress: run(sc, out, progress), total)
+    if status is not None:
+        return status
+    write(res, out, yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False))
+    show(res)
+    Console().print(f"results: {out}/result.json, {files}")
+    return 0
+
+
 def _fresh_out(out: Path) -> Path | int:
     """``out`` if it is absent or empty, else exit status 2 after one line."""
     if out.exists() and any(out.iterdir()):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emulation.cli import _fail, _fresh_out, packet_job, progress_bar
+from emulation.cli import _fail, _fresh_out, packet_scenario, progress_bar
 from emulation.scenario import ScenarioError
 
 
@@ -45,11 +45,6 @@ def run(path: Path, backend: str | None, out: Path | None) -> int:
 def train(path: Path, out: Path | None) -> int:
     """Run the rail scenario's torch job on the packet backend (:mod:`emulation.rails.packet`);
     the exit status."""
-    import datetime as dt
-
-    import yaml
-    from rich.console import Console
-
     from emulation.emulator.torchrun import torch_available
     from emulation.rails.packet import run_packet
     from emulation.rails.report import print_packet, write_packet
@@ -64,13 +59,4 @@ def train(path: Path, out: Path | None) -> int:
                      f"flow backend")
     if not torch_available():
         return _fail("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh)")
-    out = _fresh_out(out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
-    if isinstance(out, int):
-        return out
-    res, status = packet_job(out, "train", lambda progress: run_packet(sc, out, progress), len(sc.packet.modes))
-    if status is not None:
-        return status
-    write_packet(res, out, yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False))
-    print_packet(res)
-    Console().print(f"results: {out}/result.json, timeline.png")
-    return 0
+    return packet_scenario(sc, out, "train", run_packet, write_packet, print_packet, "timeline.png", len(sc.packet.modes))

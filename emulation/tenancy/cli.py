@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emulation.cli import _fail, _fresh_out, packet_job, progress_bar
+from emulation.cli import _fail, _fresh_out, packet_scenario, progress_bar
 from emulation.scenario import ScenarioError
 
 
@@ -42,23 +42,9 @@ def run(path: Path, backend: str | None, out: Path | None) -> int:
 def _run_packet(sc, backend: str | None, out: Path | None) -> int:
     """The tenants of ``sc`` alone and together on the packet backend beside the flow backend
     (:func:`emulation.tenancy.packet.run_packet`); the exit status."""
-    import datetime as dt
-
-    import yaml
-    from rich.console import Console
-
     from emulation.tenancy.packet import run_packet
     from emulation.tenancy.report import print_packet, write_packet
 
     if (backend or sc.backend) != "mininet":
         return _fail(f"--backend: tenants run on the packet backend (mininet), not {backend!r}")
-    out = _fresh_out(out or Path("runs") / f"{sc.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
-    if isinstance(out, int):
-        return out
-    res, status = packet_job(out, "tenants", lambda progress: run_packet(sc, out, progress))
-    if status is not None:
-        return status
-    write_packet(res, out, yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False))
-    print_packet(res)
-    Console().print(f"results: {out}/result.json, tenants.csv")
-    return 0
+    return packet_scenario(sc, out, "tenants", run_packet, write_packet, print_packet, "tenants.csv")
