@@ -14,7 +14,7 @@ Cases (AllReduce of ``--bytes``; MoE: one layer's dispatch and combine):
   ``--bytes`` per GPU on a switch: n(n-1) transfers in one step, so only up to ``--moe-max`` GPUs.
 
 Usage: ``.venv/bin/python scripts/bench_flowsim.py [--gpus 1024 4096 16384] [--bytes 1GiB]
-[--json runs/bench_flowsim.json] [--markdown]``. ``--markdown`` prints the table as the README
+[--semantics round-synchronous|dependency-driven] [--json runs/bench_flowsim.json] [--markdown]``. ``--markdown`` prints the table as the README
 has it (the README's table is this output). ``--case NAME N`` runs one case in this process and
 prints its JSON (what the parent calls).
 """
@@ -39,7 +39,7 @@ FABRIC = {"ring": "static ring", "rhd": "non-blocking switch", "rhd-ring": "stat
           "moe": "non-blocking switch"}
 
 
-def run_case(case: str, n: int, nbytes: int) -> dict:
+def run_case(case: str, n: int, nbytes: int, semantics: str = "round-synchronous") -> dict:
     """Build, plan and simulate one case in this process; its figures (seconds, bytes)."""
     from emulation.flowsim import simulate
     from emulation.planners import CostModel, make_plan
@@ -56,7 +56,7 @@ def run_case(case: str, n: int, nbytes: int) -> dict:
     t1 = time.perf_counter()
     plan = make_plan("dp" if case == "pccl-dp" else "none", f, w, CostModel(alpha_s=2e-6, delta_s=0.0))
     t2 = time.perf_counter()
-    r = simulate(f, w, plan, alpha_s=2e-6, record_transfers=False)
+    r = simulate(f, w, plan, alpha_s=2e-6, semantics=semantics, record_transfers=False)
     t3 = time.perf_counter()
     return {"case": case, "fabric": FABRIC[case], "gpus": n, "steps": len(w.steps), "transfers": w.transfer_count,
             "build_s": t1 - t0, "plan_s": t2 - t1, "simulate_s": t3 - t2, "total_s": t3 - t0,
@@ -97,6 +97,7 @@ def main() -> int:
     p.add_argument("--gpus", type=int, nargs="+", default=[1024, 4096, 16384])
     p.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     p.add_argument("--bytes", default="1GiB")
+    p.add_argument("--semantics", default="round-synchronous", choices=["round-synchronous", "dependency-driven"])
     p.add_argument("--ring-rhd-max", type=int, default=4096, help="largest GPU count for rhd on a static ring")
     p.add_argument("--moe-max", type=int, default=4096, help="largest GPU count for the MoE layer")
     p.add_argument("--pccl-max", type=int, default=4096, help="largest GPU count for the dp planner")
@@ -112,7 +113,7 @@ def main() -> int:
         print(f"bench_flowsim: --bytes: {e}", file=sys.stderr)
         return 2
     if args.case:
-        print(json.dumps(run_case(args.case[0], int(args.case[1]), nbytes)))
+        print(json.dumps(run_case(args.case[0], int(args.case[1]), nbytes, args.semantics)))
         return 0
     limits = {"rhd-ring": args.ring_rhd_max, "moe": args.moe_max, "pccl-dp": args.pccl_max}
     rows = []
@@ -121,7 +122,8 @@ def main() -> int:
             if n > limits.get(case, n):
                 rows.append({"case": case, "gpus": n, "skipped": f"not run above {limits[case]:,} GPUs"})
                 continue
-            done = subprocess.run([sys.executable, __file__, "--bytes", args.bytes, "--case", case, str(n)],
+            done = subprocess.run([sys.executable, __file__, "--bytes", args.bytes, "--semantics", args.semantics,
+                                   "--case", case, str(n)],
                                   capture_output=True, text=True)
             if done.returncode:
                 print(done.stderr, file=sys.stderr)
