@@ -39,11 +39,36 @@ PROBE_ETHERTYPE = 0x88B5
 COOKIE_DARK = 0xDA4C
 COOKIE_NO_ROUTE = 0x40DE
 
-#: Wire bytes per TCP payload byte of a full frame: 1514 (Ethernet header + 1500 MTU) over
-#: 1448 (MSS with timestamps). HTB counts wire bytes, the scale model's emulated rate B_e is a
-#: payload rate (as B is in the alpha-beta model), so ports are shaped at B_e x this factor.
-#: ACKs of a reverse flow (66 bytes per two segments) are not compensated (at most ~2%).
-WIRE_PER_PAYLOAD = 1514 / 1448
+#: MTU (bytes) of every fabric interface unless a run asks for jumbo frames.
+MTU = 1500
+#: Largest MTU a run may ask for (jumbo frames; veth and Open vSwitch's userspace datapath carry it).
+MAX_MTU = 9000
+#: Ethernet header (bytes) a frame adds to its IP packet.
+ETH_HEADER = 14
+#: IPv4 + TCP headers with timestamps (bytes) a full segment adds to its payload.
+TCP_IP_HEADERS = 52
+
+
+def frame_bytes(mtu: int = MTU) -> int:
+    """Bytes of a full frame on the wire at ``mtu`` (1514 at 1500)."""
+    return mtu + ETH_HEADER
+
+
+def mss(mtu: int = MTU) -> int:
+    """TCP payload bytes of a full segment at ``mtu`` (1448 at 1500, with timestamps)."""
+    return mtu - TCP_IP_HEADERS
+
+
+def wire_per_payload(mtu: int = MTU) -> float:
+    """Wire bytes per TCP payload byte of a full frame: 1514/1448 at MTU 1500, 9014/8948 at 9000.
+    HTB counts wire bytes, the scale model's emulated rate B_e is a payload rate (as B is in the
+    alpha-beta model), so ports are shaped at B_e x this factor. ACKs of a reverse flow (66 bytes
+    per two segments) are not compensated (at most ~2%)."""
+    return frame_bytes(mtu) / mss(mtu)
+
+
+#: :func:`wire_per_payload` at the default MTU.
+WIRE_PER_PAYLOAD = wire_per_payload()
 
 
 #: First characters of every bridge and root-namespace interface ocslab creates.

@@ -232,7 +232,7 @@ def analyse(run_dir: Path, png: Path | None = None) -> dict:
     if result.exists():
         res = json.loads(result.read_text())
         agents = sum(s.get("retransmissions") or 0 for r in res.get("runs", []) for s in r.get("steps", []))
-        frame_s = 1514 * 8 / ((res.get("scale") or {}).get("link_mbps", 10.0) * 1e6)
+        frame_s = dpn.frame_bytes(res.get("mtu", dpn.MTU)) * 8 / ((res.get("scale") or {}).get("link_mbps", 10.0) * 1e6)
     tcp_info = agents_retransmissions(run_dir / "emulation")
     for c in conns:
         c["retransmissions_tcp_info"] = tcp_info.pop(c["connection"], 0)

@@ -143,7 +143,8 @@ def print_summary(result: ScenarioResult, console: Console | None = None) -> Non
                           f"({(got - pred) / pred:+.1%})")
     if result.scale:
         s = result.scale
-        console.print(f"scale: links {s['link_mbps']} Mbit/s, byte scale {s['byte_scale']}, TDF {s['tdf']:.0f}")
+        console.print(f"scale: links {s['link_mbps']} Mbit/s, byte scale {s['byte_scale']}, TDF {s['tdf']:.0f}"
+                      + (f", MTU {result.mtu}" if result.mtu else ""))
     if result.calibration:
         c = result.calibration
         probes = ", ".join(f"{p['link_mbps']:g} Mbit/s {p['efficiency']:.0%}" for p in c["probes"])

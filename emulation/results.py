@@ -220,7 +220,7 @@ class ScenarioResult(_Record):
     the built ``fabric``, ``cost`` alpha/delta, ``semantics``, ``straggler``, ``iterations``, every
     iteration's ``arrivals_s``) and its ``runs``. Flow backend: ``simulation_wall_s`` per job.
     Packet backend: the machine's ``capabilities``, the ``controller`` framework (``os-ken`` or
-    ``ryu``) and your own controller ``apps``, the link-rate ``calibration`` and chosen ``headroom`` probe, the ``scale`` model,
+    ``ryu``) and your own controller ``apps``, the fabric interfaces' ``mtu`` (bytes), the link-rate ``calibration`` and chosen ``headroom`` probe, the ``scale`` model,
     ``complete`` (False: a run failed, ``error`` says why, ``runs`` holds those measured before).
     Both: ``warnings``, one line each."""
 
@@ -238,6 +238,7 @@ class ScenarioResult(_Record):
     capabilities: Optional[dict[str, Any]] = None
     controller: Optional[str] = None
     apps: list[str] = Field(default_factory=list)
+    mtu: Optional[int] = None
     slotted_rate_cap_mbps: Optional[float] = None
     calibration: Optional[dict[str, Any]] = None
     headroom: Optional[dict[str, Any]] = None

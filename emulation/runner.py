@@ -14,9 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from emulation import __version__
+from emulation import dataplane as dpn
 from emulation.results import FabricRecord, RunResult, ScenarioResult
 from emulation.scenario import Experiment, Scenario, resolve
-from emulation.schedule import reconfiguration_delay
+from emulation.schedule import RunDescription, reconfiguration_delay
 from emulation.units import format_bytes
 
 Progress = Callable[[str, int, int], None]
@@ -59,7 +60,7 @@ def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None,
         raise BackendError("straggler: rotor runs on the mininet backend take no stragglers (use --backend flow)")
     from emulation.emulator.limits import check_packet_size
 
-    too_big = check_packet_size(exp.fabric.gpus, exp.fabric.ports_per_gpu)
+    too_big = check_packet_size(exp.fabric.gpus, exp.fabric.ports_per_gpu, mtu=exp.emulation.mtu)
     if too_big:
         raise BackendError(too_big)
     return run_mininet(exp, out, progress, force, pcap)
@@ -93,6 +94,28 @@ def _warnings(runs: list[RunResult]) -> list[str]:
     return [f"{r.name} {format_bytes(r.bytes)}: {p}" for r in runs for p in (r.checks.problems if r.checks else [])]
 
 
+#: Fewest full frames a transfer should be on the wire: a shaped link hands each frame on whole
+#: when its turn comes, so a transfer ends about one frame time earlier than a fluid link would
+#: end it (up to ``1 / frames`` of its time).
+FRAMES_FOR_FIDELITY = 16
+
+
+def frame_warning(run: RunDescription, byte_scale: float, mtu: int) -> str | None:
+    """A warning when jumbo frames (``mtu`` above 1500) make ``run``'s smallest transfer fewer
+    than :data:`FRAMES_FOR_FIDELITY` frames on the wire, else None."""
+    if mtu <= dpn.MTU:
+        return None
+    sizes = [int(st.bytes[st.bytes > 0].min()) for st in run.workload.steps if (st.bytes > 0).any()]
+    if not sizes:
+        return None
+    frames = min(sizes) * byte_scale / dpn.mss(mtu)
+    if frames >= FRAMES_FOR_FIDELITY:
+        return None
+    return (f"{run.name} {format_bytes(run.size_bytes)}: its smallest transfer is {frames:.1f} frames of MTU {mtu} "
+            f"on the wire, and a transfer ends about one frame time early: emulation.mtu: {dpn.MTU} or a larger "
+            f"byte_scale measures it more faithfully")
+
+
 #: Interval of the wire probes of a captured run, seconds (:mod:`emulation.emulator.probe`).
 PROBE_INTERVAL_S = 0.001
 
@@ -123,7 +146,7 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
     caps = detect()
     runs: list[RunResult] = []
     meta: dict = {"capabilities": caps.to_json(), "warnings": [], "controller": em.controller,
-                  "apps": list(em.apps)}
+                  "apps": list(em.apps), "mtu": em.mtu}
     if not caps.netem and exp.cost.delta_s > 0:
         meta["warnings"].append("netem missing: per-hop propagation delay delta was not emulated")
     guards = [r.guard_s for _, r in exp.jobs if r.schedule != "none"]
@@ -139,7 +162,7 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
     start = requested if requested is not None else min(AUTO_START_MBPS, cap or AUTO_START_MBPS)
     with EmulatedFabric(exp.fabric, out / "emulation", link_mbps=start,
                         delay_s=exp.cost.delta_s * exp.scale(start).tdf, capabilities=caps,
-                        controller=em.controller, apps=em.apps) as emu:
+                        controller=em.controller, apps=em.apps, mtu=em.mtu) as emu:
         rate = start
         if em.headroom != "skip":
             if progress:
@@ -180,6 +203,9 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
                     tag = f"-it{it}" if len(arrivals) > 1 else ""
                     run_dir = out / "emulation" / f"{run.name}-{format_bytes(run.size_bytes)}{tag}"
                     runs.append(execute(emu, run, scale, exp.cost, run_dir, arrivals_s=arr, iteration=it))
+                warning = frame_warning(run, em.byte_scale, em.mtu)
+                if warning:
+                    meta["warnings"].append(warning)
         except (EmulationError, ControllerError, KeyboardInterrupt) as e:
             # what was measured so far, marked incomplete, then the teardown and the error
             error = str(e) if not isinstance(e, KeyboardInterrupt) else "interrupted"

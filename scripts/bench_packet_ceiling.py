@@ -19,7 +19,7 @@ ceiling at n; lower rates are not tried. A count whose every rate down to ``--mi
 has no ceiling ("none"): this machine cannot emulate n GPUs faithfully.
 
 Usage (root, Open vSwitch running): ``.venv/bin/python scripts/bench_packet_ceiling.py
-[--gpus 8 16 32 64] [--start-mbps 20] [--min-mbps 0.625] [--json runs/ceiling.json]
+[--gpus 8 16 32 64] [--start-mbps 20] [--min-mbps 0.625] [--mtu 1500|9000] [--json runs/ceiling.json]
 [--markdown]``. Results and logs under ``runs/bench_packet_ceiling/``.
 """
 
@@ -42,7 +42,7 @@ RING_TOLERANCE = 0.10
 
 
 def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s: float, probe_s: float,
-            out: Path) -> list[dict]:
+            out: Path, mtu: int = 1500) -> list[dict]:
     """Probe and Ring at each of ``rates`` (descending) on n GPUs until one passes; every row."""
     from emulation.emulator.calibration import measure_headroom
     from emulation.emulator.net import EmulatedFabric
@@ -59,14 +59,14 @@ def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s:
     flow = simulate(f, w, plan, alpha_s=alpha_s, record_transfers=False).time_s
     rows = []
     t0 = time.monotonic()
-    with EmulatedFabric(f, out / f"gpus{n}", link_mbps=rates[0]) as emu:
+    with EmulatedFabric(f, out / f"gpus{n}", link_mbps=rates[0], mtu=mtu) as emu:
         setup_s = time.monotonic() - t0
         for rate in rates:
             emu.set_link_mbps(rate)
             scale = Scale(rate, byte_scale, f.port_gbps)
             head = measure_headroom(emu, scale, out / f"gpus{n}" / f"probe-{rate:g}", probe_s)
             pkt = run_workload(emu, "ring", w, plan, scale, alpha_s, out / f"gpus{n}" / f"ring-{rate:g}")
-            row = {"gpus": n, "link_mbps": rate, "tdf": scale.tdf, "probe_efficiency": head["efficiency"],
+            row = {"gpus": n, "mtu": mtu, "link_mbps": rate, "tdf": scale.tdf, "probe_efficiency": head["efficiency"],
                    "ring_packet_s": pkt.time_s, "ring_flow_s": flow, "ring_error": (pkt.time_s - flow) / flow,
                    "retransmissions": sum(s.retransmissions or 0 for s in pkt.steps), "setup_s": setup_s}
             row["ok"] = row["probe_efficiency"] >= PROBE_TARGET and abs(row["ring_error"]) <= RING_TOLERANCE
@@ -106,6 +106,7 @@ def main() -> int:
     p.add_argument("--byte-scale", type=float, default=0.1)
     p.add_argument("--alpha-us", type=float, default=5.0)
     p.add_argument("--probe-s", type=float, default=1.0)
+    p.add_argument("--mtu", type=int, default=1500, help="MTU of the fabric's interfaces (1500 ... 9000 bytes)")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_packet_ceiling")
     p.add_argument("--json", type=Path)
     p.add_argument("--markdown", action="store_true")
@@ -117,6 +118,9 @@ def main() -> int:
     except ValueError as e:
         print(f"bench_packet_ceiling: --bytes: {e}", file=sys.stderr)
         return 2
+    if not 1500 <= args.mtu <= 9000:
+        print(f"bench_packet_ceiling: --mtu: must be in [1500, 9000] bytes, got {args.mtu}", file=sys.stderr)
+        return 2
     if not (0 < args.min_mbps <= args.start_mbps <= 1000) or not 0 < args.byte_scale <= 1 or min(args.gpus) < 2:
         print("bench_packet_ceiling: need 0 < --min-mbps <= --start-mbps <= 1000, 0 < --byte-scale <= 1, "
               "--gpus >= 2", file=sys.stderr)
@@ -124,9 +128,15 @@ def main() -> int:
     rates = [args.start_mbps]
     while rates[-1] / 2 >= args.min_mbps:
         rates.append(rates[-1] / 2)
+    from emulation.emulator.net import EmulationError
+
     rows = []
     for n in args.gpus:
-        rows += measure(n, rates, nbytes, args.byte_scale, args.alpha_us * 1e-6, args.probe_s, args.out)
+        try:
+            rows += measure(n, rates, nbytes, args.byte_scale, args.alpha_us * 1e-6, args.probe_s, args.out, args.mtu)
+        except EmulationError as e:
+            print(f"bench_packet_ceiling: {e}", file=sys.stderr)
+            return 2
     where = machine()
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -81,6 +81,8 @@ CASES = [
     ("link-inf", ["run", "{demo}"], {"demo": ("link_mbps: auto", "link_mbps: .inf")}, "emulation.link_mbps"),
     ("link-huge", ["run", "{demo}"], {"demo": ("link_mbps: auto", "link_mbps: 5000")}, "emulation.link_mbps"),
     ("link-text", ["run", "{demo}"], {"demo": ("link_mbps: auto", "link_mbps: fast")}, "emulation.link_mbps"),
+    ("mtu-small", ["run", "{demo}"], {"demo": ("link_mbps: auto", "link_mbps: auto\n  mtu: 576")}, "emulation.mtu"),
+    ("mtu-huge", ["run", "{demo}"], {"demo": ("link_mbps: auto", "link_mbps: auto\n  mtu: 65536")}, "emulation.mtu"),
     ("byte-scale-zero", ["run", "{demo}"], {"demo": ("byte_scale: 0.1", "byte_scale: 0")}, "emulation.byte_scale"),
     ("byte-scale-big", ["run", "{demo}"], {"demo": ("byte_scale: 0.1", "byte_scale: 2")}, "emulation.byte_scale"),
     ("byte-scale-nan", ["run", "{demo}"], {"demo": ("byte_scale: 0.1", "byte_scale: .nan")}, "emulation.byte_scale"),

@@ -32,3 +32,33 @@ def test_packet_limit_is_set_by_cpu_or_memory():
     assert packet_gpu_limit(2, cores=2, memory=64 << 30) == (160, "CPU")
     assert packet_gpu_limit(1, cores=4, memory=64 << 30) == (640, "CPU")
     assert packet_gpu_limit(2, cores=2, memory=1 << 30) == (16, "memory")  # 64 MiB per GPU
+    # the cost is per frame: jumbo frames carry 9014/1514 times the rate
+    assert packet_gpu_limit(2, cores=2, memory=64 << 30, mtu=9000) == (952, "CPU")
+
+
+@pytest.mark.parametrize("mtu,frame,mss", [(1500, 1514, 1448), (9000, 9014, 8948)])
+def test_the_shaper_counts_the_wire_bytes_of_the_frames_it_carries(mtu, frame, mss):
+    import re
+
+    from emulation.emulator.shaper import Shaped, tc_commands
+
+    lines = tc_commands(Shaped("ocl-x", 10.0, mtu=mtu))
+    payload = next(line for line in lines if "classid 1:10" in line)
+    rate = float(re.search(r" rate ([\d.]+)mbit", payload).group(1))
+    assert rate == pytest.approx(10.0 * frame / mss, rel=1e-6)  # payload rate B_e on the wire
+    assert f"burst {frame} " in payload and f"quantum {frame} " in payload  # one whole frame at a time
+
+
+def test_jumbo_frames_warn_when_a_transfer_is_a_few_frames():
+    from pathlib import Path
+
+    from emulation.runner import frame_warning
+    from emulation.scenario.load import load_experiment
+
+    exp = load_experiment(Path(__file__).resolve().parents[1] / "experiments" / "demo.yaml")[1]
+    runs = {(r.name, r.size_bytes): r for r in exp.runs()}
+    ring = runs[("ring", 25 << 20)]  # 8 GPUs: 25 MiB / 8 x 0.1 = 328 kB per step
+    assert frame_warning(ring, 0.1, 1500) is None  # the default MTU never warns
+    assert frame_warning(ring, 0.1, 9000) is None  # 36.6 frames of 8948 bytes
+    small = frame_warning(runs[("ring", 1 << 20)], 0.1, 9000)  # 13 kB: 1.5 frames
+    assert small.startswith("ring 1MiB: its smallest transfer is 1.5 frames of MTU 9000")

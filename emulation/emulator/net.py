@@ -175,6 +175,11 @@ class EmulatedFabric:
     :param controller: ``os-ken`` (``python -m controllers``) or ``ryu`` (``ryu-manager`` of
         ``.venv-ryu``, :func:`controller_command`).
     :param apps: paths of your own controller apps (``.py``), loaded beside the built-in ones.
+    :param mtu: MTU of every fabric interface (bytes, 1500 ... 9000). Open vSwitch's userspace
+        datapath costs CPU per frame, not per byte: at 9000 a frame carries six times the payload,
+        so the machine carries about that much more emulated traffic; each frame then stands for
+        ``mtu / byte_scale`` real bytes, so transfers shorter than a few hundred frames lose
+        fidelity (README, "How many GPUs this machine emulates faithfully").
     :raises MachineBusy: another emulation is running, or a killed one left state behind.
     :raises EmulationError: not root, Open vSwitch not running, the controller did not start,
         or the switches did not connect in time.
@@ -182,9 +187,12 @@ class EmulatedFabric:
 
     def __init__(self, fabric: Fabric, run_dir: Path, *, link_mbps: float,
                  delay_s: float = 0.0, capabilities: Capabilities | None = None, controller: str = "os-ken",
-                 apps: tuple[str, ...] = ()):
+                 apps: tuple[str, ...] = (), mtu: int = dpn.MTU):
         if not 0 < link_mbps <= 1000:
             raise EmulationError(f"link_mbps: the emulated port rate must be in (0, 1000] Mbit/s, got {link_mbps}")
+        if not dpn.MTU <= mtu <= dpn.MAX_MTU:
+            raise EmulationError(f"mtu: must be in [{dpn.MTU}, {dpn.MAX_MTU}] bytes, got {mtu}")
+        self.mtu = int(mtu)
         self.fabric = fabric
         self.run_dir = Path(run_dir).resolve()  # the controller runs from the project root
         self.link_mbps = link_mbps
@@ -212,7 +220,7 @@ class EmulatedFabric:
     def queue_packets(self) -> int:
         """Limit of every shaped queue (packets): room for everything that can be in flight, so
         that no queue of the fabric overflows (flow control, not loss, bounds what TCP sends)."""
-        return max(shaper.QUEUE_PACKETS, -(-self.in_flight_bytes // 1448) + 64)
+        return max(shaper.QUEUE_PACKETS, -(-self.in_flight_bytes // dpn.mss(self.mtu)) + 64)
 
     # ---- life cycle -----------------------------------------------------------------------
     def __enter__(self) -> EmulatedFabric:
@@ -324,12 +332,16 @@ class EmulatedFabric:
             for intf in (link.intf1, link.intf2):
                 if dpn.node_kind(intf.node.name) != "g" and not getattr(link, "isPatchLink", False):
                     sysctl(f"net/ipv6/conf/{intf.name}/disable_ipv6", "1")
-        if not self.caps.ovs_kernel_datapath:
-            for link in self.net.links:
-                if getattr(link, "isPatchLink", False):
-                    continue
-                for intf in (link.intf1, link.intf2):
+        for link in self.net.links:
+            if getattr(link, "isPatchLink", False):
+                continue
+            for intf in (link.intf1, link.intf2):
+                if not self.caps.ovs_kernel_datapath:
                     intf.node.cmd("ethtool", "-K", intf.name, *_OFFLOADS)
+                if self.mtu != dpn.MTU:
+                    out = intf.node.cmd("ip", "link", "set", "dev", intf.name, "mtu", str(self.mtu))
+                    if out.strip():
+                        raise EmulationError(f"mtu: {intf.name} refused MTU {self.mtu}: {out.strip()}")
         cc = TCP_CONGESTION if TCP_CONGESTION in _available_congestion_control() else None
         for host in self.net.hosts:
             host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
@@ -374,7 +386,7 @@ class EmulatedFabric:
                 if "e" in (kind, other):
                     eps = f.eps[dpn.node_index((me.node if kind == "e" else peer.node).name)]
                     scale = eps.port_gbps / f.port_gbps if eps.port_gbps is not None else 1.0
-                out.append(shaper.Shaped(me.name, rate * scale, None, delay_ms))
+                out.append(shaper.Shaped(me.name, rate * scale, None, delay_ms, self.mtu))
         return out
 
     def _size_ovs_sockets(self) -> None:

@@ -3,7 +3,7 @@
 Each shaped link end gets::
 
     root htb (default: payload)
-      payload class  rate = link rate x 1514/1448, burst two frames     -> pfifo limit L (or netem)
+      payload class  rate = link rate x frame/MSS (1514/1448), burst one frame    -> pfifo limit L (or netem)
       ack class      rate = 10% of that, served first (prio 0)          -> pfifo limit L (or netem)
     u32 filter: TCP's pure ACKs (IPv4, shorter than 128 bytes, flags ACK only) -> ack class
 
@@ -18,7 +18,7 @@ time (Zhang, Shenker and Clark, SIGCOMM 1991): measured here, a 0 <-> 1 exchange
 took 4-12% longer than one way, and more the longer the queues. In their own class ACKs neither
 wait behind data nor take the payload's rate.
 
-The burst is two full frames (not Mininet's 15 kB): after an idle period a link may not send
+The burst is one full frame (not Mininet's 15 kB): after an idle period a link may not send
 faster than its rate for more than two frames, which at 10 Mbit/s would be a 12 ms head start.
 ``L`` (packets) bounds each queue; drops there are modelled congestion, counted by
 :mod:`emulation.drops`.
@@ -46,24 +46,26 @@ class ShapingError(RuntimeError):
 @dataclass(frozen=True)
 class Shaped:
     """One link end to shape: ``device`` egress at ``mbps`` (payload Mbit/s), in the network
-    namespace of ``pid`` (None: the root namespace), with ``delay_ms`` of netem delay (0: none)."""
+    namespace of ``pid`` (None: the root namespace), with ``delay_ms`` of netem delay (0: none),
+    carrying frames of an ``mtu``-byte MTU (the payload-to-wire factor, burst and quantum follow it)."""
 
     device: str
     mbps: float
     pid: int | None = None
     delay_ms: float = 0.0
+    mtu: int = dpn.MTU
 
 
 def tc_commands(link: Shaped, queue_packets: int = QUEUE_PACKETS, change: bool = False) -> list[str]:
     """``tc -batch`` lines that shape ``link`` (module doc); with ``change``, lines that only set
     the rates of a link shaped before."""
-    wire = link.mbps * dpn.WIRE_PER_PAYLOAD
+    wire = link.mbps * dpn.wire_per_payload(link.mtu)
     ack = wire * ACK_SHARE
-    burst = FRAME
+    burst = frame = dpn.frame_bytes(link.mtu)
     dev = link.device
     if change:
         lines = [f"class change dev {dev} parent 1: classid 1:{c} htb rate {r:.6f}mbit ceil {r:.6f}mbit "
-                 f"burst {burst} cburst {burst} quantum {FRAME} prio {p}" for c, r, p in (("10", wire, 1), ("20", ack, 0))]
+                 f"burst {burst} cburst {burst} quantum {frame} prio {p}" for c, r, p in (("10", wire, 1), ("20", ack, 0))]
         if link.delay_ms > 0:
             lines += [f"qdisc change dev {dev} parent 1:{c} handle {c}: netem delay {link.delay_ms:.3f}ms "
                       f"limit {queue_packets}" for c in ("10", "20")]
@@ -73,9 +75,9 @@ def tc_commands(link: Shaped, queue_packets: int = QUEUE_PACKETS, change: bool =
     return [
         f"qdisc replace dev {dev} root handle 1: htb default 10",
         f"class add dev {dev} parent 1: classid 1:10 htb rate {wire:.6f}mbit ceil {wire:.6f}mbit "
-        f"burst {burst} cburst {burst} quantum {FRAME} prio 1",
+        f"burst {burst} cburst {burst} quantum {frame} prio 1",
         f"class add dev {dev} parent 1: classid 1:20 htb rate {ack:.6f}mbit ceil {ack:.6f}mbit "
-        f"burst {burst} cburst {burst} quantum {FRAME} prio 0",
+        f"burst {burst} cburst {burst} quantum {frame} prio 0",
         f"qdisc add dev {dev} parent 1:10 handle 10: {leaf}",
         f"qdisc add dev {dev} parent 1:20 handle 20: {leaf}",
         # IPv4 + TCP, total length < 128, flags exactly ACK (IP header without options: the TCP

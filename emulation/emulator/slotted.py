@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from emulation import dataplane as dpn
 from emulation.emulator.agent_schedule import AgentSchedules
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
 from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, agents, open_under, write_tcp_info
@@ -66,7 +67,7 @@ def duplex_matchings(schedule: SlotSchedule, gpus: int) -> list[list[tuple[int, 
     return out
 
 
-def ack_margin_s(link_mbps: float, guard_s: float = 0.0) -> float:
+def ack_margin_s(link_mbps: float, guard_s: float = 0.0, mtu: int = dpn.MTU) -> float:
     """Emulated seconds a gated sender stops writing before its window closes, beyond the guard
     band ``guard_s`` (emulated), so that its last segment and the peer's ACKs for it cross before
     the circuit goes dark.
@@ -79,7 +80,7 @@ def ack_margin_s(link_mbps: float, guard_s: float = 0.0) -> float:
     has no such term). The last write needs four frame times plus 1 ms of switching before the
     dark; the guard band counts toward it and the rest comes out of the slot's headroom.
     """
-    return max(0.0, 4 * 1514 * 8 / (link_mbps * 1e6) + 1e-3 - guard_s)
+    return max(0.0, 4 * dpn.frame_bytes(mtu) * 8 / (link_mbps * 1e6) + 1e-3 - guard_s)
 
 
 def gate_windows(schedule: SlotSchedule, gpus: int, tdf: float, margin_s: float = 0.0) -> list[dict[int, list[list[float]]]]:
@@ -117,7 +118,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     matchings = duplex_matchings(schedule, n)
     ocs = fabric.ocs[0].name
     configs = [assign_ports(fabric, ocs, m) for m in matchings]
-    windows = gate_windows(schedule, n, tdf, ack_margin_s(scale.link_mbps, schedule.guard_s * tdf))
+    windows = gate_windows(schedule, n, tdf, ack_margin_s(scale.link_mbps, schedule.guard_s * tdf, emu.mtu))
     run_dir.mkdir(parents=True, exist_ok=True)
     cycle = schedule.cycle_s * tdf
     rate = scale.link_mbps * 1e6 / 8 * RATE_MARGIN
