@@ -67,10 +67,6 @@ def wire_per_payload(mtu: int = MTU) -> float:
     return frame_bytes(mtu) / mss(mtu)
 
 
-#: :func:`wire_per_payload` at the default MTU.
-WIRE_PER_PAYLOAD = wire_per_payload()
-
-
 #: First characters of every bridge and root-namespace interface ocslab creates.
 PREFIX = "ocl-"
 

@@ -42,7 +42,7 @@ RING_TOLERANCE = 0.10
 
 
 def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s: float, probe_s: float,
-            out: Path, mtu: int = 1500) -> list[dict]:
+            out: Path, mtu: int) -> list[dict]:
     """Probe and Ring at each of ``rates`` (descending) on n GPUs until one passes; every row."""
     from emulation.emulator.calibration import measure_headroom
     from emulation.emulator.net import EmulatedFabric
@@ -118,8 +118,11 @@ def main() -> int:
     except ValueError as e:
         print(f"bench_packet_ceiling: --bytes: {e}", file=sys.stderr)
         return 2
-    if not 1500 <= args.mtu <= 9000:
-        print(f"bench_packet_ceiling: --mtu: must be in [1500, 9000] bytes, got {args.mtu}", file=sys.stderr)
+    from emulation import dataplane as dpn
+
+    if not dpn.MTU <= args.mtu <= dpn.MAX_MTU:
+        print(f"bench_packet_ceiling: --mtu: must be in [{dpn.MTU}, {dpn.MAX_MTU}] bytes, got {args.mtu}",
+              file=sys.stderr)
         return 2
     if not (0 < args.min_mbps <= args.start_mbps <= 1000) or not 0 < args.byte_scale <= 1 or min(args.gpus) < 2:
         print("bench_packet_ceiling: need 0 < --min-mbps <= --start-mbps <= 1000, 0 < --byte-scale <= 1, "

@@ -60,5 +60,4 @@ def check_packet_size(gpus: int, ports_per_gpu: int, field: str = "fabric.gpus",
               f"{MIN_MBPS:g} Mbit/s per port at the least" if why == "CPU" else
               f"{available_memory() >> 20} MiB available, {MEMORY_PER_GPU_BYTES >> 20} MiB per GPU")
     return (f"{field}: {gpus} GPUs with {ports_per_gpu} ports each is beyond what the packet backend can "
-            f"emulate faithfully here (at most {limit}: {reason}); use the flow backend"
-            + (f" or emulation.mtu: {dpn.MAX_MTU}" if mtu < dpn.MAX_MTU and field == "fabric.gpus" else ""))
+            f"emulate faithfully here (at most {limit}: {reason}); use the flow backend")

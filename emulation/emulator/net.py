@@ -178,8 +178,9 @@ class EmulatedFabric:
     :param mtu: MTU of every fabric interface (bytes, 1500 ... 9000). Open vSwitch's userspace
         datapath costs CPU per frame, not per byte: at 9000 a frame carries six times the payload,
         so the machine carries about that much more emulated traffic; each frame then stands for
-        ``mtu / byte_scale`` real bytes, so transfers shorter than a few hundred frames lose
-        fidelity (README, "How many GPUs this machine emulates faithfully").
+        ``mtu / byte_scale`` real bytes, and a transfer ends about one frame time early against a
+        fluid link (:func:`emulation.runner.frame_warning`; README, "How many GPUs this machine
+        emulates faithfully").
     :raises MachineBusy: another emulation is running, or a killed one left state behind.
     :raises EmulationError: not root, Open vSwitch not running, the controller did not start,
         or the switches did not connect in time.

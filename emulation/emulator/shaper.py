@@ -18,8 +18,9 @@ time (Zhang, Shenker and Clark, SIGCOMM 1991): measured here, a 0 <-> 1 exchange
 took 4-12% longer than one way, and more the longer the queues. In their own class ACKs neither
 wait behind data nor take the payload's rate.
 
-The burst is one full frame (not Mininet's 15 kB): after an idle period a link may not send
-faster than its rate for more than two frames, which at 10 Mbit/s would be a 12 ms head start.
+The burst is one full frame (not Mininet's 15 kB, a 12 ms head start at 10 Mbit/s): after an
+idle period a link sends at most two frames back to back (HTB sends while its tokens are not
+negative), then one per frame time.
 ``L`` (packets) bounds each queue; drops there are modelled congestion, counted by
 :mod:`emulation.drops`.
 """
@@ -36,7 +37,6 @@ from emulation import dataplane as dpn
 ACK_SHARE = 0.1
 #: Queue limit of each class (packets).
 QUEUE_PACKETS = 1000
-FRAME = 1514
 
 
 class ShapingError(RuntimeError):

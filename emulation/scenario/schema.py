@@ -48,6 +48,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from emulation import dataplane as dpn
 from emulation.fabric import Fabric, FabricError
 from emulation.planners import PLANNERS, CostModel
 from emulation.units import parse_bytes
@@ -160,7 +161,7 @@ class EmulationSpec(StrictModel):
     faithfully); each frame then stands for ``mtu / byte_scale`` real bytes."""
 
     link_mbps: float | Literal["auto"] = "auto"
-    mtu: int = Field(default=1500, ge=1500, le=9000)
+    mtu: int = Field(default=dpn.MTU, ge=dpn.MTU, le=dpn.MAX_MTU)
     controller: Literal["os-ken", "ryu"] = "os-ken"
     apps: tuple[str, ...] = ()
 

@@ -240,8 +240,8 @@ class WanNet:
         try:
             rates = {e: self.link_rate_mbps(e) for e in range(len(topo.links))}
             slowest = min(rates.values())
-            queue = max(16, int(QUEUE_S * slowest * 1e6 / 8 / shaper.FRAME))
-            shaper.apply([shaper.Shaped(self.link_device(e), rates[e] / dpn.WIRE_PER_PAYLOAD)
+            queue = max(16, int(QUEUE_S * slowest * 1e6 / 8 / dpn.frame_bytes()))
+            shaper.apply([shaper.Shaped(self.link_device(e), rates[e] / dpn.wire_per_payload())
                           for e in range(len(topo.links))], self.run_dir / "tc", queue)
         except shaper.ShapingError as e:
             raise EmulationError(str(e)) from None
