@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from emulation.results import ScenarioResult
+from emulation.envelope import ResultEnvelope
 from emulation.units import format_bytes
 
 
@@ -66,17 +66,22 @@ class Comparison(BaseModel):
     max_abs_error: float
 
 
-def compare(packet: ScenarioResult, flow: ScenarioResult) -> Comparison:
+def compare(packet: ResultEnvelope, flow: ResultEnvelope) -> Comparison:
     """Compare the two results of one scenario (module doc); times in real-equivalent seconds,
     errors as fractions.
 
-    :raises CompareError: not a mininet and a flow result, or the runs or their steps differ.
+    :param packet: the envelope of the packet backend's collective result, ``flow`` of the flow
+        backend's.
+    :raises CompareError: not a mininet and a flow result of one scenario, or the runs or their
+        steps differ.
     """
     if packet.backend != "mininet" or flow.backend != "flow":
         raise CompareError("compare needs a mininet result and a flow result")
-    fruns = {(r.name, r.bytes, r.iteration): r for r in flow.runs}
+    if packet.scenario != flow.scenario:
+        raise CompareError(f"the packet result is of scenario {packet.scenario}, not {flow.scenario}")
+    fruns = {(r.name, r.bytes, r.iteration): r for r in flow.result.runs}
     out = []
-    for p in packet.runs:
+    for p in packet.result.runs:
         f = fruns.get((p.name, p.bytes, p.iteration))
         if f is None:
             raise CompareError(f"run {p.name} {format_bytes(p.bytes)} iteration {p.iteration} has no flow result")

@@ -230,7 +230,7 @@ def analyse(run_dir: Path, png: Path | None = None) -> dict:
     agents, frame_s = None, 0.0
     result = run_dir / "result.json"
     if result.exists():
-        res = json.loads(result.read_text())
+        res = json.loads(result.read_text()).get("result", {})
         agents = sum(s.get("retransmissions") or 0 for r in res.get("runs", []) for s in r.get("steps", []))
         frame_s = dpn.frame_bytes(res.get("mtu", dpn.MTU)) * 8 / ((res.get("scale") or {}).get("link_mbps", 10.0) * 1e6)
     tcp_info = agents_retransmissions(run_dir / "emulation")

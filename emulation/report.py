@@ -6,14 +6,13 @@ Spec: ``docs/architecture.md`` (results).
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from emulation.drops import summarise
-from emulation.results import ScenarioResult
+from emulation.envelope import ResultEnvelope
 from emulation.units import format_bytes
 
 
@@ -23,11 +22,9 @@ def ring_alpha_beta_s(ranks: int, nbytes: int, alpha_s: float, port_gbps: float)
     return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * nbytes * 8 / (port_gbps * 1e9)
 
 
-def write(result: ScenarioResult, out: Path, scenario_yaml: str) -> None:
-    """Write ``scenario.yaml``, ``result.json``, ``steps.csv`` and ``timeline.png`` into ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scenario.yaml").write_text(scenario_yaml)
-    (out / "result.json").write_text(json.dumps(result.to_json(), indent=1))
+def write(env: ResultEnvelope, out: Path) -> list[str]:
+    """Write ``steps.csv`` and ``timeline.png`` into ``out`` (beside ``result.json``); their names."""
+    result = env.result
     with open(out / "steps.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["run", "bytes", "iteration", "step", "phase", "action", "start_s", "end_s",
@@ -39,12 +36,14 @@ def write(result: ScenarioResult, out: Path, scenario_yaml: str) -> None:
                 w.writerow([r.name, r.bytes, r.iteration, s.index, s.phase, s.action, s.start_s, s.end_s,
                             s.reconfiguration_delay_s, s.dark_window_measured_s, s.retransmissions,
                             d["modelled"], d["artefacts"]])
-    timeline(result, out / "timeline.png")
+    timeline(env, out / "timeline.png")
+    return ["steps.csv", "timeline.png"]
 
 
-def timeline(result: ScenarioResult, path: Path) -> None:
+def timeline(env: ResultEnvelope, path: Path) -> None:
     """One row per run (the first three iterations of each): its steps as bars (colour by
     phase), dark windows in black, the straggler's arrival as a red tick."""
+    result = env.result
     import matplotlib
 
     matplotlib.use("Agg")
@@ -71,7 +70,7 @@ def timeline(result: ScenarioResult, path: Path) -> None:
     ax.set_yticks(range(len(runs)), [f"{r.name} {format_bytes(r.bytes)}" + (f" #{r.iteration}" if r.iteration else "")
                                      for r in runs])
     ax.set_xlabel("time (ms, real-equivalent)")
-    ax.set_title(f"{result.scenario} ({result.backend}): steps; black = dark window")
+    ax.set_title(f"{env.scenario} ({env.backend}): steps; black = dark window")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
     ax.legend(handles, list(colours), loc="lower right", fontsize="small")
     fig.tight_layout()
@@ -83,15 +82,16 @@ def _mib(n: float) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def print_summary(result: ScenarioResult, console: Console | None = None) -> None:
+def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
     """The summary table: one row per run and size (and iteration, or per-iteration statistics
     when the scenario has several)."""
+    result = env.result
     console = console or Console(width=max(Console().width, 120))
     straggler = result.straggler is not None
     if result.iterations > 1:
-        iteration_table(result, console)
+        iteration_table(env, console)
     else:
-        t = Table(title=f"{result.scenario} — backend {result.backend}, {result.semantics}")
+        t = Table(title=f"{env.scenario} — backend {env.backend}, {result.semantics}")
         cols = ["run", "bytes", "time (ms)", "algbw (Gbit/s)", "busbw (Gbit/s)", "reconfigs",
                 "dark req/meas (µs)", "checks"]
         if straggler:
@@ -102,7 +102,7 @@ def print_summary(result: ScenarioResult, console: Console | None = None) -> Non
         relays = any(r.slots and r.slots.forwarding == "two-hop" for r in result.runs)
         if relays:
             cols.insert(cols.index("checks"), "relayed")
-        packets = result.backend == "mininet"
+        packets = env.backend == "mininet"
         if packets:  # what the emulator's own counters say about the run (emulation/drops.py)
             cols[cols.index("checks"):cols.index("checks")] = ["retx", "drops mod/emu"]
         for col in cols:
@@ -135,7 +135,7 @@ def print_summary(result: ScenarioResult, console: Console | None = None) -> Non
     for r in result.runs:
         if r.algorithm == "ring" and r.planner == "none" and not r.iteration:
             pred = ring_alpha_beta_s(r.ranks, r.bytes, result.cost["alpha_s"], result.fabric.port_gbps)
-            verb = "simulated" if result.backend == "flow" else "measured"
+            verb = "simulated" if env.backend == "flow" else "measured"
             d = r.straggler_delay_s
             got = r.time_s - d
             console.print(f"ring {format_bytes(r.bytes)}: alpha-beta {pred * 1e3:.3f} ms, {verb} "
@@ -154,16 +154,17 @@ def print_summary(result: ScenarioResult, console: Console | None = None) -> Non
     if result.headroom:
         h = result.headroom
         console.print(f"headroom: {h['efficiency']:.0%} of link rate at {h['offered_mbps']:.0f} Mbit/s offered")
-    for w in result.warnings:
+    for w in env.warnings:
         console.print(f"[bold yellow]warning:[/] {w}")
 
 
-def iteration_stats(result: ScenarioResult) -> list[dict]:
+def iteration_stats(env: ResultEnvelope) -> list[dict]:
     """Per (run, size): statistics of the per-iteration completion time (seconds).
 
     :returns: ``[{"name", "bytes", "iterations", "mean_s", "p50_s", "p95_s", "p99_s", "max_s",
         "mean_delay_s", "failed_checks"}]`` in the order of ``result.runs``.
     """
+    result = env.result
     import numpy as np
 
     groups: dict[tuple[str, int], list] = {}
@@ -180,13 +181,14 @@ def iteration_stats(result: ScenarioResult) -> list[dict]:
     return out
 
 
-def iteration_table(result: ScenarioResult, console: Console) -> None:
+def iteration_table(env: ResultEnvelope, console: Console) -> None:
     """Print :func:`iteration_stats` as a table (times in ms)."""
-    t = Table(title=f"{result.scenario} — backend {result.backend}: per-iteration collective time "
+    result = env.result
+    t = Table(title=f"{env.scenario} — backend {env.backend}: per-iteration collective time "
                     f"over {result.iterations} iterations")
     for col in ("run", "bytes", "mean (ms)", "p50 (ms)", "p95 (ms)", "p99 (ms)", "max (ms)", "mean D (ms)", "checks"):
         t.add_column(col, justify="left" if col == "run" else "right")
-    for st in iteration_stats(result):
+    for st in iteration_stats(env):
         t.add_row(st["name"], format_bytes(st["bytes"]), *(f"{st[k] * 1e3:.3f}" for k in
                                                            ("mean_s", "p50_s", "p95_s", "p99_s", "max_s", "mean_delay_s")),
                   "ok" if not st["failed_checks"] else f"{st['failed_checks']} FAIL")

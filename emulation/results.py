@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 
 def bus_factor(collective: str, ranks: int) -> float:
@@ -197,10 +197,13 @@ class RunResult(_Record):
             d["slots"] = self.slots.model_dump(exclude_none=True)
         return d
 
-    @staticmethod
-    def from_json(d: dict) -> RunResult:
-        """Inverse of :meth:`to_json` (the derived bandwidths are recomputed)."""
-        return RunResult.model_validate({k: v for k, v in d.items() if k not in ("algbw_gbps", "busbw_gbps")})
+    @model_validator(mode="before")
+    @classmethod
+    def _derived(cls, d: Any) -> Any:
+        """Read back from JSON: the derived bandwidths are recomputed, not read."""
+        if isinstance(d, dict) and ("algbw_gbps" in d or "busbw_gbps" in d):
+            d = {k: v for k, v in d.items() if k not in ("algbw_gbps", "busbw_gbps")}
+        return d
 
 
 class FabricRecord(_Record):
@@ -215,19 +218,16 @@ class FabricRecord(_Record):
     reconfiguration_delay_s: float
 
 
-class ScenarioResult(_Record):
-    """A whole ``result.json`` of ``ocslab run``: what ran (``scenario``, ``backend``, versions,
-    the built ``fabric``, ``cost`` alpha/delta, ``semantics``, ``straggler``, ``iterations``, every
-    iteration's ``arrivals_s``) and its ``runs``. Flow backend: ``simulation_wall_s`` per job.
-    Packet backend: the machine's ``capabilities``, the ``controller`` framework (``os-ken`` or
-    ``ryu``) and your own controller ``apps``, the fabric interfaces' ``mtu`` (bytes), the link-rate ``calibration`` and chosen ``headroom`` probe, the ``scale`` model,
-    ``complete`` (False: a run failed, ``error`` says why, ``runs`` holds those measured before).
-    Both: ``warnings``, one line each."""
+class CollectiveResult(_Record):
+    """A collective scenario's result (``result.json``'s ``result``, inside the envelope of
+    :mod:`emulation.envelope`, which says which scenario, backend, versions and warnings): the
+    built ``fabric``, the ``cost`` alpha/delta, ``semantics``, ``straggler``, ``iterations``,
+    every iteration's ``arrivals_s`` and the ``runs``. Flow backend: ``simulation_wall_s`` per
+    job. Packet backend: the machine's ``capabilities``, the ``controller`` framework (``os-ken``
+    or ``ryu``) and your own controller ``apps``, the fabric interfaces' ``mtu`` (bytes), the
+    link-rate ``calibration`` and chosen ``headroom`` probe, the ``scale`` model (an incomplete
+    run holds the runs measured before it failed)."""
 
-    scenario: str
-    backend: Literal["flow", "mininet"]
-    created: str
-    versions: dict[str, str]
     fabric: FabricRecord
     cost: dict[str, float]
     semantics: str
@@ -243,19 +243,4 @@ class ScenarioResult(_Record):
     calibration: Optional[dict[str, Any]] = None
     headroom: Optional[dict[str, Any]] = None
     scale: Optional[dict[str, float]] = None
-    complete: Optional[bool] = None
-    error: Optional[str] = None
-    warnings: list[str] = Field(default_factory=list)
     runs: list[RunResult] = Field(default_factory=list)
-
-    def to_json(self) -> dict:
-        """The plain dict written as ``result.json`` (fields that do not apply left out)."""
-        d = self.model_dump(exclude_none=True)
-        d["runs"] = [r.to_json() for r in self.runs]
-        d["straggler"] = d.get("straggler")
-        return d
-
-    @staticmethod
-    def from_json(d: dict) -> ScenarioResult:
-        """Read a ``result.json`` dict back. :raises pydantic.ValidationError: not one."""
-        return ScenarioResult.model_validate({**d, "runs": [RunResult.from_json(r) for r in d.get("runs", [])]})

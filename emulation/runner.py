@@ -6,31 +6,21 @@ Spec: ``docs/architecture.md`` (data flow, results).
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import json
-import platform
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-from emulation import __version__
 from emulation import dataplane as dpn
-from emulation.results import FabricRecord, RunResult, ScenarioResult
+from emulation.envelope import ResultEnvelope, envelope, write_result
+from emulation.output import Progress
+from emulation.results import CollectiveResult, FabricRecord, RunResult
 from emulation.scenario import Experiment, Scenario, resolve
 from emulation.schedule import RunDescription, reconfiguration_delay
 from emulation.units import format_bytes
 
-Progress = Callable[[str, int, int], None]
 
 
 class HeadroomError(RuntimeError):
     """The machine cannot sustain the scenario's emulated load (the CPU would be the bottleneck)."""
-
-
-def default_out_dir(sc: Scenario) -> Path:
-    """``runs/<scenario>-<UTC timestamp>``."""
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{sc.name}-{stamp}"
 
 
 class BackendError(ValueError):
@@ -38,7 +28,7 @@ class BackendError(ValueError):
 
 
 def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None, force: bool = False,
-        experiment: Experiment | None = None, pcap: list[str] | None = None) -> ScenarioResult:
+        experiment: Experiment | None = None, pcap: list[str] | None = None) -> ResultEnvelope:
     """Run ``sc`` on ``backend`` (``"flow"`` or ``"mininet"``); return its result (``result.json``).
 
     :param experiment: ``sc`` resolved (:func:`emulation.scenario.load_experiment`, whose checked
@@ -67,7 +57,7 @@ def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None,
     return run_mininet(exp, out, progress, force, pcap)
 
 
-def run_flow(exp: Experiment | Scenario, progress: Progress | None = None) -> ScenarioResult:
+def run_flow(exp: Experiment | Scenario, progress: Progress | None = None) -> ResultEnvelope:
     """Run every job of ``exp`` (a scenario is resolved first) in the flow simulator; return its
     result.
 
@@ -127,7 +117,7 @@ PROBE_INTERVAL_S = 0.001
 
 
 def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, force: bool = False,
-                pcap: list[str] | None = None) -> ScenarioResult:
+                pcap: list[str] | None = None) -> ResultEnvelope:
     """Run every job of ``exp`` with real packets; return its result.
 
     First the link rate is calibrated (:mod:`emulation.emulator.calibration`): ``auto`` takes
@@ -217,7 +207,7 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
             error = str(e) if not isinstance(e, KeyboardInterrupt) else "interrupted"
             partial = _result(exp, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": False,
                                                     "error": error})
-            (out / "result.json").write_text(json.dumps(partial.to_json(), indent=1))
+            write_result(out, partial)
             raise
         finally:
             if capture is not None:
@@ -226,18 +216,14 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
     return _result(exp, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": True})
 
 
-def _result(exp: Experiment, backend: str, runs: list[RunResult], extra: dict) -> ScenarioResult:
-    try:
-        import os_ken
-
-        osken = getattr(os_ken, "__version__", "unknown")
-    except ImportError:
-        osken = "absent"
+def _result(exp: Experiment, backend: str, runs: list[RunResult], extra: dict) -> ResultEnvelope:
+    """The envelope of a collective result (``extra``: its packet-backend fields and the
+    envelope's ``warnings``, ``complete`` and ``error``)."""
+    extra = dict(extra)
+    header = {k: extra.pop(k) for k in ("warnings", "complete", "error") if k in extra}
     fabric = FabricRecord(topology=exp.topology, name=exp.fabric.name, gpus=exp.fabric.gpus,
                           ports_per_gpu=exp.fabric.ports_per_gpu, port_gbps=exp.fabric.port_gbps,
                           reconfiguration_delay_s=reconfiguration_delay(exp.fabric))
-    return ScenarioResult(
-        scenario=exp.name, backend=backend, created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        versions={"ocslab": __version__, "python": platform.python_version(), "os_ken": osken}, fabric=fabric,
-        cost=dataclasses.asdict(exp.cost), semantics=exp.semantics, **exp.header,
-        arrivals_s=[list(a) for a in exp.arrivals_s], **extra, runs=runs)
+    result = CollectiveResult(fabric=fabric, cost=dataclasses.asdict(exp.cost), semantics=exp.semantics,
+                              **exp.header, arrivals_s=[list(a) for a in exp.arrivals_s], **extra, runs=runs)
+    return envelope("collective", exp.name, backend, result, **header)

@@ -32,9 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from emulation.planners.failover import failover_table  # noqa: E402
-from emulation.training import report  # noqa: E402
 from emulation.training.predict import predict_allreduce  # noqa: E402
-from emulation.training.scenario import TrainingScenario, load_training  # noqa: E402
+from emulation import kinds  # noqa: E402
+from emulation.kinds.training import TrainingScenario  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,13 +60,10 @@ def part1(sc: TrainingScenario) -> None:
 
 
 def part2(sc: TrainingScenario, out: Path) -> int:
-    from emulation.training.run import run_training
-
     print(f"\n(2) packet backend: {', '.join(sc.recovery)}; results in {out}")
-    res = run_training(sc, out, lambda label, i, n: print(f"    [{i}/{n}] {label}", flush=True))
-    report.timeline_plot(res, out / "timeline.png")
-    report.print_summary(res)
-    by = {r["mode"]: r for r in res.to_json()["runs"]}
+    res = kinds.run_scenario("training", sc, out,
+                             progress=lambda label, i, n: print(f"    [{i}/{n}] {label}", flush=True)).result
+    by = {r["mode"]: r for r in res.model_dump()["runs"]}
     ok = True
 
     def check(cond: bool, text: str) -> None:
@@ -104,13 +101,10 @@ def part2(sc: TrainingScenario, out: Path) -> int:
 
 
 def part3(sc: TrainingScenario, out: Path) -> None:
-    from emulation.training.run import run_training
-
     other = "cold" if sc.job.restart == "warm" else "warm"
     print(f"\n(3) optical recovery with a {other} restart; results in {out}")
     alt = sc.model_copy(update={"recovery": ["optical"], "job": sc.job.model_copy(update={"restart": other})})
-    res = run_training(alt, out)
-    report.print_summary(res)
+    kinds.run_scenario("training", alt, out)
 
 
 def main() -> int:
@@ -118,7 +112,7 @@ def main() -> int:
     ap.add_argument("--flow-only", action="store_true", help="part (1) only (no root needed)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "reproduce_lumion")
     args = ap.parse_args()
-    sc = load_training(ROOT / "experiments" / "lumion.yaml")
+    sc = kinds.load_as(ROOT / "experiments" / "lumion.yaml", "training")
     part1(sc)
     if args.flow_only:
         return 0

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from emulation import runner  # noqa: E402
 from emulation.scenario import Scenario, load_scenario  # noqa: E402
 from emulation.sweep import write_csv  # noqa: E402
-from emulation.results import ScenarioResult  # noqa: E402
+from emulation.envelope import ResultEnvelope  # noqa: E402
 from emulation.workloads.moe import route  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,9 +50,9 @@ def with_layer(sc: Scenario, gpus: int | None = None, **moe) -> Scenario:
     return sc.model_copy(update=upd)
 
 
-def times(result: ScenarioResult) -> dict[str, dict]:
+def times(env: ResultEnvelope) -> dict[str, dict]:
     """``{run name: run record}`` (``result.json``'s form)."""
-    return {r.name: r.to_json() for r in result.runs}
+    return {r.name: r.to_json() for r in env.result.runs}
 
 
 def part1(eps: Scenario, ocs: Scenario) -> list[dict]:

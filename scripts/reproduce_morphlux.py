@@ -32,9 +32,9 @@ from emulation.flowsim.tenants import simulate_tenants  # noqa: E402
 from emulation.tenancy.allocators import ClusterState, Photonic, TorusContiguous  # noqa: E402
 from emulation.tenancy.packet import redirection_fabrics  # noqa: E402
 from emulation.tenancy.rack import LEGAL_SHAPES, TorusRack  # noqa: E402
-from emulation.tenancy.report import print_packet, print_summary  # noqa: E402
+from emulation import kinds  # noqa: E402
+from emulation.tenancy.report import print_summary  # noqa: E402
 from emulation.tenancy.run import run_tenancy  # noqa: E402
-from emulation.tenancy.scenario import load_tenancy_scenario  # noqa: E402
 from emulation.workloads.allreduce import ring_allreduce  # noqa: E402
 from emulation.workloads.model import Tenant  # noqa: E402
 
@@ -59,11 +59,11 @@ def part1() -> None:
         used.append(round(t.bandwidth * 100))
         print(f"    {'x'.join(map(str, s)):<12}  {t.bandwidth:>15.0%}  {p.bandwidth:>9.0%}")
     check(used == [33, 50, 67, 83, 100], f"torus: {used} % of ports usable per shape (spec: 33/50/67/83/100)")
-    sc = load_tenancy_scenario(ROOT / "experiments" / "tenancy_rack64.yaml")
+    sc = kinds.load_as(ROOT / "experiments" / "tenancy_rack64.yaml", "tenancy")
     t0 = time.monotonic()
     res = run_tenancy(sc)
     print(f"    {len(res.runs)} replays of {sc.tenancy.trace.jobs} jobs in {time.monotonic() - t0:.1f} s")
-    print_summary(res)
+    print_summary(res, sc.name)
     tor, pho = res.run("torus-contiguous", "fifo").metrics, res.run("photonic", "fifo").metrics
     gain = pho["allocation_bandwidth"] / tor["allocation_bandwidth"] - 1
     frag = pho["fragmentation"] / tor["fragmentation"] - 1 if tor["fragmentation"] else 0.0
@@ -109,11 +109,9 @@ def part2(out: Path, flow_only: bool) -> None:
 
 
 def part3(out: Path) -> None:
-    from emulation.tenancy.packet import run_packet
-
     print("\n(3) tenants at once on the packet backend (experiments/tenancy_packets.yaml)")
-    res = run_packet(load_tenancy_scenario(ROOT / "experiments" / "tenancy_packets.yaml"), out / "tenants")
-    print_packet(res)
+    sc = kinds.load_as(ROOT / "experiments" / "tenancy_packets.yaml", "tenancy")
+    res = kinds.run_scenario("tenancy", sc, out / "tenants").result.model_dump()
     worst = max(max(abs(r["alone_error"]), abs(r["together_error"])) for r in res["tenants"])
     check(worst < 0.15, f"every tenant alone and together within 15% of the flow backend (worst {worst:.1%})")
     foreign = sum(r["foreign_packets"] for r in res["tenants"])
@@ -123,19 +121,15 @@ def part3(out: Path) -> None:
 
 def part4(out: Path) -> None:
     from emulation.emulator.torchrun import torch_available
-    from emulation.training import report
-    from emulation.training.run import run_training
-    from emulation.training.scenario import load_training
 
     print("\n(4) a failed accelerator swapped for a spare (4 per rack) by the OCS, the job relaunched "
           "(experiments/lumion.yaml, optical)")
     if not torch_available():
         check(False, "torch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh)")
         return
-    sc = load_training(ROOT / "experiments" / "lumion.yaml")
+    sc = kinds.load_as(ROOT / "experiments" / "lumion.yaml", "training")
     sc = sc.model_copy(update={"recovery": ["optical"]})
-    res = run_training(sc, out / "spares")
-    report.print_summary(res)
+    res = kinds.run_scenario("training", sc, out / "spares").result
     r = res.runs[0]
     f, tl = r.failure_to_rewritten_s, r.timeline_s
     print(f"    GPU {r.failed_gpu} failed; placement {r.placement_before} -> {r.placement_after}; failure -> "

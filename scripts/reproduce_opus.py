@@ -32,11 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import yaml  # noqa: E402
-
-from emulation.rails import report  # noqa: E402
-from emulation.rails.run import run_rails  # noqa: E402
-from emulation.rails.scenario import load_rails_scenario  # noqa: E402
+from emulation import kinds  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FAILED: list[str] = []
@@ -49,11 +45,9 @@ def check(ok: bool, what: str) -> None:
 
 
 def flow(name: str, out: Path):
-    sc = load_rails_scenario(ROOT / "experiments" / f"{name}.yaml")
+    sc = kinds.load_as(ROOT / "experiments" / f"{name}.yaml", "rails")
     t0 = time.perf_counter()
-    res = run_rails(sc)
-    report.write(res, out / name, yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False))
-    report.print_summary(res)
+    res = kinds.run_scenario("rails", sc, out / name).result
     print(f"    ({time.perf_counter() - t0:.1f} s; {out / name}/overhead.png, timeline.png)")
     return res
 
@@ -123,7 +117,7 @@ def part4(out: Path) -> None:
     if r.returncode:
         check(False, f"ocslab train exited with {r.returncode}")
         return
-    res = json.loads((d / "result.json").read_text())
+    res = json.loads((d / "result.json").read_text())["result"]
     R = res["reconfiguration_delay_s"]
     for mode, run in res["runs"].items():
         dark = [x["measured_s"] for x in run["reconfigurations"]]

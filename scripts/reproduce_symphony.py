@@ -113,12 +113,10 @@ def main() -> int:
 
 def packet(out: Path) -> int:
     """B4 replayed as packets at two loads (module doc); the exit status."""
+    from emulation import kinds
     from emulation.emulator.net import EmulationError
-    from emulation.wan.report import write
-    from emulation.wan.replay import replay
-    from emulation.wan.scenario import load_wan_scenario
 
-    base = load_wan_scenario(ROOT / "experiments" / "wan_b4.yaml")
+    base = kinds.load_as(ROOT / "experiments" / "wan_b4.yaml", "wan")
     for scale in (0.5, 0.8):
         w = base.wan.model_copy(update={
             "traffic": base.wan.traffic.model_copy(update={"scale": scale, "first": 0, "count": 6}),
@@ -126,12 +124,11 @@ def packet(out: Path) -> int:
         sc = base.model_copy(update={"name": f"wan_b4_packet_{scale:g}", "wan": w, "backend": "mininet"})
         where = out / f"packet-{scale:g}"
         try:
-            res = replay(sc, where / "emulation")
+            res = kinds.run_scenario("wan", sc, where, "mininet", show=False).result
         except EmulationError as e:
             print(f"reproduce_symphony: packet replay: {e}", file=sys.stderr)
             return 1
-        write(res, where, "")
-        ag = res.agreement()
+        ag = res.agreement
         print(f"b4 packets at {scale:g} x (6 matrices, min-MLU Symphony): link load measured vs computed on "
               f"{ag['links']} busy link-intervals: relative error median {ag['rel_error_median']:.1%}, "
               f"p95 {ag['rel_error_p95']:.1%}; utilisation points median {ag['util_error_median']:.3f}, "

@@ -75,9 +75,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -c "import os_ken, mininet.net, numpy, scipy, networkx, pydantic, cvxpy, topohub, scapy, simpy"
   touch "$stamp"
 fi
-if [[ $extras == *,test,* ]] && ! .venv/bin/python -c "import pytest, distributed" 2>/dev/null; then
+if [[ $extras == *,test,* ]] && ! .venv/bin/python -c "import pytest, distributed, jsonschema" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v -i "^warning" || true
-  .venv/bin/python -c "import pytest, distributed"
+  .venv/bin/python -c "import pytest, distributed, jsonschema"
 fi
 if [[ $extras == *,torch,* ]] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v -i "^warning" || true

@@ -135,7 +135,7 @@ def test_bad_te_arguments_name_the_field(b4):
         solve(tunnels, tms[0], cap, "max-min")
     with pytest.raises(TeError, match="te.regulariser"):
         solve(tunnels, tms[0], cap, "mcf", regulariser=-1.0)
-    with pytest.raises(TeError, match="te.headroom"):
+    with pytest.raises(TeError, match="te.capacity_headroom"):
         solve(tunnels, tms[0], cap, "mcf", headroom=1.0)
     with pytest.raises(WanError, match="tunnels.k"):
         k_shortest(_triangle(), 0)

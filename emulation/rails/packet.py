@@ -1,7 +1,7 @@
 """Run a rail scenario's torch job on the packet backend (``ocslab train``), one fresh emulation
 per control mode, and compare it with the flow backend's replay of the same trace.
 
-For each mode of ``packet.modes``: the rail fabric (:func:`topologies.rails`, one link rate
+For each mode of ``rails.torch_job.modes``: the rail fabric (:func:`topologies.rails`, one link rate
 everywhere, the scenario's rail ports) comes up under the controller with the Opus app armed
 (:mod:`controllers.opus`) on a Unix socket; even rails start with the data-parallel pairs, odd
 ones with the pipeline pairs, so that every server reaches every other for the rendezvous; the
@@ -23,23 +23,76 @@ import json
 import shutil
 import statistics
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Optional
 
 import networkx as nx
+from pydantic import BaseModel, ConfigDict
 
 from emulation.fabric import Configuration, Fabric, assign_ports
 from emulation.flowsim.iteration import replay
 from emulation.rails.run import trace_for
-from emulation.rails.scenario import RailsScenario
+from emulation.output import Progress
 from emulation.workloads.iteration import IterationTrace, stage_layers
 
-Progress = Callable[[str, int, int], None]
+class Rewire(BaseModel):
+    """One rewire by the Opus app: the OCS, when it went dark (controller clock, s), R requested
+    and the dark window measured (s)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ocs: Optional[str] = None
+    t_dark: Optional[float] = None
+    requested_s: float
+    measured_s: float
+
+
+class TorchJobRun(BaseModel):
+    """One control mode's torch job (real seconds): the steady iteration time and every
+    iteration's start and end, the most any rank waited on the controller per iteration, the
+    largest compute overrun, the loss per iteration, the job's round trip to the controller,
+    the headroom probe, the rewires, the flow backend's iteration time and reconfigurations per
+    iteration for the same trace, the ``deviation`` (packet over flow, minus one) and the
+    ``timeline`` of the second iteration (``{"t0", "t1", "intervals": [[gpu, t0, t1, kind, dim,
+    phase]]}``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    iteration_s: float
+    iterations_end_s: list[float]
+    iterations_start_s: list[float]
+    control_wait_s: float
+    overrun_s: float
+    loss: list[float]
+    control_rtt_s: float
+    headroom: dict[str, Any]
+    reconfigurations: list[Rewire]
+    flow_iteration_s: float
+    flow_reconfigurations_per_iteration: float
+    deviation: float
+    timeline: dict[str, Any]
+
+
+class TorchJobResult(BaseModel):
+    """A rail scenario's torch job on the packet backend beside the flow backend (``ocslab
+    train``; inside the envelope): the emulated link rate (Mbit/s), R (s), the fabric's size and
+    one :class:`TorchJobRun` per control mode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    link_mbps: float
+    reconfiguration_delay_s: float
+    gpus: int
+    servers: int
+    gpus_per_server: int
+    runs: dict[str, TorchJobRun]
+
+
 #: The job's mode names, by the replay's.
 JOB_MODE = {"on-demand": "on-demand", "speculative-deferred": "speculative"}
 
 
-def packet_fabric(sc: RailsScenario, trace: IterationTrace) -> Fabric:
+def packet_fabric(sc, trace: IterationTrace) -> Fabric:
     """The emulated rail fabric: even rails start with the data-parallel pairs (servers of one
     stage), odd rails with the pipeline pairs (module doc).
 
@@ -48,8 +101,8 @@ def packet_fabric(sc: RailsScenario, trace: IterationTrace) -> Fabric:
     from topologies import rails
 
     f = sc.rails.fabric
-    bare = rails(f.servers, f.gpus_per_server, rail_ports=f.rail_ports, port_gbps=f.port_gbps,
-                 reconfiguration_delay_s=sc.packet.reconfiguration_delay_s, rail="ocs", initial="empty",
+    bare = rails(f.servers, f.gpus_per_server, rail_ports=f.ports_per_gpu, port_gbps=f.port_gbps,
+                 reconfiguration_delay_s=sc.rails.torch_job.reconfiguration_delay_s, rail="ocs", initial="empty",
                  scaleup_gbps=f.scaleup_gbps)
     G = f.gpus_per_server
     dims = [("dp", "edp"), ("pp", "mp")]
@@ -60,7 +113,7 @@ def packet_fabric(sc: RailsScenario, trace: IterationTrace) -> Fabric:
         for g in sorted(trace.groups.values(), key=lambda g: g.id):
             if g.dim in want and len(g.members) == 2 and not used & set(g.members):
                 used |= set(g.members)
-                pairs += [tuple(m * G + r for m in g.members)] * f.rail_ports
+                pairs += [tuple(m * G + r for m in g.members)] * f.ports_per_gpu
         circuits.update(assign_ports(bare, f"rail{r}", pairs).to_json())
     fab = Fabric(bare.name, bare.gpus, bare.ports_per_gpu, bare.port_gbps, ocs=bare.ocs, eps=bare.eps,
                  initial=Configuration.from_json(circuits))
@@ -75,9 +128,9 @@ def packet_fabric(sc: RailsScenario, trace: IterationTrace) -> Fabric:
     return fab
 
 
-def job_spec(sc: RailsScenario, trace: IterationTrace, mode: str, socket: str) -> dict:
+def job_spec(sc, trace: IterationTrace, mode: str, socket: str) -> dict:
     """The job file of :mod:`emulation.torchjob.rails_train`."""
-    m, p, pk = sc.rails.model, sc.rails.parallel, sc.packet
+    m, p, pk = sc.rails.model, sc.rails.parallel, sc.rails.torch_job
     return {
         "servers": trace.ranks, "gpus_per_server": sc.rails.fabric.gpus_per_server,
         "stage_of": list(trace.stage_of), "replica_of": list(trace.replica_of), "replicas": p.dp,
@@ -110,25 +163,24 @@ def summarise_job(run_dir: Path, gpus: int, iterations: int) -> dict:
             "control_rtt_s": statistics.median(rtts) if rtts else 0.0, "ops": ops}
 
 
-def run_packet(sc: RailsScenario, out: Path, progress: Progress | None = None) -> dict:
-    """Every mode of ``packet.modes`` on a fresh emulation, with the flow replay beside it.
+def run_packet(sc, out: Path, progress: Progress | None = None) -> TorchJobResult:
+    """Every mode of ``rails.torch_job.modes`` of ``sc`` (a
+    :class:`emulation.kinds.rails.RailsScenario`) on a fresh emulation, with the flow replay
+    beside it; each mode's summary also in ``out/MODE/summary.json``.
 
-    :returns: ``{"name", "link_mbps", "reconfiguration_delay_s", "runs": {mode: {...}}}``; each run
-        has the job's summary, the controller's rewires (``reconfigurations``: requested and
-        measured dark windows), ``flow_iteration_s`` and ``deviation``.
     :raises EmulationError: the emulation or the job failed. :raises ValueError: bad fabric.
     """
     from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric
     from emulation.emulator.torchrun import TorchJob, tune_tcp
 
-    pk = sc.packet
+    pk = sc.rails.torch_job
     f = sc.rails.fabric
     trace = trace_for(sc, sc.rails.parallel, f.gpus_per_server)
     fabric = packet_fabric(sc, trace)
     link_mbps = f.port_gbps * 1000
     gpus = fabric.gpus
     out.mkdir(parents=True, exist_ok=True)
-    res = {"name": sc.name, "link_mbps": link_mbps, "reconfiguration_delay_s": pk.reconfiguration_delay_s,
+    res = {"link_mbps": link_mbps, "reconfiguration_delay_s": pk.reconfiguration_delay_s,
            "gpus": gpus, "servers": f.servers, "gpus_per_server": f.gpus_per_server, "runs": {}}
     for k, mode in enumerate(pk.modes):
         if progress:
@@ -178,7 +230,7 @@ def run_packet(sc: RailsScenario, out: Path, progress: Progress | None = None) -
         (d / "summary.json").write_text(json.dumps(res["runs"][mode], indent=1))
     if progress:
         progress("done", len(pk.modes), len(pk.modes))
-    return res
+    return TorchJobResult.model_validate(res)
 
 
 def _check_headroom(emu, link_mbps: float, run_dir: Path) -> dict:

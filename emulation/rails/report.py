@@ -1,16 +1,17 @@
-"""A rail result on disk and on screen: ``result.json``, ``sweep.csv``, ``overhead.png`` (overhead
+"""A rail result on disk and on screen: ``sweep.csv``, ``overhead.png`` (overhead
 against R per mode, the paper's beside it), ``timeline.png`` (one steady iteration per mode: what
 every rank did) and tables."""
 
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from emulation.envelope import ResultEnvelope
+from emulation.rails.packet import TorchJobResult
 from emulation.rails.run import FabricRun, RailsResult
 
 #: Colours of the timeline, by what a rank does (comm ops by dimension).
@@ -18,11 +19,13 @@ COLOURS = {"compute": "#c8c8c8", "pp": "#1f77b4", "dp": "#2ca02c", "edp": "#98df
            "mp": "#9467bd", "wait-controller": "#d62728", "wait": "#ffffff"}
 
 
-def write(result: RailsResult, out: Path, scenario_yaml: str) -> None:
-    """``scenario.yaml``, ``result.json``, ``sweep.csv``, ``overhead.png`` and ``timeline.png``."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scenario.yaml").write_text(scenario_yaml)
-    (out / "result.json").write_text(json.dumps(result.to_json(), indent=1))
+def write(env: ResultEnvelope, out: Path) -> list[str]:
+    """A sweep's ``sweep.csv``, ``overhead.png`` and ``timeline.png``, or a torch job's
+    ``timeline.png``; their names."""
+    result = env.result
+    if isinstance(result, TorchJobResult):
+        packet_timeline_plot(result, out / "timeline.png")
+        return ["timeline.png"]
     with open(out / "sweep.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["gpus", "mode", "reconfiguration_delay_s", "iteration_s", "overhead", "reconfigurations",
@@ -33,6 +36,7 @@ def write(result: RailsResult, out: Path, scenario_yaml: str) -> None:
                             p.speculative_reconfigurations, p.control_wait_s])
     overhead_plot(result, out / "overhead.png")
     timeline_plot(result, out / "timeline.png")
+    return ["sweep.csv", "overhead.png", "timeline.png"]
 
 
 def overhead_plot(result: RailsResult, path: Path) -> None:
@@ -66,7 +70,7 @@ def overhead_plot(result: RailsResult, path: Path) -> None:
         ax.set_title(f"{fr.model}, {fr.gpus} GPUs ({_par(fr.parallel)})", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{result.name}: overhead of photonic rails against R")
+    fig.suptitle(f"{result.model}: overhead of photonic rails against R")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -132,12 +136,21 @@ def _table(fr: FabricRun, paper: dict | None, title: str) -> Table:
     return t
 
 
-def print_summary(result: RailsResult) -> None:
-    """The sweep tables (ours beside the paper's) and the larger fabrics' wall times."""
+def show(env: ResultEnvelope) -> None:
+    """Print a sweep (:func:`print_summary`) or a torch job (:func:`print_packet`)."""
+    if isinstance(env.result, TorchJobResult):
+        print_packet(env.result, env.scenario)
+    else:
+        print_summary(env.result, env.scenario)
+
+
+def print_summary(result: RailsResult, name: str) -> None:
+    """The sweep tables of scenario ``name`` (ours beside the paper's) and the larger fabrics'
+    wall times."""
     con = Console(width=160)
     m = result.main
     paper = result.paper
-    con.print(f"{result.name}: {result.model} ({result.params / 1e9:.2f} B parameters) on {m.gpus} GPUs "
+    con.print(f"{name}: {result.model} ({result.params / 1e9:.2f} B parameters) on {m.gpus} GPUs "
               f"({m.servers} servers x {m.gpus_per_server}), {_par(m.parallel)}; electrical rails "
               f"{m.baseline_s:.2f} s per iteration" + (f" (paper: {paper['baseline_s']:.2f} s without a controller)"
                                                        if paper and paper.get("baseline_s") else "")
@@ -156,17 +169,10 @@ def _par(p: dict) -> str:
     return f"TP={p['tp']} PP={p['pp']} DP={p['dp']}{ep}, {p['micro_batches']} micro-batches"
 
 
-def write_packet(res: dict, out: Path, scenario_yaml: str) -> None:
-    """``scenario.yaml``, ``result.json`` and ``timeline.png`` of a packet run."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scenario.yaml").write_text(scenario_yaml)
-    (out / "result.json").write_text(json.dumps(res, indent=1))
-    packet_timeline_plot(res, out / "timeline.png")
-
-
-def packet_timeline_plot(res: dict, path: Path) -> None:
+def packet_timeline_plot(result: TorchJobResult, path: Path) -> None:
     """The second iteration of each mode's torch job: a lane per GPU, coloured by compute, the
     dimension of each comm op, and time waiting on the controller (red)."""
+    res = result.model_dump()
     import matplotlib
 
     matplotlib.use("Agg")
@@ -200,9 +206,11 @@ def packet_timeline_plot(res: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def print_packet(res: dict) -> None:
-    """One row per mode: measured and flow iteration time, waits, rewires, dark windows, loss."""
-    t = Table(title=f"{res['name']}: torch job on {res['gpus']} emulated GPUs ({res['servers']} servers x "
+def print_packet(result: TorchJobResult, name: str) -> None:
+    """One row per mode of scenario ``name``: measured and flow iteration time, waits, rewires,
+    dark windows, loss."""
+    res = result.model_dump()
+    t = Table(title=f"{name}: torch job on {res['gpus']} emulated GPUs ({res['servers']} servers x "
                     f"{res['gpus_per_server']}), links {res['link_mbps']:g} Mbit/s, R = "
                     f"{res['reconfiguration_delay_s'] * 1e3:g} ms")
     for c in ("mode", "iteration (s)", "flow (s)", "deviation", "controller wait (s/it.)", "rewires",

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from emulation.flowsim.iteration import RailNetwork, replay
-from emulation.rails.scenario import ParallelSection, RailsScenario
-from emulation.workloads.iteration import IterationTrace, TransformerSpec, build_trace
-
-Progress = Callable[[str, int, int], None]
+from emulation.output import Progress
+from emulation.workloads.iteration import IterationTrace, ParallelSpec, TransformerSpec, build_trace
 
 
-@dataclass
-class SweepPoint:
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SweepPoint(_Record):
     """One replay: ``mode`` at delay ``reconfiguration_delay_s``; ``iteration_s`` its steady
     iteration time, ``overhead`` against the electrical rails, reconfigurations per iteration
     (``speculative_reconfigurations``: caused by a speculative request), ``control_wait_s`` the
@@ -37,8 +39,7 @@ class SweepPoint:
     control_wait_s: float
 
 
-@dataclass
-class FabricRun:
+class FabricRun(_Record):
     """The sweep of ``model`` on one fabric: ``gpus`` = servers x gpus_per_server; ``baseline_s`` the
     electrical rails' iteration time; ``phases`` the phase count per rank (min, max) and
     ``wall_s`` the seconds the replays took (``replay_s``: the slowest single replay)."""
@@ -47,43 +48,39 @@ class FabricRun:
     gpus: int
     servers: int
     gpus_per_server: int
-    parallel: dict
+    parallel: dict[str, Any]
     baseline_s: float
     compute_s: float
     phases: tuple[int, int]
-    bytes_by_dimension: dict
+    bytes_by_dimension: dict[str, Any]
     points: list[SweepPoint]
     wall_s: float
     replay_s: float
 
 
-@dataclass
-class RailsResult:
-    """A rail scenario's results: ``main`` (the scenario's fabric), ``larger`` fabrics,
-    ``timeline`` intervals ``[rank, t0, t1, kind, dim, phase]`` of one steady iteration per mode
-    at ``timeline_delay_s``, the ``paper`` table if the scenario has one."""
+class RailsResult(_Record):
+    """A rail scenario's sweep (inside the envelope, :mod:`emulation.envelope`): ``model`` with
+    ``params`` parameters, the controller's round trip, ``main`` (the scenario's fabric),
+    ``larger`` fabrics, ``timeline`` intervals ``[rank, t0, t1, kind, dim, phase]`` of one steady
+    iteration per mode at ``timeline_delay_s`` (``{mode: {"t0", "t1", "intervals"}}``, seconds),
+    the ``paper`` table if the scenario has one."""
 
-    name: str
     model: str
     params: int
     control_rtt_s: float
     main: FabricRun
-    larger: list[FabricRun] = field(default_factory=list)
+    larger: list[FabricRun] = Field(default_factory=list)
     timeline_delay_s: float = 0.0
-    timeline: dict = field(default_factory=dict)
-    paper: dict | None = None
-
-    def to_json(self) -> dict:
-        """The result as JSON-ready data."""
-        return asdict(self)
+    timeline: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    paper: Optional[dict[str, Any]] = None
 
 
-def trace_for(sc: RailsScenario, parallel: ParallelSection, gpus_per_server: int,
+def trace_for(sc, parallel: ParallelSpec, gpus_per_server: int,
               model: TransformerSpec | None = None) -> IterationTrace:
     """The phase trace of ``model`` (default: the scenario's) under ``parallel`` (TP all-reduces
     timed on the scale-up switch)."""
     net = sc.rails.fabric.network()
-    return build_trace(model or sc.rails.transformer(), parallel.spec(), sc.rails.compute.spec(),
+    return build_trace(model or sc.rails.transformer(), parallel, sc.rails.compute,
                        lambda nbytes: net.tp_allreduce_s(gpus_per_server, nbytes))
 
 
@@ -98,27 +95,32 @@ def sweep(trace: IterationTrace, net: RailNetwork, modes: list[str], delays: lis
         t0 = time.perf_counter()
         res = replay(trace, net, mode, R, 0.0 if mode == "eps" else rtt_s, iterations)
         slowest = max(slowest, time.perf_counter() - t0)
-        points.append(SweepPoint(mode, R, res.iteration_s, res.iteration_s / base - 1.0,
-                                 res.reconfigurations_per_iteration, res.speculative_reconfigurations_per_iteration,
-                                 res.control_wait_s))
+        points.append(SweepPoint(mode=mode, reconfiguration_delay_s=R, iteration_s=res.iteration_s,
+                                 overhead=res.iteration_s / base - 1.0,
+                                 reconfigurations=res.reconfigurations_per_iteration,
+                                 speculative_reconfigurations=res.speculative_reconfigurations_per_iteration,
+                                 control_wait_s=res.control_wait_s))
         if progress:
             progress(f"{label}{mode} R={R * 1e3:g} ms", i + 1, len(jobs))
     return base, points, slowest
 
 
-def _fabric_run(sc: RailsScenario, servers: int, gps: int, tr: IterationTrace, progress: Progress | None,
+def _fabric_run(sc, servers: int, gps: int, tr: IterationTrace, progress: Progress | None,
                 label: str) -> FabricRun:
     r = sc.rails
     t0 = time.perf_counter()
     base, points, slowest = sweep(tr, r.fabric.network(), r.modes, r.sweep_s, r.control.rtt_s, r.iterations,
                                   progress, label)
     counts = [len(tr.phases(k)) for k in range(tr.ranks)]
-    return FabricRun(tr.model.name, servers * gps, servers, gps, dataclasses.asdict(tr.parallel), base, tr.compute_s, (min(counts), max(counts)),
-                     tr.bytes_by_dimension(), points, time.perf_counter() - t0, slowest)
+    return FabricRun(model=tr.model.name, gpus=servers * gps, servers=servers, gpus_per_server=gps,
+                     parallel=dataclasses.asdict(tr.parallel), baseline_s=base, compute_s=tr.compute_s,
+                     phases=(min(counts), max(counts)), bytes_by_dimension=tr.bytes_by_dimension(), points=points,
+                     wall_s=time.perf_counter() - t0, replay_s=slowest)
 
 
-def run_rails(sc: RailsScenario, progress: Progress | None = None) -> RailsResult:
-    """Every fabric's sweep and the timelines (module doc)."""
+def run_rails(sc, progress: Progress | None = None) -> RailsResult:
+    """Every fabric's sweep of ``sc`` (a :class:`emulation.kinds.rails.RailsScenario`) and the
+    timelines (module doc)."""
     r = sc.rails
     tr = trace_for(sc, r.parallel, r.fabric.gpus_per_server)
     main = _fabric_run(sc, r.fabric.servers, r.fabric.gpus_per_server, tr, progress, "")
@@ -135,5 +137,6 @@ def run_rails(sc: RailsScenario, progress: Progress | None = None) -> RailsResul
             [iv.rank, iv.t0, iv.t1, iv.kind, iv.dim, iv.phase] for iv in res.intervals
             if iv.t1 > start and iv.t0 < end]}
     model = r.transformer()
-    return RailsResult(sc.name, model.name, model.params, r.control.rtt_s, main, larger, R, timeline,
-                       r.paper.model_dump() if r.paper else None)
+    return RailsResult(model=model.name, params=model.params, control_rtt_s=r.control.rtt_s, main=main,
+                       larger=larger, timeline_delay_s=R, timeline=timeline,
+                       paper=r.paper.model_dump() if r.paper else None)

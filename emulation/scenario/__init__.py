@@ -5,7 +5,7 @@
 :class:`Experiment` -> :class:`RunDescription` per job -> backend.
 """
 
-from emulation.scenario.load import load_checked, load_experiment, load_scenario, read_yaml, validate
+from emulation.scenario.load import check_experiment, load_experiment, load_scenario, read_yaml, validate
 from emulation.scenario.resolve import Experiment, RunDescription, resolve
 from emulation.scenario.schema import (
     MAX_GPUS,
@@ -18,4 +18,4 @@ from emulation.scenario.schema import (
 )
 
 __all__ = ["MAX_GPUS", "EmulationSpec", "Experiment", "FabricSpec", "RunDescription", "RunSpec", "Scenario",
-           "ScenarioError", "StragglerSpec", "load_checked", "load_experiment", "load_scenario", "read_yaml", "resolve", "validate"]
+           "ScenarioError", "StragglerSpec", "check_experiment", "load_experiment", "load_scenario", "read_yaml", "resolve", "validate"]

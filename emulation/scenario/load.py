@@ -56,30 +56,8 @@ def validate(model: type[BaseModel], data: dict, path: str | Path):
         raise ScenarioError(f"{path}: {loc}: {msg}" if loc else f"{path}: {msg}") from None
 
 
-def load_checked(path: str | Path, model: type[BaseModel], other_kind: tuple[str, str, str], check) -> BaseModel:
-    """Read ``path`` (:func:`read_yaml`), refuse a file of the other scenario kind, validate it
-    as ``model`` (:func:`validate`) and run ``check(scenario)``, prefixing its one-line error
-    with the path.
-
-    :param other_kind: ``(section, kind, command)``: a file with that top-level section is a
-        scenario of that kind, run by that ``ocslab`` command.
-    :raises ScenarioError: one line, ``FILE: field: problem``.
-    """
-    path = Path(path)
-    data = read_yaml(path)
-    section, kind, command = other_kind
-    if section in data:
-        raise ScenarioError(f"{path}: {section}: a {kind} scenario; run it with: ocslab {command} {path}")
-    sc = validate(model, data, path)
-    try:
-        check(sc)
-    except ScenarioError as e:
-        raise ScenarioError(f"{path}: {e}") from None
-    return sc
-
-
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file (:func:`load_experiment`); the scenario.
+    """Read and validate a collective scenario file (:func:`load_experiment`); the scenario.
 
     :raises ScenarioError: one line, ``FILE: field: problem``.
     """
@@ -87,25 +65,34 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def load_experiment(path: str | Path) -> tuple[Scenario, Experiment]:
-    """Read and validate a scenario file, and check that its fabric builds, its workloads fit in
-    memory and every run can be planned (:meth:`Experiment.check`, which keeps the small
-    resolved runs for the backend); the scenario and its :class:`Experiment`.
+    """Read and validate a collective scenario file and check it (:func:`check_experiment`); the
+    scenario and its :class:`Experiment`. (``ocslab`` reads files of every kind through
+    :func:`emulation.kinds.load`.)
 
     :raises ScenarioError: one line, ``FILE: field: problem``.
     """
-    kept: list[Experiment] = []
+    sc = validate(Scenario, read_yaml(path), path)
+    try:
+        return sc, check_experiment(sc)
+    except ScenarioError as e:
+        raise ScenarioError(f"{path}: {e}") from None
 
-    def check(sc: Scenario) -> None:
-        exp = resolve(sc)
-        _check_memory(exp)
-        try:
-            exp.check()
-        except RunError as e:
-            raise ScenarioError(str(e)) from None
-        kept.append(exp)
 
-    sc = load_checked(path, Scenario, ("job", "training", "train"), check)
-    return sc, kept[0]
+def check_experiment(sc: Scenario) -> Experiment:
+    """Check that the fabric of ``sc`` builds, its workloads fit in memory and every run can be
+    planned (:meth:`Experiment.check`, which keeps the small resolved runs for the backend); the
+    :class:`Experiment`, also kept as ``sc.experiment``.
+
+    :raises ScenarioError: one line, ``field: problem``.
+    """
+    exp = resolve(sc)
+    _check_memory(exp)
+    try:
+        exp.check()
+    except RunError as e:
+        raise ScenarioError(str(e)) from None
+    sc.keep_experiment(exp)
+    return exp
 
 
 def _check_memory(exp: Experiment) -> None:

@@ -96,7 +96,7 @@ class Experiment:
             if run.schedule == "rotor" and run.slot_s is None and run.collective == "moe":
                 pair = self.moe.capacity * self.moe.experts_per_gpu * self.moe.token_bytes
             sched = plan_slotted(run.schedule, self.fabric, w, slot_s=run.slot_s, pair_bytes=pair,
-                                 guard_s=run.guard_s, headroom=run.headroom, forwarding=run.forwarding)
+                                 guard_s=run.guard_s, headroom=run.slot_headroom, forwarding=run.forwarding)
         return RunDescription(run.name, size, sched, self._padding(run, sched.workload))
 
     def check(self) -> None:

@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from emulation import dataplane as dpn
 from emulation.fabric import Fabric, FabricError
@@ -232,7 +232,7 @@ class RunSpec(StrictModel):
     matchings of K_n, every slot ``slot_s`` real seconds; default: the largest (src, dst) buffer
     of the padded collective, or of the workload, at the port rate) or ``plan``
     (:func:`emulation.planners.bvn.duplex_plan` of the run's traffic matrix, priced with the
-    fabric's R). Every slot carries ``headroom`` (fraction) more than it must, and hosts keep a
+    fabric's R). Every slot carries ``slot_headroom`` (fraction) more than it must, and hosts keep a
     guard band of ``guard_s`` at both ends of a slot (real seconds; both backends).
     ``forwarding``: ``direct`` (default: a transfer waits for a circuit to its destination) or
     ``two-hop`` (the excess of pairs whose demand outgrows their slot is relayed through
@@ -245,7 +245,7 @@ class RunSpec(StrictModel):
     schedule: Literal["none", "rotor", "plan"] = "none"
     slot_s: float | None = Field(default=None, gt=0)
     guard_s: float = Field(default=0.0, ge=0)
-    headroom: float = Field(default=0.0, ge=0, le=10)
+    slot_headroom: float = Field(default=0.0, ge=0, le=10)
     forwarding: Literal["direct", "two-hop"] = "direct"
 
     @field_validator("collective")
@@ -346,6 +346,18 @@ class Scenario(NamedScenario):
         if self.straggler is not None and self.straggler.rank >= self.fabric.gpus:
             raise ValueError(f"straggler.rank: {self.straggler.rank} is not a rank of {self.fabric.gpus} GPUs")
         return self
+
+    _experiment: Any = PrivateAttr(default=None)
+
+    @property
+    def experiment(self):
+        """The :class:`~emulation.scenario.Experiment` checked at load
+        (:func:`~emulation.scenario.load.check_experiment`), or None."""
+        return self._experiment
+
+    def keep_experiment(self, exp) -> None:
+        """Keep ``exp`` as :attr:`experiment` (its small resolved runs are not planned again)."""
+        self._experiment = exp
 
     def to_yaml(self) -> str:
         """The scenario as resolved (defaults filled in), YAML."""

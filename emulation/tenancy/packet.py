@@ -18,28 +18,65 @@ Times are real-equivalent seconds (the scale model).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
 
 from emulation.fabric import Configuration, Fabric, assign_ports
 from emulation.flowsim.tenants import simulate_tenants
 from emulation.scale import Scale
 from emulation.tenancy.allocators import ClusterState, Photonic
-from emulation.tenancy.scenario import TenancyScenario
+from emulation.output import Progress, Refused
 from emulation.workloads.model import Tenant
 from emulation.workloads.allreduce import rhd_allreduce, ring_allreduce
 
-Progress = Callable[[str, int, int], None]
 
 
-def place(sc: TenancyScenario) -> tuple[Fabric, Configuration, list[Tenant]]:
+class TenantRun(BaseModel):
+    """One tenant of a packet run: its GPUs, AllReduce algorithm and bytes, start (real s), its
+    completion time alone and shared on both backends (real-equivalent s) and the packet/flow
+    errors (fractions), its TCP retransmissions when shared, and ``foreign_packets``: frames of
+    another tenant seen on its OCS ports (the isolation measure)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    gpus: list[int]
+    algorithm: str
+    bytes: int
+    start_s: float
+    packet_alone_s: float
+    packet_together_s: float
+    flow_alone_s: float
+    flow_together_s: float
+    alone_error: float
+    together_error: float
+    retransmissions: int
+    foreign_packets: int
+
+
+class TenantsResult(BaseModel):
+    """A tenancy scenario's tenants on the packet backend beside the flow backend (inside the
+    envelope): the scale model, the headroom probe, one :class:`TenantRun` per tenant, the
+    circuits set (per OCS) and how many were left after every tenant ended (0)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scale: dict[str, float]
+    headroom: dict
+    tenants: list[TenantRun]
+    circuits: dict[str, list[str]]
+    circuits_left: int
+
+
+def place(sc) -> tuple[Fabric, Configuration, list[Tenant]]:
     """The emulated fabric, the tenants' circuits and the tenants (module doc, step 1).
 
-    :raises ValueError: the allocator cannot place a tenant.
+    :raises Refused: the allocator cannot place a tenant.
     """
     from topologies import ocs_star
 
-    t, pk = sc.tenancy, sc.tenancy.packet
+    t, pk = sc.tenancy, sc.tenancy.fabric
     rack = t.rack.build()
     state = ClusterState(rack, t.rack.spares)
     alloc = Photonic(rack)
@@ -47,7 +84,7 @@ def place(sc: TenancyScenario) -> tuple[Fabric, Configuration, list[Tenant]]:
     for x in t.tenants:
         a = alloc.allocate(state, x.gpus)
         if a is None:
-            raise ValueError(f"tenancy.tenants: {x.name} ({x.gpus} GPUs) cannot be placed after the tenants before it")
+            raise Refused(f"tenancy.tenants: {x.name} ({x.gpus} GPUs) cannot be placed after the tenants before it")
         state.take(a)
         gpus = tuple(g for s in a.servers for g in rack.server_members[s])
         work = (ring_allreduce if x.algorithm == "ring" else rhd_allreduce)(x.gpus, x.size)
@@ -76,34 +113,39 @@ def redirection_fabrics(port_gbps: float) -> tuple[Fabric, dict[str, Configurati
     return fabric, configs
 
 
-def run_packet(sc: TenancyScenario, out: Path, progress: Progress | None = None) -> dict:
-    """Every tenant alone and all together, on both backends (module doc).
+def run_packet(sc, out: Path, progress: Progress | None = None, force: bool = False) -> TenantsResult:
+    """Every tenant of ``sc`` (a :class:`emulation.kinds.tenancy.TenancyScenario`) alone and all
+    together, on both backends (module doc). The link rate is ``emulation.link_mbps`` (``auto``:
+    calibrated); a rate whose headroom probe misses ``emulation.headroom_target`` is refused
+    (``emulation.headroom: refuse``, unless ``force``) or run with the probe recorded (``warn``).
 
-    :returns: ``{"name", "scale", "headroom", "tenants": [{"name", "gpus", "algorithm", "bytes",
-        "packet_alone_s", "packet_together_s", "flow_alone_s", "flow_together_s", "alone_error",
-        "together_error", "retransmissions", "foreign_packets"}], "circuits_left"}``.
     :raises EmulationError: the emulation failed. :raises CalibrationError: no link rate is
-        faithful on this machine. :raises ValueError: a tenant cannot be placed.
+        faithful on this machine. :raises Refused: a tenant cannot be placed, or the rate is
+        refused.
     """
     from emulation.emulator.calibration import calibrate
     from emulation.emulator.net import EmulatedFabric, EmulationError
     from emulation.emulator.tenants import foreign_packets, isolation_capture, run_tenants
 
-    pk = sc.tenancy.packet
+    pk, em = sc.tenancy.fabric, sc.emulation
     fabric, config, tenants = place(sc)
     alpha = pk.alpha_s
     flow_alone = [simulate_tenants(fabric, config, [t], alpha_s=alpha)[0].time_s for t in tenants]
     flow_together = [r.time_s for r in simulate_tenants(fabric, config, tenants, alpha_s=alpha)]
     out.mkdir(parents=True, exist_ok=True)
     steps = len(tenants) + 1
-    with EmulatedFabric(fabric, out / "emulation", link_mbps=100.0 if pk.link_mbps == "auto" else pk.link_mbps) as emu:
+    auto = em.link_mbps == "auto"
+    with EmulatedFabric(fabric, out / "emulation", link_mbps=100.0 if auto else em.link_mbps, mtu=em.mtu,
+                        controller=em.controller) as emu:
         if progress:
             progress("calibrating the link rate", 0, steps + 1)
-        cal = calibrate(emu, None if pk.link_mbps == "auto" else float(pk.link_mbps), pk.byte_scale,
-                        out / "emulation" / "calibration")
-        if not cal.requested_ok:
-            raise EmulationError(cal.refusal())
-        scale = Scale(cal.link_mbps, pk.byte_scale, fabric.port_gbps)
+        cal = calibrate(emu, None if auto else float(em.link_mbps), em.byte_scale,
+                        out / "emulation" / "calibration", em.headroom_target)
+        if not cal.requested_ok and (em.headroom == "refuse" and not force):
+            raise Refused(cal.refusal())
+        rate = cal.link_mbps if cal.requested_ok else float(em.link_mbps)
+        emu.set_link_mbps(rate)
+        scale = Scale(rate, em.byte_scale, fabric.port_gbps)
         alone = []
         for k, t in enumerate(tenants):
             if progress:
@@ -132,6 +174,6 @@ def run_packet(sc: TenancyScenario, out: Path, progress: Progress | None = None)
             "retransmissions": together[k].retransmissions, "foreign_packets": transit[t.name]})
     if progress:
         progress("done", steps + 1, steps + 1)
-    return {"name": sc.name, "scale": scale.to_json(), "headroom": cal.chosen, "tenants": rows,
-            "circuits": {o: sorted(str(c) for c in cs) for o, cs in config.items()},
-            "circuits_left": sum(len(cs) for cs in left.values())}
+    return TenantsResult(scale=scale.to_json(), headroom=cal.chosen, tenants=rows,
+                         circuits={o: sorted(str(c) for c in cs) for o, cs in config.items()},
+                         circuits_left=sum(len(cs) for cs in left.values()))

@@ -1,16 +1,17 @@
-"""A tenancy result on disk and on screen: ``result.json``, ``runs.csv``, ``utilisation.png``
+"""A tenancy result on disk and on screen: ``runs.csv``, ``utilisation.png``
 (accelerators held over time per allocator), ``policies.png`` (utilisation, throughput and job
 completion time per scheduler) and the tables."""
 
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from emulation.envelope import ResultEnvelope
+from emulation.tenancy.packet import TenantsResult
 from emulation.tenancy.run import TenancyResult
 
 COLUMNS = ("allocation_bandwidth", "fragmentation", "utilisation", "throughput_jobs_per_h", "bindings_per_h",
@@ -18,20 +19,28 @@ COLUMNS = ("allocation_bandwidth", "fragmentation", "utilisation", "throughput_j
            "jobs_rejected", "requests")
 
 
-def write(result: TenancyResult, out: Path, scenario_yaml: str) -> None:
-    """``scenario.yaml``, ``result.json``, ``runs.csv`` and the plots."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scenario.yaml").write_text(scenario_yaml)
-    (out / "result.json").write_text(json.dumps(result.model_dump(mode="json"), indent=1))
+def write(env: ResultEnvelope, out: Path) -> list[str]:
+    """A trace's ``runs.csv``, ``utilisation.png`` and ``policies.png``, or a packet run's
+    ``tenants.csv``; their names."""
+    result = env.result
+    if isinstance(result, TenantsResult):
+        write_packet(result, out)
+        return ["tenants.csv"]
     with open(out / "runs.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["allocator", "scheduler", *COLUMNS])
         for r in result.runs:
             w.writerow([r.allocator, r.scheduler, *(r.metrics[c] for c in COLUMNS)])
-    plots(result, out)
+    plots(result, out, env.scenario)
+    return ["runs.csv", "utilisation.png", "policies.png"]
 
 
-def plots(result: TenancyResult, out: Path) -> None:
+def show(env: ResultEnvelope) -> None:
+    """Print a trace's tables (:func:`print_summary`) or a packet run's (:func:`print_packet`)."""
+    (print_packet if isinstance(env.result, TenantsResult) else print_summary)(env.result, env.scenario)
+
+
+def plots(result: TenancyResult, out: Path, name: str) -> None:
     """``utilisation.png`` and ``policies.png`` in ``out``."""
     import matplotlib
 
@@ -47,7 +56,7 @@ def plots(result: TenancyResult, out: Path) -> None:
     ax.set_ylabel("accelerators held (share)")
     ax.set_ylim(0, 1.05)
     ax.legend(loc="lower right")
-    ax.set_title(f"{result.name}: utilisation over time")
+    ax.set_title(f"{name}: utilisation over time")
     fig.tight_layout()
     fig.savefig(out / "utilisation.png", dpi=120)
     plt.close(fig)
@@ -67,19 +76,19 @@ def plots(result: TenancyResult, out: Path) -> None:
     for ax in axes:
         ax.set_xticks([i + width * (len(allocs) - 1) / 2 for i in range(len(scheds))], scheds, rotation=30)
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"{result.name}: schedulers (Propius' policies) and static partitioning")
+    fig.suptitle(f"{name}: schedulers (Propius' policies) and static partitioning")
     fig.tight_layout()
     fig.savefig(out / "policies.png", dpi=120)
     plt.close(fig)
 
 
-def print_summary(result: TenancyResult, console: Console | None = None) -> None:
+def print_summary(result: TenancyResult, name: str, console: Console | None = None) -> None:
     """The allocators side by side (first scheduler), their allocation bandwidth per tenant, then
     every scheduler per allocator."""
     console = console or Console()
     tr = result.trace
     sched = result.runs[0].scheduler
-    t = Table(title=f"{result.name}: allocators ({tr['jobs']} jobs, seed {tr['seed']}, scheduler {sched})")
+    t = Table(title=f"{name}: allocators ({tr['jobs']} jobs, seed {tr['seed']}, scheduler {sched})")
     for c in ("allocator", "alloc. bandwidth", "fragmentation", "utilisation", "delay mean (s)", "JCT mean (s)",
               "JCT p95 (s)", "contiguous"):
         t.add_column(c, justify="right")
@@ -91,7 +100,7 @@ def print_summary(result: TenancyResult, console: Console | None = None) -> None
                       f"{m['jct_p95_s']:.0f}", f"{m['contiguous_share']:.0%}")
     console.print(t)
     tenants = sorted({k for r in result.runs for k in r.metrics["per_tenant"]}, key=int)
-    t = Table(title=f"{result.name}: allocation bandwidth per tenant (scheduler {sched})")
+    t = Table(title=f"{name}: allocation bandwidth per tenant (scheduler {sched})")
     t.add_column("allocator", justify="right")
     for k in tenants:
         t.add_column(f"tenant {k}", justify="right")
@@ -100,7 +109,7 @@ def print_summary(result: TenancyResult, console: Console | None = None) -> None
             t.add_row(r.allocator, *(f"{r.metrics['per_tenant'][k]:.1%}" if k in r.metrics["per_tenant"] else "-"
                                      for k in tenants))
     console.print(t)
-    t = Table(title=f"{result.name}: schedulers")
+    t = Table(title=f"{name}: schedulers")
     for c in ("allocator", "scheduler", "utilisation", "jobs/h", "JCT mean (s)", "JCT p95 (s)", "rejected"):
         t.add_column(c, justify="right")
     for r in result.runs:
@@ -110,26 +119,23 @@ def print_summary(result: TenancyResult, console: Console | None = None) -> None
     console.print(t)
 
 
-def write_packet(result: dict, out: Path, scenario_yaml: str) -> None:
-    """``scenario.yaml``, ``result.json`` and ``tenants.csv`` of a packet run
-    (:func:`emulation.tenancy.packet.run_packet`)."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scenario.yaml").write_text(scenario_yaml)
-    (out / "result.json").write_text(json.dumps(result, indent=1))
+def write_packet(result: TenantsResult, out: Path) -> None:
+    """``tenants.csv`` of a packet run (:func:`emulation.tenancy.packet.run_packet`)."""
     cols = ["name", "algorithm", "bytes", "start_s", "packet_alone_s", "flow_alone_s", "alone_error",
             "packet_together_s", "flow_together_s", "together_error", "retransmissions", "foreign_packets"]
     with open(out / "tenants.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["gpus", *cols])
-        for r in result["tenants"]:
-            w.writerow([" ".join(map(str, r["gpus"])), *(r[c] for c in cols)])
+        for r in result.tenants:
+            w.writerow([" ".join(map(str, r.gpus)), *(getattr(r, c) for c in cols)])
 
 
-def print_packet(result: dict, console: Console | None = None) -> None:
+def print_packet(result: TenantsResult, name: str, console: Console | None = None) -> None:
     """Each tenant alone and together, packets against the flow backend, and the isolation count."""
     console = console or Console()
+    result = result.model_dump()
     sc = result["scale"]
-    t = Table(title=f"{result['name']}: packets at {sc['link_mbps']:g} Mbit/s (TDF {sc['tdf']:g}) vs flow, "
+    t = Table(title=f"{name}: packets at {sc['link_mbps']:g} Mbit/s (TDF {sc['tdf']:g}) vs flow, "
                     f"real-equivalent us")
     for c in ("tenant", "job", "alone", "err", "shared", "err", "flow", "foreign"):
         t.add_column(c, justify="left" if c in ("tenant", "job") else "right", no_wrap=True)

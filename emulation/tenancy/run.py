@@ -3,17 +3,13 @@ partitioning), each a replay of the same seeded trace (:mod:`emulation.tenancy.r
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from pydantic import BaseModel
 
 from emulation.tenancy.allocators import ALLOCATORS, Photonic
 from emulation.tenancy.jobs import make_trace
 from emulation.tenancy.metrics import metrics, utilisation_series
 from emulation.tenancy.replay import replay
-from emulation.tenancy.scenario import TenancyScenario
-
-Progress = Callable[[str, int, int], None]
+from emulation.output import Progress
 
 
 class TenancyRun(BaseModel):
@@ -29,9 +25,9 @@ class TenancyRun(BaseModel):
 
 
 class TenancyResult(BaseModel):
-    """A tenancy scenario's result: its name, the rack and trace as run, every replay."""
+    """A tenancy trace's replays (inside the envelope, :mod:`emulation.envelope`): the rack and
+    trace as run, every replay."""
 
-    name: str
     rack: dict
     trace: dict
     runs: list[TenancyRun]
@@ -44,8 +40,8 @@ class TenancyResult(BaseModel):
         raise KeyError(f"{allocator}/{scheduler}")
 
 
-def run_tenancy(sc: TenancyScenario, progress: Progress | None = None) -> TenancyResult:
-    """Every replay of ``sc`` (module doc)."""
+def run_tenancy(sc, progress: Progress | None = None) -> TenancyResult:
+    """Every replay of ``sc`` (a :class:`emulation.kinds.tenancy.TenancyScenario`; module doc)."""
     t = sc.tenancy
     rack = t.rack.build()
     tr = t.trace
@@ -65,4 +61,4 @@ def run_tenancy(sc: TenancyScenario, progress: Progress | None = None) -> Tenanc
         runs.append(TenancyRun(allocator=a, scheduler=s, metrics=metrics(r), t_s=ts.tolist(), utilisation=u.tolist()))
     if progress:
         progress("done", len(todo), len(todo))
-    return TenancyResult(name=sc.name, rack=t.rack.model_dump(mode="json"), trace=tr.model_dump(mode="json"), runs=runs)
+    return TenancyResult(rack=t.rack.model_dump(mode="json"), trace=tr.model_dump(mode="json"), runs=runs)

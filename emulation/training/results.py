@@ -1,4 +1,4 @@
-"""The result of a training scenario (``ocslab train``, ``result.json``): one record per recovery
+"""The result of a training scenario (``ocslab run``/``train``, ``result.json``'s ``result``): one record per recovery
 of the failed GPU, typed (:func:`emulation.training.run.summarise` fills them).
 
 Times in the timeline are emulated seconds after the failure; ``failure_to_rewritten_s`` also
@@ -119,18 +119,13 @@ class RecoveryComparison(_Record):
 
 
 class TrainingResult(_Record):
-    """A whole ``result.json`` of ``ocslab train``."""
+    """A training scenario's result (inside the envelope, :mod:`emulation.envelope`): the TDF,
+    the model's parameters and gradient bytes per AllReduce, the machine's capabilities, one
+    record per recovery and their comparison."""
 
-    scenario: str
-    created: str
-    resolved: dict[str, Any]
     tdf: float
     parameters: int
     gradient_bytes: int
     capabilities: dict[str, Any]
     runs: list[RecoveryRun]
     comparison: RecoveryComparison
-
-    def to_json(self) -> dict:
-        """The plain dict written as ``result.json``."""
-        return self.model_dump()

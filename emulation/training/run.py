@@ -28,20 +28,16 @@ Spec: ``docs/mechanisms.md`` (LUMION, arXiv 2505.23105).
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import statistics
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from emulation.fabric import Configuration, Fabric
+from emulation.output import Progress
 from emulation.training.predict import fit_alpha, predict_allreduce
 from emulation.training.results import RecoveryComparison, RecoveryRun, TrainingResult
-from emulation.training.scenario import TrainingScenario
-
-Progress = Callable[[str, int, int], None]
 
 
 def _steady(steps: list[dict], warmup: int, batch: int) -> dict:
@@ -61,7 +57,7 @@ def _slope(rows: list[dict]) -> float | None:
     return float(np.polyfit([r["step"] for r in rows], [r["loss"] for r in rows], 1)[0])
 
 
-def summarise(raw: dict, sc: TrainingScenario, fabric: Fabric) -> RecoveryRun:
+def summarise(raw: dict, sc, fabric: Fabric) -> RecoveryRun:
     """The figures of one recovery run (module doc) from :func:`run_recovery`'s record.
 
     :raises ValueError: the record lacks a phase (e.g. no step after the restart).
@@ -136,9 +132,10 @@ def _emulated(fabric: Fabric, link_mbps: float) -> Fabric:
     return dataclasses.replace(fabric, port_gbps=link_mbps / 1000, eps=eps)
 
 
-def run_training(sc: TrainingScenario, out: Path, progress: Progress | None = None) -> TrainingResult:
-    """Run every recovery of ``sc`` with real packets (a fresh emulation each); write
-    ``out/result.json`` and return it (:class:`~emulation.training.results.TrainingResult`).
+def run_training(sc, out: Path, progress: Progress | None = None) -> TrainingResult:
+    """Run every recovery of ``sc`` (a :class:`emulation.kinds.training.TrainingScenario`) with
+    real packets, a fresh emulation each, each recovery's raw record in ``out/MODE/raw.json``;
+    the result (:class:`~emulation.training.results.TrainingResult`).
 
     :raises emulation.emulator.net.EmulationError: the emulation or the job failed.
     """
@@ -158,12 +155,8 @@ def run_training(sc: TrainingScenario, out: Path, progress: Progress | None = No
         runs.append(summarise(raw, sc, fabric))
     if progress:
         progress("done", len(sc.recovery), len(sc.recovery))
-    result = TrainingResult(scenario=sc.name, created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                            resolved=sc.to_json(), tdf=sc.tdf, parameters=sc.job.parameters,
-                            gradient_bytes=sc.job.gradient_bytes, capabilities=caps.to_json(), runs=runs,
-                            comparison=compare_recoveries(runs))
-    (out / "result.json").write_text(json.dumps(result.to_json(), indent=1))
-    return result
+    return TrainingResult(tdf=sc.tdf, parameters=sc.job.parameters, gradient_bytes=sc.job.gradient_bytes,
+                          capabilities=caps.to_json(), runs=runs, comparison=compare_recoveries(runs))
 
 
 def compare_recoveries(runs: list[RecoveryRun]) -> RecoveryComparison:

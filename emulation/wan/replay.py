@@ -14,10 +14,10 @@ not keep the timeline). Loss and reordering per demand come from the datagrams' 
 reported (the last ones of a killed controller), evaluated on the true matrix exactly as the flow
 backend does (:func:`emulation.wan.divergence.evaluate`).
 
-Faults: ``packet.kill`` SIGKILLs a slice's controller at the start of an interval (its routers
+Faults: ``wan.replay.kill`` SIGKILLs a slice's controller at the start of an interval (its routers
 keep their last groups: secure fail mode) and the measured blast radius is the share of the
 offered demand whose installed splits (read back with ``ovs-ofctl dump-groups``) are not what its
-controller would now install; ``packet.fail`` takes a cable down halfway through an interval and
+controller would now install; ``wan.replay.fail`` takes a cable down halfway through an interval and
 the live controllers whose tunnels used it recompute without it at once (the others avoid it
 from the next interval on).
 """
@@ -38,7 +38,6 @@ from emulation.wan import emulated as em
 from emulation.wan.divergence import evaluate, owned, views
 from emulation.wan.results import Measured, WanResult
 from emulation.wan.run import Progress, WanSetup, interval, prepare, result
-from emulation.wan.scenario import WanScenario
 from emulation.wan.te import solve
 from emulation.wan.traffic import BIN_S
 
@@ -50,23 +49,23 @@ DRAIN_S = 1.0
 TAIL_S = 0.1
 
 
-def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> WanResult:
+def replay(sc, run_dir: Path, progress: Progress | None = None) -> WanResult:
     """Replay ``sc`` on the packet backend (module doc); logs and per-site counts in ``run_dir``.
 
     :raises EmulationError: the emulation could not be brought up, a controller failed, or the
         machine could not emulate the load faithfully (:func:`_check_pacing`, :func:`check_faithful`).
     """
-    w, p = sc.wan, sc.packet
+    w, p = sc.wan, sc.wan.replay
     setup = prepare(sc)
     topo, tunnels, cap, slicing, dev = setup.topo, setup.tunnels, setup.capacity, setup.slicing, setup.deviation
     matrices, indices, count = setup.matrices, setup.indices, len(setup.indices)
-    te = {"objective": w.te.objective, "regulariser": w.te.lam, "headroom": w.te.headroom}
+    te = {"objective": w.te.objective, "regulariser": w.te.lam, "capacity_headroom": w.te.capacity_headroom}
     failed_link = None
     if p.fail is not None:
         u, v = p.fail.link
         failed_link = [topo.links.index((u, v))] + ([topo.links.index((v, u))] if (v, u) in topo.links else [])
     run_dir = Path(run_dir)
-    with em.WanNet(topo, tunnels, slicing, te, run_dir, link_mbps=p.link_mbps, controller=p.controller) as net:
+    with em.WanNet(topo, tunnels, slicing, te, run_dir, link_mbps=sc.emulation.link_mbps, controller=sc.emulation.controller) as net:
         net.add_flow_addresses(p.flows)
         splits = np.zeros(len(tunnels.paths))
         answers = _install(net, views(tunnels, matrices[0], slicing, dev, indices[0]), [])
@@ -128,7 +127,7 @@ def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> 
             net_check(net)
         _wait_generators(gens, t0 + count * p.interval_s + DRAIN_S + 30)
         counts = [json.loads((run_dir / f"counts-{i}.json").read_text()) for i in range(topo.routers)]
-    _check_pacing(matrices, counts, net.mbps_per_unit, p)
+    _check_pacing(matrices, counts, net.mbps_per_unit, p, sc.emulation.link_mbps)
     intervals = [(*i[:3], _stale_share(tunnels, slicing, matrices[j], cap, te, *i[3]) if isinstance(i[3], tuple) else i[3],
                   *i[4:]) for j, i in enumerate(intervals)]
     res = _result(sc, setup, net.mbps_per_unit, t0, counters, intervals, counts)
@@ -179,7 +178,7 @@ def _check_window(j: int, start: float, end: float, installed: float, a0: em.Por
         raise EmulationError(f"matrix {j}: the port counters were read at {a0.began - start:.2f}-{a0.ended - start:.2f} s "
                              f"and {a1.began - start:.2f}-{a1.ended - start:.2f} s into a {end - start:g} s interval "
                              f"whose groups were installed at {installed - start:.2f} s: this machine is too busy to "
-                             "keep the replay's timeline; raise packet.interval_s or packet.warmup_s")
+                             "keep the replay's timeline; raise wan.replay.interval_s or wan.replay.warmup_s")
 
 
 def _stale_share(tunnels, slicing, matrix, cap, te, view, failed, installed) -> float:
@@ -253,12 +252,12 @@ def check_faithful(result: WanResult) -> None:
     if sent and lost > CALM_LOSS * sent:
         raise EmulationError(f"{lost} of {sent} datagrams ({lost / sent:.2%}) were lost on paths loaded below "
                              f"{CALM_UTILISATION:.0%}: this machine drops packets the network would carry; lower "
-                             "packet.link_mbps or raise packet.payload_bytes")
+                             "emulation.link_mbps or raise wan.replay.payload_bytes")
 
 
-def _check_pacing(matrices, counts, mbps_per_unit: float, p) -> None:
+def _check_pacing(matrices, counts, mbps_per_unit: float, p, link_mbps: float) -> None:
     """Refuse a run whose generators could not send what the matrices ask for (a machine too
-    slow or too busy for ``packet.link_mbps``): what was measured would not be that load.
+    slow or too busy for ``emulation.link_mbps``): what was measured would not be that load.
 
     :raises EmulationError: fewer than :data:`PACED_SHARE` of the planned datagrams were sent.
     """
@@ -267,8 +266,8 @@ def _check_pacing(matrices, counts, mbps_per_unit: float, p) -> None:
     sent = sum(c for site in counts for row in site["sent"].values() for c in row.values())
     if sent < PACED_SHARE * planned:
         raise EmulationError(f"the traffic generators sent {sent} of {planned:.0f} planned datagrams "
-                             f"({sent / planned:.1%}): this machine cannot pace this load; lower packet.link_mbps "
-                             f"(now {p.link_mbps:g}) or raise packet.payload_bytes")
+                             f"({sent / planned:.1%}): this machine cannot pace this load; lower emulation.link_mbps "
+                             f"(now {link_mbps:g}) or raise wan.replay.payload_bytes")
 
 
 def _sleep_until(t: float) -> None:
@@ -284,7 +283,7 @@ def _bins(row: dict, lo: float, hi: float, t0: float) -> int:
 
 
 def _result(sc, setup: WanSetup, mbps_per_unit, t0, counters, intervals, counts) -> WanResult:
-    p = sc.packet
+    p = sc.wan.replay
     tunnels, cap = setup.tunnels, setup.capacity
     out = []
     for j, ((a0, a1), (splits, reinstall, end_old, stale, events, window)) in enumerate(zip(counters, intervals)):
@@ -318,5 +317,6 @@ def _result(sc, setup: WanSetup, mbps_per_unit, t0, counters, intervals, counts)
                      reordered=reord, reinstall_s=reinstall, lost_during_reinstall=lost_re,
                      stale_demand_share=stale, events=events, calm=calm)
         out.append(interval(setup, j, o, m))
-    return result(sc, setup, "mininet", out,
-                  {**p.model_dump(), "mbps_per_unit": mbps_per_unit, "frame_bytes": counts[0]["frame_bytes"]})
+    return result(sc, setup, out,
+                  {**p.model_dump(), "link_mbps": sc.emulation.link_mbps, "controller": sc.emulation.controller,
+                   "mbps_per_unit": mbps_per_unit, "frame_bytes": counts[0]["frame_bytes"]})

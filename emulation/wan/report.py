@@ -4,32 +4,32 @@ the packet backend ``links_measured.png``) and a table."""
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from emulation.wan.results import WanResult
+from emulation.envelope import ResultEnvelope
 
 
-def write(result: WanResult, out: Path, scenario_yaml: str) -> None:
-    """``scenario.yaml``, ``result.json``, ``intervals.csv`` and ``links.png`` (every link's
-    utilisation per interval) into ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scenario.yaml").write_text(scenario_yaml)
-    (out / "result.json").write_text(json.dumps(result.to_json(), indent=1))
+def write(env: ResultEnvelope, out: Path) -> list[str]:
+    """``intervals.csv`` and ``links.png`` (every link's utilisation per interval; for the packet
+    backend also ``links_measured.png``) into ``out``; their names."""
+    result = env.result
     with open(out / "intervals.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["matrix", "offered", "carried", "delivered", "loss", "mlu", "congestion", "max_overload"])
         for i in result.intervals:
             w.writerow([i.index, i.offered, i.carried, i.delivered, i.loss, i.mlu, i.congestion, i.max_overload])
-    _plot(result, out / "links.png")
-    if result.backend == "mininet":
-        _plot_measured(result, out / "links_measured.png")
+    _plot(env, out / "links.png")
+    if env.backend == "mininet":
+        _plot_measured(env, out / "links_measured.png")
+        return ["intervals.csv", "links.png", "links_measured.png"]
+    return ["intervals.csv", "links.png"]
 
 
-def _plot(result: WanResult, path: Path) -> None:
+def _plot(env: ResultEnvelope, path: Path) -> None:
+    result = env.result
     import matplotlib
 
     matplotlib.use("Agg")
@@ -43,7 +43,7 @@ def _plot(result: WanResult, path: Path) -> None:
     ax.set_xlabel("traffic matrix")
     ax.set_xticks(range(len(result.intervals)), [str(i.index) for i in result.intervals], fontsize=6)
     ax.set_ylabel("link")
-    ax.set_title(f"{result.scenario}: link utilisation ({result.te['objective']}, "
+    ax.set_title(f"{env.scenario}: link utilisation ({result.te['objective']}, "
                  f"lambda {result.te['regulariser']:g}, {result.slicing['count']} {result.slicing['method']} slices)")
     fig.colorbar(im, ax=ax, label="load / capacity")
     fig.tight_layout()
@@ -51,8 +51,9 @@ def _plot(result: WanResult, path: Path) -> None:
     plt.close(fig)
 
 
-def _plot_measured(result: WanResult, path: Path) -> None:
+def _plot_measured(env: ResultEnvelope, path: Path) -> None:
     """Every link of every interval: measured utilisation (port counters) against computed."""
+    result = env.result
     import matplotlib
 
     matplotlib.use("Agg")
@@ -69,8 +70,8 @@ def _plot_measured(result: WanResult, path: Path) -> None:
     ax.scatter(c, m, s=8, alpha=0.6)
     ax.set_xlabel("computed utilisation (TE splits x demand)")
     ax.set_ylabel("measured utilisation (switch port counters)")
-    ag = result.agreement() or {}
-    ax.set_title(f"{result.scenario}: {len(result.intervals)} intervals x {len(cap)} links\n"
+    ag = result.agreement or {}
+    ax.set_title(f"{env.scenario}: {len(result.intervals)} intervals x {len(cap)} links\n"
                  f"relative error median {ag.get('rel_error_median', 0):.1%}, p95 {ag.get('rel_error_p95', 0):.1%}",
                  fontsize=9)
     ax.legend(fontsize="small")
@@ -79,11 +80,12 @@ def _plot_measured(result: WanResult, path: Path) -> None:
     plt.close(fig)
 
 
-def print_summary(result: WanResult, console: Console | None = None) -> None:
+def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
     """One row per interval and the summary line."""
+    result = env.result
     console = console or Console(width=max(Console().width, 110))
-    t = Table(title=f"{result.scenario} ({result.backend}): {result.topology['name']}, {result.te['objective']}, "
-                    f"lambda {result.te['regulariser']:g}, headroom {result.te['headroom']:g}, "
+    t = Table(title=f"{env.scenario} ({env.backend}): {result.topology['name']}, {result.te['objective']}, "
+                    f"lambda {result.te['regulariser']:g}, capacity headroom {result.te['capacity_headroom']:g}, "
                     f"{result.slicing['count']} {result.slicing['method']} slices, deviation "
                     f"{result.divergence['distribution']} sd {result.divergence['sd']:g}")
     for c in ("matrix", "offered", "carried", "delivered", "loss", "MLU", "congestion", "max overload"):
@@ -92,11 +94,11 @@ def print_summary(result: WanResult, console: Console | None = None) -> None:
         t.add_row(str(i.index), f"{i.offered:.0f}", f"{i.carried:.0f}", f"{i.delivered:.0f}", f"{i.loss:.1f}",
                   f"{i.mlu:.3f}", f"{i.congestion:.1f}", f"{i.max_overload:.1%}")
     console.print(t)
-    s = result.summary()
+    s = result.summary
     console.print(f"mean congestion {s['mean_congestion']:.1f}, largest overload {s['max_overload']:.1%}, "
                   f"delivered/offered {s['delivered_over_offered']:.3f}, loss/carried {s['loss_over_carried']:.4f}; "
                   f"blast radius {result.slicing['blast_radius']:.1%} of the demand")
-    ag = result.agreement()
+    ag = result.agreement
     if ag is None:
         return
     console.print(f"packets: link load measured vs computed on {ag['links']} busy link-intervals: relative error "

@@ -3,10 +3,10 @@ matrix and the settings that produced them (:mod:`emulation.wan.run`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field, model_validator
 
 
 #: Links loaded below this fraction of capacity are left out of the relative error.
@@ -61,14 +61,12 @@ class Interval(BaseModel):
 
 
 class WanResult(BaseModel):
-    """A WAN scenario's ``result.json``."""
+    """A WAN scenario's result (inside the envelope, :mod:`emulation.envelope`): the topology, TE,
+    tunnels, slicing, divergence and traffic as run, one :class:`Interval` per matrix, the packet
+    backend's settings (``packet``), and the derived :attr:`summary` and :attr:`agreement`."""
 
     model_config = ConfigDict(extra="forbid")
 
-    scenario: str
-    backend: str
-    created: str
-    versions: dict[str, str]
     topology: dict[str, Any]
     te: dict[str, Any]
     tunnels: dict[str, int]
@@ -78,6 +76,14 @@ class WanResult(BaseModel):
     intervals: list[Interval]
     packet: dict[str, Any] | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _derived(cls, d: Any) -> Any:
+        """Read back from JSON: the derived summary and agreement are recomputed, not read."""
+        return {k: v for k, v in d.items() if k not in ("summary", "agreement")} if isinstance(d, dict) else d
+
+    @computed_field
+    @property
     def summary(self) -> dict[str, float]:
         """Over the intervals: mean congestion, largest overload (fraction), mean delivered /
         offered, mean loss / carried."""
@@ -87,7 +93,13 @@ class WanResult(BaseModel):
                 "delivered_over_offered": float(np.mean([i.delivered / i.offered for i in iv if i.offered > 0])),
                 "loss_over_carried": float(np.mean([i.loss / i.carried for i in iv if i.carried > 0]))}
 
-    def agreement(self, skip: set[int] = frozenset()) -> dict[str, float] | None:
+    @computed_field
+    @property
+    def agreement(self) -> Optional[dict[str, float]]:
+        """:meth:`agreement_skipping` no interval."""
+        return self.agreement_skipping(frozenset())
+
+    def agreement_skipping(self, skip: set[int] = frozenset()) -> dict[str, float] | None:
         """Packet backend only (else None): measured vs computed link load over the intervals not
         in ``skip`` (indices into ``intervals``): the median and 95th percentile of the relative
         error on links loaded to at least :data:`AGREEMENT_FLOOR` of capacity, and of the error in
@@ -113,8 +125,3 @@ class WanResult(BaseModel):
         return {"links": len(rel), "rel_error_median": float(np.median(rel)), "rel_error_p95": float(np.percentile(rel, 95)),
                 "util_error_median": float(np.median(pts)), "util_error_p95": float(np.percentile(pts, 95)),
                 "loss": lost / sent if sent else 0.0, "reinstall_max_s": max(re, default=0.0)}
-
-    def to_json(self) -> dict:
-        """The plain dict written as ``result.json`` (with the summary and, for the packet
-        backend, the agreement of measured and computed link loads)."""
-        return {**self.model_dump(), "summary": self.summary(), "agreement": self.agreement()}

@@ -10,22 +10,17 @@ the MLU, ``congestion`` (sum of overload) and the worst link's overload; every l
 
 from __future__ import annotations
 
-import datetime as dt
-import platform
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from emulation import __version__
+from emulation.output import Progress
 from emulation.wan.divergence import Deviation, Outcome, diverged
 from emulation.wan.results import Interval, Measured, WanResult
-from emulation.wan.scenario import WanScenario
 from emulation.wan.slicing import Slicing, make_slicing
 from emulation.wan.tunnels import Tunnels, k_shortest
 from topologies.wan import WanTopology
 
-Progress = Callable[[str, int, int], None]
 
 
 def delivered(tunnels: Tunnels, splits: np.ndarray, volumes: np.ndarray, load: np.ndarray,
@@ -53,8 +48,8 @@ class WanSetup:
     deviation: Deviation
 
 
-def prepare(sc: WanScenario) -> WanSetup:
-    """The :class:`WanSetup` of ``sc``. :raises topologies.wan.WanError: unreadable data."""
+def prepare(sc) -> WanSetup:
+    """The :class:`WanSetup` of ``sc`` (a :class:`emulation.kinds.wan.WanScenario`). :raises topologies.wan.WanError: unreadable data."""
     w = sc.wan
     topo, tms = w.load()
     first = w.traffic.first
@@ -76,23 +71,20 @@ def interval(setup: WanSetup, j: int, out: Outcome, measured: Measured | None = 
                     max_overload=out.max_overload, link_load=[float(x) for x in out.load], measured=measured)
 
 
-def result(sc: WanScenario, setup: WanSetup, backend: str, intervals: list[Interval],
-           packet: dict | None = None) -> WanResult:
-    """The :class:`WanResult` of ``intervals`` run on ``backend``."""
+def result(sc, setup: WanSetup, intervals: list[Interval], packet: dict | None = None) -> WanResult:
+    """The :class:`WanResult` of ``intervals`` (``packet``: the packet backend's settings)."""
     w, topo, slicing, mean = sc.wan, setup.topo, setup.slicing, setup.mean
     return WanResult(
-        scenario=sc.name, backend=backend, created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        versions={"ocslab": __version__, "python": platform.python_version()},
         topology={"name": topo.name, "routers": list(topo.names), "links": [list(l) for l in topo.links],
                   "capacity": list(topo.capacity)},
-        te={"objective": w.te.objective, "regulariser": w.te.lam, "headroom": w.te.headroom},
+        te={"objective": w.te.objective, "regulariser": w.te.lam, "capacity_headroom": w.te.capacity_headroom},
         tunnels={"k": w.tunnels.k, "count": len(setup.tunnels.paths)},
         slicing={"method": slicing.method, "count": slicing.count, "slice_of": list(slicing.slice_of),
                  "blast_radius": slicing.blast_radius(mean), "shares": slicing.shares(mean)},
         divergence=w.divergence.model_dump(), traffic=w.traffic.model_dump(), intervals=intervals, packet=packet)
 
 
-def run_wan(sc: WanScenario, progress: Progress | None = None) -> WanResult:
+def run_wan(sc, progress: Progress | None = None) -> WanResult:
     """Run every interval of ``sc`` (module doc); deterministic in the scenario's seeds.
 
     :raises emulation.wan.te.TeError: a solver failed.
@@ -105,8 +97,8 @@ def run_wan(sc: WanScenario, progress: Progress | None = None) -> WanResult:
         if progress:
             progress(f"matrix {i}", j, count)
         out = diverged(setup.tunnels, tm, setup.capacity, setup.slicing, w.te.objective, setup.deviation, i,
-                       w.te.lam, w.te.headroom)
+                       w.te.lam, w.te.capacity_headroom)
         intervals.append(interval(setup, j, out))
     if progress:
         progress("done", count, count)
-    return result(sc, setup, "flow", intervals)
+    return result(sc, setup, intervals)

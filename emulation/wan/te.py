@@ -79,7 +79,7 @@ def solve(tunnels: Tunnels, matrix: np.ndarray, capacity: np.ndarray, objective:
     if not (regulariser >= 0 and np.isfinite(regulariser)):
         raise TeError(f"te.regulariser: must be a finite number >= 0, got {regulariser}")
     if not 0 <= headroom < 1:
-        raise TeError(f"te.headroom: must be in [0, 1), got {headroom}")
+        raise TeError(f"te.capacity_headroom: must be in [0, 1), got {headroom}")
     vol = tunnels.volumes(matrix)
     if (vol < 0).any() or not np.isfinite(vol).all():
         raise TeError("traffic matrix: demands must be finite and >= 0")

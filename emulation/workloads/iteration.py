@@ -54,10 +54,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
 Dimension = Literal["dp", "pp", "ep", "edp", "mp"]
 
 
-@dataclass(frozen=True)
+@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class TransformerSpec:
     """A decoder-only transformer's published shape.
 
@@ -151,7 +154,7 @@ MODELS: dict[str, TransformerSpec] = {
 }
 
 
-@dataclass(frozen=True)
+@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class ParallelSpec:
     """Parallelism degrees and the batch: ``tp x pp x dp`` GPUs; ``ep`` divides ``dp`` (experts
     are sharded over ``ep`` of the DP replicas); ``micro_batches`` per iteration of
@@ -185,7 +188,7 @@ class ParallelSpec:
         return self.tp * self.pp * self.dp
 
 
-@dataclass(frozen=True)
+@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class ComputeSpec:
     """The GPUs' achieved compute: ``gpu_tflops`` peak (dense BF16, e.g. 312 for an A100) times
     ``mfu``; ``bytes_per_element`` of activations, ``grad_bytes`` per gradient element."""

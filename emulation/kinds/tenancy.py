@@ -1,5 +1,6 @@
-"""Tenancy scenario files (``ocslab run``): many tenants' jobs arriving on one photonic or
-electrical rack, allocated by an allocator and ordered by a job manager's policy.
+"""The ``tenancy`` kind: many tenants' jobs arriving on one photonic or electrical rack, allocated
+by an allocator and ordered by a job manager's policy (Morphlux arXiv 2508.03674, Lumorph arXiv
+2501.18169, Propius arXiv 2510.19617; ``experiments/tenancy_*.yaml``).
 
 Example (``experiments/tenancy_rack64.yaml``)::
 
@@ -13,22 +14,30 @@ Example (``experiments/tenancy_rack64.yaml``)::
       static_partitions: 2
       photonic: {k_routes: 5, reconfiguration_delay_s: 3.7e-6}
 
-Every allocator runs with every scheduler; ``static_partitions`` adds Propius' static
-partitioning baseline (per allocator). Bad fields are reported as one line
-``FILE: field: problem``.
+A ``trace`` replays on the flow backend: every allocator with every scheduler;
+``static_partitions`` adds Propius' static partitioning baseline (per allocator); result
+:class:`emulation.tenancy.run.TenancyResult`. ``tenants`` (with ``tenancy.fabric`` and
+``emulation``) run at once on the packet backend beside the flow backend; result
+:class:`emulation.tenancy.packet.TenantsResult`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from emulation.scenario.load import load_checked
-from emulation.scenario.schema import NamedScenario, ScenarioError, StrictModel
-from emulation.tenancy.rack import TorusRack
-from emulation.tenancy.replay import POLICIES
+from emulation.envelope import envelope
+from emulation.kinds import Kind, RunRequest, check
+from emulation.output import Refused
+from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel
+from emulation.tenancy import report
+from emulation.tenancy.packet import TenantsResult
+from emulation.tenancy.rack import LEGAL_SHAPES, RackError, TorusRack
+from emulation.tenancy.replay import POLICIES, static_partitions
+from emulation.tenancy.run import TenancyResult
+from emulation.units import parse_bytes
 
 
 class RackSection(StrictModel):
@@ -96,20 +105,16 @@ class TenantSection(StrictModel):
     @field_validator("size", mode="before")
     @classmethod
     def _size(cls, v):
-        from emulation.units import parse_bytes
-
         return parse_bytes(v) if isinstance(v, str) else v
 
 
-class PacketSection(StrictModel):
-    """``packet:`` the emulated fabric of a packet run: every GPU's ``ports_per_gpu`` ports on one
-    OCS at ``port_gbps`` (real), the emulated link rate (``auto``: calibrated by the headroom
-    probe, or Mbit/s), the byte scale, the per-message latency ``alpha_s`` (real s)."""
+class TenantFabricSpec(StrictModel):
+    """``fabric:`` the emulated fabric of a packet run: every GPU's ``ports_per_gpu`` ports on one
+    OCS at ``port_gbps`` (real Gbit/s), its reconfiguration delay R (real s), the per-message
+    latency ``alpha_s`` (real s). (The emulated link rate and byte scale are ``emulation:``.)"""
 
     port_gbps: float = Field(default=400.0, gt=0)
     ports_per_gpu: int = Field(default=2, ge=1, le=8)
-    link_mbps: float | Literal["auto"] = "auto"
-    byte_scale: float = Field(default=0.001, gt=0, le=1)
     alpha_s: float = Field(default=5e-6, ge=0)
     reconfiguration_delay_s: float = Field(default=3.7e-6, ge=0)
 
@@ -121,7 +126,7 @@ class TenancySection(StrictModel):
     rack: RackSection = RackSection()
     trace: TraceSection | None = None
     tenants: list[TenantSection] = Field(default_factory=list)
-    packet: PacketSection = PacketSection()
+    fabric: TenantFabricSpec = TenantFabricSpec()
     allocators: list[Literal["torus-contiguous", "photonic"]] = Field(
         default_factory=lambda: ["torus-contiguous", "photonic"], min_length=1)
     schedulers: list[str] = Field(default_factory=lambda: ["fifo"], min_length=1)
@@ -140,10 +145,19 @@ class TenancySection(StrictModel):
 class TenancyScenario(NamedScenario):
     """A whole tenancy scenario file (module doc): a ``trace`` replays on the flow backend,
     ``tenants`` run at once on the packet backend (``backend: mininet``) beside the flow
-    backend's run of the same tenants."""
+    backend's run of the same tenants, at ``emulation``'s settings (byte scale 0.001 unless
+    given)."""
 
     tenancy: TenancySection
+    emulation: EmulationSpec = EmulationSpec(byte_scale=0.001)
     backend: Literal["flow", "mininet"] = "flow"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _emulation(cls, data):
+        if isinstance(data, dict) and isinstance(data.get("emulation"), dict):
+            data = {**data, "emulation": {"byte_scale": 0.001, **data["emulation"]}}
+        return data
 
     @model_validator(mode="after")
     def _kind(self):
@@ -160,55 +174,73 @@ class TenancyScenario(NamedScenario):
         return self
 
 
-def load_tenancy_scenario(path: str | Path) -> TenancyScenario:
-    """Read and validate a tenancy scenario; build its rack and check its sizes and partitions.
-
-    :raises ScenarioError: one line, ``FILE: field: problem``.
-    """
-    from emulation.tenancy.rack import RackError
-    from emulation.tenancy.replay import static_partitions
-
-    def check(sc: TenancyScenario) -> None:
-        t = sc.tenancy
-        try:
-            rack = t.rack.build()
-        except RackError as e:
-            raise ScenarioError(str(e).replace("rack.", "tenancy.rack.", 1)) from None
-        if t.rack.spares >= rack.servers:
-            raise ScenarioError(f"tenancy.rack.spares: {t.rack.spares} spare servers of a {rack.servers}-server rack")
-        if t.tenants:
-            for i, x in enumerate(t.tenants):
-                try:
-                    rack.shape_for(x.gpus)
-                except RackError:
-                    raise ScenarioError(f"tenancy.tenants.{i}.gpus: no legal slice shape has {x.gpus} accelerators "
-                                        f"(legal: {', '.join(str(a * b * c) for a, b, c in _legal(rack))})") from None
-                if x.algorithm == "rhd" and x.gpus & (x.gpus - 1):
-                    raise ScenarioError(f"tenancy.tenants.{i}.algorithm: rhd needs a power-of-two GPU count")
-            need = sum(x.gpus for x in t.tenants)
-            have = (rack.servers - t.rack.spares) * rack.per_server
-            if need > have:
-                raise ScenarioError(f"tenancy.tenants: {need} GPUs asked for, the rack has {have}")
-            return
-        for n in t.trace.sizes:
+def _deep(sc: TenancyScenario) -> None:
+    t = sc.tenancy
+    try:
+        rack = t.rack.build()
+    except RackError as e:
+        raise ScenarioError(str(e).replace("rack.", "tenancy.rack.", 1)) from None
+    if t.rack.spares >= rack.servers:
+        raise ScenarioError(f"tenancy.rack.spares: {t.rack.spares} spare servers of a {rack.servers}-server rack")
+    if t.tenants:
+        for i, x in enumerate(t.tenants):
             try:
-                rack.shape_for(n)
+                rack.shape_for(x.gpus)
             except RackError:
-                raise ScenarioError(f"tenancy.trace.sizes: no legal slice shape has {n} accelerators (legal: "
-                                    f"{', '.join(str(a * b * c) for a, b, c in _legal(rack))})") from None
-        if t.static_partitions is not None:
-            if t.rack.spares:
-                raise ScenarioError("tenancy.static_partitions: static partitioning covers the whole rack; set "
-                                    "tenancy.rack.spares to 0")
-            try:
-                static_partitions(rack, t.static_partitions)
-            except ValueError as e:
-                raise ScenarioError(f"tenancy.{e}") from None
-
-    return load_checked(path, TenancyScenario, ("runs", "collective", "run"), check)
+                raise ScenarioError(f"tenancy.tenants.{i}.gpus: no legal slice shape has {x.gpus} accelerators "
+                                    f"(legal: {', '.join(str(a * b * c) for a, b, c in _legal(rack))})") from None
+            if x.algorithm == "rhd" and x.gpus & (x.gpus - 1):
+                raise ScenarioError(f"tenancy.tenants.{i}.algorithm: rhd needs a power-of-two GPU count")
+        need = sum(x.gpus for x in t.tenants)
+        have = (rack.servers - t.rack.spares) * rack.per_server
+        if need > have:
+            raise ScenarioError(f"tenancy.tenants: {need} GPUs asked for, the rack has {have}")
+        return
+    for n in t.trace.sizes:
+        try:
+            rack.shape_for(n)
+        except RackError:
+            raise ScenarioError(f"tenancy.trace.sizes: no legal slice shape has {n} accelerators (legal: "
+                                f"{', '.join(str(a * b * c) for a, b, c in _legal(rack))})") from None
+    if t.static_partitions is not None:
+        if t.rack.spares:
+            raise ScenarioError("tenancy.static_partitions: static partitioning covers the whole rack; set "
+                                "tenancy.rack.spares to 0")
+        try:
+            static_partitions(rack, t.static_partitions)
+        except ValueError as e:
+            raise ScenarioError(f"tenancy.{e}") from None
 
 
 def _legal(rack: TorusRack):
-    from emulation.tenancy.rack import LEGAL_SHAPES
-
     return [s for s in LEGAL_SHAPES if rack.orientations(s)]
+
+
+def load(path: Path, data: dict) -> TenancyScenario:
+    """Validate a tenancy scenario; build its rack and check its sizes and partitions.
+    :raises ScenarioError: one line naming the field."""
+    return check(TenancyScenario, data, path, _deep)
+
+
+def run(req: RunRequest):
+    """A trace's replays on the flow backend (:func:`emulation.tenancy.run.run_tenancy`), or the
+    tenants on the packet backend beside the flow backend
+    (:func:`emulation.tenancy.packet.run_packet`)."""
+    sc = req.scenario
+    need = "flow" if sc.tenancy.trace is not None else "mininet"
+    if req.backend != need:
+        raise Refused(f"--backend: a tenancy {'trace replays on the flow backend' if need == 'flow' else 'scenario with tenants runs on the packet backend (mininet)'}, not {req.backend}")
+    if sc.tenancy.trace is not None:
+        from emulation.tenancy.run import run_tenancy
+
+        return envelope("tenancy", sc.name, "flow", run_tenancy(sc, req.progress))
+    from emulation.tenancy.packet import run_packet
+
+    return envelope("tenancy", sc.name, "both", run_packet(sc, req.out, req.progress, req.force))
+
+
+#: A tenancy scenario's result: a trace's replays or the tenants' packet run.
+TenancyOutcome = Union[TenancyResult, TenantsResult]
+
+KIND = Kind(name="tenancy", scenario=TenancyScenario, result=TenancyOutcome, backends=("flow", "mininet"),
+            load=load, run=run, show=report.show, write=report.write, options=frozenset({"force"}))

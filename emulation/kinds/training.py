@@ -1,7 +1,7 @@
-"""Training scenario files: a real data-parallel job on a rack with spares, a GPU failure, and
-the recoveries to compare (LUMION, ``docs/mechanisms.md``).
+"""The ``training`` kind: a real data-parallel job on a rack with spares, a GPU failure, and the
+recoveries to compare (LUMION, arXiv 2505.23105; ``experiments/lumion.yaml``).
 
-Example (``experiments/lumion.yaml``)::
+Example::
 
     name: lumion
     fabric: {topology: rack, gpus: 4, spares: 4, ports_per_gpu: 2, port_gbps: 100,
@@ -11,14 +11,14 @@ Example (``experiments/lumion.yaml``)::
     failure: {gpu: 2, at_step: 17}
     recovery: [optical, electrical, migration]
 
-The job's ring of ranks starts on the working GPUs ``0..gpus-1`` (rank r on GPU r) in a ring
-of circuits. ``failure.gpu`` fails once the job has completed step ``failure.at_step``. Each
-entry of ``recovery`` is one run of the whole scenario on a
-fresh emulation (:data:`emulation.planners.failover.RECOVERIES`). Times of the job are
-emulated seconds: a real program sends real bytes (byte scale 1), so the time dilation factor
-is ``TDF = port_gbps x 1000 / link_mbps`` and the dark window is ``reconfiguration_delay_s x TDF``.
-
-Spec: ``docs/architecture.md`` (scale model).
+The job's ring of ranks starts on the working GPUs ``0..gpus-1`` (rank r on GPU r) in a ring of
+circuits. ``failure.gpu`` fails once the job has completed step ``failure.at_step``. Each entry
+of ``recovery`` is one run of the whole scenario on a fresh emulation
+(:data:`emulation.planners.failover.RECOVERIES`). Times of the job are emulated seconds: a real
+program sends real bytes (byte scale 1), so the time dilation factor is
+``TDF = port_gbps x 1000 / link_mbps`` and the dark window is ``reconfiguration_delay_s x TDF``.
+Runs on the packet backend only (``ocslab run`` or ``ocslab train``, which also takes
+``--recovery``); result: :class:`emulation.training.results.TrainingResult`.
 """
 
 from __future__ import annotations
@@ -28,11 +28,15 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from emulation.envelope import envelope
 from emulation.fabric import Fabric, FabricError
+from emulation.kinds import Kind, RunRequest, check, write_and_show
+from emulation.output import Refused, guarded, progress_bar, results_dir
 from emulation.planners.failover import failover_table
 from emulation.scale import Scale
-from emulation.scenario.load import load_checked
 from emulation.scenario.schema import EmulationSpec, FabricSpec, NamedScenario, ScenarioError, StrictModel
+from emulation.training import report
+from emulation.training.results import TrainingResult
 
 Recovery = Literal["optical", "electrical", "migration"]
 
@@ -148,19 +152,6 @@ class TrainingScenario(NamedScenario):
         """The rack (:meth:`FabricSpec.build`). :raises ScenarioError: the builder rejects it."""
         return self.fabric.build()
 
-    def to_json(self) -> dict:
-        """The scenario as resolved (defaults filled in)."""
-        return self.model_dump(mode="json")
-
-
-def load_training(path: str | Path) -> TrainingScenario:
-    """Read and validate a training scenario, and check that the rack builds and every
-    recovery has its precomputed configurations.
-
-    :raises ScenarioError: one line, ``FILE: field: problem``.
-    """
-    return load_checked(path, TrainingScenario, ("runs", "collective", "run"), _check_recoveries)
-
 
 def _check_recoveries(sc: TrainingScenario) -> None:
     fabric = sc.build_fabric()
@@ -169,3 +160,53 @@ def _check_recoveries(sc: TrainingScenario) -> None:
             failover_table(fabric, mode, sc.placement, sc.spares)
     except FabricError as e:
         raise ScenarioError(f"fabric: {e}") from None
+
+
+def load(path: Path, data: dict) -> TrainingScenario:
+    """Validate a training scenario and check that the rack builds and every recovery has its
+    precomputed configurations. :raises ScenarioError: one line naming the field."""
+    return check(TrainingScenario, data, path, _check_recoveries)
+
+
+def run(req: RunRequest):
+    """Every recovery of the scenario with real packets, a fresh emulation each
+    (:func:`emulation.training.run.run_training`). :raises Refused: PyTorch is not installed."""
+    from emulation.emulator.torchrun import torch_available
+    from emulation.training.run import run_training
+
+    if not torch_available():
+        raise Refused("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, "
+                      "or .venv/bin/pip install torch==2.13.0)")
+    sc = req.scenario
+    return envelope("training", sc.name, "mininet", run_training(sc, req.out, req.progress))
+
+
+def write(env, out: Path) -> list[str]:
+    """``timeline.png`` (:func:`emulation.training.report.timeline_plot`)."""
+    report.timeline_plot(env.result, out / "timeline.png")
+    return ["timeline.png"]
+
+
+def train(sc: TrainingScenario, args, path: Path) -> int:
+    """``ocslab train``: ``ocslab run`` of the scenario, with ``--recovery`` choosing a subset."""
+    if args.recovery is not None:
+        wanted = [x.strip() for x in args.recovery.split(",") if x.strip()]
+        bad = [x for x in wanted if x not in sc.recovery]
+        if not wanted or bad:
+            raise Refused(f"--recovery: {bad[0] if bad else args.recovery!r} is not a recovery of the scenario "
+                          f"(it has: {', '.join(sc.recovery)})")
+        sc = sc.model_copy(update={"recovery": wanted})
+    out = results_dir(args.out, sc.name)
+
+    def job() -> int:
+        with progress_bar("train", len(sc.recovery)) as progress:
+            env = run(RunRequest(sc, "mininet", out, progress))
+        write_and_show(KIND, sc, env, out)
+        return 0
+
+    return guarded(out, job)
+
+
+KIND = Kind(name="training", scenario=TrainingScenario, result=TrainingResult, backends=("mininet",), load=load,
+            run=run, show=lambda env: report.print_summary(env.result), write=write, commands={"train": train},
+            backend_of=lambda sc: "mininet")

@@ -1,0 +1,135 @@
+"""The result envelope: one form of ``result.json`` for every scenario kind.
+
+Every run of every kind writes ``result.json`` as a :class:`ResultEnvelope`: which scenario, of
+which ``kind``, on which ``backend``, when (``created``, UTC), with which software
+(``versions``), the envelope's ``schema_version``, the run's ``warnings`` (one line each),
+whether it ran to its end (``complete``; else ``error`` says why and ``result`` holds what was
+measured before), and the kind's own typed result in ``result``. One writer
+(:func:`write_result`) and one reader (:func:`read_result`); the JSON Schema of a kind's
+envelope comes from :meth:`ResultEnvelope.json_schema` (``ocslab schema KIND``), so a
+``result.json`` can be validated outside ocslab.
+
+The envelope knows no kind: a kind's result model is its type parameter, and the reader is
+handed the model (the registry, :mod:`emulation.kinds`, knows which: :func:`emulation.kinds.read`).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+from typing import Generic, Literal, Optional, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from emulation import __version__
+
+#: Version of the envelope's form; a reader refuses another one.
+SCHEMA_VERSION = 1
+
+R = TypeVar("R", bound=BaseModel)
+
+
+class EnvelopeError(ValueError):
+    """A file that is not a result envelope of this version, or not of the expected kind (one line)."""
+
+
+class ResultEnvelope(BaseModel, Generic[R]):
+    """A whole ``result.json`` (module doc). ``backend`` is ``flow`` (the simulator),
+    ``mininet`` (real packets) or ``both`` (a kind that runs the two side by side)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    kind: str
+    scenario: str
+    backend: Literal["flow", "mininet", "both"]
+    created: str
+    versions: dict[str, str] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    complete: bool = True
+    error: Optional[str] = None
+    result: R
+
+    @classmethod
+    def json_schema(cls, result_model: type[BaseModel], kind: str) -> dict:
+        """The JSON Schema (draft 2020-12) of an envelope holding ``result_model``, with
+        ``kind`` fixed to ``kind``."""
+        schema = cls[result_model].model_json_schema(mode="serialization")
+        schema["properties"]["kind"] = {"const": kind, "title": "Kind", "type": "string"}
+        schema["title"] = f"ocslab {kind} result"
+        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+        return schema
+
+
+def versions() -> dict[str, str]:
+    """ocslab's, Python's and (where installed) OS-Ken's versions."""
+    got = {"ocslab": __version__, "python": platform.python_version()}
+    try:
+        import os_ken
+
+        got["os_ken"] = getattr(os_ken, "__version__", "unknown")
+    except ImportError:
+        got["os_ken"] = "absent"
+    return got
+
+
+def envelope(kind: str, scenario: str, backend: str, result: BaseModel, *, warnings: list[str] | None = None,
+             complete: bool = True, error: str | None = None) -> ResultEnvelope:
+    """A :class:`ResultEnvelope` of ``result``, created now with this machine's :func:`versions`."""
+    from emulation.output import created_at
+
+    return ResultEnvelope[type(result)](kind=kind, scenario=scenario, backend=backend, created=created_at(),
+                                        versions=versions(), warnings=list(warnings or []), complete=complete,
+                                        error=error, result=result)
+
+
+def dump(env: ResultEnvelope) -> dict:
+    """``env`` as the plain data of ``result.json`` (fields that do not apply left out of the
+    kind's result; an unfinished transfer's ``inf`` is written as JSON's ``Infinity``)."""
+    d = env.model_dump(exclude={"result"})
+    d["result"] = env.result.model_dump(exclude_none=True)
+    return d
+
+
+def write_result(out: Path, env: ResultEnvelope, scenario_yaml: str | None = None) -> Path:
+    """Write ``out/result.json`` (and ``out/scenario.yaml``, the scenario as resolved, when
+    given); the path of ``result.json``. :raises OSError: ``out`` cannot be written."""
+    out.mkdir(parents=True, exist_ok=True)
+    if scenario_yaml is not None:
+        (out / "scenario.yaml").write_text(scenario_yaml)
+    path = out / "result.json"
+    path.write_text(json.dumps(dump(env), indent=1))
+    return path
+
+
+def read_result(path: Path, result_model: type[R], kind: str | None = None) -> ResultEnvelope:
+    """Read ``result.json`` at ``path`` (a file, or a results directory holding one).
+
+    :param result_model: the kind's result model (:func:`emulation.kinds.read` looks it up by
+        the file's ``kind``).
+    :param kind: refuse a file of another kind.
+    :raises EnvelopeError: unreadable, not JSON, not an envelope of :data:`SCHEMA_VERSION`, of
+        another kind, or its result does not validate (one line naming the first bad field).
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "result.json"
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise EnvelopeError(f"{path}: cannot read: {e.strerror}") from None
+    except ValueError as e:
+        raise EnvelopeError(f"{path}: not JSON: {e}") from None
+    if not isinstance(data, dict) or "kind" not in data or "result" not in data:
+        raise EnvelopeError(f"{path}: not an ocslab result (no kind and result: written by an older ocslab?)")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise EnvelopeError(f"{path}: schema_version {data.get('schema_version')!r}, this ocslab reads "
+                            f"{SCHEMA_VERSION}")
+    if kind is not None and data["kind"] != kind:
+        raise EnvelopeError(f"{path}: a {data['kind']} result, not a {kind} one")
+    try:
+        return ResultEnvelope[result_model].model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise EnvelopeError(f"{path}: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from None

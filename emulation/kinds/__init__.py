@@ -1,0 +1,260 @@
+"""Scenario kinds: the registry.
+
+A scenario file is of one *kind*; each kind is one module of this package that declares, in a
+:class:`Kind`, its scenario model (the file's schema), its result model (what ``result.json``
+holds inside the envelope, :mod:`emulation.envelope`), the backends it runs on, its run, summary
+and write functions, and the extra commands it answers. The command line parses a file once,
+finds its kind here (:func:`detect`: the file's ``kind:`` key, else the section that marks it)
+and goes down one path; a command a kind does not answer is refused in one line naming the kind
+and the commands that do apply.
+
+==============  ===============  ==========================================================
+kind            marked by        what it runs
+==============  ===============  ==========================================================
+``collective``  (the default)    collectives on an OCS fabric, planned per step or slotted
+``training``    ``job:``         a real data-parallel torch job, a GPU failure and its
+                                 recoveries (LUMION)
+``wan``         ``wan:``         WAN traffic engineering over sliced controllers (Symphony)
+``rails``       ``rails:``       a training iteration on photonic rails (Opus)
+``tenancy``     ``tenancy:``     many tenants on one rack (Morphlux, Lumorph, Propius)
+==============  ===============  ==========================================================
+
+Kind modules import the core (scenario models, planners, both backends, the output layer and the
+envelope); the core never imports a kind, and a kind module is imported only when a file of its
+kind is read (:func:`get`), so a flow-only command never loads Mininet.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from emulation.envelope import ResultEnvelope, read_result
+from emulation.output import Progress
+from emulation.scenario.load import read_yaml, validate
+from emulation.scenario.schema import ScenarioError
+
+#: ``(kind, the top-level section that marks a file of it, its module)``; the first kind, with no
+#: section, is the default.
+REGISTRY: tuple[tuple[str, str | None, str], ...] = (
+    ("collective", None, "emulation.kinds.collective"),
+    ("training", "job", "emulation.kinds.training"),
+    ("wan", "wan", "emulation.kinds.wan"),
+    ("rails", "rails", "emulation.kinds.rails"),
+    ("tenancy", "tenancy", "emulation.kinds.tenancy"),
+)
+
+NAMES = tuple(name for name, _, _ in REGISTRY)
+
+#: The commands that take a scenario file; every kind answers ``run``.
+FILE_COMMANDS = ("run", "compare", "plan", "te", "train")
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What ``ocslab run`` (or a kind's command) asks of a kind's run: the loaded ``scenario``,
+    the ``backend`` (checked against :attr:`Kind.backends`), the results directory ``out`` (fresh,
+    not yet created), the packet-backend options (``force``: run past a failed headroom probe;
+    ``controller``: ``os-ken`` or ``ryu``; ``apps``: your own controller apps; ``pcap``: ports to
+    capture) and a ``progress`` callback."""
+
+    scenario: Any
+    backend: str
+    out: Path
+    progress: Progress | None = None
+    force: bool = False
+    controller: str | None = None
+    apps: tuple[str, ...] = ()
+    pcap: list[str] | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One scenario kind (module doc).
+
+    :param name: the kind's name (``result.json``'s ``kind``).
+    :param scenario: the pydantic model of a whole scenario file of this kind.
+    :param result: the pydantic model of its result, inside the envelope.
+    :param backends: the backends its ``run`` takes (``flow``, ``mininet``).
+    :param load: ``load(path, data) -> scenario``: validate the file's mapping and check what
+        the schema alone cannot (that the fabric builds, the matrices exist...). :raises
+        ScenarioError: one line naming the field.
+    :param run: ``run(request) -> ResultEnvelope``. Raises :class:`emulation.output.Refused`
+        (or a backend's refusal) before anything was measured, a backend's failure after.
+    :param show: print the result's summary on the terminal.
+    :param write: write the files beside ``result.json`` (tables, plots) into the results
+        directory; returns their names.
+    :param options: which of ``ocslab run``'s packet options (``controller``, ``apps``, ``pcap``,
+        ``force``) the kind takes.
+    :param commands: the extra commands it answers, ``name -> handler(scenario, args, path) ->
+        exit status``.
+    :param backend_of: the backend a scenario names (default: its ``backend`` field).
+    """
+
+    name: str
+    scenario: type[BaseModel]
+    result: type[BaseModel]
+    backends: tuple[str, ...]
+    load: Callable[[Path, dict], Any]
+    run: Callable[[RunRequest], ResultEnvelope]
+    show: Callable[[ResultEnvelope], None]
+    write: Callable[[ResultEnvelope, Path], list[str]]
+    options: frozenset[str] = frozenset()
+    commands: dict[str, Callable[[Any, Any, Path], int]] = field(default_factory=dict)
+    backend_of: Callable[[Any], str] = lambda sc: sc.backend
+
+    def answers(self, command: str) -> bool:
+        """True if ``command`` (``run`` or an extra one) applies to this kind."""
+        return command == "run" or command in self.commands
+
+
+def get(name: str) -> Kind:
+    """The registered kind ``name``. :raises KeyError: unknown kind."""
+    for n, _, module in REGISTRY:
+        if n == name:
+            return importlib.import_module(module).KIND
+    raise KeyError(name)
+
+
+def detect(data: dict, path: Path | str = "") -> str:
+    """The kind of a scenario file's mapping: its ``kind:`` key, else the one kind whose marking
+    section it holds, else ``collective``.
+
+    :raises ScenarioError: an unknown ``kind:``, or sections of two kinds.
+    """
+    if "kind" in data:
+        k = data["kind"]
+        if k not in NAMES:
+            raise ScenarioError(f"{path}: kind: unknown kind {k!r} (known: {', '.join(NAMES)})")
+        return k
+    marked = [(n, s) for n, s, _ in REGISTRY if s is not None and s in data]
+    if len(marked) > 1:
+        raise ScenarioError(f"{path}: {marked[1][1]}: a {marked[0][0]} scenario (it has {marked[0][1]}:) cannot "
+                            f"also be a {marked[1][0]} one")
+    return marked[0][0] if marked else NAMES[0]
+
+
+def load(path: Path | str) -> tuple[Kind, Any]:
+    """Read the scenario file at ``path`` once, find its kind, move renamed keys to their new
+    places (:func:`emulation.scenario.legacy.migrate`, a warning on stderr for each) and load it.
+
+    :returns: ``(kind, scenario)``.
+    :raises ScenarioError: one line, ``FILE: field: problem``.
+    """
+    import sys
+
+    from emulation.scenario.legacy import migrate
+
+    path = Path(path)
+    data = read_yaml(path)
+    kind = get(detect(data, path))
+    data, notes = migrate(kind.name, {k: v for k, v in data.items() if k != "kind"}, path)
+    for note in notes:
+        print(f"ocslab: warning: {note} (the old key still loads)", file=sys.stderr)
+    return kind, kind.load(path, data)
+
+
+def load_as(path: Path | str, name: str):
+    """The scenario at ``path``, which must be of kind ``name``.
+
+    :raises ScenarioError: one line, naming the file's kind when it is another."""
+    kind, sc = load(path)
+    if kind.name != name:
+        raise ScenarioError(f"{path}: a {kind.name} scenario, not a {name} one")
+    return sc
+
+
+def check(model: type[BaseModel], data: dict, path: Path | str, deep: Callable[[Any], None] | None = None):
+    """Validate ``data`` as ``model`` and run ``deep(scenario)``, whose one-line
+    :class:`ScenarioError` gets the file's name in front; the scenario.
+
+    :raises ScenarioError: one line, ``FILE: field: problem``.
+    """
+    sc = validate(model, data, path)
+    if deep is not None:
+        try:
+            deep(sc)
+        except ScenarioError as e:
+            raise ScenarioError(f"{path}: {e}") from None
+    return sc
+
+
+def read(path: Path | str) -> ResultEnvelope:
+    """A ``result.json`` (or a results directory) of any kind, its result typed by that kind's
+    model. :raises emulation.envelope.EnvelopeError: see :func:`emulation.envelope.read_result`."""
+    import json
+
+    from emulation.envelope import EnvelopeError
+
+    p = Path(path)
+    p = p / "result.json" if p.is_dir() else p
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return read_result(p, BaseModel)  # raises the reader's one line (unreadable, not JSON)
+    name = data.get("kind") if isinstance(data, dict) else None
+    if name not in NAMES:
+        raise EnvelopeError(f"{p}: not an ocslab result of a known kind (kind: {name!r})")
+    return read_result(p, get(name).result)
+
+
+def run_scenario(kind: Kind | str, sc, out: Path, backend: str | None = None, *, progress: Progress | None = None,
+                 show: bool = True, **options) -> ResultEnvelope:
+    """``ocslab run`` as a function (scripts, tests): run ``sc`` (a scenario of ``kind``) on
+    ``backend`` (default: the scenario's), write ``result.json``, ``scenario.yaml`` and the kind's
+    files into ``out`` and, with ``show``, print the summary; the envelope. ``options``:
+    :class:`RunRequest`'s ``force``, ``controller``, ``apps``, ``pcap``.
+
+    :raises emulation.output.Refused: ``backend`` is not one the kind runs on; and whatever the
+        kind's run raises.
+    """
+    from emulation.envelope import write_result
+    from emulation.output import Refused
+
+    kind = get(kind) if isinstance(kind, str) else kind
+    backend = backend or kind.backend_of(sc)
+    if backend not in kind.backends:
+        raise Refused(f"--backend: a {kind.name} scenario runs on {' or '.join(kind.backends)}, not {backend}")
+    env = kind.run(RunRequest(sc, backend, Path(out), progress, **options))
+    if show:
+        write_and_show(kind, sc, env, Path(out))
+    else:
+        write_result(Path(out), env, scenario_yaml(sc))
+        kind.write(env, Path(out))
+    return env
+
+
+def write_and_show(kind: Kind, sc, env: ResultEnvelope, out: Path) -> None:
+    """Write a run's ``result.json`` and ``scenario.yaml`` (:func:`emulation.envelope.write_result`)
+    and the kind's files into ``out``, print its summary and where the results are."""
+    from rich.console import Console
+
+    from emulation.envelope import write_result
+
+    write_result(out, env, scenario_yaml(sc))
+    files = kind.write(env, out)
+    kind.show(env)
+    Console().print(f"results: {out}/result.json{''.join(', ' + f for f in files)}")
+
+
+def scenario_yaml(sc) -> str:
+    """The scenario as resolved (defaults filled in), YAML: ``scenario.yaml`` of a run."""
+    import yaml
+
+    if hasattr(sc, "to_yaml"):
+        return sc.to_yaml()
+    return yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False)
+
+
+def refuse_command(kind: Kind, command: str) -> str:
+    """The one line refusing ``command`` for ``kind``: what applies to the kind instead."""
+    others = [f"ocslab {c}" for c in ("run", *kind.commands)]
+    which = [n for n in NAMES if get(n).answers(command)]
+    return (f"{command}: a {kind.name} scenario has no {command} (it applies to {', '.join(which)} scenarios); "
+            f"for {kind.name}: {', '.join(others)}")

@@ -1,0 +1,159 @@
+"""The ``collective`` kind: collectives on an OCS fabric (``experiments/demo.yaml``).
+
+Scenario: :class:`emulation.scenario.Scenario` (fabric, cost, sizes, runs, moe, emulation,
+backend, semantics, straggler, iterations). Result: :class:`emulation.results.CollectiveResult`.
+Runs on both backends (:mod:`emulation.runner`); also answers ``ocslab compare`` (both backends
+side by side, :mod:`emulation.compare`) and ``ocslab plan`` (each run's plan, nothing runs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from emulation import report
+from emulation.envelope import EnvelopeError, read_result, write_result
+from emulation.kinds import Kind, RunRequest, check
+from emulation.output import EXIT_FAILED, Refused, fail, guarded, progress_bar, results_dir
+from emulation.results import CollectiveResult
+from emulation.scenario import Scenario, ScenarioError
+from emulation.scenario.load import check_experiment
+from emulation.units import format_bytes, parse_bytes
+
+
+def load(path: Path, data: dict):
+    """The scenario, with its resolved :class:`~emulation.scenario.Experiment` kept for the run
+    (loading resolves every run once, so that one that cannot be planned is refused before
+    anything starts)."""
+    return check(Scenario, data, path, check_experiment)
+
+
+def experiment(sc: Scenario):
+    """The :class:`~emulation.scenario.Experiment` of ``sc`` (resolved at load, or now)."""
+    from emulation.scenario import resolve
+
+    return sc.experiment if sc.experiment is not None else resolve(sc)
+
+
+def run(req: RunRequest):
+    """Run the scenario on ``req.backend`` (:func:`emulation.runner.run`), with ``req``'s
+    controller framework, apps and capture."""
+    from emulation import runner
+
+    sc, exp = req.scenario, experiment(req.scenario)
+    if req.controller or req.apps:
+        em = sc.emulation.model_copy(update={"controller": req.controller or sc.emulation.controller,
+                                             "apps": tuple(sc.emulation.apps) + tuple(req.apps)})
+        exp = dataclasses.replace(exp, emulation=em)
+    if req.backend == "mininet" and exp.emulation.controller == "ryu":
+        from emulation.emulator.net import ryu_unavailable
+
+        why = ryu_unavailable()
+        if why:
+            raise Refused(f"--controller: ryu is unavailable here: {why}")
+    if req.pcap and req.backend != "mininet":
+        raise Refused("--pcap: packets are captured on the mininet backend only")
+    return runner.run(sc, req.backend, req.out, req.progress, force=req.force, experiment=exp, pcap=req.pcap)
+
+
+def write(env, out: Path) -> list[str]:
+    """``steps.csv``, ``timeline.png`` (:func:`emulation.report.write`)."""
+    return report.write(env, out)
+
+
+def compare(sc: Scenario, args, path: Path) -> int:
+    """``ocslab compare``: the scenario on both backends (or a saved packet result), flow against
+    packet per run and per step; ``compare.json``, ``compare.png``, ``flow/``, ``mininet/``."""
+    from emulation import compare as cmp_
+
+    if args.max_error is not None and not 0 < args.max_error < float("inf"):  # NaN fails too
+        return fail(f"--max-error: must be a positive fraction, got {args.max_error}")
+    packet = None
+    if args.packet_result is not None:
+        try:
+            packet = read_result(args.packet_result, CollectiveResult, kind="collective")
+        except EnvelopeError as e:
+            return fail(f"--packet-result: {e}")
+        if packet.backend != "mininet" or packet.scenario != sc.name:
+            return fail(f"--packet-result: {args.packet_result} is not a mininet result of scenario {sc.name}")
+    out = results_dir(args.out, sc.name, "compare")
+
+    def job() -> int:
+        flow = _run_one(sc, "flow", out / "flow", False)
+        packet_ = packet if packet is not None else _run_one(sc, "mininet", out / "mininet", args.force)
+        got = cmp_.compare(packet_, flow)
+        cmp_.write(got, out)
+        cmp_.print_compare(got, steps=not args.quiet_steps)
+        Console().print(f"results: {out}/compare.json, compare.png, flow/, mininet/")
+        if args.max_error is not None and got.max_abs_error > args.max_error:
+            return fail(f"completion-time error {got.max_abs_error:.1%} exceeds --max-error {args.max_error:.1%}",
+                        EXIT_FAILED)
+        return 0
+
+    return guarded(out, job)
+
+
+def _run_one(sc: Scenario, backend: str, out: Path, force: bool):
+    with progress_bar(backend) as progress:
+        env = run(RunRequest(sc, backend, out, progress, force=force))
+    write_result(out, env, sc.to_yaml())
+    report.write(env, out)
+    return env
+
+
+def plan(sc: Scenario, args, path: Path) -> int:
+    """``ocslab plan``: each run's plan at one size (keep / reconfigure per step, circuits
+    changed, cost-model time per step), or a rotor's schedule; nothing runs."""
+    from emulation.planners import StepCoster
+    from emulation.schedule import SlottedPlan
+
+    exp = experiment(sc)
+    try:
+        size = parse_bytes(args.size) if args.size else exp.jobs[0][0]
+    except ValueError as e:
+        return fail(f"--size: {e}")
+    plans = [(r, exp.resolve(r, size).schedule) for r in sc.runs]
+    for r, p in plans:
+        if isinstance(p, SlottedPlan):
+            s = p.schedule
+            print(f"{r.name}: rotor schedule ({p.method}), {len(s.configs)} slots per turn of "
+                  f"{s.cycle_s * 1e6:.2f} us (slots {min(s.slots_s) * 1e6:.2f}-{max(s.slots_s) * 1e6:.2f} us, "
+                  f"R {s.reconfiguration_delay_s * 1e6:g} us, guard {s.guard_s * 1e6:g} us)")
+            if p.relay:
+                print(f"{r.name}: two-hop forwarding relays {p.relay.relayed_bytes / 2**20:.1f} MiB; "
+                      f"planned turns per step {list(p.relay.turns)}")
+    plans = [(r, p) for r, p in plans if not isinstance(p, SlottedPlan)]
+    if args.json:
+        print(json.dumps({r.name: {"workload": p.workload.to_json(), "plan": p.to_json()} for r, p in plans}))
+        return 0
+    coster = StepCoster(exp.fabric, exp.cost)
+    for r, p in plans:
+        t = Table(title=f"{r.name}: {r.collective} {r.algorithm}, planner {p.planner}, {format_bytes(size)}, "
+                        f"R = {p.reconfiguration_delay_s * 1e6:g} us")
+        for c in ("step", "phase", "action", "changed", "hops", "congestion", "cost (us)"):
+            t.add_column(c, justify="right" if c not in ("phase", "action") else "left")
+        prev, total = p.initial, 0.0
+        for i, (st, sp) in enumerate(zip(p.workload.steps, p.steps)):
+            cost = coster.cost(st, sp.configuration)
+            changed = sum(len(sp.configuration[o] - prev[o]) for o in {*sp.configuration, *prev})
+            dark = p.reconfiguration_delay_s if sp.action == "reconfigure" else 0.0
+            total += cost.time_s + dark
+            t.add_row(str(i), st.phase, sp.action, str(changed), str(cost.dilation),
+                      format_bytes(int(cost.congestion_bytes)) if cost.congestion_bytes < float("inf") else "unroutable",
+                      f"{(cost.time_s + dark) * 1e6:.2f}")
+            prev = sp.configuration
+        Console().print(t)
+        print(f"{r.name}: {p.reconfigurations} reconfigurations, cost-model time {total * 1e3:.4f} ms")
+    return 0
+
+
+KIND = Kind(
+    name="collective", scenario=Scenario, result=CollectiveResult, backends=("mininet", "flow"), load=load, run=run,
+    show=report.print_summary, write=write, options=frozenset({"controller", "apps", "pcap", "force"}),
+    commands={"compare": compare, "plan": plan})
+
+__all__ = ["KIND", "ScenarioError"]

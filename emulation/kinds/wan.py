@@ -1,0 +1,311 @@
+"""The ``wan`` kind: WAN traffic engineering over sliced controllers (Symphony, arXiv 2510.11937;
+``experiments/wan_*.yaml``): a topology, its traffic matrices, tunnels, the TE formulation, how the
+routers are sliced among controllers, and how far each controller's view of the demand is off.
+
+Example (``experiments/wan_b4.yaml``)::
+
+    name: wan_b4
+    wan:
+      topology: b4
+      traffic: {matrices: bundled, scale: 0.8, first: 0, count: 36}
+      tunnels: {k: 4, method: ksp}
+      te: {objective: max-flow, regulariser: 0, capacity_headroom: 0}
+      slices: {count: 5, method: random, seed: 0}
+      divergence: {distribution: half-normal, sd: 0.05, seed: 0}
+    backend: flow
+
+``te.regulariser`` is lambda of Symphony's ``lambda x sum_e u_e^2`` (0: the plain LP;
+``symphony``: the artefact's value for the objective, :data:`emulation.wan.te.SYMPHONY_LAMBDA`).
+``divergence.sd: 0`` gives every controller the true demand. On the packet backend the routers
+are Open vSwitch bridges programmed by one controller per slice (``emulation.controller``), the
+largest link runs at ``emulation.link_mbps`` and ``wan.replay`` says how the matrices are
+replayed. Result: :class:`emulation.wan.results.WanResult`; also answers ``ocslab te``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from emulation.envelope import envelope
+from emulation.kinds import Kind, RunRequest, check
+from emulation.output import Refused, fail
+from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel, known_name
+from emulation.wan import report
+from emulation.wan.results import WanResult
+from emulation.wan.slicing import METHODS
+from emulation.wan.te import OBJECTIVES, SYMPHONY_LAMBDA
+from topologies.wan import TrafficMatrices, WanError, WanTopology, load_bundled, wan_directory
+
+#: The fastest emulated WAN link (Mbit/s): every UDP datagram crosses the userspace switch of
+#: every router on its path.
+MAX_LINK_MBPS = 200.0
+
+
+class TrafficSpec(StrictModel):
+    """``traffic:``: the topology's own matrices (``bundled``) or a ``tm,src,dst,demand`` CSV
+    over its routers, multiplied by ``scale``, ``count`` of them from index ``first`` (default:
+    all)."""
+
+    matrices: str = "bundled"
+    scale: float = Field(default=1.0, gt=0)
+    first: int = Field(default=0, ge=0)
+    count: int | None = Field(default=None, ge=1)
+
+
+class TunnelSpec(StrictModel):
+    """``tunnels:``: ``k`` shortest simple paths per demand (``ksp``: hop count, Yen)."""
+
+    k: int = Field(default=4, ge=1, le=16)
+    method: Literal["ksp"] = "ksp"
+
+
+class TeSpec(StrictModel):
+    """``te:``: the ``objective`` (``max-flow``, ``mcf``, ``min-mlu``), the regulariser lambda
+    (a number >= 0, or ``symphony``) and ``capacity_headroom``, the fraction of every link's
+    capacity the TE leaves free."""
+
+    objective: str = "mcf"
+    regulariser: float | Literal["symphony"] = 0.0
+    capacity_headroom: float = Field(default=0.0, ge=0, lt=1)
+
+    @field_validator("objective")
+    @classmethod
+    def _objective(cls, v: str) -> str:
+        return known_name(v, OBJECTIVES, "objective")
+
+    @field_validator("regulariser")
+    @classmethod
+    def _lam(cls, v):
+        if v != "symphony" and v < 0:
+            raise ValueError(f"must be >= 0 or symphony, got {v}")
+        return v
+
+    @property
+    def lam(self) -> float:
+        """lambda as a number."""
+        return SYMPHONY_LAMBDA[self.objective] if self.regulariser == "symphony" else float(self.regulariser)
+
+
+class SliceSpec(StrictModel):
+    """``slices:``: ``method`` (``random``, ``per-router``, ``one``), ``count`` (random) and
+    ``seed``."""
+
+    count: int = Field(default=5, ge=1)
+    method: str = "random"
+    seed: int = 0
+
+    @field_validator("method")
+    @classmethod
+    def _method(cls, v: str) -> str:
+        return known_name(v, METHODS, "method")
+
+
+class DivergenceSpec(StrictModel):
+    """``divergence:``: every controller's view of a demand is ``D (1 - p)``, p drawn per
+    controller and demand (:class:`emulation.wan.divergence.Deviation`)."""
+
+    distribution: Literal["half-normal", "heavy-tail"] = "half-normal"
+    sd: float = Field(default=0.05, ge=0, le=0.5)
+    seed: int = 0
+
+
+class KillSpec(StrictModel):
+    """``packet.kill:``: SIGKILL slice ``slice``'s controller at the start of interval
+    ``interval`` (counted from the first replayed matrix)."""
+
+    slice: int = Field(ge=0)
+    interval: int = Field(ge=1)
+
+
+class FailSpec(StrictModel):
+    """``packet.fail:``: take the cable of ``link`` ``[u, v]`` (router indices; both directions)
+    down halfway through interval ``interval``; every controller recomputes without it."""
+
+    link: tuple[int, int]
+    interval: int = Field(ge=0)
+
+
+class ReplaySpec(StrictModel):
+    """``wan.replay:`` how the packet backend replays the matrices: ``interval_s`` how long each
+    matrix is replayed, ``flows`` UDP flows per demand, ``payload_bytes`` per datagram,
+    ``warmup_s`` after each interval's start before link loads are measured, and the faults
+    ``kill`` and ``fail``. (The emulated rate of the largest-capacity link is
+    ``emulation.link_mbps``: Mbit/s of frames, every link shaped in proportion to its capacity;
+    the slice controllers' framework ``emulation.controller``.)"""
+
+    interval_s: float = Field(default=3.0, ge=1.0, le=60)
+    flows: int = Field(default=128, ge=1, le=1000)
+    payload_bytes: int = Field(default=500, ge=64, le=1400)
+    warmup_s: float = Field(default=1.0, ge=0.2)
+    kill: KillSpec | None = None
+    fail: FailSpec | None = None
+
+    @model_validator(mode="after")
+    def _warmup(self):
+        if self.warmup_s > self.interval_s - 0.5:
+            raise ValueError(f"warmup_s: {self.warmup_s} leaves under 0.5 s of the {self.interval_s} s interval")
+        return self
+
+
+class WanSpec(StrictModel):
+    """``wan:``: the topology (bundled: ``b4``, ``abilene``, ``geant``; or a directory with
+    ``topology.json`` and ``traffic_matrices.csv``, :mod:`topologies.wan`), the sections above and
+    the packet backend's ``replay`` (:class:`ReplaySpec`)."""
+
+    topology: str
+    traffic: TrafficSpec = TrafficSpec()
+    tunnels: TunnelSpec = TunnelSpec()
+    te: TeSpec = TeSpec()
+    slices: SliceSpec = SliceSpec()
+    divergence: DivergenceSpec = DivergenceSpec()
+    replay: ReplaySpec = ReplaySpec()
+
+    @field_validator("topology")
+    @classmethod
+    def _topology(cls, v: str) -> str:
+        wan_directory(v)
+        return v
+
+    def load(self) -> tuple[WanTopology, TrafficMatrices]:
+        """The topology and its traffic matrices (all of them, unscaled).
+
+        :raises WanError: unreadable files.
+        """
+        return load_bundled(self.topology, self.traffic.matrices)
+
+
+class WanScenario(NamedScenario):
+    """A whole WAN scenario file (module doc). ``emulation``: ``link_mbps`` (the largest link's
+    emulated rate, at most :data:`MAX_LINK_MBPS`; default 8) and ``controller``; the other
+    emulation settings do not apply to a WAN."""
+
+    wan: WanSpec
+    emulation: EmulationSpec = EmulationSpec(link_mbps=8.0, headroom="skip")
+    backend: Literal["flow", "mininet"] = "flow"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _emulation(cls, data):
+        if isinstance(data, dict) and isinstance(data.get("emulation"), dict):
+            em = data["emulation"]
+            unused = sorted(set(em) - {"link_mbps", "controller"})
+            if unused:
+                raise ValueError(f"emulation.{unused[0]}: a WAN replay takes only emulation.link_mbps and "
+                                 f"emulation.controller")
+            data = {**data, "emulation": {"link_mbps": 8.0, **em, "headroom": "skip"}}
+        return data
+
+    @model_validator(mode="after")
+    def _rate(self):
+        r = self.emulation.link_mbps
+        if r == "auto" or r > MAX_LINK_MBPS:
+            raise ValueError(f"emulation.link_mbps: a WAN replay needs a rate in (0, {MAX_LINK_MBPS:g}] Mbit/s, "
+                             f"got {r}")
+        return self
+
+
+def _deep(sc: WanScenario) -> None:
+    topo, tms = sc.wan.load()
+    t = sc.wan.traffic
+    if t.first >= len(tms):
+        raise ScenarioError(f"wan.traffic.first: {t.first} but {sc.wan.topology} has {len(tms)} matrices")
+    if t.count is not None and t.first + t.count > len(tms):
+        raise ScenarioError(f"wan.traffic.count: {t.first} + {t.count} exceeds the {len(tms)} matrices")
+    s = sc.wan.slices
+    if s.method == "random" and s.count > topo.routers:
+        raise ScenarioError(f"wan.slices.count: {s.count} slices of {topo.routers} routers")
+    p = sc.wan.replay
+    count = t.count if t.count is not None else len(tms) - t.first
+    slices = {"random": s.count, "per-router": topo.routers, "one": 1}[s.method]
+    if p.kill is not None and p.kill.slice >= slices:
+        raise ScenarioError(f"wan.replay.kill.slice: {p.kill.slice} but there are {slices} slices")
+    if p.kill is not None and p.kill.interval >= count:
+        raise ScenarioError(f"wan.replay.kill.interval: {p.kill.interval} but {count} matrices are replayed")
+    if p.fail is not None:
+        if tuple(p.fail.link) not in topo.links:
+            raise ScenarioError(f"wan.replay.fail.link: {list(p.fail.link)} is not a link of {topo.name}")
+        if p.fail.interval >= count:
+            raise ScenarioError(f"wan.replay.fail.interval: {p.fail.interval} but {count} matrices are replayed")
+
+
+def load(path: Path, data: dict) -> WanScenario:
+    """Validate a WAN scenario and check its matrices, slicing and faults.
+    :raises ScenarioError: one line naming the field."""
+    try:
+        return check(WanScenario, data, path, _deep)
+    except WanError as e:
+        raise ScenarioError(f"{path}: {e}") from None
+
+
+def run(req: RunRequest):
+    """Every matrix an interval: on the flow backend (:func:`emulation.wan.run.run_wan`) or
+    replayed with real packets (:func:`emulation.wan.replay.replay`, logs in ``out/emulation``)."""
+    sc = req.scenario
+    if req.controller:
+        sc = sc.model_copy(update={"emulation": sc.emulation.model_copy(update={"controller": req.controller})})
+    if req.backend == "flow":
+        from emulation.wan.run import run_wan
+
+        return envelope("wan", sc.name, "flow", run_wan(sc, req.progress))
+    from emulation.emulator.net import ryu_unavailable
+    from emulation.wan.replay import replay
+
+    if sc.emulation.controller == "ryu" and ryu_unavailable():
+        raise Refused(f"--controller: ryu is unavailable here: {ryu_unavailable()}")
+    return envelope("wan", sc.name, "mininet", replay(sc, req.out / "emulation", req.progress))
+
+
+def te(sc: WanScenario, args, path: Path) -> int:
+    """``ocslab te``: the TE solution of matrix ``--tm`` (its objective, regulariser and capacity
+    headroom; one central controller, the true demand): tunnels as router paths, split ratios per
+    demand, link utilisations; a table or ``--json``."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from emulation.wan.te import solve
+    from emulation.wan.tunnels import k_shortest
+
+    topo, tms = sc.wan.load()
+    if not 0 <= args.tm < len(tms):
+        return fail(f"--tm: must be in 0..{len(tms) - 1} for {topo.name}, got {args.tm}")
+    tunnels = k_shortest(topo, sc.wan.tunnels.k)
+    matrix = tms[args.tm] * sc.wan.traffic.scale
+    cap = np.array(topo.capacity)
+    t_ = sc.wan.te
+    sol = solve(tunnels, matrix, cap, t_.objective, t_.lam, t_.capacity_headroom)
+    vol = tunnels.volumes(matrix)
+    names = topo.names
+
+    def route(p) -> list[str]:
+        return [names[topo.links[p[0]][0]]] + [names[topo.links[e][1]] for e in p]
+
+    demands = [{"src": names[s], "dst": names[d], "demand": float(vol[i]),
+                "tunnels": [{"path": route(tunnels.paths[j]), "split": float(sol.splits[j])} for j in tunnels.of(i)]}
+               for i, (s, d) in enumerate(tunnels.demands)]
+    links = [{"src": names[u], "dst": names[v], "capacity": float(c), "load": float(l), "utilisation": float(x)}
+             for (u, v), c, l, x in zip(topo.links, cap, sol.load, sol.utilisation)]
+    if args.json:
+        print(json.dumps({"scenario": sc.name, "matrix": args.tm, "objective": sol.objective,
+                          "regulariser": sol.regulariser, "capacity_headroom": t_.capacity_headroom,
+                          "value": sol.value, "carried": sol.carried, "offered": float(vol.sum()), "mlu": sol.mlu,
+                          "demands": demands, "links": links}))
+        return 0
+    console = Console(width=max(Console().width, 110))
+    console.print(f"{sc.name} matrix {args.tm}: {sol.objective} (lambda {sol.regulariser:g}) optimum "
+                  f"{sol.value:.4g}; carried {sol.carried:.0f} of {vol.sum():.0f}; MLU {sol.mlu:.3f}")
+    t = Table(title="links")
+    for c in ("link", "capacity", "load", "utilisation"):
+        t.add_column(c, justify="right")
+    for l in links:
+        t.add_row(f"{l['src']}->{l['dst']}", f"{l['capacity']:.0f}", f"{l['load']:.1f}", f"{l['utilisation']:.3f}")
+    console.print(t)
+    return 0
+
+
+KIND = Kind(name="wan", scenario=WanScenario, result=WanResult, backends=("flow", "mininet"), load=load, run=run,
+            show=report.print_summary, write=report.write, options=frozenset({"controller"}), commands={"te": te})
