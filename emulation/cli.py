@@ -150,6 +150,8 @@ def _run(kind: kinds.Kind, sc, args) -> int:
     if bad:
         return fail(f"--app: {bad[0]!r} is not a .py file")
     pcap = None if not args.pcap else (["ocs"] if args.pcap == "ocs" else [p for p in args.pcap.split(",") if p])
+    if pcap and backend != "mininet":
+        return fail("--pcap: packets are captured on the mininet backend only")
     try:
         out = results_dir(args.out, sc.name)
     except Refused as e:
@@ -181,9 +183,9 @@ def _kinds(args) -> int:
     t = Table(title="scenario kinds")
     for c in ("kind", "marked by", "backends", "commands", "run options"):
         t.add_column(c)
-    for name, section, _ in kinds.REGISTRY:
+    for name, sections, _ in kinds.REGISTRY:
         k = kinds.get(name)
-        t.add_row(name, f"{section}:" if section else "(default)", ", ".join(k.backends),
+        t.add_row(name, ", ".join(f"{s}:" for s in sections) or "(default)", ", ".join(k.backends),
                   ", ".join(["run", *k.commands]), ", ".join(RUN_OPTIONS[o] for o in RUN_OPTIONS if o in k.options) or "-")
     Console().print(t)
     return 0

@@ -51,6 +51,10 @@ class ResultEnvelope(BaseModel, Generic[R]):
     error: Optional[str] = None
     result: R
 
+    def to_json(self) -> dict:
+        """The plain data of ``result.json`` (:func:`dump`)."""
+        return dump(self)
+
     @classmethod
     def json_schema(cls, result_model: type[BaseModel], kind: str) -> dict:
         """The JSON Schema (draft 2020-12) of an envelope holding ``result_model``, with

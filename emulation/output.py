@@ -88,7 +88,7 @@ def results_dir(out: Path | None, name: str, suffix: str = "") -> Path:
         raise Refused(f"--out: {out} is a file, not a directory")
     if out.is_dir() and any(out.iterdir()):
         raise Refused(f"--out: {out} exists and is not empty")
-    existed = out.exists()
+    first_new = next((p for p in reversed([out, *out.parents]) if not p.exists()), None)
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".ocslab-write-probe"
@@ -97,8 +97,8 @@ def results_dir(out: Path | None, name: str, suffix: str = "") -> Path:
     except OSError as e:
         raise Refused(f"--out: cannot write {out}: {e.strerror or e}") from None
     finally:
-        if not existed:
-            shutil.rmtree(out, ignore_errors=True)
+        if first_new is not None:  # leave nothing this check made
+            shutil.rmtree(first_new, ignore_errors=True)
     return out
 
 
@@ -124,11 +124,11 @@ def guarded(out: Path | None, job: Callable[[], int]) -> int:
     exit statuses of the module doc. ``out``: the results directory the job writes into; it is
     removed on a refusal if it did not exist before (nothing half-created is left), kept on a
     failure (its logs). Exceptions neither refusals nor failures propagate (a bug: a traceback)."""
-    existed = out is not None and out.exists()
+    first_new = None if out is None else next((p for p in reversed([out, *out.parents]) if not p.exists()), None)
 
     def remove() -> None:
-        if out is not None and not existed and out.exists():
-            shutil.rmtree(out, ignore_errors=True)
+        if first_new is not None and first_new.exists():
+            shutil.rmtree(first_new, ignore_errors=True)
 
     try:
         return job()

@@ -282,7 +282,7 @@ emulation: {link_mbps: 10, byte_scale: 0.1, headroom: skip}
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     import json
 
-    res = json.loads((out / "result.json").read_text())
+    res = json.loads((out / "result.json").read_text())["result"]
     assert [(x["name"], x["iteration"]) for x in res["runs"]] == [
         ("stragglar", 0), ("stragglar", 1), ("ring", 0), ("ring", 1)]
     ds = [row[1] for row in res["arrivals_s"]]
@@ -342,8 +342,8 @@ def test_moe_layer_on_the_rotor_matches_the_flow_model(run_dir):
     sc = load_scenario(Path(__file__).resolve().parents[1] / "experiments" / "moe_ocs.yaml")
     runs = [r for r in sc.runs if r.algorithm == "payload"]
     sc = sc.model_copy(update={"runs": runs})
-    flow = {r["name"]: r for r in runner.run(sc, "flow", run_dir / "flow").to_json()["runs"]}
-    packet = {r["name"]: r for r in runner.run(sc, "mininet", run_dir / "mn").to_json()["runs"]}
+    flow = {r["name"]: r for r in runner.run(sc, "flow", run_dir / "flow").to_json()["result"]["runs"]}
+    packet = {r["name"]: r for r in runner.run(sc, "mininet", run_dir / "mn").to_json()["result"]["runs"]}
     for name, f in flow.items():
         p = packet[name]
         print(f"{name}: packet {p['time_s'] * 1e3:.3f} ms, flow {f['time_s'] * 1e3:.3f} ms, slot utilisation "
@@ -370,8 +370,8 @@ def test_two_hop_forwarding_on_the_rotor_relays_through_agents_and_matches_the_f
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "experiments" / "moe_twohop.yaml")
     sc = sc.model_copy(update={"runs": [r for r in sc.runs if r.name in ("rotor-direct", "rotor-two-hop")]})
-    flow = {r["name"]: r for r in runner.run(sc, "flow", run_dir / "flow").to_json()["runs"]}
-    packet = {r["name"]: r for r in runner.run(sc, "mininet", run_dir / "mn").to_json()["runs"]}
+    flow = {r["name"]: r for r in runner.run(sc, "flow", run_dir / "flow").to_json()["result"]["runs"]}
+    packet = {r["name"]: r for r in runner.run(sc, "mininet", run_dir / "mn").to_json()["result"]["runs"]}
     for name, f in flow.items():
         p = packet[name]
         print(f"{name}: packet {p['time_s'] * 1e3:.3f} ms, flow {f['time_s'] * 1e3:.3f} ms, relayed "

@@ -218,12 +218,12 @@ def test_sanity_checks_pass_on_simulations_and_catch_broken_results():
     good = _run(f, "ring", 8, 8 << 20)
     d = good.to_json()
     d["bytes_delivered"] -= 1
-    assert not check_run(RunResult.from_json(d), f).ok
+    assert not check_run(RunResult.model_validate(d), f).ok
     d = good.to_json()
     for s in d["steps"]:  # a clock that runs twice too fast
         s["end_s"] = s["start_s"] + (s["end_s"] - s["start_s"]) / 2
     d["time_s"] /= 2
-    problems = check_run(RunResult.from_json(d), f).problems
+    problems = check_run(RunResult.model_validate(d), f).problems
     assert any("link capacity" in p for p in problems)
 
 
@@ -236,9 +236,9 @@ def test_a_reroute_longer_than_the_dark_window_fails_the_checks():
     assert steps
     for s in steps:
         s["timing"] = {"reroute_s": 0.5 * s["reconfiguration_delay_s"]}
-    assert check_run(RunResult.from_json(d), f).ok
+    assert check_run(RunResult.model_validate(d), f).ok
     steps[-1]["timing"] = {"reroute_s": 1.5 * steps[-1]["reconfiguration_delay_s"]}
-    c = check_run(RunResult.from_json(d), f)
+    c = check_run(RunResult.model_validate(d), f)
     assert not c.ok and any(p.startswith(f"dark window: step {steps[-1]['index']}'s rerouting") for p in c.problems)
 
 
@@ -251,7 +251,7 @@ def test_sensitivity_gpu_count_and_link_rate_change_the_result(tmp_path):
         p = tmp_path / f"s{gpus}-{gbps}.yaml"
         p.write_text(f"name: s\nfabric: {{topology: ocs-star, gpus: {gpus}, ports_per_gpu: 2, port_gbps: {gbps}}}\n"
                      "cost: {alpha_s: 2.0e-6}\nsizes: [4MiB]\nruns: [{name: rhd, algorithm: rhd}]\nbackend: flow\n")
-        return run_flow(load_scenario(p)).runs[0].time_s
+        return run_flow(load_scenario(p)).result.runs[0].time_s
 
     base = time_of(8, 400)
     assert time_of(16, 400) > base * 1.05

@@ -126,7 +126,7 @@ def test_ocslab_run_of_a_rail_scenario_writes_the_sweep(tmp_path):
     r = subprocess.run([sys.executable, "-m", "emulation.cli", "run", str(path), "--out", str(tmp_path / "out")],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-800:]
-    res = json.loads((tmp_path / "out" / "result.json").read_text())
+    res = json.loads((tmp_path / "out" / "result.json").read_text())["result"]
     pts = {(p["mode"], p["reconfiguration_delay_s"]): p for p in res["main"]["points"]}
     assert pts[("on-demand", 0.1)]["iteration_s"] == pytest.approx(pts[("on-demand", 0.0)]["iteration_s"] + 0.4,
                                                                    rel=1e-6)

@@ -278,9 +278,9 @@ def test_an_agent_that_dies_mid_step_fails_the_run_naming_it_and_keeps_what_was_
     print(err.strip())
     assert p.returncode == 1 and len(err.strip().splitlines()) == 1, err
     assert "agent of GPU 2 exited with -9" in err and "step " in err and "partial results" in err
-    res = json.loads((out / "result.json").read_text())
-    assert res["complete"] is False and "agent of GPU 2" in res["error"]
-    assert [(r["name"], r["bytes"]) for r in res["runs"]] == [("ring", 1 << 20)]  # the finished run is kept
+    env = json.loads((out / "result.json").read_text())
+    assert env["complete"] is False and "agent of GPU 2" in env["error"]
+    assert [(r["name"], r["bytes"]) for r in env["result"]["runs"]] == [("ring", 1 << 20)]  # the finished run is kept
     assert census.take().diff(before) == {}
 
 

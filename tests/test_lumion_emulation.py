@@ -6,27 +6,25 @@ that the three runs take about two minutes). Needs root, Open vSwitch and PyTorc
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from emulation import kinds
 from emulation.emulator.torchrun import torch_available
-from emulation.training import report
-from emulation.training.run import run_training
-from emulation.training.scenario import load_training
 
 
 @pytest.mark.emulation
 @pytest.mark.skipif(not torch_available(), reason="PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh)")
 def test_a_failed_gpu_is_replaced_by_a_spare_and_training_resumes_at_full_speed(run_dir):
-    sc = load_training("experiments/lumion.yaml")
+    sc = kinds.load_as("experiments/lumion.yaml", "training")
     # Checkpoints after steps 5, 11, 17; the GPU fails after step 14, so steps 12-14 are lost and
     # run again (placed by step count: the same on every machine).
     sc = sc.model_copy(update={"job": sc.job.model_copy(update={"hidden": 256, "steps": 40, "checkpoint_every": 6}),
                                "failure": sc.failure.model_copy(update={"at_step": 14})})
-    res = run_training(sc, run_dir)
-    report.print_summary(res)
-    report.timeline_plot(res, run_dir / "timeline.png")
-    assert (run_dir / "result.json").exists() and (run_dir / "timeline.png").stat().st_size > 0
-    d = res.to_json()  # result.json's form
+    res = kinds.run_scenario("training", sc, run_dir).result  # what ocslab run does
+    assert (run_dir / "timeline.png").stat().st_size > 0
+    d = json.loads((run_dir / "result.json").read_text())["result"]
     by = {r["mode"]: r for r in d["runs"]}
     assert list(by) == ["optical", "electrical", "migration"]
     for mode, r in by.items():

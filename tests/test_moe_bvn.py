@@ -330,7 +330,7 @@ def test_moe_scenario_runs_once_per_run_and_reports_padding_and_slots(tmp_path):
   - {name: rotor, collective: moe, algorithm: padded, schedule: rotor}
   - {name: plan, collective: moe, algorithm: payload, schedule: plan}
 """))
-    res = runner.run_flow(sc).to_json()
+    res = runner.run_flow(sc).to_json()["result"]
     by = {r["name"]: r for r in res["runs"]}
     assert len(res["runs"]) == 2
     layer = sc.moe
@@ -355,4 +355,4 @@ runs: [{name: rotor, collective: moe, algorithm: payload, schedule: rotor}]
     with pytest.raises(runner.BackendError, match="straggler: rotor runs"):
         runner.run(sc, "mininet", tmp_path / "out")
     assert not (tmp_path / "out").exists()
-    assert runner.run(sc, "flow", tmp_path / "flow").to_json()["runs"][0]["straggler_delay_s"] == pytest.approx(1e-4)
+    assert runner.run(sc, "flow", tmp_path / "flow").to_json()["result"]["runs"][0]["straggler_delay_s"] == pytest.approx(1e-4)

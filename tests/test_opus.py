@@ -74,7 +74,7 @@ def test_a_torch_job_drives_the_rails_and_matches_the_flow_replay(run_dir):
     r = subprocess.run([sys.executable, "-m", "emulation.cli", "train", str(path), "--out", str(out)], cwd=ROOT,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
-    res = json.loads((out / "result.json").read_text())
+    res = json.loads((out / "result.json").read_text())["result"]
     runs = res["runs"]
     assert list(runs) == ["on-demand", "speculative-deferred"]
     R = res["reconfiguration_delay_s"]

@@ -70,7 +70,7 @@ def test_a_captured_run_shows_every_dark_window_and_the_agents_retransmissions(t
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, (r.stdout[-1500:], r.stderr[-1500:])
     rep = json.loads((out / "pcap.json").read_text())
-    res = json.loads((out / "result.json").read_text())
+    res = json.loads((out / "result.json").read_text())["result"]
     steps = [s for run in res["runs"] for s in run["steps"] if s["action"] == "reconfigure"]
     windows = [w for w in rep["dark_windows"] if w["requested_s"] > 0]
     assert len(windows) == len(steps) >= 2

@@ -20,7 +20,7 @@ from emulation.flowsim import simulate
 from emulation.planners import make_plan
 from emulation.planners.failover import circuits_touching, failover, failover_table
 from emulation.training.predict import fit_alpha, predict_allreduce
-from emulation.training.scenario import JobSpec
+from emulation.kinds.training import JobSpec
 from emulation.workloads import build
 from topologies.builders import rack
 
@@ -150,10 +150,11 @@ def test_bad_training_scenarios_get_one_line_naming_the_field_and_exit_2(tmp_pat
 
 
 def test_scenario_kinds_point_at_their_own_command(capsys):
-    assert main(["run", str(ROOT / "experiments" / "lumion.yaml")]) == 2
-    assert "ocslab train" in capsys.readouterr().err
+    assert main(["run", str(ROOT / "experiments" / "lumion.yaml"), "--backend", "flow"]) == 2
+    assert "a training scenario runs on mininet, not flow" in capsys.readouterr().err
     assert main(["train", str(ROOT / "experiments" / "demo.yaml")]) == 2
-    assert "ocslab run" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "a collective scenario has no train" in err and "ocslab run" in err
     assert main(["train", str(ROOT / "experiments" / "lumion.yaml"), "--recovery", "optical,teleport"]) == 2
     assert "--recovery: 'teleport' is not a recovery of the scenario" in capsys.readouterr().err
 

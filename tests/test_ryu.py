@@ -45,7 +45,7 @@ def test_the_demo_runs_under_ryu_manager_like_under_os_ken(tmp_path):
     r = subprocess.run([sys.executable, "-m", "emulation.cli", "run", "experiments/demo.yaml", "--controller", "ryu",
                         "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
-    d = json.loads((out / "result.json").read_text())
+    d = json.loads((out / "result.json").read_text())["result"]
     assert d["controller"] == "ryu"
     assert "ryu" in (out / "emulation" / "controller.log").read_text().lower()
     runs = {(x["name"], x["bytes"]): x for x in d["runs"]}
@@ -87,15 +87,15 @@ def test_the_wan_slice_controllers_run_under_ryu_manager(tmp_path):
     if why:
         pytest.skip(f"ryu unavailable: {why}")
     from emulation.wan.replay import replay
-    from emulation.wan.scenario import load_wan_scenario
+    from emulation import kinds
 
-    sc = load_wan_scenario(ROOT / "experiments" / "wan_b4.yaml")
+    sc = kinds.load_as(ROOT / "experiments" / "wan_b4.yaml", "wan")
     sc = sc.model_copy(update={
         "wan": sc.wan.model_copy(update={"traffic": sc.wan.traffic.model_copy(update={"scale": 0.5, "count": 2}),
                                          "te": sc.wan.te.model_copy(update={"regulariser": "symphony"})}),
-        "packet": sc.packet.model_copy(update={"controller": "ryu"})})
+        "emulation": sc.emulation.model_copy(update={"controller": "ryu"})})
     res = replay(sc, tmp_path / "emulation")
     assert "ryu.controller.ofp_handler" in (tmp_path / "emulation" / "controller-0.log").read_text()
-    ag = res.agreement()
+    ag = res.agreement
     assert ag["links"] >= 30 and ag["rel_error_median"] < 0.05 and ag["rel_error_p95"] < 0.15
     assert ag["loss"] < 0.01

@@ -120,8 +120,9 @@ def test_cli_flow_backend_writes_the_same_result_form(tmp_path):
     out = tmp_path / "flow"
     r = _cli("run", "experiments/demo.yaml", "--backend", "flow", "--out", str(out))
     assert r.returncode == 0, r.stderr
-    d = json.loads((out / "result.json").read_text())
-    assert d["backend"] == "flow" and d["semantics"] == "round-synchronous"
+    env = json.loads((out / "result.json").read_text())
+    d = env["result"]
+    assert env["kind"] == "collective" and env["backend"] == "flow" and d["semantics"] == "round-synchronous"
     assert {(x["name"], x["bytes"]) for x in d["runs"]} == {
         (n, s) for n in ("ring", "rhd-static", "rhd-circuits") for s in (25 << 20, 1 << 20)}
     for run in d["runs"]:
@@ -130,7 +131,7 @@ def test_cli_flow_backend_writes_the_same_result_form(tmp_path):
     assert (out / "steps.csv").exists() and (out / "timeline.png").exists()
     again = tmp_path / "again"
     assert _cli("run", "experiments/demo.yaml", "--backend", "flow", "--out", str(again)).returncode == 0
-    runs2 = json.loads((again / "result.json").read_text())["runs"]
+    runs2 = json.loads((again / "result.json").read_text())["result"]["runs"]
     assert [x["time_s"] for x in runs2] == [x["time_s"] for x in d["runs"]]  # deterministic
 
 
@@ -167,7 +168,7 @@ def test_compare_reuses_a_packet_result(tmp_path):
     assert len(c["runs"]) == 6 and c["max_abs_error"] == 0.0
     assert all(s["error"] == 0.0 for run in c["runs"] for s in run["steps"])
     assert (out / "compare.png").exists()
-    d["runs"][0]["time_s"] *= 2  # now one run disagrees by -50%
+    d["result"]["runs"][0]["time_s"] *= 2  # now one run disagrees by -50%
     fake.write_text(json.dumps(d))
     r = _cli("compare", "experiments/demo.yaml", "--packet-result", str(fake), "--out", str(tmp_path / "cmp2"),
              "--max-error", "0.1")

@@ -188,7 +188,7 @@ def test_iterations_draw_one_seeded_delay_each_and_every_algorithm_sees_it(tmp_p
     ds = [r[2] for r in rows]
     assert all(0.02 <= d < 0.03 for d in ds) and len(set(ds)) == 6
     assert all(r[k] == 0.0 for r in rows for k in range(8) if k != 2)
-    res = run_flow(sc).to_json()
+    res = run_flow(sc).to_json()["result"]
     assert len(res["runs"]) == 3 * 6
     for it, d in enumerate(ds):
         got = {r["name"]: r for r in res["runs"] if r["iteration"] == it}

@@ -169,7 +169,7 @@ def test_ocslab_run_writes_the_tables_and_plots(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     import json
 
-    res = json.loads((out / "result.json").read_text())
+    res = json.loads((out / "result.json").read_text())["result"]
     assert [(x["allocator"], x["scheduler"]) for x in res["runs"]] == [
         ("torus-contiguous", "fifo"), ("torus-contiguous", "irs"), ("photonic", "fifo"), ("photonic", "irs"),
         ("torus-contiguous", "static"), ("photonic", "static")]

@@ -12,7 +12,7 @@ import pytest
 
 from emulation.emulator.tenants import foreign_filter
 from emulation.tenancy.packet import run_packet
-from emulation.tenancy.scenario import load_tenancy_scenario
+from emulation import kinds
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,8 +42,8 @@ def test_the_foreign_filter_keeps_exactly_the_other_tenants_frames(run_dir):
 
 @pytest.mark.emulation
 def test_three_tenants_alone_and_together_match_the_flow_backend_and_stay_isolated(run_dir):
-    sc = load_tenancy_scenario(ROOT / "experiments" / "tenancy_packets.yaml")
-    res = run_packet(sc, run_dir)
+    sc = kinds.load_as(ROOT / "experiments" / "tenancy_packets.yaml", "tenancy")
+    res = run_packet(sc, run_dir).model_dump()
     for r in res["tenants"]:
         print(f"{r['name']} {r['algorithm']} on {r['gpus']}: alone {r['packet_alone_s'] * 1e6:.1f} us "
               f"({r['alone_error']:+.2%}), together {r['packet_together_s'] * 1e6:.1f} us ({r['together_error']:+.2%}), "

@@ -143,7 +143,7 @@ def test_two_hop_scenario_reports_relayed_bytes_and_beats_the_direct_rotor(tmp_p
   - {name: direct, collective: moe, algorithm: payload, schedule: rotor, slot_s: 5.0e-5, guard_s: 1.0e-6}
   - {name: relay, collective: moe, algorithm: payload, schedule: rotor, slot_s: 5.0e-5, guard_s: 1.0e-6, forwarding: two-hop}
 """)
-    by = {r["name"]: r for r in runner.run_flow(load_scenario(path)).to_json()["runs"]}
+    by = {r["name"]: r for r in runner.run_flow(load_scenario(path)).to_json()["result"]["runs"]}
     assert by["direct"]["slots"]["forwarding"] == "direct" and by["direct"]["slots"]["relayed_bytes"] == 0
     assert by["relay"]["slots"]["forwarding"] == "two-hop" and by["relay"]["slots"]["relayed_bytes"] > 0
     assert by["relay"]["slots"]["slots_per_turn"] == 7

@@ -6,7 +6,7 @@ import pytest
 
 from emulation.wan.replay import replay
 from emulation.wan.run import run_wan
-from emulation.wan.scenario import load_wan_scenario
+from emulation import kinds
 
 pytestmark = pytest.mark.emulation
 
@@ -17,7 +17,7 @@ def faults(tmp_path_factory):
     0's controller is killed at matrix 2 (~30 s)."""
     from pathlib import Path
 
-    sc = load_wan_scenario(Path(__file__).resolve().parents[1] / "experiments" / "wan_b4_faults.yaml")
+    sc = kinds.load_as(Path(__file__).resolve().parents[1] / "experiments" / "wan_b4_faults.yaml", "wan")
     sc = sc.model_copy(update={"wan": sc.wan.model_copy(update={
         "traffic": sc.wan.traffic.model_copy(update={"count": 4})})})
     return sc, replay(sc, tmp_path_factory.mktemp("wan") / "emulation")
@@ -34,14 +34,14 @@ def test_computed_side_is_the_flow_backends_and_packets_agree_with_it(faults):
     sc, res = faults
     flow = run_wan(sc)
     assert np.allclose(res.intervals[0].link_load, flow.intervals[0].link_load, rtol=1e-6, atol=1e-6)
-    ag = res.agreement(skip={1})  # the cable fails in the middle of interval 1
+    ag = res.agreement_skipping({1})  # the cable fails in the middle of interval 1
     assert ag["links"] >= 60
     assert ag["rel_error_median"] < 0.05 and ag["rel_error_p95"] < 0.15
     first = res.intervals[0].measured
     assert first.sent > 5000 and first.lost <= 0.01 * first.sent
     # reinstalls between intervals finish before the measurement window opens (the first install,
     # before any traffic, includes the solver's start-up)
-    assert all(0 < r < sc.packet.warmup_s for i in res.intervals[2:] for r in i.measured.reinstall_s.values())
+    assert all(0 < r < sc.wan.replay.warmup_s for i in res.intervals[2:] for r in i.measured.reinstall_s.values())
 
 
 def test_a_failed_cable_is_routed_around_by_the_slices_using_it(faults):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from emulation.wan.run import run_wan
-from emulation.wan.scenario import load_wan_scenario
+from emulation import kinds
 
 ROOT = Path(__file__).resolve().parents[1]
 WAN = ROOT / "experiments" / "wan_b4.yaml"
@@ -28,7 +28,7 @@ def test_run_writes_one_interval_per_matrix_with_consistent_accounting(tmp_path)
     out = tmp_path / "wan"
     r = _cli("run", str(WAN), "--out", str(out))
     assert r.returncode == 0, r.stderr
-    d = json.loads((out / "result.json").read_text())
+    d = json.loads((out / "result.json").read_text())["result"]
     assert len(d["intervals"]) == 36 and d["tunnels"]["count"] == 528
     cap = np.array(d["topology"]["capacity"])
     for i in d["intervals"]:
@@ -45,9 +45,9 @@ def test_regularised_slices_stay_within_capacity_where_the_lp_union_overloads():
     """B4, 36 Abilene matrices at 0.8 x, five random slices with 5% half-normal deviation,
     max-flow: the LP union overloads (measured: mean congestion 153.3, worst link 16.9% over,
     0.66% of the carried demand lost); with Symphony's regulariser nothing is overloaded."""
-    sc = load_wan_scenario(WAN)
-    lp = run_wan(sc).summary()
-    sym = run_wan(_with(sc, regulariser="symphony")).summary()
+    sc = kinds.load_as(WAN, "wan")
+    lp = run_wan(sc).summary
+    sym = run_wan(_with(sc, regulariser="symphony")).summary
     assert lp["mean_congestion"] > 50 and lp["max_overload"] > 0.05 and lp["loss_over_carried"] > 0
     assert sym["mean_congestion"] < 0.01 * lp["mean_congestion"] and sym["max_overload"] < 0.01
     assert sym["delivered_over_offered"] >= lp["delivered_over_offered"]
@@ -85,7 +85,7 @@ def test_a_replay_that_lost_packets_on_calm_paths_is_refused():
     from emulation.wan.replay import check_faithful
     from emulation.wan.results import Measured
 
-    res = run_wan(load_wan_scenario(WAN).model_copy(update={}))
+    res = run_wan(kinds.load_as(WAN, "wan").model_copy(update={}))
     def measured(calm):
         return Measured(window_s=[1, 2], link_load=[], link_carried=[], demands=[], sent=1, lost=0, reordered=0,
                         reinstall_s={}, lost_during_reinstall=0, stale_demand_share=0, calm=calm)

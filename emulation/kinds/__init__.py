@@ -12,7 +12,7 @@ and the commands that do apply.
 kind            marked by        what it runs
 ==============  ===============  ==========================================================
 ``collective``  (the default)    collectives on an OCS fabric, planned per step or slotted
-``training``    ``job:``         a real data-parallel torch job, a GPU failure and its
+``training``    ``failure:``     a real data-parallel torch job, a GPU failure and its
                                  recoveries (LUMION)
 ``wan``         ``wan:``         WAN traffic engineering over sliced controllers (Symphony)
 ``rails``       ``rails:``       a training iteration on photonic rails (Opus)
@@ -39,14 +39,14 @@ from emulation.output import Progress
 from emulation.scenario.load import read_yaml, validate
 from emulation.scenario.schema import ScenarioError
 
-#: ``(kind, the top-level section that marks a file of it, its module)``; the first kind, with no
-#: section, is the default.
-REGISTRY: tuple[tuple[str, str | None, str], ...] = (
-    ("collective", None, "emulation.kinds.collective"),
-    ("training", "job", "emulation.kinds.training"),
-    ("wan", "wan", "emulation.kinds.wan"),
-    ("rails", "rails", "emulation.kinds.rails"),
-    ("tenancy", "tenancy", "emulation.kinds.tenancy"),
+#: ``(kind, the top-level sections that mark a file of it, its module)``; the first kind, with
+#: no section, is the default.
+REGISTRY: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("collective", (), "emulation.kinds.collective"),
+    ("training", ("job", "failure", "recovery"), "emulation.kinds.training"),
+    ("wan", ("wan",), "emulation.kinds.wan"),
+    ("rails", ("rails",), "emulation.kinds.rails"),
+    ("tenancy", ("tenancy",), "emulation.kinds.tenancy"),
 )
 
 NAMES = tuple(name for name, _, _ in REGISTRY)
@@ -133,7 +133,7 @@ def detect(data: dict, path: Path | str = "") -> str:
         if k not in NAMES:
             raise ScenarioError(f"{path}: kind: unknown kind {k!r} (known: {', '.join(NAMES)})")
         return k
-    marked = [(n, s) for n, s, _ in REGISTRY if s is not None and s in data]
+    marked = [(n, next(x for x in s if x in data)) for n, s, _ in REGISTRY if any(x in data for x in s)]
     if len(marked) > 1:
         raise ScenarioError(f"{path}: {marked[1][1]}: a {marked[0][0]} scenario (it has {marked[0][1]}:) cannot "
                             f"also be a {marked[1][0]} one")

@@ -54,7 +54,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 Dimension = Literal["dp", "pp", "ep", "edp", "mp"]
@@ -163,13 +163,13 @@ class ParallelSpec:
     :raises ValueError: a degree below 1, ``ep`` not dividing ``dp``, EP on a dense model's trace.
     """
 
-    tp: int
-    pp: int
-    dp: int
-    ep: int = 1
-    micro_batches: int = 8
-    micro_batch_size: int = 1
-    bucket_params: int = 40_000_000
+    tp: int = Field(ge=1)
+    pp: int = Field(ge=1)
+    dp: int = Field(ge=1)
+    ep: int = Field(default=1, ge=1)
+    micro_batches: int = Field(default=8, ge=1, le=4096)
+    micro_batch_size: int = Field(default=1, ge=1)
+    bucket_params: int = Field(default=40_000_000, ge=1)
     optimizer: Literal["ddp", "distributed"] = "distributed"
     clip_grad: bool = True
 
@@ -193,10 +193,10 @@ class ComputeSpec:
     """The GPUs' achieved compute: ``gpu_tflops`` peak (dense BF16, e.g. 312 for an A100) times
     ``mfu``; ``bytes_per_element`` of activations, ``grad_bytes`` per gradient element."""
 
-    gpu_tflops: float = 312.0
-    mfu: float = 0.45
-    bytes_per_element: int = 2
-    grad_bytes: int = 2
+    gpu_tflops: float = Field(default=312.0, gt=0)
+    mfu: float = Field(default=0.45, gt=0, le=1)
+    bytes_per_element: int = Field(default=2, ge=1)
+    grad_bytes: int = Field(default=2, ge=1)
 
     def __post_init__(self) -> None:
         if not self.gpu_tflops > 0 or not 0 < self.mfu <= 1:
