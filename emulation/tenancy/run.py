@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from emulation.tenancy.allocators import ALLOCATORS, Photonic
+from emulation.planners.allocators import ALLOCATORS, Photonic
 from emulation.tenancy.jobs import make_trace
 from emulation.tenancy.metrics import metrics, utilisation_series
-from emulation.tenancy.replay import replay
+from emulation.tenancy.replay import simulate_job_manager as replay
 from emulation.tenancy.scenario import TenancyScenario
 
 Progress = Callable[[str, int, int], None]

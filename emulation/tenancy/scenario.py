@@ -27,8 +27,8 @@ from pydantic import Field, field_validator, model_validator
 
 from emulation.scenario.load import load_checked
 from emulation.scenario.schema import NamedScenario, ScenarioError, StrictModel
-from emulation.tenancy.rack import TorusRack
 from emulation.tenancy.replay import POLICIES
+from topologies.torus_rack import TorusRack
 
 
 class RackSection(StrictModel):
@@ -165,7 +165,7 @@ def load_tenancy_scenario(path: str | Path) -> TenancyScenario:
 
     :raises ScenarioError: one line, ``FILE: field: problem``.
     """
-    from emulation.tenancy.rack import RackError
+    from topologies.torus_rack import RackError
     from emulation.tenancy.replay import static_partitions
 
     def check(sc: TenancyScenario) -> None:
@@ -209,6 +209,6 @@ def load_tenancy_scenario(path: str | Path) -> TenancyScenario:
 
 
 def _legal(rack: TorusRack):
-    from emulation.tenancy.rack import LEGAL_SHAPES
+    from topologies.torus_rack import LEGAL_SHAPES
 
     return [s for s in LEGAL_SHAPES if rack.orientations(s)]
