@@ -44,6 +44,27 @@ def test_the_rack_has_sixteen_servers_with_four_fibres_per_boundary():
         RACK.orientations((2, 2, 3))
 
 
+def test_the_electrical_torus_as_a_fabric_cables_every_port_to_its_torus_neighbour():
+    """TorusRack.fabric: one cable per + port, so every accelerator's 6 ports are attached and the
+    fabric's directed links are the rack's torus links (parallel on an axis of 2); an axis of 1
+    has no cables."""
+    from collections import Counter
+
+    f = RACK.fabric(200.0)
+    assert (f.gpus, f.ports_per_gpu, f.port_gbps, len(f.cables)) == (64, 6, 200.0, 192)
+    assert Counter((l.u, l.v) for l in f.links()) == Counter(RACK.torus_links)
+    flat = TorusRack((2, 2, 1)).fabric()
+    assert len(flat.cables) == 8 and not {r.port for c in flat.cables for r in (c.a, c.b)} & {4, 5}
+
+
+def test_the_torus_rack_mininet_topo_has_a_host_per_accelerator():
+    pytest.importorskip("mininet")
+    from topologies.mininet_topos import topos
+
+    t = topos["torusrack"](2, 2, 2)
+    assert len(t.hosts()) == 8 and len(t.links()) == 8 + 8 * 3  # host links, then 3 cables each
+
+
 def test_the_integer_program_minimises_the_most_circuits_on_a_boundary_within_the_fibres():
     """Two servers joined by one 4-fibre boundary need 6 circuits (3 lanes each way round their
     ring): at most 4 go direct, the rest detour through other servers' interposers. The most

@@ -15,7 +15,9 @@ A tenant's slice on the electrical torus must be a contiguous block of a legal s
 (:data:`LEGAL_SHAPES`, any orientation that keeps whole servers, wrapping around the torus); its
 collective can only use the ports whose far end is in the slice: the rest is *stranded*
 (:meth:`TorusRack.usable_ports`). The slice allocators over this rack are
-:mod:`emulation.planners.allocators`.
+:mod:`emulation.planners.allocators`; :meth:`TorusRack.fabric` is the electrical torus as a
+:class:`~emulation.fabric.Fabric` of cables (``--topo torusrack`` of
+:mod:`topologies.mininet_topos`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import networkx as nx
+
+from emulation.fabric import Circuit, Configuration, Fabric, PortRef
 
 #: The slice shapes a TPU-like torus rack allocates (accelerators per axis), smallest first.
 LEGAL_SHAPES: tuple[tuple[int, int, int], ...] = ((2, 2, 1), (2, 2, 2), (2, 2, 4), (2, 4, 4), (4, 4, 4))
@@ -205,3 +209,29 @@ class TorusRack:
                 return s
         raise RackError(f"accelerators: no legal slice shape has {accelerators} accelerators")
 
+    # ---- the electrical torus as a fabric -------------------------------------------------------
+    def fabric(self, port_gbps: float = 400.0) -> Fabric:
+        """The electrical torus as a :class:`~emulation.fabric.Fabric` of static cables, no switch
+        (the packet emulator can run it; no planner can reconfigure it): GPU ``a`` is accelerator
+        ``a`` with :data:`PORTS` ports; port ``2 * axis`` (``+x``, ``+y``, ``+z``) is cabled to port
+        ``2 * axis + 1`` (``-x``, ...) of the next accelerator on that axis, wrapping around: 3
+        cables per accelerator, on an axis of 2 two parallel ones to the same neighbour; an axis of
+        1 has none (those ports stay unattached). The package links inside a server are cables
+        like the fibres between servers.
+
+        :param port_gbps: every port's rate, Gbit/s.
+        :returns: a fabric named ``torus-rack-XxYxZ`` whose initial configuration is empty.
+        :raises FabricError: ``port_gbps`` not positive, or a rack of one accelerator.
+        """
+        cables = []
+        for a in range(self.accelerators):
+            c = self.coord(a)
+            for axis in range(3):
+                if self.dims[axis] == 1:
+                    continue
+                n = list(c)
+                n[axis] += 1
+                cables.append(Circuit.of(PortRef(a, 2 * axis), PortRef(self.index(tuple(n)), 2 * axis + 1)))
+        X, Y, Z = self.dims
+        return Fabric(f"torus-rack-{X}x{Y}x{Z}", self.accelerators, PORTS, port_gbps, cables=tuple(cables),
+                      initial=Configuration())
