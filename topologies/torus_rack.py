@@ -55,7 +55,8 @@ class TorusRack:
     """The rack of Lumorph (arXiv 2501.18169) and Morphlux (arXiv 2508.03674) (module doc):
     ``dims`` accelerators per axis (x, y, z), servers of ``server`` accelerators per axis.
 
-    :raises RackError: an axis with fewer accelerators than the server's, or not a multiple of it.
+    :raises RackError: a server axis below 1, or an axis with fewer accelerators than the
+        server's or not a multiple of it.
     """
 
     dims: tuple[int, int, int] = (4, 4, 4)
