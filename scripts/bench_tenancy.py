@@ -16,11 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emulation.tenancy import allocators as al  # noqa: E402
+from emulation.planners import allocators as al  # noqa: E402
 from emulation.tenancy.jobs import make_trace  # noqa: E402
 from emulation.tenancy.metrics import metrics  # noqa: E402
-from emulation.tenancy.rack import TorusRack  # noqa: E402
-from emulation.tenancy.replay import replay  # noqa: E402
+from emulation.tenancy.replay import simulate_job_manager  # noqa: E402
+from topologies.torus_rack import TorusRack  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         al.route_circuits = counted
         try:
             t = time.perf_counter()
-            r = replay(rack, jobs, alloc, args.policy)
+            r = simulate_job_manager(rack, jobs, alloc, args.policy)
             wall = time.perf_counter() - t
         finally:
             al.route_circuits = solve

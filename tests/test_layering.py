@@ -26,3 +26,11 @@ def _loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
 ])
 def test_backends_and_planners_do_not_import_each_other(modules, forbidden):
     assert _loaded(modules, forbidden) == []
+
+
+def test_the_rack_model_and_the_allocators_import_no_scenario_kind():
+    """The multi-tenant rack model (topologies) and its slice allocators (planners) are core: the
+    tenancy kind imports them, never the other way round."""
+    assert _loaded(["topologies.torus_rack", "emulation.planners.allocators", "emulation.flowsim.tenants"],
+                   ("emulation.tenancy", "emulation.wan", "emulation.rails", "emulation.training", "mininet",
+                    "os_ken", "controllers")) == []

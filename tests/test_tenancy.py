@@ -8,17 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from emulation.tenancy.allocators import Allocation, ClusterState, Photonic, TorusContiguous, route_circuits
+from emulation.planners.allocators import Allocation, ClusterState, Photonic, TorusContiguous, route_circuits
 from emulation.tenancy.jobs import Job, make_trace
 from emulation.tenancy.metrics import metrics
-from emulation.tenancy.rack import LEGAL_SHAPES, RackError, TorusRack
-from emulation.tenancy.replay import replay, static_partitions
+from emulation.tenancy.replay import simulate_job_manager, static_partitions
+from topologies.torus_rack import LEGAL_SHAPES, RackError, TorusRack
 
 ROOT = Path(__file__).resolve().parents[1]
 RACK = TorusRack()
 
 
-def test_stranded_bandwidth_per_shape_is_the_specs_table_and_photonic_strands_none():
+def test_stranded_bandwidth_per_shape_and_photonic_strands_none():
     """On the 4x4x4 torus a contiguous slice uses only the ports whose far end it owns: 2x2x1 2 of
     6 (33%), 2x2x2 50%, 2x2x4 67%, 2x4x4 83%, 4x4x4 100%. Morphlux's interposers give every
     slice all 6 ports' worth (bandwidth redirection)."""
@@ -42,6 +42,27 @@ def test_the_rack_has_sixteen_servers_with_four_fibres_per_boundary():
         TorusRack((3, 4, 4))
     with pytest.raises(RackError, match="not a legal slice shape"):
         RACK.orientations((2, 2, 3))
+
+
+def test_the_electrical_torus_as_a_fabric_cables_every_port_to_its_torus_neighbour():
+    """TorusRack.fabric: one cable per + port, so every accelerator's 6 ports are attached and the
+    fabric's directed links are the rack's torus links (parallel on an axis of 2); an axis of 1
+    has no cables."""
+    from collections import Counter
+
+    f = RACK.fabric(200.0)
+    assert (f.gpus, f.ports_per_gpu, f.port_gbps, len(f.cables)) == (64, 6, 200.0, 192)
+    assert Counter((l.u, l.v) for l in f.links()) == Counter(RACK.torus_links)
+    flat = TorusRack((2, 2, 1)).fabric()
+    assert len(flat.cables) == 8 and not {r.port for c in flat.cables for r in (c.a, c.b)} & {4, 5}
+
+
+def test_the_torus_rack_mininet_topo_has_a_host_per_accelerator():
+    pytest.importorskip("mininet")
+    from topologies.mininet_topos import topos
+
+    t = topos["torusrack"](2, 2, 2)
+    assert len(t.hosts()) == 8 and len(t.links()) == 8 + 8 * 3  # host links, then 3 cables each
 
 
 def test_the_integer_program_minimises_the_most_circuits_on_a_boundary_within_the_fibres():
@@ -88,7 +109,7 @@ def _jobs():
 def test_a_replay_accounts_every_round_and_never_overcommits_the_rack():
     jobs = _jobs()
     for alloc in (TorusContiguous(RACK), Photonic(RACK)):
-        r = replay(RACK, jobs, alloc, "fifo")
+        r = simulate_job_manager(RACK, jobs, alloc, "fifo")
         assert len(r.requests) == sum(j.rounds for j in jobs) and len(r.job_end) == len(jobs)
         events = sorted([(q.t_start, q.job.accelerators) for q in r.requests] +
                         [(q.t_end, -q.job.accelerators) for q in r.requests], key=lambda e: (e[0], e[1]))
@@ -103,8 +124,8 @@ def test_a_replay_accounts_every_round_and_never_overcommits_the_rack():
 
 def test_photonic_beats_the_torus_on_bandwidth_fragmentation_and_completion_time():
     jobs = _jobs()
-    t = metrics(replay(RACK, jobs, TorusContiguous(RACK), "fifo"))
-    p = metrics(replay(RACK, jobs, Photonic(RACK), "fifo"))
+    t = metrics(simulate_job_manager(RACK, jobs, TorusContiguous(RACK), "fifo"))
+    p = metrics(simulate_job_manager(RACK, jobs, Photonic(RACK), "fifo"))
     assert p["allocation_bandwidth"] > 1.5 * t["allocation_bandwidth"]
     assert p["fragmentation"] < t["fragmentation"]
     assert p["jct_mean_s"] < t["jct_mean_s"]
@@ -115,12 +136,12 @@ def test_srtf_serves_the_short_job_first_and_fifo_the_early_one():
     the rack frees, FIFO serves the long one (it came first), SRTF the short one."""
     jobs = [Job(0, 0, 0.0, 64, 1, 100.0, 0.0), Job(1, 1, 1.0, 64, 1, 500.0, 0.0), Job(2, 2, 2.0, 64, 1, 50.0, 0.0)]
     for policy, first in (("fifo", 1), ("srtf", 2), ("srdf", 1), ("las", 1)):
-        r = replay(RACK, jobs, TorusContiguous(RACK), policy)
+        r = simulate_job_manager(RACK, jobs, TorusContiguous(RACK), policy)
         starts = {q.job.id: q.t_start for q in r.requests}
         assert starts[first] == 100.0, (policy, starts)
     # SRDF: remaining demand = accelerators x rounds left: the job with fewer rounds goes first
     jobs = [Job(0, 0, 0.0, 64, 1, 100.0, 0.0), Job(1, 1, 1.0, 64, 3, 10.0, 0.0), Job(2, 2, 2.0, 64, 2, 10.0, 0.0)]
-    r = replay(RACK, jobs, TorusContiguous(RACK), "srdf")
+    r = simulate_job_manager(RACK, jobs, TorusContiguous(RACK), "srdf")
     assert {q.job.id: q.t_start for q in r.requests if q.round == 0}[2] == 100.0
 
 
@@ -131,8 +152,8 @@ def test_irs_serves_the_scarcest_size_first():
     (32: 8 blocks against 16) first."""
     jobs = [Job(0, 0, 0.0, 64, 1, 100.0, 0.0)] + [Job(i, 1, float(i), 4, 1, 1000.0, 0.0) for i in range(1, 10)] + \
            [Job(10, 2, 20.0, 32, 1, 10.0, 0.0)]
-    fifo = {q.job.id: q.t_start for q in replay(RACK, jobs, TorusContiguous(RACK), "fifo").requests}
-    irs = {q.job.id: q.t_start for q in replay(RACK, jobs, TorusContiguous(RACK), "irs").requests}
+    fifo = {q.job.id: q.t_start for q in simulate_job_manager(RACK, jobs, TorusContiguous(RACK), "fifo").requests}
+    irs = {q.job.id: q.t_start for q in simulate_job_manager(RACK, jobs, TorusContiguous(RACK), "irs").requests}
     assert irs[10] == 100.0 and fifo[10] == 1100.0
     assert sorted(fifo.values())[:10] == [0.0] + [100.0] * 9
 
@@ -141,7 +162,7 @@ def test_static_partitioning_keeps_each_tenant_in_its_half():
     parts = static_partitions(RACK, 2)
     assert len(parts) == 2 and not parts[0] & parts[1] and len(parts[0] | parts[1]) == 16
     jobs = _jobs()
-    r = replay(RACK, jobs, Photonic(RACK), "fifo", partitions=2)
+    r = simulate_job_manager(RACK, jobs, Photonic(RACK), "fifo", partitions=2)
     for q in r.requests:
         assert set(q.servers) <= parts[q.job.tenant % 2]
     with pytest.raises(ValueError, match="static_partitions: 16 servers do not split into 3"):
@@ -149,12 +170,12 @@ def test_static_partitioning_keeps_each_tenant_in_its_half():
 
 
 def test_the_photonic_allocators_memory_does_not_change_its_answers(monkeypatch):
-    import emulation.tenancy.allocators as al
+    import emulation.planners.allocators as al
 
     jobs = _jobs()[:60]
-    a = metrics(replay(RACK, jobs, Photonic(RACK), "fifo"))
+    a = metrics(simulate_job_manager(RACK, jobs, Photonic(RACK), "fifo"))
     monkeypatch.setattr(al, "CACHE_SIZE", 0)
-    b = metrics(replay(RACK, jobs, Photonic(RACK), "fifo"))
+    b = metrics(simulate_job_manager(RACK, jobs, Photonic(RACK), "fifo"))
     assert a == b
 
 

@@ -30,6 +30,7 @@ from mininet.topo import Topo  # noqa: E402
 from emulation import dataplane as dpn  # noqa: E402
 from emulation.fabric import Fabric  # noqa: E402
 from topologies.builders import eps_star, ocs_star, rack, rails, static_ring, static_torus  # noqa: E402
+from topologies.torus_rack import TorusRack  # noqa: E402
 
 
 #: Host link rate over the sum of the GPU's port rates: the injection link paces TCP bursts
@@ -110,5 +111,13 @@ def rails_topo(servers: int = 2, gpus_per_server: int = 4, rail: str = "ocs", li
     return FabricTopo(rails(servers, gpus_per_server, rail=rail), link_mbps=link_mbps)
 
 
+def torus_rack_topo(x: int = 4, y: int = 4, z: int = 4, link_mbps: float | None = None) -> FabricTopo:
+    """``--topo torusrack[,X[,Y[,Z[,MBPS]]]]``: the electrical 3-D torus of a multi-tenant rack
+    (:meth:`topologies.torus_rack.TorusRack.fabric`, servers of 2x2x1), 6 ports per accelerator.
+
+    :raises RackError: an axis not a multiple of the server's."""
+    return FabricTopo(TorusRack((x, y, z)).fabric(), link_mbps=link_mbps)
+
+
 topos = {"ocsstar": ocs_star_topo, "ring": ring_topo, "torus": torus_topo, "eps": eps_topo, "rack": rack_topo,
-         "rails": rails_topo}
+         "rails": rails_topo, "torusrack": torus_rack_topo}

@@ -52,8 +52,17 @@ class SimulationError(RuntimeError):
     """The workload cannot be simulated (unroutable transfer, deadlock, bad inputs)."""
 
 
-class _Links:
-    """Global directed-link ids over every configuration of a run, and routes per configuration."""
+class LinkSpace:
+    """The directed links of one fabric across every configuration a run uses, numbered once
+    (a *global link id*, 0, 1, ... in order of first use), and the routes of each configuration.
+
+    The fluid engine (:class:`~emulation.flowsim.engine.FluidEngine`) takes capacities per
+    global id, so flows routed over different configurations (or different tenants' flows over
+    one) share a link exactly when they cross the same physical link. Used by :func:`simulate`
+    and :func:`emulation.flowsim.tenants.simulate_tenants`.
+
+    Attributes: ``fabric``; ``ids`` (``{Link: global id}``); ``links`` (global id -> Link).
+    """
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
@@ -63,7 +72,10 @@ class _Links:
         self._routes: dict[Configuration, tuple[Routes, np.ndarray]] = {}
 
     def routes(self, config: Configuration) -> tuple[Routes, np.ndarray]:
-        """Routes over ``config`` and the global id of each of its links."""
+        """``(routes, gid)``: the :class:`~emulation.routing.Routes` over ``config`` (computed
+        once per configuration) and ``gid``, an int64 array of shape ``(len(routes.links),)``:
+        the global id of each of its links. ``config`` is not checked against the fabric
+        (:meth:`~emulation.fabric.Fabric.check_configuration` does that)."""
         got = self._routes.get(config)
         if got is None:
             r = Routes(self.fabric, config, self.fabric.ports_per_gpu)
@@ -80,7 +92,10 @@ class _Links:
         return i
 
     def capacity(self, gid: np.ndarray) -> np.ndarray:
-        """Capacity (bytes/s) of the global links ``gid``."""
+        """Capacity of the global links ``gid`` (an int array of any shape): a float array of
+        the same shape, bytes/s (each link's Gbit/s x 1e9 / 8).
+
+        :raises IndexError: an id not yet given out by :meth:`routes`."""
         return np.asarray(self._cap, dtype=float)[gid]
 
 
@@ -156,7 +171,7 @@ class _Sim:
         self.alpha, self.delta, self.arrivals, self.record = alpha, delta, arrivals, record
         self.reuse = reuse
         self.cap = fabric.port_bytes_per_s
-        self.space = _Links(fabric)
+        self.space = LinkSpace(fabric)
         self.steps: list[StepResult] = []
         self.transfers: list[TransferResult] = []
         self.delivered = 0.0

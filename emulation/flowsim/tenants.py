@@ -22,7 +22,7 @@ import numpy as np
 
 from emulation.fabric import Configuration, Fabric
 from emulation.flowsim.engine import DeadlockError, FluidEngine
-from emulation.flowsim.simulate import SimulationError, _Links
+from emulation.flowsim.simulate import LinkSpace, SimulationError
 from emulation.routing import RoutingError
 from emulation.workloads.model import Tenant
 
@@ -55,7 +55,7 @@ def simulate_tenants(fabric: Fabric, configuration: Configuration, tenants: list
         if set(t.gpus) & seen or not all(0 <= g < fabric.gpus for g in t.gpus) or len(set(t.gpus)) != len(t.gpus):
             raise SimulationError(f"tenant {t.name}: GPUs {list(t.gpus)} overlap another tenant's or the fabric's range")
         seen |= set(t.gpus)
-    space = _Links(fabric)
+    space = LinkSpace(fabric)
     routes, gid = space.routes(configuration)
     eng = FluidEngine(space.capacity(gid))
     runs = [TenantRun(t.name, t.start_s) for t in tenants]

@@ -34,10 +34,10 @@ from emulation.output import Refused
 from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel
 from emulation.tenancy import report
 from emulation.tenancy.packet import TenantsResult
-from emulation.tenancy.rack import LEGAL_SHAPES, RackError, TorusRack
 from emulation.tenancy.replay import POLICIES, static_partitions
 from emulation.tenancy.run import TenancyResult
 from emulation.units import parse_bytes
+from topologies.torus_rack import LEGAL_SHAPES, RackError, TorusRack
 
 
 class RackSection(StrictModel):

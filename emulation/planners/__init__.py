@@ -2,6 +2,10 @@
 
 ``none`` stays on the base topology, ``always`` gives every step its ideal topology, ``greedy``
 and ``dp`` decide when reconfiguring pays (:mod:`emulation.planners.pccl`).
+
+Beside them, :mod:`emulation.planners.allocators`: slice allocators for a multi-tenant torus rack
+(contiguous blocks, and Morphlux's photonic circuits routed by an integer program, arXiv
+2508.03674). Importing this package does not import them.
 """
 
 from __future__ import annotations

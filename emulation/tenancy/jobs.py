@@ -3,7 +3,7 @@
 A job is round-based, as in Propius (arXiv 2510.19617): it checks in at ``arrival_s``, then for
 each of its ``rounds`` asks for a slice of ``accelerators``, holds it for the round and gives it
 back. A round takes ``compute_s`` plus ``comm_s`` (its collectives at the slice's full bandwidth)
-divided by the slice's bandwidth share (:attr:`emulation.tenancy.allocators.Allocation.bandwidth`),
+divided by the slice's bandwidth share (:attr:`emulation.planners.allocators.Allocation.bandwidth`),
 plus the photonic circuits' set-up R where the allocator sets circuits.
 """
 

@@ -1,6 +1,6 @@
 """A tenancy scenario's tenants on the packet backend, beside the flow backend's run of the same.
 
-1. **Placement.** The photonic allocator (:class:`emulation.tenancy.allocators.Photonic`) places
+1. **Placement.** The photonic allocator (:class:`emulation.planners.allocators.Photonic`) places
    the tenants in order on the rack; tenant k's GPUs are its slice's accelerators, its servers
    in ring order. Its circuits: a ring over its GPUs on the emulated OCS (every GPU's ports
    split between its two ring neighbours; Morphlux's bandwidth redirection), all tenants'
@@ -24,12 +24,11 @@ from pydantic import BaseModel, ConfigDict
 
 from emulation.fabric import Configuration, Fabric, assign_ports
 from emulation.flowsim.tenants import simulate_tenants
-from emulation.scale import Scale
-from emulation.tenancy.allocators import ClusterState, Photonic
 from emulation.output import Progress, Refused
-from emulation.workloads.model import Tenant
+from emulation.planners.allocators import ClusterState, Photonic
+from emulation.scale import Scale
 from emulation.workloads.allreduce import rhd_allreduce, ring_allreduce
-
+from emulation.workloads.model import Tenant
 
 
 class TenantRun(BaseModel):

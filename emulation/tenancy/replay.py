@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from emulation.tenancy.allocators import Allocation, ClusterState, TorusContiguous
+from emulation.planners.allocators import Allocation, ClusterState, TorusContiguous
 from emulation.tenancy.jobs import Job
-from emulation.tenancy.rack import TorusRack
+from topologies.torus_rack import TorusRack
 
 POLICIES = ("fifo", "random", "srtf", "srdf", "las", "irs")
 
@@ -95,13 +95,24 @@ def static_partitions(rack: TorusRack, count: int) -> list[frozenset[int]]:
     return out
 
 
-def replay(rack: TorusRack, jobs: list[Job], allocator: TorusContiguous, policy: str, *, spares: int = 0,
-           partitions: int | None = None, seed: int = 0, reconfiguration_delay_s: float = 0.0) -> Replay:
-    """Replay ``jobs`` (module doc) with ``allocator`` and ``policy`` (one of :data:`POLICIES`);
-    with ``partitions``, static partitioning instead (FIFO inside each partition).
+def simulate_job_manager(rack: TorusRack, jobs: list[Job], allocator: TorusContiguous, policy: str, *,
+                         spares: int = 0, partitions: int | None = None, seed: int = 0,
+                         reconfiguration_delay_s: float = 0.0) -> Replay:
+    """Simulate Propius' job manager (arXiv 2510.19617, module doc) on ``rack`` over the trace
+    ``jobs`` (in arrival order), in virtual time: ``allocator`` (a
+    :class:`~emulation.planners.allocators.TorusContiguous` or
+    :class:`~emulation.planners.allocators.Photonic`) places the slices, ``policy`` (one of
+    :data:`POLICIES`) orders the waiting requests; with ``partitions``, static partitioning
+    instead (FIFO inside each partition).
 
+    :param spares: servers held back from tenants (:class:`~emulation.planners.allocators.ClusterState`).
+    :param partitions: static partitions (``None``: one shared pool).
+    :param seed: the ``random`` policy's seed.
     :param reconfiguration_delay_s: R, added to a round whose slice has circuits to set (s).
-    :raises ValueError: an unknown policy, or partitions that do not tile the rack.
+    :returns: every request with its times (s), the rejected jobs, each completed job's end (s).
+    :raises ValueError: an unknown policy, partitions that do not tile the rack, partitions with
+        spares, or spares not fewer than the rack's servers.
+    :raises RackError: a job asks for a size no legal shape has.
     """
     if policy not in POLICIES:
         raise ValueError(f"scheduler: {policy!r} is not one of {', '.join(POLICIES)}")

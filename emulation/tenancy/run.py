@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from emulation.tenancy.allocators import ALLOCATORS, Photonic
+from emulation.output import Progress
+from emulation.planners.allocators import ALLOCATORS, Photonic
 from emulation.tenancy.jobs import make_trace
 from emulation.tenancy.metrics import metrics, utilisation_series
-from emulation.tenancy.replay import replay
-from emulation.output import Progress
+from emulation.tenancy.replay import simulate_job_manager
 
 
 class TenancyRun(BaseModel):
@@ -54,7 +54,7 @@ def run_tenancy(sc, progress: Progress | None = None) -> TenancyResult:
         if progress:
             progress(f"{a} / {s}", i, len(todo))
         alloc = Photonic(rack, t.photonic.k_routes) if a == "photonic" else ALLOCATORS[a](rack)
-        r = replay(rack, jobs, alloc, "fifo" if s == "static" else s, spares=t.rack.spares,
+        r = simulate_job_manager(rack, jobs, alloc, "fifo" if s == "static" else s, spares=t.rack.spares,
                    partitions=t.static_partitions if s == "static" else None, seed=tr.seed,
                    reconfiguration_delay_s=t.photonic.reconfiguration_delay_s if a == "photonic" else 0.0)
         ts, u = utilisation_series(r)

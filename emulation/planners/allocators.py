@@ -1,5 +1,5 @@
-"""Slice allocators for a multi-tenant rack (:mod:`emulation.tenancy.rack`) and the cluster
-state they share.
+"""Slice allocators for a multi-tenant rack (:class:`topologies.torus_rack.TorusRack`) and the
+cluster state they share. Pure Python over the rack model: no Mininet, no scenario kind.
 
 - :class:`TorusContiguous` (the electrical baseline): a slice is a free contiguous block of its
   legal shape, first fit; its collective uses only the ports inside the block
@@ -29,7 +29,7 @@ import networkx as nx
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from emulation.tenancy.rack import PORTS, TorusRack
+from topologies.torus_rack import PORTS, TorusRack
 
 #: Circuits between consecutive servers of a photonic slice's ring for full bandwidth: each
 #: accelerator's 6 ports as 3 lanes each way of a bidirectional ring.
@@ -43,10 +43,11 @@ CACHE_SIZE = 100_000
 
 @dataclass(frozen=True)
 class Allocation:
-    """A tenant's slice: its servers (ring order for a photonic slice), accelerators, whether it
-    is a contiguous block, its ``bandwidth`` (share of every accelerator's ports its collective
-    drives, 0-1) and, photonic, the circuits it holds on every server boundary
-    (``{(s, t) with s < t: circuits}``)."""
+    """A tenant's slice: its ``servers`` (ring order for a photonic slice), ``accelerators``
+    (ascending), whether it is a ``contiguous`` block, its ``bandwidth`` (share of every
+    accelerator's 6 ports its collective drives, in (0, 1]) and, photonic (Morphlux, arXiv
+    2508.03674), the ``circuits`` it holds on every server boundary (``{(s, t) with s < t:
+    circuits}``; empty on the electrical torus)."""
 
     servers: tuple[int, ...]
     accelerators: tuple[int, ...]
@@ -56,10 +57,12 @@ class Allocation:
 
 
 class ClusterState:
-    """Free servers, spares and circuits on every server boundary of one rack.
+    """Free servers, spares and circuits on every server boundary of one rack: ``free`` (server
+    ids), ``spares`` (server ids), ``circuits`` (``{(s, t) with s < t: circuits held}``, every
+    boundary of :attr:`TorusRack.boundaries`).
 
     :param spares: servers held back from tenants (the highest-numbered ones).
-    :raises ValueError: more spares than servers.
+    :raises ValueError: ``spares`` negative or not fewer than the rack's servers.
     """
 
     def __init__(self, rack: TorusRack, spares: int = 0):
@@ -81,8 +84,10 @@ class ClusterState:
         return len(self.free) * self.rack.per_server
 
     def take(self, a: Allocation) -> None:
-        """Mark ``a``'s servers and circuits used. :raises ValueError: a server is not free or a
-        boundary would exceed its fibres."""
+        """Mark ``a``'s servers and circuits used.
+
+        :raises ValueError: a server is not free or a boundary would exceed its fibres (nothing
+            is taken then)."""
         if not set(a.servers) <= self.free:
             raise ValueError(f"servers {sorted(set(a.servers) - self.free)} are not free")
         for e, c in a.circuits.items():
@@ -93,15 +98,16 @@ class ClusterState:
             self.circuits[e] += c
 
     def release(self, a: Allocation) -> None:
-        """Give ``a``'s servers and circuits back."""
+        """Give ``a``'s servers and circuits back (``a`` must have been taken: not checked)."""
         self.free |= set(a.servers)
         for e, c in a.circuits.items():
             self.circuits[e] -= c
 
 
 class TorusContiguous:
-    """The electrical torus's allocator (module doc): first free block of the shape, in the
-    order of :meth:`TorusRack.blocks`."""
+    """The electrical torus's allocator (Lumorph arXiv 2501.18169 and Morphlux arXiv 2508.03674's
+    baseline; module doc): first free block of the shape, in the order of
+    :meth:`TorusRack.blocks`; its bandwidth is :meth:`TorusRack.usable_ports` / 6."""
 
     name = "torus-contiguous"
 
@@ -121,7 +127,8 @@ class TorusContiguous:
         return self._blocks[accelerators]
 
     def allocate(self, state: ClusterState, accelerators: int, allowed: frozenset[int] | None = None) -> Allocation | None:
-        """A slice of ``accelerators`` on free servers (within ``allowed``, if given), or None.
+        """A slice of ``accelerators`` on free servers (within ``allowed``, server ids, if given),
+        or None when no block of its shape is free. Does not take it (:meth:`ClusterState.take`).
 
         :raises RackError: no legal shape has that many accelerators."""
         pool = state.free if allowed is None else state.free & allowed
@@ -131,13 +138,20 @@ class TorusContiguous:
         return None
 
     def placements(self, state: ClusterState, accelerators: int, allowed: frozenset[int] | None = None) -> int:
-        """How many placements of that size are free now (the scarcity of a size)."""
+        """How many placements of ``accelerators`` are free now (within ``allowed``): the scarcity
+        of a size, overlapping placements counted each.
+
+        :raises RackError: no legal shape has that many accelerators."""
         pool = state.free if allowed is None else state.free & allowed
         return sum(1 for key, *_ in self._candidates(accelerators) if key <= pool)
 
 
 class Photonic(TorusContiguous):
-    """Morphlux's allocator (module doc)."""
+    """Morphlux's allocator (arXiv 2508.03674; module doc).
+
+    :param k_routes: candidate routes per server pair in the integer program (K).
+    :param candidates: sets of free servers tried per lane count when no contiguous block fits.
+    """
 
     name = "photonic"
 
@@ -151,7 +165,10 @@ class Photonic(TorusContiguous):
         self._solved: dict[tuple, dict | None] = {}  # route_circuits' answers by their inputs
 
     def routes(self, s: int, t: int) -> list[list[tuple[int, int]]]:
-        """Up to ``k_routes`` shortest server paths from s to t, as lists of boundaries."""
+        """Up to ``k_routes`` shortest simple server paths between s and t (either order), each
+        a list of boundaries ``(u, v)`` with u < v, shortest first.
+
+        :raises networkx.NetworkXNoPath: s and t are not connected (never on a torus)."""
         key = (min(s, t), max(s, t))
         if key not in self._routes:
             paths = []
@@ -163,7 +180,8 @@ class Photonic(TorusContiguous):
         return self._routes[key]
 
     def ring(self, servers) -> tuple[int, ...]:
-        """``servers`` in a ring order of few hops: nearest neighbour from the lowest."""
+        """``servers`` (non-empty) in a ring order of few hops: nearest neighbour (in server
+        boundaries crossed) from the lowest."""
         left = sorted(servers)
         order = [left.pop(0)]
         while left:
@@ -211,9 +229,12 @@ class Photonic(TorusContiguous):
         return Allocation(ring, members, contiguous, min(1.0, 2 * lanes / PORTS), used)
 
     def allocate(self, state: ClusterState, accelerators: int, allowed: frozenset[int] | None = None) -> Allocation | None:
-        """A slice of ``accelerators`` (module doc), or None when no free servers can be wired.
+        """A slice of ``accelerators`` on free servers (within ``allowed``, server ids, if given;
+        module doc), or None when no free servers can be wired even with one lane. Does not take
+        it (:meth:`ClusterState.take`).
 
-        :raises RackError: no legal shape has that many accelerators."""
+        :raises RackError: no legal shape has that many accelerators (raised once enough
+            servers are free to try)."""
         pool = state.free if allowed is None else state.free & allowed
         k = accelerators // self.rack.per_server
         if k > len(pool):
@@ -233,7 +254,8 @@ class Photonic(TorusContiguous):
         return None
 
     def placements(self, state: ClusterState, accelerators: int, allowed: frozenset[int] | None = None) -> int:
-        """How many disjoint slices of that size the free servers hold (any servers will do)."""
+        """How many disjoint slices of ``accelerators`` the free servers (within ``allowed``)
+        hold: any servers will do."""
         pool = state.free if allowed is None else state.free & allowed
         return len(pool) // max(1, accelerators // self.rack.per_server)
 
@@ -241,13 +263,20 @@ class Photonic(TorusContiguous):
 def route_circuits(boundaries: nx.Graph, held: dict[tuple[int, int], int], candidates: list[list[list[tuple[int, int]]]],
                    lanes: int) -> dict[tuple[int, int], int] | None:
     """Route ``lanes`` circuits for every server pair over its candidate routes (Morphlux's
-    integer program): integer ``y[p, r]`` circuits of pair p on route r, ``sum_r y[p, r] = lanes``;
+    integer program, arXiv 2508.03674; solved by HiGHS through ``scipy.optimize.milp``): integer ``y[p, r]`` circuits of pair p on route r, ``sum_r y[p, r] = lanes``;
     on every boundary e, ``held[e] + sum of y over routes through e <= fibres[e]``; minimise the
     most circuits on any boundary the routes cross, then (by a weight below one circuit) the total
     route length.
 
+    :param boundaries: the rack's server boundaries (:attr:`TorusRack.boundaries`, edge
+        attribute ``fibres``).
+    :param held: circuits already held per boundary ``(s, t)``, s < t (every boundary the routes
+        cross must be a key).
     :param candidates: per pair, its routes, each a list of boundaries ``(s, t)`` with s < t.
-    :returns: the new circuits per boundary, or None if no routing fits.
+    :param lanes: circuits each pair needs (1 to :data:`FULL_LANES`).
+    :returns: the new circuits per boundary (``{(s, t): circuits}``, only boundaries used), or
+        None if no routing fits.
+    :raises KeyError: a route crosses a boundary missing from ``held`` or ``boundaries``.
     """
     # only the boundaries the routes cross: the others' loads do not change, and leaving them out
     # keeps the answer a function of what the routes meet
@@ -285,4 +314,6 @@ def route_circuits(boundaries: nx.Graph, held: dict[tuple[int, int], int], candi
     return used
 
 
+#: The allocators by the name a tenancy scenario gives (``tenancy.allocators``): each class takes
+#: the :class:`TorusRack` (and, photonic, ``k_routes``).
 ALLOCATORS = {"torus-contiguous": TorusContiguous, "photonic": Photonic}
