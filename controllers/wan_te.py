@@ -13,10 +13,11 @@ and, when a router connects, installs:
 
 ``POST /interval`` ``{"index": i, "view": n x n demands, "failed": [link, ...]}``: solve TE on this
 controller's view of the demand (tunnels over failed links left out) with the slice's objective
-(:func:`emulation.wan.te.solve`), then rewrite the groups of the demands its routers source:
+(:func:`emulation.planners.te.solve`), then rewrite the groups of the demands its routers source:
 bucket t pushes tunnel t's label and sends on its first link, weighted by the split in 64ths
-(:func:`bucket_weights`); a bucket without actions takes what the TE does not admit (max-flow,
-mcf), so the switches' hashing splits and drops the flows in the solution's proportions. Answers
+(:func:`emulation.planners.te.bucket_weights`); a bucket without actions takes what the TE does
+not admit (max-flow, mcf), so the switches' hashing splits and drops the flows in the solution's
+proportions. Answers
 ``{"splits": [[tunnel, split], ...], "solve_s", "install_s", "t_installed"}`` once the
 switches acknowledged the groups with a barrier (``t_installed``: CLOCK_MONOTONIC s).
 ``GET /status`` ``{"slice": k, "switches": {router: programmed}, "ready": bool}``. A bad request gets 400 and
@@ -37,25 +38,23 @@ from controllers import flags  # noqa: F401 - registers --ocslab-*
 from controllers.barriers import Barriers
 from controllers.base import OcsLabApp
 from controllers.http_api import JsonHandler, serve
+from emulation.planners.te import bucket_weights, solve
+from emulation.planners.tunnels import Tunnels
 
 LOG = logging.getLogger("ocslab.wan_te")
-#: Bucket weights of a demand sum to WEIGHT (:func:`bucket_weights`). Open vSwitch selects a
-#: bucket with its dp_hash method (flows hashed onto 64 values, each value mapped to a bucket in
-#: proportion to the weights) only when every weight is at least 1/64 of the total; otherwise it
-#: falls back to highest-random-weight hashing, whose shares are not proportional to the weights
-#: (3:1 gives 5:1). Weights in 64ths keep every group on dp_hash.
-WEIGHT = 64
 TRANSIT_PRIORITY, INGRESS_PRIORITY = 100, 200
 VID_PRESENT = 0x1000
 
 
 class SliceConfig:
     """The slice this controller owns and the topology it solves over (the JSON of
-    :meth:`emulation.wan.emulated.WanNet.slice_config`)."""
+    :meth:`emulation.wan.emulated.WanNet.slice_config`).
+
+    :raises KeyError: a field is missing. :raises ValueError: more tunnels than 12-bit VLAN
+        labels hold.
+    """
 
     def __init__(self, data: dict):
-        from emulation.wan.tunnels import Tunnels
-
         self.slice = int(data["slice"])
         self.names: list[str] = list(data["routers"])
         self.mine: set[int] = set(data["mine"])
@@ -166,10 +165,13 @@ class WanTe(App):
     def solve_and_install(self, view: np.ndarray, failed: list[int]) -> dict:
         """Solve on ``view`` avoiding ``failed`` links, install this slice's groups (module doc).
 
-        :raises ValueError: a bad view. :raises emulation.wan.te.TeError: the solver failed.
+        :param view: ``(routers, routers)`` this controller's view of the demands (the traffic
+            matrix's units, those of the slice's capacities). :param failed: indices of links down.
+        :returns: ``{"splits": [[tunnel, split], ...] of the demands this slice sources,
+            "solve_s", "install_s" (s), "t_installed" (CLOCK_MONOTONIC s)}``.
+        :raises ValueError: a bad view. :raises emulation.planners.te.TeError: the solver failed.
+        :raises controllers.barriers.BarrierTimeout: a router did not acknowledge its groups.
         """
-        from emulation.wan.te import solve
-
         c = self.conf
         n = len(c.names)
         if view.shape != (n, n) or not np.isfinite(view).all() or (view < 0).any():
@@ -218,18 +220,6 @@ class WanTe(App):
         with self.lock:
             sw = {self.conf.names[r]: r in self.programmed for r in sorted(self.conf.mine)}
         return {"slice": self.conf.slice, "switches": sw, "ready": all(sw.values())}
-
-
-def bucket_weights(splits) -> tuple[list[int], int]:
-    """Integer weights for a demand's tunnel ``splits`` (each in [0, 1], summing to at most 1)
-    and for the bucket that drops what is not admitted, together :data:`WEIGHT`: the largest
-    remainder method, so no share is off by more than 1 / WEIGHT."""
-    x = np.clip(np.asarray(splits, dtype=float), 0.0, 1.0)
-    want = np.append(x, max(0.0, 1.0 - x.sum())) * WEIGHT
-    w = np.floor(want).astype(int)
-    for j in np.argsort(-(want - w), kind="stable")[: WEIGHT - int(w.sum())]:
-        w[j] += 1
-    return [int(v) for v in w[:-1]], int(w[-1])
 
 
 def _handler(app: WanTe):

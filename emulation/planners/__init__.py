@@ -2,6 +2,10 @@
 
 ``none`` stays on the base topology, ``always`` gives every step its ideal topology, ``greedy``
 and ``dp`` decide when reconfiguring pays (:mod:`emulation.planners.pccl`).
+
+WAN traffic engineering plans routes rather than circuits: :mod:`emulation.planners.tunnels`
+(k-shortest tunnels) and :mod:`emulation.planners.te` (the TE formulations and the select-group
+bucket weights of their splits; Symphony, arXiv 2510.11937). Neither is imported here.
 """
 
 from __future__ import annotations

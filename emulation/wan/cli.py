@@ -62,8 +62,8 @@ def te(path: Path, tm: int, as_json: bool) -> int:
     from rich.table import Table
 
     from emulation.wan.scenario import load_wan_scenario
-    from emulation.wan.te import solve
-    from emulation.wan.tunnels import k_shortest
+    from emulation.planners.te import solve
+    from emulation.planners.tunnels import k_shortest
 
     try:
         sc = load_wan_scenario(path)

@@ -34,7 +34,7 @@ from emulation.emulator.net import (_OFFLOADS, EmulationError, claim_machine, co
                                     keep_qdiscs, project_root, raise_interrupt, stop_net, stop_pid, sysctl)
 from emulation.poll import wait_until
 from emulation.wan.slicing import Slicing
-from emulation.wan.tunnels import Tunnels
+from emulation.planners.tunnels import Tunnels
 from topologies.wan import WanTopology
 
 #: First datapath id of the WAN routers (router i is DPID_WAN + i).

@@ -39,7 +39,7 @@ from emulation.wan.divergence import evaluate, owned, views
 from emulation.wan.results import Measured, WanResult
 from emulation.wan.run import Progress, WanSetup, interval, prepare, result
 from emulation.wan.scenario import WanScenario
-from emulation.wan.te import solve
+from emulation.planners.te import bucket_weights, solve
 from emulation.wan.traffic import BIN_S
 
 #: Time between starting the generators and the first interval, s (their start-up is ~0.3 s).
@@ -185,8 +185,6 @@ def _check_window(j: int, start: float, end: float, installed: float, a0: em.Por
 def _stale_share(tunnels, slicing, matrix, cap, te, view, failed, installed) -> float:
     """Share of the offered demand whose installed bucket weights (``installed``, read from the
     routers) are not what its slice's controller would install on its view now."""
-    from controllers.wan_te import bucket_weights
-
     alive, keep = tunnels.avoiding(failed)
     vol = tunnels.volumes(matrix)
     fresh = np.zeros(len(tunnels.paths))

@@ -22,7 +22,7 @@ from emulation.wan.divergence import Deviation, Outcome, diverged
 from emulation.wan.results import Interval, Measured, WanResult
 from emulation.wan.scenario import WanScenario
 from emulation.wan.slicing import Slicing, make_slicing
-from emulation.wan.tunnels import Tunnels, k_shortest
+from emulation.planners.tunnels import Tunnels, k_shortest
 from topologies.wan import WanTopology
 
 Progress = Callable[[str, int, int], None]

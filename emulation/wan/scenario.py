@@ -30,7 +30,7 @@ from pydantic import Field, field_validator, model_validator
 from emulation.scenario.load import load_checked
 from emulation.scenario.schema import NamedScenario, ScenarioError, StrictModel, known_name
 from emulation.wan.slicing import METHODS
-from emulation.wan.te import OBJECTIVES, SYMPHONY_LAMBDA
+from emulation.planners.te import OBJECTIVES, SYMPHONY_LAMBDA
 from topologies.wan import TrafficMatrices, WanError, WanTopology, load_bundled, wan_directory
 
 
