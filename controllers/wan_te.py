@@ -33,11 +33,11 @@ import time
 from http.server import ThreadingHTTPServer
 
 import numpy as np
-from controllers.sdn import CONFIG_DISPATCHER, MAIN_DISPATCHER, App, cfg, hub, ofp_event, ofproto_v1_3, set_ev_cls
+
 from controllers import flags  # noqa: F401 - registers --ocslab-*
-from controllers.barriers import Barriers
-from controllers.base import OcsLabApp
+from controllers.base import OpenFlowApp
 from controllers.http_api import JsonHandler, serve
+from controllers.sdn import CONFIG_DISPATCHER, cfg, hub, ofp_event, set_ev_cls
 from emulation.planners.te import bucket_weights, solve
 from emulation.planners.tunnels import Tunnels
 
@@ -78,17 +78,15 @@ class SliceConfig:
         return [self.links[p[0]][0]] + [self.links[e][1] for e in p]
 
 
-class WanTe(App):
-    """The slice TE controller (module doc)."""
-
-    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+class WanTe(OpenFlowApp):
+    """The slice TE controller (module doc): an :class:`controllers.base.OpenFlowApp` with
+    barriers of its own, alone in its process."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         with open(cfg.CONF.ocslab.wan) as fh:
             self.conf = SliceConfig(json.load(fh))
         self.lock = threading.Lock()
-        self.barriers = Barriers()
         self.datapaths: dict[int, object] = {}  # router -> datapath
         self.programmed: set[int] = set()
         self.splits = np.zeros(len(self.conf.tunnels.paths))
@@ -107,16 +105,10 @@ class WanTe(App):
             self.programmed.discard(r)
         hub.spawn(self._program, r, dp)  # the barrier reply arrives on this handler's thread
 
-    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
-    def _barrier_reply(self, ev):
-        self.barriers.replied(ev.msg.datapath.id, ev.msg.xid)
-
     def _program(self, r: int, dp) -> None:
         parser, ofp = dp.ofproto_parser, dp.ofproto
         c = self.conf
-        msgs = [parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL, out_port=ofp.OFPP_ANY,
-                                  out_group=ofp.OFPG_ANY, match=parser.OFPMatch()),
-                parser.OFPGroupMod(dp, command=ofp.OFPGC_DELETE, group_id=ofp.OFPG_ALL)]
+        msgs = [self.delete_all_flows(dp), self.delete_all_groups(dp)]
         for t in range(len(c.tunnels.paths)):
             route = c.route(t)
             if r not in route[1:]:
@@ -127,16 +119,16 @@ class WanTe(App):
                 actions = [parser.OFPActionPopVlan(), parser.OFPActionOutput(c.host_port)]
             else:
                 actions = [parser.OFPActionOutput(c.port[c.tunnels.paths[t][i]][0])]
-            msgs.append(OcsLabApp.add_flow(dp, TRANSIT_PRIORITY, match, actions))
+            msgs.append(self.add_flow(dp, TRANSIT_PRIORITY, match, actions))
         for d, (s, dst) in enumerate(c.tunnels.demands):
             if s != r:
                 continue
             msgs.append(parser.OFPGroupMod(dp, command=ofp.OFPGC_ADD, type_=ofp.OFPGT_SELECT, group_id=d + 1,
                                            buckets=self._buckets(dp, d)))
             match = parser.OFPMatch(in_port=c.host_port, eth_type=0x0800, ipv4_dst=c.host_ip[dst])
-            msgs.append(OcsLabApp.add_flow(dp, INGRESS_PRIORITY, match, [parser.OFPActionGroup(d + 1)]))
+            msgs.append(self.add_flow(dp, INGRESS_PRIORITY, match, [parser.OFPActionGroup(d + 1)]))
         try:
-            self.barriers.send_with_barriers([(dp, msgs)], timeout=10.0)
+            self.send_with_barrier(dp, msgs, timeout=10.0)
         except Exception:
             LOG.exception("programming router %s failed", c.names[r])
             return
@@ -201,7 +193,7 @@ class WanTe(App):
                     for d in mine if c.tunnels.demands[d][0] == r]
             if mods:
                 batches.append((dp, mods))
-        t_done = self.barriers.send_with_barriers(batches, timeout=10.0) if batches else time.monotonic()
+        t_done = self.send_with_barriers(batches, timeout=10.0) if batches else time.monotonic()
         return {"splits": [[int(t), float(splits[t])] for d in mine for t in c.tunnels.of(d)],
                 "solve_s": t1 - t0, "install_s": t_done - t1, "t_installed": t_done}
 
