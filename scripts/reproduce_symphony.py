@@ -115,7 +115,7 @@ def packet(out: Path) -> int:
     """B4 replayed as packets at two loads (module doc); the exit status."""
     from emulation.emulator.net import EmulationError
     from emulation.wan.report import write
-    from emulation.wan.replay import replay
+    from emulation.wan.replay import emulate_wan
     from emulation.wan.scenario import load_wan_scenario
 
     base = load_wan_scenario(ROOT / "experiments" / "wan_b4.yaml")
@@ -126,7 +126,7 @@ def packet(out: Path) -> int:
         sc = base.model_copy(update={"name": f"wan_b4_packet_{scale:g}", "wan": w, "backend": "mininet"})
         where = out / f"packet-{scale:g}"
         try:
-            res = replay(sc, where / "emulation")
+            res = emulate_wan(sc, where / "emulation")
         except EmulationError as e:
             print(f"reproduce_symphony: packet replay: {e}", file=sys.stderr)
             return 1

@@ -38,12 +38,12 @@ def run(path: Path, backend: str | None, out: Path | None, controller: str | Non
         sc = sc.model_copy(update={"packet": sc.packet.model_copy(update={"controller": controller})})
     if backend == "mininet":
         from emulation.emulator.net import EmulationError, ryu_unavailable
-        from emulation.wan.replay import replay
+        from emulation.wan.replay import emulate_wan
 
         if sc.packet.controller == "ryu" and ryu_unavailable():
             return _fail(f"--controller: ryu is unavailable here: {ryu_unavailable()}")
         try:
-            res = replay(sc, out / "emulation")
+            res = emulate_wan(sc, out / "emulation")
         except EmulationError as e:
             return _fail(f"mininet backend: {e}", 1)
     else:

@@ -50,8 +50,15 @@ DRAIN_S = 1.0
 TAIL_S = 0.1
 
 
-def replay(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> WanResult:
-    """Replay ``sc`` on the packet backend (module doc); logs and per-site counts in ``run_dir``.
+def emulate_wan(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> WanResult:
+    """Run WAN scenario ``sc`` on the packet backend: its traffic matrices replayed as UDP flows
+    through Open vSwitch routers, one TE controller per slice (module doc; Symphony's
+    decentralised TE, arXiv 2510.11937). Controller logs, generator plans and per-site datagram
+    counts go to ``run_dir``.
+
+    :param progress: called as ``progress(label, done, total)`` before each interval.
+    :returns: the computed and the measured side of every interval (link loads in the traffic
+        matrix's units, times in s from each interval's start).
 
     :raises EmulationError: the emulation could not be brought up, a controller failed, or the
         machine could not emulate the load faithfully (:func:`_check_pacing`, :func:`check_faithful`).
