@@ -73,7 +73,7 @@ class CircuitSwitch(OcsLabApp):
             with self.state.lock:
                 current = self.state.circuits[ocs.name]
             msgs += [m for c in sorted(current) for m in self._circuit_mods(dp, k, c, add=True)]
-        self.state.send_with_barrier(dp, msgs)
+        self.send_with_barrier(dp, msgs)
         with self.state.lock:
             self.state.datapaths[dp.id] = dp
         if k is None:
@@ -93,10 +93,6 @@ class CircuitSwitch(OcsLabApp):
                 self.state.programmed.discard(dp.id)
             if gone is not None:
                 self.state.log_event("switch-disconnected", dpid=dp.id)
-
-    @set_ev_cls(ofp_event.EventOFPBarrierReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
-    def _barrier(self, ev):
-        self.state.barrier_replied(ev.msg.datapath.id, ev.msg.xid)
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _port_status(self, ev):
@@ -205,7 +201,7 @@ class CircuitSwitch(OcsLabApp):
                 if removed[ocs.name]:
                     dp = self._ocs_dp(k)
                     mods = [m for c in sorted(removed[ocs.name]) for m in self._circuit_mods(dp, k, c, add=False)]
-                    t_dark = max(t_dark, self.state.send_with_barrier(dp, mods))
+                    t_dark = max(t_dark, self.send_with_barrier(dp, mods))
             t_dark_flushed = self._in_datapath(t_dark)
             with self.state.lock:
                 self.state.circuits = config
@@ -220,7 +216,7 @@ class CircuitSwitch(OcsLabApp):
                 if added[ocs.name]:
                     dp = self._ocs_dp(k)
                     mods = [m for c in sorted(added[ocs.name]) for m in self._circuit_mods(dp, k, c, add=True)]
-                    t_live = max(t_live, self.state.send_with_barrier(dp, mods))
+                    t_live = max(t_live, self.send_with_barrier(dp, mods))
             t_live_flushed = self._in_datapath(t_live)
             ends = [{e for cs in circuits.values() for c in cs for e in (c.a, c.b)} for circuits in (removed, added)]
             out = {
@@ -268,7 +264,7 @@ class CircuitSwitch(OcsLabApp):
         dp = self._ocs_dp(k)
         t_dark = t_request
         if remove:
-            t_dark = self.state.send_with_barrier(dp, [m for c in sorted(remove) for m in self._circuit_mods(dp, k, c, False)])
+            t_dark = self.send_with_barrier(dp, [m for c in sorted(remove) for m in self._circuit_mods(dp, k, c, False)])
         t_dark_flushed = self._in_datapath(t_dark)
         with self.state.lock:
             cur = self.state.circuits
@@ -282,7 +278,7 @@ class CircuitSwitch(OcsLabApp):
             time.sleep(wait)
         t_install = t_live = time.monotonic()
         if add:
-            t_live = self.state.send_with_barrier(dp, [m for c in sorted(add) for m in self._circuit_mods(dp, k, c, True)])
+            t_live = self.send_with_barrier(dp, [m for c in sorted(add) for m in self._circuit_mods(dp, k, c, True)])
         t_live_flushed = self._in_datapath(t_live)
         ends = [{e for c in cs for e in (c.a, c.b)} for cs in (remove, add)]
         out = {

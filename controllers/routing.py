@@ -170,7 +170,7 @@ class Routing(OcsLabApp):
         was just wiped); return the barrier ack time, or None if nothing changed."""
         with self._lock:
             msgs = self._updates(dp, fresh)
-            return self.state.send_with_barrier(dp, msgs) if msgs else None
+            return self.send_with_barrier(dp, msgs) if msgs else None
 
     def program_all(self) -> float | None:
         """Reprogram every connected NIC and EPS bridge for the current circuits: all bridges'
@@ -179,7 +179,7 @@ class Routing(OcsLabApp):
         dps = self._forwarding_dps()
         with self._lock:
             batches = [(dp, msgs) for dp in dps if (msgs := self._updates(dp, False))]
-            return self.state.send_with_barriers(batches) if batches else None
+            return self.send_with_barriers(batches) if batches else None
 
     @set_ev_cls(ProgramRoutes)
     def _program_routes(self, req: ProgramRoutes) -> None:

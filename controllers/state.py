@@ -1,10 +1,12 @@
 """Shared controller state (an OS-Ken context): the fabric, the circuit table, connected
-datapaths, barrier bookkeeping and the event log.
+datapaths, the table of outstanding barriers and the event log.
 
 OS-Ken's native hub runs handlers in real threads: every field is guarded by ``lock`` and
 readers take snapshots.
 
-Barriers: :mod:`controllers.barriers`.
+Barriers are sent and their replies received by the apps (:class:`controllers.base.OcsLabApp`);
+only their table (:class:`controllers.barriers.Barriers`) is kept here, so that every app of the
+fabric shares it.
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable
-
 
 from controllers import flags  # noqa: F401 - registers --ocslab-* (also for ryu-manager)
 from controllers.barriers import Barriers
@@ -40,6 +40,7 @@ class FabricState:
         self.datapaths: dict[int, object] = {}
         #: dpids whose initial rules (circuits or routes) are installed and barrier-acknowledged
         self.programmed: set[int] = set()
+        #: outstanding barriers of every app (:class:`controllers.base.OcsLabApp`)
         self.barriers = Barriers()
         self._events: list[dict] = []
 
@@ -64,20 +65,3 @@ class FabricState:
         """Events with ``seq >= since``."""
         with self.lock:
             return list(self._events[since:])
-
-    # ---- barriers -------------------------------------------------------------------------
-    def send_with_barrier(self, dp, msgs: Iterable, timeout: float = 5.0) -> float:
-        """Send ``msgs`` to ``dp`` followed by a barrier; return the CLOCK_MONOTONIC time the
-        barrier reply arrived (all earlier messages processed).
-
-        :raises BarrierTimeout: no reply within ``timeout`` seconds.
-        """
-        return self.barriers.send_with_barriers([(dp, msgs)], timeout)
-
-    def send_with_barriers(self, batches: Iterable[tuple[object, Iterable]], timeout: float = 5.0) -> float:
-        """:meth:`controllers.barriers.Barriers.send_with_barriers`."""
-        return self.barriers.send_with_barriers(batches, timeout)
-
-    def barrier_replied(self, dpid: int, xid: int) -> None:
-        """Called by the app that receives ``OFPBarrierReply``."""
-        self.barriers.replied(dpid, xid)

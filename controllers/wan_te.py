@@ -13,10 +13,11 @@ and, when a router connects, installs:
 
 ``POST /interval`` ``{"index": i, "view": n x n demands, "failed": [link, ...]}``: solve TE on this
 controller's view of the demand (tunnels over failed links left out) with the slice's objective
-(:func:`emulation.wan.te.solve`), then rewrite the groups of the demands its routers source:
+(:func:`emulation.planners.te.solve`), then rewrite the groups of the demands its routers source:
 bucket t pushes tunnel t's label and sends on its first link, weighted by the split in 64ths
-(:func:`bucket_weights`); a bucket without actions takes what the TE does not admit (max-flow,
-mcf), so the switches' hashing splits and drops the flows in the solution's proportions. Answers
+(:func:`emulation.planners.te.bucket_weights`); a bucket without actions takes what the TE does
+not admit (max-flow, mcf), so the switches' hashing splits and drops the flows in the solution's
+proportions. Answers
 ``{"splits": [[tunnel, split], ...], "solve_s", "install_s", "t_installed"}`` once the
 switches acknowledged the groups with a barrier (``t_installed``: CLOCK_MONOTONIC s).
 ``GET /status`` ``{"slice": k, "switches": {router: programmed}, "ready": bool}``. A bad request gets 400 and
@@ -32,30 +33,28 @@ import time
 from http.server import ThreadingHTTPServer
 
 import numpy as np
-from controllers.sdn import CONFIG_DISPATCHER, MAIN_DISPATCHER, App, cfg, hub, ofp_event, ofproto_v1_3, set_ev_cls
+
 from controllers import flags  # noqa: F401 - registers --ocslab-*
-from controllers.barriers import Barriers
-from controllers.base import OcsLabApp
+from controllers.base import OpenFlowApp
 from controllers.http_api import JsonHandler, serve
+from controllers.sdn import CONFIG_DISPATCHER, cfg, hub, ofp_event, set_ev_cls
+from emulation.planners.te import bucket_weights, solve
+from emulation.planners.tunnels import Tunnels
 
 LOG = logging.getLogger("ocslab.wan_te")
-#: Bucket weights of a demand sum to WEIGHT (:func:`bucket_weights`). Open vSwitch selects a
-#: bucket with its dp_hash method (flows hashed onto 64 values, each value mapped to a bucket in
-#: proportion to the weights) only when every weight is at least 1/64 of the total; otherwise it
-#: falls back to highest-random-weight hashing, whose shares are not proportional to the weights
-#: (3:1 gives 5:1). Weights in 64ths keep every group on dp_hash.
-WEIGHT = 64
 TRANSIT_PRIORITY, INGRESS_PRIORITY = 100, 200
 VID_PRESENT = 0x1000
 
 
 class SliceConfig:
     """The slice this controller owns and the topology it solves over (the JSON of
-    :meth:`emulation.wan.emulated.WanNet.slice_config`)."""
+    :meth:`emulation.wan.emulated.WanNet.slice_config`).
+
+    :raises KeyError: a field is missing. :raises ValueError: more tunnels than 12-bit VLAN
+        labels hold.
+    """
 
     def __init__(self, data: dict):
-        from emulation.wan.tunnels import Tunnels
-
         self.slice = int(data["slice"])
         self.names: list[str] = list(data["routers"])
         self.mine: set[int] = set(data["mine"])
@@ -79,17 +78,15 @@ class SliceConfig:
         return [self.links[p[0]][0]] + [self.links[e][1] for e in p]
 
 
-class WanTe(App):
-    """The slice TE controller (module doc)."""
-
-    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+class WanTe(OpenFlowApp):
+    """The slice TE controller (module doc): an :class:`controllers.base.OpenFlowApp` with
+    barriers of its own, alone in its process."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         with open(cfg.CONF.ocslab.wan) as fh:
             self.conf = SliceConfig(json.load(fh))
         self.lock = threading.Lock()
-        self.barriers = Barriers()
         self.datapaths: dict[int, object] = {}  # router -> datapath
         self.programmed: set[int] = set()
         self.splits = np.zeros(len(self.conf.tunnels.paths))
@@ -108,16 +105,10 @@ class WanTe(App):
             self.programmed.discard(r)
         hub.spawn(self._program, r, dp)  # the barrier reply arrives on this handler's thread
 
-    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
-    def _barrier_reply(self, ev):
-        self.barriers.replied(ev.msg.datapath.id, ev.msg.xid)
-
     def _program(self, r: int, dp) -> None:
         parser, ofp = dp.ofproto_parser, dp.ofproto
         c = self.conf
-        msgs = [parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL, out_port=ofp.OFPP_ANY,
-                                  out_group=ofp.OFPG_ANY, match=parser.OFPMatch()),
-                parser.OFPGroupMod(dp, command=ofp.OFPGC_DELETE, group_id=ofp.OFPG_ALL)]
+        msgs = [self.delete_all_flows(dp), self.delete_all_groups(dp)]
         for t in range(len(c.tunnels.paths)):
             route = c.route(t)
             if r not in route[1:]:
@@ -128,16 +119,16 @@ class WanTe(App):
                 actions = [parser.OFPActionPopVlan(), parser.OFPActionOutput(c.host_port)]
             else:
                 actions = [parser.OFPActionOutput(c.port[c.tunnels.paths[t][i]][0])]
-            msgs.append(OcsLabApp.add_flow(dp, TRANSIT_PRIORITY, match, actions))
+            msgs.append(self.add_flow(dp, TRANSIT_PRIORITY, match, actions))
         for d, (s, dst) in enumerate(c.tunnels.demands):
             if s != r:
                 continue
             msgs.append(parser.OFPGroupMod(dp, command=ofp.OFPGC_ADD, type_=ofp.OFPGT_SELECT, group_id=d + 1,
                                            buckets=self._buckets(dp, d)))
             match = parser.OFPMatch(in_port=c.host_port, eth_type=0x0800, ipv4_dst=c.host_ip[dst])
-            msgs.append(OcsLabApp.add_flow(dp, INGRESS_PRIORITY, match, [parser.OFPActionGroup(d + 1)]))
+            msgs.append(self.add_flow(dp, INGRESS_PRIORITY, match, [parser.OFPActionGroup(d + 1)]))
         try:
-            self.barriers.send_with_barriers([(dp, msgs)], timeout=10.0)
+            self.send_with_barrier(dp, msgs, timeout=10.0)
         except Exception:
             LOG.exception("programming router %s failed", c.names[r])
             return
@@ -166,10 +157,13 @@ class WanTe(App):
     def solve_and_install(self, view: np.ndarray, failed: list[int]) -> dict:
         """Solve on ``view`` avoiding ``failed`` links, install this slice's groups (module doc).
 
-        :raises ValueError: a bad view. :raises emulation.wan.te.TeError: the solver failed.
+        :param view: ``(routers, routers)`` this controller's view of the demands (the traffic
+            matrix's units, those of the slice's capacities). :param failed: indices of links down.
+        :returns: ``{"splits": [[tunnel, split], ...] of the demands this slice sources,
+            "solve_s", "install_s" (s), "t_installed" (CLOCK_MONOTONIC s)}``.
+        :raises ValueError: a bad view. :raises emulation.planners.te.TeError: the solver failed.
+        :raises controllers.barriers.BarrierTimeout: a router did not acknowledge its groups.
         """
-        from emulation.wan.te import solve
-
         c = self.conf
         n = len(c.names)
         if view.shape != (n, n) or not np.isfinite(view).all() or (view < 0).any():
@@ -199,7 +193,7 @@ class WanTe(App):
                     for d in mine if c.tunnels.demands[d][0] == r]
             if mods:
                 batches.append((dp, mods))
-        t_done = self.barriers.send_with_barriers(batches, timeout=10.0) if batches else time.monotonic()
+        t_done = self.send_with_barriers(batches, timeout=10.0) if batches else time.monotonic()
         return {"splits": [[int(t), float(splits[t])] for d in mine for t in c.tunnels.of(d)],
                 "solve_s": t1 - t0, "install_s": t_done - t1, "t_installed": t_done}
 
@@ -218,18 +212,6 @@ class WanTe(App):
         with self.lock:
             sw = {self.conf.names[r]: r in self.programmed for r in sorted(self.conf.mine)}
         return {"slice": self.conf.slice, "switches": sw, "ready": all(sw.values())}
-
-
-def bucket_weights(splits) -> tuple[list[int], int]:
-    """Integer weights for a demand's tunnel ``splits`` (each in [0, 1], summing to at most 1)
-    and for the bucket that drops what is not admitted, together :data:`WEIGHT`: the largest
-    remainder method, so no share is off by more than 1 / WEIGHT."""
-    x = np.clip(np.asarray(splits, dtype=float), 0.0, 1.0)
-    want = np.append(x, max(0.0, 1.0 - x.sum())) * WEIGHT
-    w = np.floor(want).astype(int)
-    for j in np.argsort(-(want - w), kind="stable")[: WEIGHT - int(w.sum())]:
-        w[j] += 1
-    return [int(v) for v in w[:-1]], int(w[-1])
 
 
 def _handler(app: WanTe):

@@ -30,8 +30,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from emulation.wan.te import solve  # noqa: E402
-from emulation.wan.tunnels import k_shortest  # noqa: E402
+from emulation.planners.te import solve  # noqa: E402
+from emulation.planners.tunnels import k_shortest  # noqa: E402
 from topologies.wan import TrafficMatrices, WanError, WanTopology, gravity_series, read_matrices, write  # noqa: E402
 
 

@@ -41,8 +41,8 @@ sys.path.insert(0, str(ROOT))
 from emulation.sweep import write_csv  # noqa: E402
 from emulation.wan.divergence import Deviation, diverged, evaluate  # noqa: E402
 from emulation.wan.slicing import make_slicing  # noqa: E402
-from emulation.wan.te import OBJECTIVES, SYMPHONY_LAMBDA, solve  # noqa: E402
-from emulation.wan.tunnels import k_shortest  # noqa: E402
+from emulation.planners.te import OBJECTIVES, SYMPHONY_LAMBDA, solve  # noqa: E402
+from emulation.planners.tunnels import k_shortest  # noqa: E402
 from topologies.wan import BUNDLED, load_bundled  # noqa: E402
 
 METHODS = ("oracle", "LP", "LP+5%", "per-router", "Symphony")

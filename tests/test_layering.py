@@ -34,3 +34,31 @@ def test_the_rack_model_and_the_allocators_import_no_scenario_kind():
     assert _loaded(["topologies.torus_rack", "emulation.planners.allocators", "emulation.flowsim.tenants"],
                    ("emulation.tenancy", "emulation.wan", "emulation.rails", "emulation.training", "mininet",
                     "os_ken", "controllers")) == []
+
+
+KINDS = ("emulation.wan", "emulation.rails", "emulation.tenancy", "emulation.training")
+
+
+@pytest.mark.parametrize("modules, forbidden", [
+    (["emulation.planners.te", "emulation.planners.tunnels"], KINDS + ("emulation.emulator", "controllers")),
+    (["controllers.base", "controllers.wan_te"], KINDS + ("emulation.emulator",)),
+])
+def test_the_wan_te_solvers_and_its_controller_stand_on_the_core(modules, forbidden):
+    """The TE solvers are planners (core); the WAN's TE controller imports neither a scenario
+    kind nor the orchestrator."""
+    assert _loaded(modules, forbidden) == []
+
+
+def test_the_wan_kind_imports_no_controller_app():
+    """The WAN kind starts its controllers as processes; it imports none of their modules."""
+    import ast
+    from pathlib import Path
+
+    wan = Path(__file__).resolve().parents[1] / "emulation" / "wan"
+    found = []
+    for path in sorted(wan.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.name}: {n}" for n in names if n == "controllers" or n.startswith("controllers.")]
+    assert found == []

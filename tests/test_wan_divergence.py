@@ -7,8 +7,8 @@ import pytest
 
 from emulation.wan.divergence import Deviation, diverged, evaluate
 from emulation.wan.slicing import make_slicing
-from emulation.wan.te import SYMPHONY_LAMBDA, solve
-from emulation.wan.tunnels import k_shortest
+from emulation.planners.te import SYMPHONY_LAMBDA, solve
+from emulation.planners.tunnels import k_shortest
 from topologies.wan import WanError, load_bundled
 
 

@@ -4,7 +4,7 @@ controller process per slice, paced UDP flows; a cable failure and a controller 
 import numpy as np
 import pytest
 
-from emulation.wan.replay import replay
+from emulation.wan.replay import emulate_wan
 from emulation.wan.run import run_wan
 from emulation import kinds
 
@@ -20,7 +20,7 @@ def faults(tmp_path_factory):
     sc = kinds.load_as(Path(__file__).resolve().parents[1] / "experiments" / "wan_b4_faults.yaml", "wan")
     sc = sc.model_copy(update={"wan": sc.wan.model_copy(update={
         "traffic": sc.wan.traffic.model_copy(update={"count": 4})})})
-    return sc, replay(sc, tmp_path_factory.mktemp("wan") / "emulation")
+    return sc, emulate_wan(sc, tmp_path_factory.mktemp("wan") / "emulation")
 
 
 def test_computed_side_is_the_flow_backends_and_packets_agree_with_it(faults):

@@ -1,13 +1,14 @@
 """WAN TE: the bundled B4 data, k-shortest tunnels, and the TE formulations as LPs (HiGHS) and
-regularised QPs (Clarabel), checked in closed form and against each other."""
+regularised QPs (Clarabel), checked in closed form and against each other; splits as select-group
+bucket weights."""
 
 import csv
 
 import numpy as np
 import pytest
 
-from emulation.wan.te import OBJECTIVES, SYMPHONY_LAMBDA, TeError, solve
-from emulation.wan.tunnels import k_shortest
+from emulation.planners.te import GROUP_WEIGHT, OBJECTIVES, SYMPHONY_LAMBDA, TeError, bucket_weights, solve
+from emulation.planners.tunnels import k_shortest
 from topologies.wan import DATA, WanError, WanTopology, gravity_series, load_bundled, write
 
 
@@ -139,3 +140,26 @@ def test_bad_te_arguments_name_the_field(b4):
         solve(tunnels, tms[0], cap, "mcf", headroom=1.0)
     with pytest.raises(WanError, match="tunnels.k"):
         k_shortest(_triangle(), 0)
+
+
+@pytest.mark.parametrize("splits, weights, drop", [
+    ([1.0], [64], 0),
+    ([0.5, 0.5], [32, 32], 0),
+    ([0.75, 0.25, 0.0], [48, 16, 0], 0),
+    ([0.3, 0.2], [19, 13], 32),  # 19.2, 12.8, 32: the largest remainder (12.8) gets the unit left
+    ([0.0, 0.0], [0, 0], 64),  # nothing admitted: all to the dropping bucket
+    ([1.2, -0.1], [64, 0], 0),  # clipped to [0, 1]
+])
+def test_bucket_weights_are_the_splits_in_64ths(splits, weights, drop):
+    assert bucket_weights(splits) == (weights, drop)
+
+
+def test_bucket_weights_of_every_b4_solution_sum_to_the_group_weight(b4):
+    topo, tms, tunnels, cap = b4
+    for objective in OBJECTIVES:
+        sol = solve(tunnels, tms[0], cap, objective, SYMPHONY_LAMBDA[objective])
+        for d in range(len(tunnels.demands)):
+            x = sol.splits[tunnels.of(d)]
+            w, drop = bucket_weights(x)
+            assert sum(w) + drop == GROUP_WEIGHT
+            assert np.abs(np.array(w) / GROUP_WEIGHT - np.clip(x, 0, 1)).max() < 1 / GROUP_WEIGHT

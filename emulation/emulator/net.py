@@ -34,7 +34,9 @@ from emulation.emulator.ovs_sockets import SEND_BUFFER, SocketBufferError, Socke
 from emulation.fabric import Fabric
 from emulation.poll import wait_until
 
-_OFFLOADS = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
+#: ``ethtool -K`` arguments turning off the offloads Open vSwitch's userspace datapath cannot
+#: handle (checksum, segmentation and receive offloads; :func:`disable_offloads`).
+OFFLOADS_OFF = ("tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off")
 
 
 #: TCP's minimum retransmission timeout (emulated ms; Linux default 200) for torch jobs, which
@@ -338,7 +340,7 @@ class EmulatedFabric:
                 continue
             for intf in (link.intf1, link.intf2):
                 if not self.caps.ovs_kernel_datapath:
-                    intf.node.cmd("ethtool", "-K", intf.name, *_OFFLOADS)
+                    disable_offloads(intf)
                 if self.mtu != dpn.MTU:
                     out = intf.node.cmd("ip", "link", "set", "dev", intf.name, "mtu", str(self.mtu))
                     if out.strip():
@@ -563,6 +565,14 @@ def _process_state(pid: int) -> str | None:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return None
+
+
+def disable_offloads(intf) -> None:
+    """Turn off :data:`OFFLOADS_OFF` on Mininet interface ``intf`` (in its node's namespace):
+    with offloads on, a veth of a bridge on the userspace datapath (``datapath_type=netdev``)
+    passes unsegmented or unchecksummed frames and TCP stalls while ping works. What ethtool
+    says (an offload it does not know) is ignored."""
+    intf.node.cmd("ethtool", "-K", intf.name, *OFFLOADS_OFF)
 
 
 def sysctl(path: str, value: str) -> None:

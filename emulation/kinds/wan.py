@@ -15,7 +15,7 @@ Example (``experiments/wan_b4.yaml``)::
     backend: flow
 
 ``te.regulariser`` is lambda of Symphony's ``lambda x sum_e u_e^2`` (0: the plain LP;
-``symphony``: the artefact's value for the objective, :data:`emulation.wan.te.SYMPHONY_LAMBDA`).
+``symphony``: the artefact's value for the objective, :data:`emulation.planners.te.SYMPHONY_LAMBDA`).
 ``divergence.sd: 0`` gives every controller the true demand. On the packet backend the routers
 are Open vSwitch bridges programmed by one controller per slice (``emulation.controller``), the
 largest link runs at ``emulation.link_mbps`` and ``wan.replay`` says how the matrices are
@@ -34,11 +34,11 @@ from pydantic import Field, field_validator, model_validator
 from emulation.envelope import envelope
 from emulation.kinds import Kind, RunRequest, check
 from emulation.output import Refused, fail
+from emulation.planners.te import OBJECTIVES, SYMPHONY_LAMBDA
 from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel, known_name
 from emulation.wan import report
 from emulation.wan.results import WanResult
 from emulation.wan.slicing import METHODS
-from emulation.wan.te import OBJECTIVES, SYMPHONY_LAMBDA
 from topologies.wan import TrafficMatrices, WanError, WanTopology, load_bundled, wan_directory
 
 #: The fastest emulated WAN link (Mbit/s): every UDP datagram crosses the userspace switch of
@@ -244,7 +244,7 @@ def load(path: Path, data: dict) -> WanScenario:
 
 def run(req: RunRequest):
     """Every matrix an interval: on the flow backend (:func:`emulation.wan.run.run_wan`) or
-    replayed with real packets (:func:`emulation.wan.replay.replay`, logs in ``out/emulation``)."""
+    replayed with real packets (:func:`emulation.wan.replay.emulate_wan`, logs in ``out/emulation``)."""
     sc = req.scenario
     if req.controller:
         sc = sc.model_copy(update={"emulation": sc.emulation.model_copy(update={"controller": req.controller})})
@@ -253,11 +253,11 @@ def run(req: RunRequest):
 
         return envelope("wan", sc.name, "flow", run_wan(sc, req.progress))
     from emulation.emulator.net import ryu_unavailable
-    from emulation.wan.replay import replay
+    from emulation.wan.replay import emulate_wan
 
     if sc.emulation.controller == "ryu" and ryu_unavailable():
         raise Refused(f"--controller: ryu is unavailable here: {ryu_unavailable()}")
-    return envelope("wan", sc.name, "mininet", replay(sc, req.out / "emulation", req.progress))
+    return envelope("wan", sc.name, "mininet", emulate_wan(sc, req.out / "emulation", req.progress))
 
 
 def te(sc: WanScenario, args, path: Path) -> int:
@@ -267,8 +267,8 @@ def te(sc: WanScenario, args, path: Path) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from emulation.wan.te import solve
-    from emulation.wan.tunnels import k_shortest
+    from emulation.planners.te import solve
+    from emulation.planners.tunnels import k_shortest
 
     topo, tms = sc.wan.load()
     if not 0 <= args.tm < len(tms):

@@ -6,6 +6,10 @@ and ``dp`` decide when reconfiguring pays (:mod:`emulation.planners.pccl`).
 Beside them, :mod:`emulation.planners.allocators`: slice allocators for a multi-tenant torus rack
 (contiguous blocks, and Morphlux's photonic circuits routed by an integer program, arXiv
 2508.03674). Importing this package does not import them.
+
+WAN traffic engineering plans routes rather than circuits: :mod:`emulation.planners.tunnels`
+(k-shortest tunnels) and :mod:`emulation.planners.te` (the TE formulations and the select-group
+bucket weights of their splits; Symphony, arXiv 2510.11937). Neither is imported here.
 """
 
 from __future__ import annotations

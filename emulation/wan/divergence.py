@@ -18,8 +18,8 @@ from typing import Literal
 import numpy as np
 
 from emulation.wan.slicing import Slicing
-from emulation.wan.te import Objective, link_load, solve
-from emulation.wan.tunnels import Tunnels
+from emulation.planners.te import Objective, link_load, solve
+from emulation.planners.tunnels import Tunnels
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,11 @@ from emulation import dataplane as dpn
 from emulation.emulator import registry, shaper
 from emulation.emulator.capabilities import detect
 from emulation.emulator.controller_client import ControllerClient, ControllerError
-from emulation.emulator.net import (_OFFLOADS, EmulationError, claim_machine, controller_command, free_port,
+from emulation.emulator.net import (EmulationError, claim_machine, controller_command, disable_offloads, free_port,
                                     keep_qdiscs, project_root, raise_interrupt, stop_net, stop_pid, sysctl)
 from emulation.poll import wait_until
 from emulation.wan.slicing import Slicing
-from emulation.wan.tunnels import Tunnels
+from emulation.planners.tunnels import Tunnels
 from topologies.wan import WanTopology
 
 #: First datapath id of the WAN routers (router i is DPID_WAN + i).
@@ -223,7 +223,7 @@ class WanNet:
             setLogLevel("warning")
         for link in self.net.links:
             for intf in (link.intf1, link.intf2):
-                intf.node.cmd("ethtool", "-K", intf.name, *_OFFLOADS)
+                disable_offloads(intf)
                 if intf.node.name.startswith(dpn.PREFIX):
                     sysctl(f"net/ipv6/conf/{intf.name}/disable_ipv6", "1")
         for i in range(topo.routers):

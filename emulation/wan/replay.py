@@ -38,7 +38,7 @@ from emulation.wan import emulated as em
 from emulation.wan.divergence import evaluate, owned, views
 from emulation.wan.results import Measured, WanResult
 from emulation.wan.run import Progress, WanSetup, interval, prepare, result
-from emulation.wan.te import solve
+from emulation.planners.te import bucket_weights, solve
 from emulation.wan.traffic import BIN_S
 
 #: Time between starting the generators and the first interval, s (their start-up is ~0.3 s).
@@ -49,8 +49,15 @@ DRAIN_S = 1.0
 TAIL_S = 0.1
 
 
-def replay(sc, run_dir: Path, progress: Progress | None = None) -> WanResult:
-    """Replay ``sc`` on the packet backend (module doc); logs and per-site counts in ``run_dir``.
+def emulate_wan(sc, run_dir: Path, progress: Progress | None = None) -> WanResult:
+    """Run WAN scenario ``sc`` (a :class:`emulation.kinds.wan.WanScenario`) on the packet backend: its traffic matrices replayed as UDP flows
+    through Open vSwitch routers, one TE controller per slice (module doc; Symphony's
+    decentralised TE, arXiv 2510.11937). Controller logs, generator plans and per-site datagram
+    counts go to ``run_dir``.
+
+    :param progress: called as ``progress(label, done, total)`` before each interval.
+    :returns: the computed and the measured side of every interval (link loads in the traffic
+        matrix's units, times in s from each interval's start).
 
     :raises EmulationError: the emulation could not be brought up, a controller failed, or the
         machine could not emulate the load faithfully (:func:`_check_pacing`, :func:`check_faithful`).
@@ -184,8 +191,6 @@ def _check_window(j: int, start: float, end: float, installed: float, a0: em.Por
 def _stale_share(tunnels, slicing, matrix, cap, te, view, failed, installed) -> float:
     """Share of the offered demand whose installed bucket weights (``installed``, read from the
     routers) are not what its slice's controller would install on its view now."""
-    from controllers.wan_te import bucket_weights
-
     alive, keep = tunnels.avoiding(failed)
     vol = tunnels.volumes(matrix)
     fresh = np.zeros(len(tunnels.paths))

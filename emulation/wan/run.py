@@ -18,7 +18,7 @@ from emulation.output import Progress
 from emulation.wan.divergence import Deviation, Outcome, diverged
 from emulation.wan.results import Interval, Measured, WanResult
 from emulation.wan.slicing import Slicing, make_slicing
-from emulation.wan.tunnels import Tunnels, k_shortest
+from emulation.planners.tunnels import Tunnels, k_shortest
 from topologies.wan import WanTopology
 
 
@@ -87,7 +87,7 @@ def result(sc, setup: WanSetup, intervals: list[Interval], packet: dict | None =
 def run_wan(sc, progress: Progress | None = None) -> WanResult:
     """Run every interval of ``sc`` (module doc); deterministic in the scenario's seeds.
 
-    :raises emulation.wan.te.TeError: a solver failed.
+    :raises emulation.planners.te.TeError: a solver failed.
     """
     w = sc.wan
     setup = prepare(sc)

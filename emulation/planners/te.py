@@ -15,6 +15,9 @@ ones are negated), which makes the optimum unique and smooth in the demands, so 
 with slightly different views of the demand land on compatible splits (Symphony's point; its
 artefact uses lambda = 1, 1e-4, 1e-4 for the three objectives: :data:`SYMPHONY_LAMBDA`).
 ``headroom`` h solves against capacities ``(1 - h) c_e`` (the usual guard against divergence).
+
+A controller installs a demand's splits as an OpenFlow select group whose buckets carry integer
+weights: :func:`bucket_weights` turns splits into those weights.
 """
 
 from __future__ import annotations
@@ -26,13 +29,20 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
-from emulation.wan.tunnels import Tunnels
+from emulation.planners.tunnels import Tunnels
 
 Objective = Literal["max-flow", "mcf", "min-mlu"]
 OBJECTIVES: tuple[str, ...] = ("max-flow", "mcf", "min-mlu")
 
 #: Symphony's regulariser weights per objective (its released artefact).
 SYMPHONY_LAMBDA = {"max-flow": 1.0, "mcf": 1e-4, "min-mlu": 1e-4}
+
+#: The bucket weights of one demand's select group sum to GROUP_WEIGHT (:func:`bucket_weights`).
+#: Open vSwitch selects a bucket with its dp_hash method (flows hashed onto 64 values, each value
+#: mapped to a bucket in proportion to the weights) only when every weight is at least 1/64 of
+#: the total; otherwise it falls back to highest-random-weight hashing, whose shares are not
+#: proportional to the weights (3:1 gives 5:1). Weights in 64ths keep every group on dp_hash.
+GROUP_WEIGHT = 64
 
 
 class TeError(ValueError):
@@ -61,17 +71,24 @@ class TeSolution:
 
 
 def link_load(tunnels: Tunnels, splits: np.ndarray, volumes: np.ndarray) -> np.ndarray:
-    """``(links,)`` load of every link when tunnel t carries ``splits[t] x volumes[demand of t]``."""
+    """``(links,)`` load of every link (the volumes' unit) when tunnel t carries
+    ``splits[t] x volumes[demand of t]``: ``splits`` is ``(tunnels,)``, ``volumes`` ``(demands,)``
+    (:meth:`Tunnels.volumes`)."""
     return tunnels.incidence @ (np.asarray(splits) * volumes[tunnels.demand_of])
 
 
 def solve(tunnels: Tunnels, matrix: np.ndarray, capacity: np.ndarray, objective: Objective = "mcf",
           regulariser: float = 0.0, headroom: float = 0.0) -> TeSolution:
-    """Solve ``objective`` for the demands of ``matrix`` (module doc).
+    """Solve ``objective`` for the demands of ``matrix`` over ``tunnels`` (module doc; Symphony,
+    arXiv 2510.11937).
 
-    :param matrix: ``(n, n)`` demands, the unit of ``capacity``. :param capacity: ``(links,)``.
+    :param tunnels: the tunnels of every demand (:func:`emulation.planners.tunnels.k_shortest`).
+    :param matrix: ``(n, n)`` demands ``[src, dst]`` of n routers, in the unit of ``capacity``.
+    :param capacity: ``(links,)`` capacity of every link, > 0.
+    :param objective: ``max-flow``, ``mcf`` or ``min-mlu`` (:data:`OBJECTIVES`).
     :param regulariser: lambda >= 0 (0: the LP, solved by HiGHS; else the QP, by Clarabel).
     :param headroom: fraction of every capacity kept free, in [0, 1).
+    :returns: the splits per tunnel and the link loads they give (:class:`TeSolution`).
     :raises TeError: bad arguments, or the solver did not reach an optimum.
     """
     if objective not in OBJECTIVES:
@@ -162,3 +179,25 @@ def _qp(tunnels: Tunnels, vol: np.ndarray, coeff: np.ndarray, objective: str,
     if problem.status not in ("optimal", "optimal_inaccurate") or w.value is None:
         raise TeError(f"te: Clarabel did not reach an optimum for regularised {objective}: {problem.status}")
     return np.asarray(w.value), float(extra.value) if extra is not None else 0.0
+
+
+def bucket_weights(splits) -> tuple[list[int], int]:
+    """Integer OpenFlow select-group bucket weights for one demand's tunnel splits.
+
+    The largest remainder method over the splits and the share not admitted (``1 - sum``), so
+    that no bucket's share is off by more than ``1 / GROUP_WEIGHT``.
+
+    :param splits: ``(tunnels of the demand,)`` fractions of the demand per tunnel
+        (:attr:`TeSolution.splits` of its tunnels); each is clipped to [0, 1] and together they
+        should sum to at most 1 (not checked: a larger sum gives weights totalling more than
+        :data:`GROUP_WEIGHT`).
+    :returns: ``(weights, drop)``: ``weights[i]`` the integer weight of tunnel i's bucket and
+        ``drop`` that of the bucket that drops what the TE does not admit (max-flow, mcf);
+        together they sum to :data:`GROUP_WEIGHT`. A zero weight means no bucket.
+    """
+    x = np.clip(np.asarray(splits, dtype=float), 0.0, 1.0)
+    want = np.append(x, max(0.0, 1.0 - x.sum())) * GROUP_WEIGHT
+    w = np.floor(want).astype(int)
+    for j in np.argsort(-(want - w), kind="stable")[: GROUP_WEIGHT - int(w.sum())]:
+        w[j] += 1
+    return [int(v) for v in w[:-1]], int(w[-1])
