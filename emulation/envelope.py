@@ -89,11 +89,9 @@ def envelope(kind: str, scenario: str, backend: str, result: BaseModel, *, warni
 
 
 def dump(env: ResultEnvelope) -> dict:
-    """``env`` as the plain data of ``result.json`` (fields that do not apply left out of the
-    kind's result; an unfinished transfer's ``inf`` is written as JSON's ``Infinity``)."""
-    d = env.model_dump(exclude={"result"})
-    d["result"] = env.result.model_dump(exclude_none=True)
-    return d
+    """``env`` as the plain data of ``result.json`` (a field that does not apply is ``null``; an
+    unfinished transfer's ``inf`` is written as JSON's ``Infinity``)."""
+    return env.model_dump()
 
 
 def write_result(out: Path, env: ResultEnvelope, scenario_yaml: str | None = None) -> Path:

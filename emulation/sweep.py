@@ -42,7 +42,7 @@ class Point:
     method: str
 
 
-def evaluate(fabric: Fabric, workload: Workload, planner: str, model: CostModel,
+def time_planner(fabric: Fabric, workload: Workload, planner: str, model: CostModel,
              max_flow_transfers: int = MAX_FLOW_TRANSFERS) -> Point:
     """Plan ``workload`` with ``planner`` on ``fabric`` and time the plan (:func:`time_plan`).
 
@@ -79,7 +79,7 @@ def static_and_dp(point: tuple) -> tuple[Point, list[Point]]:
     base, ports, gpus, size, alg, rs, model, gbps = point
     f0 = ocs_star(gpus, ports, gbps, 0.0, base)
     w = build(alg, gpus, size)
-    return evaluate(f0, w, "none", model), [time_plan(f0, q, model) for q in plan_sweep("dp", f0, w, model, list(rs))]
+    return time_planner(f0, w, "none", model), [time_plan(f0, q, model) for q in plan_sweep("dp", f0, w, model, list(rs))]
 
 
 def add_model_arguments(parser, alpha_us: float, out: str) -> None:

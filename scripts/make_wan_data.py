@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from emulation.planners.te import solve  # noqa: E402
 from emulation.planners.tunnels import k_shortest  # noqa: E402
-from topologies.wan import TrafficMatrices, WanError, WanTopology, gravity_series, read_matrices, write  # noqa: E402
+from topologies.wan import TrafficMatrices, WanError, WanTopology, gravity_series, read_matrices, write_wan  # noqa: E402
 
 
 def from_topohub(key: str, capacity: float) -> tuple[WanTopology, np.ndarray | None]:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make_wan_data: {e}", file=sys.stderr)
         return 2
     series = series * (a.mlu / mlu)
-    write(topo, TrafficMatrices(series), a.out)
+    write_wan(topo, TrafficMatrices(series), a.out)
     print(f"{a.out}: {topo.routers} routers, {len(topo.links)} links of {a.capacity:g}, "
           f"{len(series)} matrices x {a.mlu / mlu:.4g} (mean matrix optimal MLU {a.mlu})")
     return 0

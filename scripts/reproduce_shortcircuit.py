@@ -28,7 +28,7 @@ from emulation.planners import CostModel, StepCoster, make_plan  # noqa: E402
 from emulation.units import format_bytes  # noqa: E402
 from emulation.sweep import (  # noqa: E402
     add_model_arguments,
-    evaluate,
+    time_planner,
     model_from_arguments,
     parse_sizes,
     time_plan,
@@ -53,7 +53,7 @@ def sweep_a(gpus: list[int], sizes: list[int], model: CostModel, gbps: float) ->
             row: dict = {"gpus": n, "bytes": s}
             for alg in ALGS:
                 w = build(alg, n, s)
-                row[f"{alg}_s"] = evaluate(f, w, "none", model).time_s
+                row[f"{alg}_s"] = time_planner(f, w, "none", model).time_s
                 costs = [coster.cost(st, f.initial) for st in w.steps]
                 row[f"{alg}_prop_s"] = sum(c.dilation for c in costs) * model.delta_s
                 row[f"{alg}_bw_s"] = sum(c.congestion_bytes for c in costs) / f.port_bytes_per_s
@@ -69,12 +69,12 @@ def sweep_b(gpus: list[int], sizes: list[int], reconfiguration_delay_s: list[flo
     for n in gpus:
         for s in sizes:
             ring_f = ocs_star(n, 2, gbps, 0.0, "ring")
-            ring = evaluate(ring_f, build("ring", n, s), "none", model).time_s
-            rhd = evaluate(ring_f, build("rhd", n, s), "none", model).time_s
+            ring = time_planner(ring_f, build("ring", n, s), "none", model).time_s
+            rhd = time_planner(ring_f, build("rhd", n, s), "none", model).time_s
             for r in reconfiguration_delay_s:
                 f = ocs_star(n, 2, gbps, r, "ring")
                 w = build("rhd", n, s)
-                greedy = evaluate(f, w, "greedy", model)
+                greedy = time_planner(f, w, "greedy", model)
                 dp_plan = make_plan("dp", f, w, model)
                 dp = time_plan(f, dp_plan, model)
                 rows.append({"gpus": n, "bytes": s, "reconfiguration_delay_s": r, "ring_s": ring, "rhd_static_s": rhd,

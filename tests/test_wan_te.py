@@ -9,7 +9,7 @@ import pytest
 
 from emulation.planners.te import GROUP_WEIGHT, OBJECTIVES, SYMPHONY_LAMBDA, TeError, bucket_weights, solve
 from emulation.planners.tunnels import k_shortest
-from topologies.wan import DATA, WanError, WanTopology, gravity_series, load_bundled, write
+from topologies.wan import DATA, WanError, WanTopology, gravity_series, load_bundled, write_wan
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_gravity_series_is_seeded_and_follows_its_masses():
 
 def test_a_wan_directory_loads_like_a_bundled_one(tmp_path):
     topo, tms = load_bundled("abilene")
-    write(topo, tms, tmp_path / "mine")
+    write_wan(topo, tms, tmp_path / "mine")
     topo2, tms2 = load_bundled(str(tmp_path / "mine"))
     assert topo2.links == topo.links and topo2.names == topo.names
     assert np.allclose(tms2.matrices, tms.matrices, rtol=1e-5)

@@ -112,7 +112,7 @@ def load_bundled(name: str, matrices: str | Path = "bundled") -> tuple[WanTopolo
     """
     where = wan_directory(name)
     csv_path = where / "traffic_matrices.csv" if str(matrices) == "bundled" else Path(matrices)
-    return load(where / "topology.json", csv_path, Path(name).name)
+    return read_wan(where / "topology.json", csv_path, Path(name).name)
 
 
 def gravity_series(sources: np.ndarray, sinks: np.ndarray, count: int, seed: int = 0,
@@ -145,7 +145,7 @@ def gravity_series(sources: np.ndarray, sinks: np.ndarray, count: int, seed: int
     return out
 
 
-def write(topo: WanTopology, tms: TrafficMatrices, where: Path) -> None:
+def write_wan(topo: WanTopology, tms: TrafficMatrices, where: Path) -> None:
     """Write ``topology.json`` (directed node-link, links with ``capacity``; nodes carry their
     ``name``) and ``traffic_matrices.csv`` (``tm,src,dst,demand``, non-zero demands) into
     directory ``where`` (created)."""
@@ -163,7 +163,7 @@ def write(topo: WanTopology, tms: TrafficMatrices, where: Path) -> None:
                 out.writerow([t, int(s), int(d), f"{tms[t][s, d]:.6g}"])
 
 
-def load(topology_json: Path, matrices_csv: Path, name: str) -> tuple[WanTopology, TrafficMatrices]:
+def read_wan(topology_json: Path, matrices_csv: Path, name: str) -> tuple[WanTopology, TrafficMatrices]:
     """Read a networkx node-link JSON topology (directed, links with ``capacity``) and a CSV of
     ``tm,src,dst,demand`` rows; routers are renumbered ``0..n-1`` in ascending order of their ids.
 

@@ -350,7 +350,7 @@ class Channel:
         return t_first if t_first is not None else time.monotonic()
 
 
-def run(schedule: dict) -> None:
+def run_schedule(schedule: dict) -> None:
     """Execute ``schedule`` (see module doc); returns when told to exit, every connection
     aborted (:func:`abort`)."""
     # Peers sending at once; in a rotor run one at a time (a slot joins each GPU to one peer).
@@ -464,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m emulation.emulator.agent SCHEDULE.json", file=sys.stderr)
         return 2
     with open(argv[0]) as fh:
-        run(json.load(fh))
+        run_schedule(json.load(fh))
     return 0
 
 

@@ -4,7 +4,7 @@ A scenario file is of one *kind*; each kind is one module of this package that d
 :class:`Kind`, its scenario model (the file's schema), its result model (what ``result.json``
 holds inside the envelope, :mod:`emulation.envelope`), the backends it runs on, its run, summary
 and write functions, and the extra commands it answers. The command line parses a file once,
-finds its kind here (:func:`detect`: the file's ``kind:`` key, else the section that marks it)
+finds its kind here (:func:`kind_of`: the file's ``kind:`` key, else the section that marks it)
 and goes down one path; a command a kind does not answer is refused in one line naming the kind
 and the commands that do apply.
 
@@ -122,7 +122,7 @@ def get(name: str) -> Kind:
     raise KeyError(name)
 
 
-def detect(data: dict, path: Path | str = "") -> str:
+def kind_of(data: dict, path: Path | str = "") -> str:
     """The kind of a scenario file's mapping: its ``kind:`` key, else the one kind whose marking
     section it holds, else ``collective``.
 
@@ -153,7 +153,7 @@ def load(path: Path | str) -> tuple[Kind, Any]:
 
     path = Path(path)
     data = read_yaml(path)
-    kind = get(detect(data, path))
+    kind = get(kind_of(data, path))
     data, notes = migrate(kind.name, {k: v for k, v in data.items() if k != "kind"}, path)
     for note in notes:
         print(f"ocslab: warning: {note} (the old key still loads)", file=sys.stderr)
@@ -170,7 +170,7 @@ def load_as(path: Path | str, name: str):
     return sc
 
 
-def check(model: type[BaseModel], data: dict, path: Path | str, deep: Callable[[Any], None] | None = None):
+def validated(model: type[BaseModel], data: dict, path: Path | str, deep: Callable[[Any], None] | None = None):
     """Validate ``data`` as ``model`` and run ``deep(scenario)``, whose one-line
     :class:`ScenarioError` gets the file's name in front; the scenario.
 

@@ -3,7 +3,7 @@
 Scenario: :class:`emulation.scenario.Scenario` (fabric, cost, sizes, runs, moe, emulation,
 backend, semantics, straggler, iterations). Result: :class:`emulation.results.CollectiveResult`.
 Runs on both backends (:mod:`emulation.runner`); also answers ``ocslab compare`` (both backends
-side by side, :mod:`emulation.compare`) and ``ocslab plan`` (each run's plan, nothing runs).
+side by side, :mod:`emulation.compare`) and ``ocslab plan`` (each run's _plan, nothing runs).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rich.table import Table
 
 from emulation import report
 from emulation.envelope import EnvelopeError, read_result, write_result
-from emulation.kinds import Kind, RunRequest, check
+from emulation.kinds import Kind, RunRequest, validated
 from emulation.output import EXIT_FAILED, Refused, fail, guarded, progress_bar, results_dir
 from emulation.results import CollectiveResult
 from emulation.scenario import Scenario, ScenarioError
@@ -25,26 +25,26 @@ from emulation.scenario.load import check_experiment
 from emulation.units import format_bytes, parse_bytes
 
 
-def load(path: Path, data: dict):
-    """The scenario, with its resolved :class:`~emulation.scenario.Experiment` kept for the run
+def _load(path: Path, data: dict):
+    """The scenario, with its resolved :class:`~emulation.scenario.Experiment` kept for the _run
     (loading resolves every run once, so that one that cannot be planned is refused before
     anything starts)."""
-    return check(Scenario, data, path, check_experiment)
+    return validated(Scenario, data, path, check_experiment)
 
 
-def experiment(sc: Scenario):
-    """The :class:`~emulation.scenario.Experiment` of ``sc`` (resolved at load, or now)."""
+def _experiment(sc: Scenario):
+    """The :class:`~emulation.scenario.Experiment` of ``sc`` (resolved at _load, or now)."""
     from emulation.scenario import resolve
 
     return sc.experiment if sc.experiment is not None else resolve(sc)
 
 
-def run(req: RunRequest):
+def _run(req: RunRequest):
     """Run the scenario on ``req.backend`` (:func:`emulation.runner.run`), with ``req``'s
     controller framework, apps and capture."""
     from emulation import runner
 
-    sc, exp = req.scenario, experiment(req.scenario)
+    sc, exp = req.scenario, _experiment(req.scenario)
     if req.controller or req.apps:
         em = sc.emulation.model_copy(update={"controller": req.controller or sc.emulation.controller,
                                              "apps": tuple(sc.emulation.apps) + tuple(req.apps)})
@@ -60,12 +60,12 @@ def run(req: RunRequest):
     return runner.run(sc, req.backend, req.out, req.progress, force=req.force, experiment=exp, pcap=req.pcap)
 
 
-def write(env, out: Path) -> list[str]:
+def _write(env, out: Path) -> list[str]:
     """``steps.csv``, ``timeline.png`` (:func:`emulation.report.write`)."""
     return report.write(env, out)
 
 
-def compare(sc: Scenario, args, path: Path) -> int:
+def _compare(sc: Scenario, args, path: Path) -> int:
     """``ocslab compare``: the scenario on both backends (or a saved packet result), flow against
     packet per run and per step; ``compare.json``, ``compare.png``, ``flow/``, ``mininet/``."""
     from emulation import compare as cmp_
@@ -99,19 +99,19 @@ def compare(sc: Scenario, args, path: Path) -> int:
 
 def _run_one(sc: Scenario, backend: str, out: Path, force: bool):
     with progress_bar(backend) as progress:
-        env = run(RunRequest(sc, backend, out, progress, force=force))
+        env = _run(RunRequest(sc, backend, out, progress, force=force))
     write_result(out, env, sc.to_yaml())
     report.write(env, out)
     return env
 
 
-def plan(sc: Scenario, args, path: Path) -> int:
+def _plan(sc: Scenario, args, path: Path) -> int:
     """``ocslab plan``: each run's plan at one size (keep / reconfigure per step, circuits
     changed, cost-model time per step), or a rotor's schedule; nothing runs."""
     from emulation.planners import StepCoster
     from emulation.schedule import SlottedPlan
 
-    exp = experiment(sc)
+    exp = _experiment(sc)
     try:
         size = parse_bytes(args.size) if args.size else exp.jobs[0][0]
     except ValueError as e:
@@ -152,8 +152,8 @@ def plan(sc: Scenario, args, path: Path) -> int:
 
 
 KIND = Kind(
-    name="collective", scenario=Scenario, result=CollectiveResult, backends=("mininet", "flow"), load=load, run=run,
-    show=report.print_summary, write=write, options=frozenset({"controller", "apps", "pcap", "force"}),
-    commands={"compare": compare, "plan": plan})
+    name="collective", scenario=Scenario, result=CollectiveResult, backends=("mininet", "flow"), load=_load, run=_run,
+    show=report.print_summary, write=_write, options=frozenset({"controller", "apps", "pcap", "force"}),
+    commands={"compare": _compare, "plan": _plan})
 
 __all__ = ["KIND", "ScenarioError"]

@@ -36,7 +36,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from emulation.envelope import envelope
 from emulation.flowsim.iteration import MODES, RailNetwork
-from emulation.kinds import Kind, RunRequest, check, write_and_show
+from emulation.kinds import Kind, RunRequest, validated, write_and_show
 from emulation.output import Refused, guarded, progress_bar, results_dir
 from emulation.rails import report
 from emulation.rails.packet import TorchJobResult
@@ -242,20 +242,20 @@ def _deep(sc: RailsScenario) -> None:
             raise ScenarioError(f"{where}.ep: {model.name} has no experts, ep must be 1")
 
 
-def load(path: Path, data: dict) -> RailsScenario:
+def _load(path: Path, data: dict) -> RailsScenario:
     """Validate a rail scenario; build its model and phase trace once to check them.
     :raises ScenarioError: one line naming the field."""
-    return check(RailsScenario, data, path, _deep)
+    return validated(RailsScenario, data, path, _deep)
 
 
-def run(req: RunRequest):
+def _run(req: RunRequest):
     """Every fabric's sweep on the flow backend (:func:`emulation.rails.run.run_rails`)."""
     from emulation.rails.run import run_rails
 
     return envelope("rails", req.scenario.name, "flow", run_rails(req.scenario, req.progress))
 
 
-def train(sc: RailsScenario, args, path: Path) -> int:
+def _train(sc: RailsScenario, args, path: Path) -> int:
     """``ocslab train``: the scenario's torch job on emulated rails under each control mode
     (:func:`emulation.rails.packet.run_packet`), beside the flow backend's replay."""
     from emulation.emulator.torchrun import torch_available
@@ -282,5 +282,5 @@ def train(sc: RailsScenario, args, path: Path) -> int:
 #: A rail scenario's result: its sweep (``ocslab run``) or its torch job (``ocslab train``).
 RailsOutcome = Union[RailsResult, TorchJobResult]
 
-KIND = Kind(name="rails", scenario=RailsScenario, result=RailsOutcome, backends=("flow",), load=load, run=run,
-            show=report.show, write=report.write, commands={"train": train})
+KIND = Kind(name="rails", scenario=RailsScenario, result=RailsOutcome, backends=("flow",), load=_load, run=_run,
+            show=report.show, write=report.write, commands={"train": _train})

@@ -29,7 +29,7 @@ from typing import Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from emulation.envelope import envelope
-from emulation.kinds import Kind, RunRequest, check
+from emulation.kinds import Kind, RunRequest, validated
 from emulation.output import Refused
 from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel
 from emulation.tenancy import report
@@ -163,7 +163,7 @@ class TenancyScenario(NamedScenario):
     def _kind(self):
         t = self.tenancy
         if (t.trace is None) == (not t.tenants):
-            raise ValueError("tenancy: give either trace (a replay on the flow backend) or tenants (a packet run)")
+            raise ValueError("tenancy: give either trace (a replay on the flow backend) or tenants (a packet _run)")
         if t.tenants and self.backend != "mininet":
             raise ValueError("backend: tenants run on the packet backend: set backend: mininet")
         if t.trace is not None and self.backend != "flow":
@@ -216,13 +216,13 @@ def _legal(rack: TorusRack):
     return [s for s in LEGAL_SHAPES if rack.orientations(s)]
 
 
-def load(path: Path, data: dict) -> TenancyScenario:
+def _load(path: Path, data: dict) -> TenancyScenario:
     """Validate a tenancy scenario; build its rack and check its sizes and partitions.
     :raises ScenarioError: one line naming the field."""
-    return check(TenancyScenario, data, path, _deep)
+    return validated(TenancyScenario, data, path, _deep)
 
 
-def run(req: RunRequest):
+def _run(req: RunRequest):
     """A trace's replays on the flow backend (:func:`emulation.tenancy.run.run_tenancy`), or the
     tenants on the packet backend beside the flow backend
     (:func:`emulation.tenancy.packet.run_packet`)."""
@@ -243,4 +243,4 @@ def run(req: RunRequest):
 TenancyOutcome = Union[TenancyResult, TenantsResult]
 
 KIND = Kind(name="tenancy", scenario=TenancyScenario, result=TenancyOutcome, backends=("flow", "mininet"),
-            load=load, run=run, show=report.show, write=report.write, options=frozenset({"force"}))
+            load=_load, run=_run, show=report.show, write=report.write, options=frozenset({"force"}))

@@ -30,7 +30,7 @@ from pydantic import Field, model_validator
 
 from emulation.envelope import envelope
 from emulation.fabric import Fabric, FabricError
-from emulation.kinds import Kind, RunRequest, check, write_and_show
+from emulation.kinds import Kind, RunRequest, validated, write_and_show
 from emulation.output import Refused, guarded, progress_bar, results_dir
 from emulation.planners.failover import failover_table
 from emulation.scale import Scale
@@ -162,13 +162,13 @@ def _check_recoveries(sc: TrainingScenario) -> None:
         raise ScenarioError(f"fabric: {e}") from None
 
 
-def load(path: Path, data: dict) -> TrainingScenario:
+def _load(path: Path, data: dict) -> TrainingScenario:
     """Validate a training scenario and check that the rack builds and every recovery has its
     precomputed configurations. :raises ScenarioError: one line naming the field."""
-    return check(TrainingScenario, data, path, _check_recoveries)
+    return validated(TrainingScenario, data, path, _check_recoveries)
 
 
-def run(req: RunRequest):
+def _run(req: RunRequest):
     """Every recovery of the scenario with real packets, a fresh emulation each
     (:func:`emulation.training.run.run_training`). :raises Refused: PyTorch is not installed."""
     from emulation.emulator.torchrun import torch_available
@@ -181,13 +181,13 @@ def run(req: RunRequest):
     return envelope("training", sc.name, "mininet", run_training(sc, req.out, req.progress))
 
 
-def write(env, out: Path) -> list[str]:
+def _write(env, out: Path) -> list[str]:
     """``timeline.png`` (:func:`emulation.training.report.timeline_plot`)."""
     report.timeline_plot(env.result, out / "timeline.png")
     return ["timeline.png"]
 
 
-def train(sc: TrainingScenario, args, path: Path) -> int:
+def _train(sc: TrainingScenario, args, path: Path) -> int:
     """``ocslab train``: ``ocslab run`` of the scenario, with ``--recovery`` choosing a subset."""
     if args.recovery is not None:
         wanted = [x.strip() for x in args.recovery.split(",") if x.strip()]
@@ -200,13 +200,13 @@ def train(sc: TrainingScenario, args, path: Path) -> int:
 
     def job() -> int:
         with progress_bar("train", len(sc.recovery)) as progress:
-            env = run(RunRequest(sc, "mininet", out, progress))
+            env = _run(RunRequest(sc, "mininet", out, progress))
         write_and_show(KIND, sc, env, out)
         return 0
 
     return guarded(out, job)
 
 
-KIND = Kind(name="training", scenario=TrainingScenario, result=TrainingResult, backends=("mininet",), load=load,
-            run=run, show=lambda env: report.print_summary(env.result), write=write, commands={"train": train},
+KIND = Kind(name="training", scenario=TrainingScenario, result=TrainingResult, backends=("mininet",), load=_load,
+            run=_run, show=lambda env: report.print_summary(env.result), write=_write, commands={"train": _train},
             backend_of=lambda sc: "mininet")

@@ -32,7 +32,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from emulation.envelope import envelope
-from emulation.kinds import Kind, RunRequest, check
+from emulation.kinds import Kind, RunRequest, validated
 from emulation.output import Refused, fail
 from emulation.planners.te import OBJECTIVES, SYMPHONY_LAMBDA
 from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel, known_name
@@ -233,16 +233,16 @@ def _deep(sc: WanScenario) -> None:
             raise ScenarioError(f"wan.replay.fail.interval: {p.fail.interval} but {count} matrices are replayed")
 
 
-def load(path: Path, data: dict) -> WanScenario:
+def _load(path: Path, data: dict) -> WanScenario:
     """Validate a WAN scenario and check its matrices, slicing and faults.
     :raises ScenarioError: one line naming the field."""
     try:
-        return check(WanScenario, data, path, _deep)
+        return validated(WanScenario, data, path, _deep)
     except WanError as e:
         raise ScenarioError(f"{path}: {e}") from None
 
 
-def run(req: RunRequest):
+def _run(req: RunRequest):
     """Every matrix an interval: on the flow backend (:func:`emulation.wan.run.run_wan`) or
     replayed with real packets (:func:`emulation.wan.replay.emulate_wan`, logs in ``out/emulation``)."""
     sc = req.scenario
@@ -260,7 +260,7 @@ def run(req: RunRequest):
     return envelope("wan", sc.name, "mininet", emulate_wan(sc, req.out / "emulation", req.progress))
 
 
-def te(sc: WanScenario, args, path: Path) -> int:
+def _te(sc: WanScenario, args, path: Path) -> int:
     """``ocslab te``: the TE solution of matrix ``--tm`` (its objective, regulariser and capacity
     headroom; one central controller, the true demand): tunnels as router paths, split ratios per
     demand, link utilisations; a table or ``--json``."""
@@ -307,5 +307,5 @@ def te(sc: WanScenario, args, path: Path) -> int:
     return 0
 
 
-KIND = Kind(name="wan", scenario=WanScenario, result=WanResult, backends=("flow", "mininet"), load=load, run=run,
-            show=report.print_summary, write=report.write, options=frozenset({"controller"}), commands={"te": te})
+KIND = Kind(name="wan", scenario=WanScenario, result=WanResult, backends=("flow", "mininet"), load=_load, run=_run,
+            show=report.print_summary, write=report.write, options=frozenset({"controller"}), commands={"te": _te})

@@ -31,7 +31,7 @@ from emulation.workloads.allreduce import rhd_allreduce, ring_allreduce
 from emulation.workloads.model import Tenant
 
 
-class TenantRun(BaseModel):
+class TenantComparison(BaseModel):
     """One tenant of a packet run: its GPUs, AllReduce algorithm and bytes, start (real s), its
     completion time alone and shared on both backends (real-equivalent s) and the packet/flow
     errors (fractions), its TCP retransmissions when shared, and ``foreign_packets``: frames of
@@ -56,14 +56,14 @@ class TenantRun(BaseModel):
 
 class TenantsResult(BaseModel):
     """A tenancy scenario's tenants on the packet backend beside the flow backend (inside the
-    envelope): the scale model, the headroom probe, one :class:`TenantRun` per tenant, the
+    envelope): the scale model, the headroom probe, one :class:`TenantComparison` per tenant, the
     circuits set (per OCS) and how many were left after every tenant ended (0)."""
 
     model_config = ConfigDict(extra="forbid")
 
     scale: dict[str, float]
     headroom: dict
-    tenants: list[TenantRun]
+    tenants: list[TenantComparison]
     circuits: dict[str, list[str]]
     circuits_left: int
 

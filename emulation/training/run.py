@@ -57,7 +57,7 @@ def _slope(rows: list[dict]) -> float | None:
     return float(np.polyfit([r["step"] for r in rows], [r["loss"] for r in rows], 1)[0])
 
 
-def summarise(raw: dict, sc, fabric: Fabric) -> RecoveryRun:
+def summarise_recovery(raw: dict, sc, fabric: Fabric) -> RecoveryRun:
     """The figures of one recovery run (module doc) from :func:`run_recovery`'s record.
 
     :raises ValueError: the record lacks a phase (e.g. no step after the restart).
@@ -152,7 +152,7 @@ def run_training(sc, out: Path, progress: Progress | None = None) -> TrainingRes
                            sc.failure.at_step, sc.emulation.link_mbps, sc.fabric.reconfiguration_delay_s * sc.tdf,
                            out / mode, sc.timeout_s, caps, restart=sc.job.restart)
         (out / mode / "raw.json").write_text(json.dumps(raw, indent=1))
-        runs.append(summarise(raw, sc, fabric))
+        runs.append(summarise_recovery(raw, sc, fabric))
     if progress:
         progress("done", len(sc.recovery), len(sc.recovery))
     return TrainingResult(tdf=sc.tdf, parameters=sc.job.parameters, gradient_bytes=sc.job.gradient_bytes,

@@ -51,7 +51,7 @@ def router_name(i: int) -> str:
     return f"{dpn.PREFIX}w{i}"
 
 
-def host_name(i: int) -> str:
+def site_host(i: int) -> str:
     """Host of site i."""
     return f"w{i}"
 
@@ -205,8 +205,8 @@ class WanNet:
         for i in range(topo.routers):
             mn.addSwitch(router_name(i), dpid=f"{DPID_WAN + i:016x}", failMode="secure", protocols="OpenFlow13",
                          datapath="user" if not detect().ovs_kernel_datapath else "kernel")
-            mn.addHost(host_name(i), ip=f"{host_ip(i)}/8", mac=host_mac(i))
-            mn.addLink(host_name(i), router_name(i), port2=HOST_PORT)
+            mn.addHost(site_host(i), ip=f"{host_ip(i)}/8", mac=host_mac(i))
+            mn.addLink(site_host(i), router_name(i), port2=HOST_PORT)
         done = set()
         for u, v in topo.links:
             if (v, u) in done:
@@ -227,7 +227,7 @@ class WanNet:
                 if intf.node.name.startswith(dpn.PREFIX):
                     sysctl(f"net/ipv6/conf/{intf.name}/disable_ipv6", "1")
         for i in range(topo.routers):
-            h = self.net.get(host_name(i))
+            h = self.net.get(site_host(i))
             h.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
             for j in range(topo.routers):
                 if j != i:
@@ -258,7 +258,7 @@ class WanNet:
 
     def host(self, i: int):
         """The Mininet host of site i."""
-        return self.net.get(host_name(i))
+        return self.net.get(site_host(i))
 
     def add_flow_addresses(self, flows: int) -> None:
         """Give every site's host the source addresses of its ``flows`` flows (``ip -batch``:
@@ -273,7 +273,7 @@ class WanNet:
                                     for f in range(flows)))
             out = h.cmd(f"ip -batch {path} && echo ok")
             if not out.strip().endswith("ok"):
-                raise EmulationError(f"host {host_name(i)}: ip -batch {path}: {out.strip()[-200:]}")
+                raise EmulationError(f"host {site_host(i)}: ip -batch {path}: {out.strip()[-200:]}")
 
     def kill_controller(self, k: int) -> float:
         """SIGKILL slice k's controller (its routers keep their rules); the CLOCK_MONOTONIC time."""

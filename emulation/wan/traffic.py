@@ -60,7 +60,7 @@ def _receive(sock: socket.socket, t0: float, until: float, got: dict, reordered:
             last[key] = seq
 
 
-def run(plan: dict) -> dict:
+def run_generator(plan: dict) -> dict:
     """Send and receive as ``plan`` says (module doc); the counts."""
     site, t0, interval_s = plan["site"], plan["t0"], plan["interval_s"]
     payload, flows = plan["payload"], plan["flows"]
@@ -120,7 +120,7 @@ def run(plan: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     plan = json.loads(Path(argv[0]).read_text())
-    counts = run(plan)
+    counts = run_generator(plan)
     tmp = Path(plan["out"] + ".tmp")
     tmp.write_text(json.dumps(counts))
     tmp.replace(plan["out"])
