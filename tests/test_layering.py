@@ -1,11 +1,160 @@
-"""The layering the architecture promises (docs/architecture.md): the two backends consume the
-same contract (emulation/schedule.py) and neither imports the other; planners and the flow
-backend never import Mininet, OS-Ken or the controllers."""
+"""The layering the architecture promises (docs/architecture.md).
 
+- The import graph of emulation/, controllers/ and topologies/ (every import, at module level or
+  inside a function) has no cycle.
+- The core never imports a scenario kind (emulation/kinds/ and the kinds' packages wan, rails,
+  tenancy, training) nor the command line; a kind's package imports no other kind.
+- controllers/ imports neither a kind nor the orchestrator (emulation/emulator/, runner, cli).
+- No module imports another module's private (``_``) name.
+- A public class or function name has one meaning: defined in one module, except the
+  interface names below, which every module of a role defines in the same sense.
+- The two backends consume the same contract (emulation/schedule.py) and neither imports the
+  other; planners and the flow backend never import Mininet, OS-Ken or the controllers.
+"""
+
+import ast
+import collections
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("emulation", "controllers", "topologies")
+KIND_PACKAGES = ("emulation.kinds", "emulation.wan", "emulation.rails", "emulation.tenancy", "emulation.training")
+COMMAND_LINE = ("emulation.cli", "emulation.__main__")
+ORCHESTRATOR = ("emulation.emulator", "emulation.runner")
+#: Names that several modules define in one sense (a role's interface).
+INTERFACES = {
+    "main": "a program's entry point (python -m ...)",
+    "execute": "a backend's execution of one RunDescription (flowsim/run.py, emulator/execute.py)",
+    "write": "a report module's files beside result.json",
+    "show": "a report module's summary of an envelope",
+    "print_summary": "a report module's summary tables",
+    "print_packet": "a kind's report of its packet run",
+    "timeline_plot": "a kind's timeline figure",
+    "run_packet": "a kind's packet-backend job",
+}
+
+
+def _under(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _graph() -> tuple[dict[str, set[str]], list[tuple[str, str, str]]]:
+    """``(module -> modules it imports, [(module, from module, private name)])``."""
+    mods = _modules()
+    edges: dict[str, set[str]] = collections.defaultdict(set)
+    private = []
+    for m, path in mods.items():
+        pkg = m if path.name == "__init__.py" else m.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                for a in node.names:
+                    target = f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
+                    if target in mods and target != m:
+                        edges[m].add(target)
+                    if a.name.startswith("_") and not a.name.startswith("__") and base in mods and base != m:
+                        private.append((m, base, a.name))
+            elif isinstance(node, ast.Import):
+                edges[m] |= {a.name for a in node.names if a.name in mods and a.name != m}
+    return edges, private
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    for root in list(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(edges.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_the_import_graph_has_no_cycle():
+    edges, _ = _graph()
+    assert sum(map(len, edges.values())) > 300  # the graph was read
+    assert _cycles(edges) == []
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check has teeth
+
+
+def test_the_core_never_imports_a_kind_and_kinds_import_no_other_kind():
+    edges, _ = _graph()
+    core = [(m, t) for m, ts in edges.items() if not _under(m, KIND_PACKAGES + COMMAND_LINE)
+            for t in ts if _under(t, KIND_PACKAGES + COMMAND_LINE)]
+    assert core == []
+    cross = [(m, t) for m, ts in edges.items() if _under(m, KIND_PACKAGES[1:])
+             for t in ts if _under(t, KIND_PACKAGES) and t.split(".")[1] != m.split(".")[1]]
+    assert cross == []
+    assert any(_under(t, ("emulation.wan",)) for t in edges["emulation.kinds.wan"])  # kinds use their package
+
+
+def test_controllers_import_neither_a_kind_nor_the_orchestrator():
+    edges, _ = _graph()
+    bad = [(m, t) for m, ts in edges.items() if _under(m, ("controllers",))
+           for t in ts if _under(t, KIND_PACKAGES + COMMAND_LINE + ORCHESTRATOR)]
+    assert bad == []
+    assert any(_under(t, ("emulation.planners",)) for t in edges["controllers.wan_te"])  # they do use the core
+
+
+def test_no_module_imports_another_modules_private_name():
+    _, private = _graph()
+    assert private == []
+
+
+def test_a_public_name_has_one_meaning():
+    defined = collections.defaultdict(list)
+    for m, path in _modules().items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                defined[node.name].append(m)
+    twice = {n: ms for n, ms in defined.items() if len(ms) > 1 and n not in INTERFACES}
+    assert twice == {}
+    assert len(defined["main"]) > 3 and len(defined["write"]) > 3  # the interfaces are shared, as declared
 
 
 def _loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
