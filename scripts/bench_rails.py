@@ -21,8 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emulation.flowsim.iteration import RailNetwork, replay  # noqa: E402
+from emulation.flowsim.iteration import replay  # noqa: E402
 from emulation.workloads.iteration import MODELS, ComputeSpec, ParallelSpec, build_trace  # noqa: E402
+from topologies.rail_network import RailNetwork  # noqa: E402
 
 
 def main() -> int:

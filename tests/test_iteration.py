@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from emulation.flowsim.iteration import RailNetwork, replay
+from emulation.flowsim.iteration import replay
 from emulation.workloads.iteration import MODELS, ComputeSpec, ParallelSpec, build_trace, one_f_one_b
+from topologies.rail_network import RailNetwork
 
 ROOT = Path(__file__).resolve().parents[1]
 NET = RailNetwork(port_gbps=100, rail_ports=2, scaleup_gbps=2400)

@@ -2,14 +2,15 @@
 protocol (arXiv 2507.08119) deciding when each rail's circuits change.
 
 Input: an :class:`~emulation.workloads.iteration.IterationTrace` (one rail: its ranks are the
-servers) and :class:`RailNetwork` (port rate, ports per GPU on the rail, electrical or photonic).
+servers) and a :class:`~topologies.rail_network.RailNetwork` (port rate, ports per GPU on the
+rail, electrical or photonic).
 Every rank runs its program; an op starts when its inputs allow:
 
 - ``compute``: at once, for its seconds;
 - a collective (``allreduce``, ``alltoall``): when every member of its group has reached it and
-  the group's circuits are live; it lasts what the flow engine
-  (:func:`emulation.flowsim.simulate.simulate`) gives for that collective on that segment alone
-  (a ring of circuits through the members, or the electrical rail);
+  the group's circuits are live; it lasts what the flow engine gives for that collective on that
+  segment alone (:meth:`~topologies.rail_network.RailNetwork.seconds`: a ring of circuits through
+  the members, or the electrical rail);
 - ``send``: when the pair's circuits are live (eager: the receiver need not be there);
   ``recv``: when the message has arrived.
 
@@ -53,75 +54,14 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Literal
 
-from emulation.fabric import EPS, OCS, Configuration, Fabric, PortRef, assign_ports
-from emulation.flowsim.simulate import SimulationError, simulate
-from emulation.schedule import plan_from_configurations
-from emulation.workloads import build
+from emulation.flowsim.simulate import SimulationError
 from emulation.workloads.iteration import Group, IterationTrace, Op
-from emulation.workloads.model import Step, Transfer, Workload
+from topologies.rail_network import RailNetwork
 
 Mode = Literal["eps", "on-demand", "speculative", "speculative-deferred"]
 MODES: tuple[str, ...] = ("eps", "on-demand", "speculative", "speculative-deferred")
-
-
-@dataclass(frozen=True)
-class RailNetwork:
-    """One rail: ``rail_ports`` ports per GPU at ``port_gbps`` (Gbit/s); an electrical rail gives
-    each GPU one port of ``rail_ports x port_gbps`` (the same NIC bandwidth); ``alpha_s`` per
-    message; ``scaleup_gbps`` the scale-up domain's port rate (TP all-reduces).
-
-    :raises ValueError: a non-positive rate, no rail port or an odd number above 1.
-    """
-
-    port_gbps: float = 200.0
-    rail_ports: int = 2
-    alpha_s: float = 10e-6
-    scaleup_gbps: float = 2400.0
-
-    def __post_init__(self) -> None:
-        if not self.port_gbps > 0 or not self.scaleup_gbps > 0:
-            raise ValueError(f"port_gbps, scaleup_gbps: must be > 0, got {self.port_gbps}, {self.scaleup_gbps}")
-        if self.rail_ports < 1 or (self.rail_ports > 1 and self.rail_ports % 2):
-            raise ValueError(f"rail_ports: 1, or an even number (a ring of circuits takes half to each "
-                             f"neighbour), got {self.rail_ports}")
-        if not self.alpha_s >= 0:
-            raise ValueError(f"alpha_s: must be >= 0, got {self.alpha_s}")
-
-    def seconds(self, kind: str, n: int, nbytes: int, segment: str) -> float:
-        """Time of one op alone on its segment (module doc): ``kind`` allreduce, alltoall or send
-        among ``n`` ranks, ``segment`` ``ring``, ``link`` (one pipeline link of a longer
-        pipeline) or ``eps``."""
-        return _op_seconds(self, kind, n, int(nbytes), segment)
-
-    def tp_allreduce_s(self, gpus: int, nbytes: int) -> float:
-        """A ring all-reduce of ``nbytes`` over the ``gpus`` GPUs of a server's scale-up switch."""
-        return _op_seconds(self, "allreduce", gpus, int(nbytes), "scaleup") if gpus > 1 else 0.0
-
-
-@lru_cache(maxsize=4096)
-def _op_seconds(net: RailNetwork, kind: str, n: int, nbytes: int, segment: str) -> float:
-    """The flow engine's time for one op on a fabric of just its segment (memoised)."""
-    ports = net.rail_ports
-    if segment in ("eps", "scaleup"):
-        gbps = net.scaleup_gbps if segment == "scaleup" else net.port_gbps * ports
-        fab = Fabric(f"{segment}{n}", n, 1, gbps, eps=(EPS("sw", tuple(PortRef(g, 0) for g in range(n))),))
-        config = Configuration()
-    else:
-        circuits = ports if segment == "ring" and n == 2 else ports // 2
-        per = circuits if segment == "link" else ports
-        ocs = OCS("rail", tuple(PortRef(g, p) for g in range(n) for p in range(per)))
-        fab = Fabric(f"{segment}{n}", n, per, net.port_gbps, ocs=(ocs,))
-        pairs = [(0, 1)] * circuits if n == 2 else [(i, (i + 1) % n) for i in range(n) for _ in range(circuits)]
-        config = assign_ports(fab, "rail", pairs)
-    if kind == "send":
-        w = Workload("broadcast", "p2p", n, nbytes, 1, (Step("p2p", (Transfer(0, 1, nbytes, 0, 1, "copy"),)),), (0,))
-    else:
-        w = build("pairwise" if kind == "alltoall" else "ring", n, max(nbytes, n), kind)
-    plan = plan_from_configurations("opus", config, [config] * len(w.steps), 0.0, w)
-    return simulate(fab, w, plan, alpha_s=net.alpha_s, record_transfers=False).time_s
 
 
 @dataclass

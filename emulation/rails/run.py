@@ -14,9 +14,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from emulation.flowsim.iteration import RailNetwork, replay
+from emulation.flowsim.iteration import replay
 from emulation.rails.scenario import ParallelSection, RailsScenario
 from emulation.workloads.iteration import IterationTrace, TransformerSpec, build_trace
+from topologies.rail_network import RailNetwork
 
 Progress = Callable[[str, int, int], None]
 

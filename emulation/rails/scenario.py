@@ -32,10 +32,11 @@ from typing import Annotated, Literal, Union
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from emulation.flowsim.iteration import MODES, RailNetwork
+from emulation.flowsim.iteration import MODES
 from emulation.scenario.load import load_checked
 from emulation.scenario.schema import NamedScenario, ScenarioError, StrictModel
 from emulation.workloads.iteration import MODELS, ComputeSpec, ParallelSpec, TransformerSpec
+from topologies.rail_network import RailNetwork
 
 
 class ModelSection(StrictModel):
