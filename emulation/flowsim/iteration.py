@@ -78,7 +78,7 @@ class Reconfiguration:
 
 
 @dataclass
-class Interval:
+class PhaseInterval:
     """What rank ``rank`` did from ``t0`` to ``t1``: ``kind`` compute, comm (its op's kind),
     or wait (``why``: members, circuits, controller, message)."""
 
@@ -109,7 +109,7 @@ class IterationResult:
     reconfigurations_per_iteration: float
     speculative_reconfigurations_per_iteration: float
     reconfigurations: list[Reconfiguration] = field(default_factory=list)
-    intervals: list[Interval] = field(default_factory=list)
+    intervals: list[PhaseInterval] = field(default_factory=list)
 
 
 class _Rank:
@@ -162,7 +162,7 @@ class _Replay:
         self.delivered: dict[tuple[int, str], float] = {}
         self.recv_wait: dict[tuple[int, str], int] = {}
         self.reconfigs: list[Reconfiguration] = []
-        self.intervals: list[Interval] = []
+        self.intervals: list[PhaseInterval] = []
         self.done_at = [[0.0] * iterations for _ in range(self.n)]
         self.finished = 0
 
@@ -250,7 +250,7 @@ class _Replay:
             rk.control_wait[min(self._iteration(r), self.iters - 1)] += t - rk.wait_t0
         if self.record and t > rk.wait_t0:
             op = self._op(r)
-            self.intervals.append(Interval(r, self._iteration(r), rk.wait_t0, t, "wait-" + rk.waiting, op.phase,
+            self.intervals.append(PhaseInterval(r, self._iteration(r), rk.wait_t0, t, "wait-" + rk.waiting, op.phase,
                                            op.group, self.tr.groups[op.group].dim if op.group else ""))
         rk.waiting = ""
 
@@ -261,7 +261,7 @@ class _Replay:
 
     def _log(self, r: int, t0: float, t1: float, kind: str, op: Op) -> None:
         if self.record:
-            self.intervals.append(Interval(r, self._iteration(r), t0, t1, kind, op.phase, op.group,
+            self.intervals.append(PhaseInterval(r, self._iteration(r), t0, t1, kind, op.phase, op.group,
                                            self.tr.groups[op.group].dim if op.group else ""))
 
     def _live(self, g: str, t: float) -> float | None:
@@ -455,8 +455,8 @@ class _Replay:
                 self._advance(t, r)
 
 
-def replay(trace: IterationTrace, net: RailNetwork, mode: str, reconfiguration_delay_s: float = 0.0,
-           control_rtt_s: float = 0.0, iterations: int = 3, record: bool = False) -> IterationResult:
+def simulate_iteration(trace: IterationTrace, net: RailNetwork, mode: str, reconfiguration_delay_s: float = 0.0,
+                       control_rtt_s: float = 0.0, iterations: int = 3, record: bool = False) -> IterationResult:
     """Replay ``iterations`` iterations of ``trace`` (module doc).
 
     :param mode: ``eps``, ``on-demand`` or ``speculative``.

@@ -29,7 +29,7 @@ from pathlib import Path
 import networkx as nx
 
 from emulation.fabric import Configuration, Fabric, assign_ports
-from emulation.flowsim.iteration import replay
+from emulation.flowsim.iteration import simulate_iteration as replay
 from emulation.rails.run import trace_for
 from emulation.rails.scenario import RailsScenario
 from emulation.workloads.iteration import IterationTrace, stage_layers

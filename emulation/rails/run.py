@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from emulation.flowsim.iteration import replay
+from emulation.flowsim.iteration import simulate_iteration as replay
 from emulation.rails.scenario import ParallelSection, RailsScenario
 from emulation.workloads.iteration import IterationTrace, TransformerSpec, build_trace
 from topologies.rail_network import RailNetwork
