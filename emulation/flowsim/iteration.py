@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from emulation.flowsim.simulate import SimulationError
+from emulation.planners.opus import Grant, OpusRule
 from emulation.workloads.iteration import Group, IterationTrace, Op
 from topologies.rail_network import RailNetwork
 
@@ -113,13 +114,10 @@ class IterationResult:
 
 
 class _Rank:
-    __slots__ = ("pc", "t_at", "holds", "asked", "coll_seq", "waiting", "wait_t0", "control_wait")
+    __slots__ = ("pc", "coll_seq", "waiting", "wait_t0", "control_wait")
 
     def __init__(self) -> None:
         self.pc = 0
-        self.t_at = 0.0
-        self.holds: set[str] = set()
-        self.asked: set[str] = set()
         self.coll_seq: dict[str, int] = {}
         self.waiting = ""  # what the rank waits for at its current op
         self.wait_t0 = 0.0
@@ -144,20 +142,12 @@ class _Replay:
         # groups with the same circuits share a configuration (e.g. a 2-stage pipeline's link and
         # its model-parallel group)
         self.key = {g: self._key(trace.groups[g]) for g in trace.groups}
-        self.by_key: dict[tuple, list[str]] = {}
-        for g, k in self.key.items():
-            self.by_key.setdefault(k, []).append(g)
-        self.port_groups: dict[tuple[int, int], list[str]] = {}
-        for g, ps in self.ports.items():
-            for p in ps:
-                self.port_groups.setdefault(p, []).append(g)
-        self.conflicts = {g: {h for p in ps for h in self.port_groups[p] if self.key[h] != self.key[g]}
-                          for g, ps in self.ports.items()}
-        self.owner: dict[tuple[int, int], tuple] = {}
+        self.rule = OpusRule(self._granted, preempt=mode == "speculative")
+        for g, grp in trace.groups.items():
+            self.rule.add_group(g, grp.members, self.ports[g], self.key[g])
+        self.now = 0.0  # the time of the controller's event being handled
         self.live_at: dict[tuple[int, int], float] = {}
         self.busy: dict[tuple[int, int], float] = {}
-        self.pending: dict[str, set[int]] = {}
-        self.deferred: dict[str, bool] = {}  # group -> asked speculatively
         self.arrived: dict[tuple[str, int], set[int]] = {}
         self.delivered: dict[tuple[int, str], float] = {}
         self.recv_wait: dict[tuple[int, str], int] = {}
@@ -221,8 +211,8 @@ class _Replay:
                 self._at(t + op.seconds, self._advance, r)
                 return
             g = op.group
-            if self.mode != "eps" and g not in rk.holds:
-                if g not in rk.asked:
+            if self.mode != "eps" and not self.rule.holds(r, g):
+                if not self.rule.has_asked(r, g):
                     self._ask(r, g, t, speculative=False)
                 self._wait(r, t, "controller")
                 return
@@ -268,13 +258,9 @@ class _Replay:
         """When ``g``'s circuits are (or become) live, or None if it does not own its ports."""
         if self.mode == "eps":
             return t
-        live = t
-        k = self.key[g]
-        for p in self.ports[g]:
-            if self.owner.get(p) != k:
-                return None
-            live = max(live, self.live_at[p])
-        return live
+        if not self.rule.in_place(g):
+            return None
+        return max([t] + [self.live_at[p] for p in self.ports[g]])
 
     def _try_start(self, r: int, op: Op, t: float) -> None:
         """Start ``op`` of rank ``r`` if it can; otherwise leave the rank waiting."""
@@ -294,9 +280,9 @@ class _Replay:
         live = self._live(g, t)
         if live is None:  # lost its circuits since the answer: ask again, on demand
             for m in members:
-                self.ranks[m].holds.discard(g)
+                self.rule.drop(m, g)
                 self._wait(m, t, "controller")
-                if g not in self.ranks[m].asked:
+                if not self.rule.has_asked(m, g):
                     self._ask(m, g, t, speculative=False)
             return
         if live > t:
@@ -336,7 +322,7 @@ class _Replay:
         if rk.pc >= self.len[r] * self.iters:
             return
         op = self._op(r)
-        if op.is_comm and op.kind != "recv" and rk.waiting == "controller" and op.group in rk.holds:
+        if op.is_comm and op.kind != "recv" and rk.waiting == "controller" and self.rule.holds(r, op.group):
             if op.kind != "send":
                 self.arrived.get((op.group, rk.coll_seq.get(op.group, 0)), set()).discard(r)
             self._try_start(r, op, t)
@@ -351,8 +337,7 @@ class _Replay:
         if it starts a new phase."""
         if self.mode.startswith("speculative"):
             nxt = self._next_comm_group(r)
-            rk = self.ranks[r]
-            if nxt and nxt in self.conflicts[g] and nxt not in rk.holds and nxt not in rk.asked:
+            if self.rule.asks_ahead(r, g, nxt):
                 self._ask(r, nxt, t, speculative=True)
 
     def _next_comm_group(self, r: int) -> str:
@@ -372,81 +357,39 @@ class _Replay:
 
     # -- controller --------------------------------------------------------------------
     def _ask(self, r: int, g: str, t: float, speculative: bool) -> None:
-        self.ranks[r].asked.add(g)
+        self.rule.ask(r, g)
         self._at(t + self.rtt / 2, self._request, r, g, speculative)
 
     def _request(self, t: float, r: int, g: str, speculative: bool) -> None:
-        self.pending.setdefault(g, set()).add(r)
-        self._decide(t, g, speculative)
-        for h, spec in list(self.deferred.items()):
-            if h in self.pending and not self._in_use(h) and self._all_asked(h):
-                del self.deferred[h]
-                self._serve(t, h, spec)
+        self.now = t
+        self.rule.request(r, g, speculative)
 
-    def _decide(self, t: float, g: str, speculative: bool) -> None:
-        """Serve ``g``'s pending requests now, defer them, or keep waiting for its members."""
-        k = self.key[g]
-        if all(self.owner.get(p) == k for p in self.ports[g]):  # unchanged: answered at once
-            self._serve(t, g, speculative)
-        elif self._all_asked(g) or (speculative and self.mode == "speculative"):
-            # only the idealised speculative mode acts on the first request and takes circuits from
-            # a rank still inside its phase
-            if self.mode == "speculative" or not self._in_use(g):
-                self.deferred.pop(g, None)
-                self._serve(t, g, speculative)
-            else:
-                self.deferred[g] = speculative
-
-    def _all_asked(self, g: str) -> bool:
-        """Every member of ``g`` has asked for it or holds it already (is inside its phase)."""
-        want = self.pending.get(g, ())
-        return all(m in want or g in self.ranks[m].holds for m in self.tr.groups[g].members)
-
-    def _in_use(self, g: str) -> bool:
-        """True if a port ``g`` needs is held by a rank that has not asked for anything else since."""
-        k = self.key[g]
-        for p in self.ports[g]:
-            o = self.owner.get(p)
-            if o is None or o == k:
-                continue
-            for h in self.by_key[o]:
-                for m in self.tr.groups[h].members:
-                    mk = self.ranks[m]
-                    if (h in mk.holds or h in mk.asked) and not (mk.asked & self.conflicts[h]):
-                        return True
-        return False
-
-    def _serve(self, t: float, g: str, speculative: bool) -> None:
-        k = self.key[g]
-        changed = [p for p in self.ports[g] if self.owner.get(p) != k]
-        if changed:
-            t0 = max([t] + [self.busy.get(p, 0.0) for p in changed])
-            lost = {h for p in changed if p in self.owner for h in self.by_key[self.owner[p]]}
-            for p in changed:
-                self.owner[p] = k
+    def _granted(self, grant: Grant) -> None:
+        """The rule granted a configuration at ``self.now``: its changed ports go dark after the
+        ops in flight on them; the pending ranks are answered once its circuits are live."""
+        t, g = self.now, grant.group
+        if grant.changed:
+            t0 = max([t] + [self.busy.get(p, 0.0) for p in grant.changed])
+            for p in grant.changed:
                 self.live_at[p] = t0 + self.R
-            for h in lost:
+            for h in grant.lost:
                 for m in self.tr.groups[h].members:
                     mk = self.ranks[m]
-                    mk.holds.discard(h)
                     # a member blocked on h (a receive, the other members) asks for it again
                     if mk.waiting and mk.pc < self.len[m] * self.iters and self._op(m).group == h \
-                            and h not in mk.asked:
+                            and not self.rule.has_asked(m, h):
                         self._ask(m, h, t, speculative=False)
-            self.reconfigs.append(Reconfiguration(g, t0, self.R, len(changed), speculative))
+            self.reconfigs.append(Reconfiguration(g, t0, self.R, len(grant.changed), grant.speculative))
             ready = t0 + self.R
         else:
             ready = max([t] + [self.live_at[p] for p in self.ports[g]])
-        for m in self.pending.pop(g, set()):
+        for m in grant.ranks:
             self._at(ready + self.rtt / 2, self._answer, m, g)
 
     def _answer(self, t: float, r: int, g: str) -> None:
+        self.now = t
+        self.rule.answer(r, g)
         rk = self.ranks[r]
-        rk.asked.discard(g)
-        rk.holds.add(g)
-        rk.holds.difference_update(self.conflicts[g] & rk.holds - {g})
-        if self.pending.get(g) and self._all_asked(g):  # the others were waiting for this member
-            self._decide(t, g, False)
         if rk.waiting == "controller" and rk.pc < self.len[r] * self.iters:
             op = self._op(r)
             if op.group == g:
