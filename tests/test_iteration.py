@@ -3,6 +3,7 @@ control modes (flow backend, no emulation)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from emulation.flowsim.iteration import simulate_iteration
-from emulation.workloads.iteration import MODELS, ComputeSpec, ParallelSpec, build_trace, one_f_one_b
+from emulation.flowsim.simulate import SimulationError
+from emulation.workloads.iteration import MODELS, ComputeSpec, Op, ParallelSpec, build_trace, one_f_one_b
 from topologies.rail_network import RailNetwork
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,6 +110,16 @@ def test_a_pair_of_circuits_matches_the_alpha_beta_time():
     # the electrical rail gives one port of 2 x 100 Gbit/s: the same
     assert NET.seconds("allreduce", 2, S, "eps") == pytest.approx(NET.seconds("allreduce", 2, S, "ring"), rel=1e-9)
     assert NET.seconds("send", 2, S, "link") == pytest.approx(NET.alpha_s + S / B, rel=1e-9)
+
+
+def test_a_program_that_cannot_finish_names_the_rank_the_op_and_what_it_waits_for():
+    tr = build_trace(MODELS["llama3-8b"], ParallelSpec(tp=8, pp=2, dp=1, micro_batches=2), ComputeSpec())
+    pp = next(g.id for g in tr.groups.values() if g.dim == "pp")
+    stuck = dataclasses.replace(tr, programs=((Op("recv", "F0", group=pp, message="never sent"),),
+                                              (Op("compute", "F0", seconds=0.1),)))
+    for mode, why in (("eps", "message"), ("on-demand", "controller")):  # rank 1 never asks for pp
+        with pytest.raises(SimulationError, match=rf"rank 0 waits at recv F0 on {pp} \({why}\)"):
+            simulate_iteration(stuck, NET, mode, 0.1, 0.002)
 
 
 @pytest.mark.parametrize("pp, dp", [(3, 1), (4, 2), (8, 4)])

@@ -1,6 +1,9 @@
 """The layering the architecture promises (docs/architecture.md): the two backends consume the
 same contract (emulation/schedule.py) and neither imports the other; planners and the flow
-backend never import Mininet, OS-Ken or the controllers."""
+backend never import Mininet, OS-Ken or the controllers; controller apps import core modules
+(the Opus rule is :mod:`emulation.planners.opus`) but no scenario kind nor the packet backend's
+orchestrator; the topologies package loads without numpy (``mn --custom`` runs it on the system
+Python)."""
 
 import subprocess
 import sys
@@ -17,8 +20,9 @@ def _loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
 
 
 @pytest.mark.parametrize("modules, forbidden", [
-    (["emulation.flowsim", "emulation.flowsim.run", "emulation.planners", "emulation.planners.slotted",
-      "emulation.scenario", "emulation.schedule", "emulation.results"],
+    (["emulation.flowsim", "emulation.flowsim.run", "emulation.flowsim.iteration", "emulation.planners",
+      "emulation.planners.slotted", "emulation.planners.opus", "emulation.scenario", "emulation.schedule",
+      "emulation.results", "topologies.rail_network"],
      ("emulation.emulator", "mininet", "os_ken", "controllers")),
     (["emulation.emulator.execute", "emulation.emulator.calibration", "emulation.emulator.recovery",
       "emulation.emulator.tenants"],
@@ -26,3 +30,13 @@ def _loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
 ])
 def test_backends_and_planners_do_not_import_each_other(modules, forbidden):
     assert _loaded(modules, forbidden) == []
+
+
+def test_controllers_import_core_modules_but_no_scenario_kind_nor_the_orchestrator():
+    assert "emulation.planners.opus" in _loaded(["controllers.opus"], ("emulation.planners",))
+    assert _loaded(["controllers.opus", "controllers.api"], ("emulation.rails", "emulation.wan", "emulation.tenancy",
+                                                             "emulation.training", "emulation.emulator")) == []
+
+
+def test_the_topologies_package_needs_no_numpy():
+    assert _loaded(["topologies", "topologies.builders"], ("numpy", "emulation.flowsim")) == []
