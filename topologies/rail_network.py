@@ -31,9 +31,10 @@ SEGMENTS = ("ring", "link", "eps", "scaleup")
 
 @dataclass(frozen=True)
 class RailNetwork:
-    """One rail: ``rail_ports`` ports per GPU at ``port_gbps`` (Gbit/s); an electrical rail gives
-    each GPU one port of ``rail_ports x port_gbps`` (the same NIC bandwidth); ``alpha_s`` seconds
-    per message; ``scaleup_gbps`` the scale-up domain's port rate (TP all-reduces), Gbit/s.
+    """One rail (Opus, arXiv 2507.08119): ``rail_ports`` ports per GPU at ``port_gbps`` (Gbit/s);
+    an electrical rail gives each GPU one port of ``rail_ports x port_gbps`` (the same NIC
+    bandwidth); ``alpha_s`` seconds per message; ``scaleup_gbps`` the scale-up domain's port rate
+    (TP all-reduces), Gbit/s.
 
     :raises ValueError: a non-positive rate, no rail port or an odd number above 1, a negative alpha.
     """

@@ -52,9 +52,11 @@ class Grant:
 
 
 class OpusRule:
-    """The state of one Opus controller (module doc): groups, port ownership, who holds and who
-    asked for what. ``on_grant(grant)`` is called for every :class:`Grant`, in decision order,
-    from inside :meth:`request` and :meth:`answer`; it must not call back into the rule.
+    """The state of one Opus controller (arXiv 2507.08119, module doc): groups, port ownership,
+    who holds and who asked for what. Ranks are ints; ports and configuration keys any hashable
+    values. ``on_grant(grant)`` is called for every :class:`Grant`, in decision order, from inside
+    :meth:`request` and :meth:`answer`; it must not call back into the rule. Methods taking a
+    group id raise KeyError for one not registered.
 
     :param preempt: act on the first speculative request and take ports from ranks inside their
         phase (the idealised speculative mode of the replay); False: the on-demand rule for every
