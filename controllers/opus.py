@@ -12,23 +12,24 @@ does not cross the emulated fabric), one JSON object per line each way:
   sit on one server (no common rail; the scale-up domain carries it) is ``ignored``. Answer
   ``{"ok", "group", "ignored", "rail", "bit"}``.
 - ``{"op": "request", "group": G, "rank": k, "mode": "on-demand" | "speculative"}``: rank ``k``
-  asks for G's configuration. If G's circuits are in place it is answered at once (unchanged).
-  Otherwise, on demand, the controller waits until every member has asked (or holds the
-  configuration already), then rewires the ports that differ (their other circuits go: the
-  segments they belonged to lose their holders) with the armed dark window R and answers every
-  asking member when the new circuits carry traffic. It never takes circuits from a rank still
-  inside a phase on them (a rank holds a configuration from its answer until it asks for one whose
-  circuits share its ports): cutting them would strand that rank's collective in flight, and the
-  rank, blocked in it, could not ask for them back. A speculative request obeys the same rules;
-  it differs in when the rank sends it: as soon as its previous phase ends, so that R passes
-  during its compute. Answer ``{"ok", "group", "changed", "rail", "mask", "t_asked", "t_answered",
+  asks for G's configuration. When it is granted is the Opus rule (:mod:`emulation.planners.opus`,
+  never preempting): at once if G's circuits are in place; otherwise once every member has asked
+  (or holds the configuration already), and never while a rank is still inside a phase on the
+  circuits G's ports carry (cutting them would strand that rank's collective in flight, and the
+  rank, blocked in it, could not ask for them back). A granted change rewires the ports that
+  differ (their other circuits go: the segments they belonged to lose their holders) with the
+  armed dark window R, after any earlier rewire of the same ports; every asking member is
+  answered when the new circuits carry traffic. A speculative request obeys the same rules; it
+  differs in when the rank sends it: as soon as its previous phase ends, so that R passes during
+  its compute. Answer ``{"ok", "group", "changed", "rail", "mask", "t_asked", "t_answered",
   "reconfiguration"}`` (the rewire's timestamps, :meth:`CircuitSwitch.rewire`), or
   ``{"ok": false, "error"}`` after the armed timeout (default 10 s) without an answer.
 - ``{"op": "ping"}``: ``{"ok": true, "t"}`` (the job measures its round trip with it).
 
 Arm with ``POST /opus {"socket", "reconfiguration_delay_s", "timeout_s"}`` (the API app);
 ``{"disarm": true}`` closes the socket. Every rewire is logged as ``opus-reconfigured`` with
-the group, rail, mask, whether a speculative request caused it and its dark window.
+the group, rail, mask, whether a speculative request caused it, the ranks it answers and its
+dark window.
 
 Spec: ``docs/mechanisms.md`` (Opus, arXiv 2507.08119).
 """
@@ -40,17 +41,19 @@ import os
 import socketserver
 import threading
 import time
+from dataclasses import dataclass
 
 from controllers.base import OcsLabApp
 from controllers.sdn import app_manager
-from emulation.fabric import Circuit, FabricError, assign_ports
+from emulation.fabric import FabricError, assign_ports
+from emulation.planners.opus import Grant, OpusRule
 
 #: Seconds a request waits for the other members before it is answered with an error.
 TIMEOUT_S = 10.0
 
 
 class _Group:
-    __slots__ = ("id", "members", "rail", "segment", "ports", "bit", "pending", "holders", "switching", "epoch", "last")
+    __slots__ = ("id", "members", "rail", "segment", "ports", "bit")
 
     def __init__(self, gid: str, members: tuple[int, ...], rail: str | None, segment: frozenset, bit: int | None):
         self.id = gid
@@ -59,11 +62,20 @@ class _Group:
         self.segment = segment
         self.ports = frozenset(e for c in segment for e in (c.a, c.b))
         self.bit = bit
-        self.pending: set[int] = set()
-        self.holders: set[int] = set()
-        self.switching = False
-        self.epoch = 0
-        self.last: dict | None = None
+
+
+@dataclass(eq=False)
+class _Rewire:
+    """A granted configuration on its way to the ranks it answers: ``result`` is the rewire's
+    (:meth:`CircuitSwitch.rewire`; None: nothing to change) or ``error`` why it failed, ``done``
+    once either is known."""
+
+    group: _Group
+    ranks: tuple[int, ...]
+    speculative: bool
+    done: bool
+    result: dict | None = None
+    error: str = ""
 
 
 class OpusApp(OcsLabApp):
@@ -74,6 +86,9 @@ class OpusApp(OcsLabApp):
         self._cv = threading.Condition()
         self._groups: dict[str, _Group] = {}
         self._bits: dict[str, list[frozenset]] = {}  # rail -> segments in bit order
+        self._rule = OpusRule(self._granted)
+        self._answers: dict[tuple[str, int], _Rewire] = {}  # (group, rank) -> the grant answering it
+        self._queued: list[_Rewire] = []  # granted rewires not started yet, in grant order
         self._busy: set = set()  # ports being rewired
         self._server = None
         self._socket = ""
@@ -118,6 +133,9 @@ class OpusApp(OcsLabApp):
         with self._cv:
             self._groups.clear()
             self._bits.clear()
+            self._rule = OpusRule(self._granted)
+            self._answers.clear()
+            self._queued.clear()
             self._busy.clear()
             self._server, self._socket = server, socket_path
             self._dark, self._timeout = reconfiguration_delay_s, timeout_s
@@ -193,6 +211,9 @@ class OpusApp(OcsLabApp):
                 if segment not in bits:
                     bits.append(segment)
                 g = _Group(gid, members, rail, segment, bits.index(segment))
+                with self.state.lock:
+                    in_place = segment <= self.state.circuits[rail]
+                self._rule.add_group(gid, members, sorted(g.ports), segment, in_place)
             self._groups[gid] = g
             return self._checked(g)
 
@@ -212,14 +233,18 @@ class OpusApp(OcsLabApp):
         return sum(1 << i for i, seg in enumerate(self._bits.get(rail, [])) if seg <= cur)
 
     def _live(self, g: _Group) -> bool:
-        if g.switching:
+        """Under the lock: ``g``'s circuits are in place and none of its ports is being rewired."""
+        if g.ports & self._busy:
             return False
         with self.state.lock:
             return g.segment <= self.state.circuits[g.rail]
 
     def request(self, gid: str, rank: int, speculative: bool) -> dict:
         """Rank ``rank`` (a GPU) asks for group ``gid``'s configuration (module doc); blocks
-        until it is in place or the timeout passes."""
+        until it is in place or the timeout passes.
+
+        :raises ValueError: an unknown group or a GPU not in it, Opus disarmed.
+        """
         t_asked = time.monotonic()
         with self._cv:
             g = self._groups.get(gid)
@@ -230,58 +255,65 @@ class OpusApp(OcsLabApp):
             if g.rail is None:
                 return {"ok": True, "group": gid, "changed": False, "rail": None, "mask": 0, "ignored": True,
                         "t_asked": t_asked, "t_answered": time.monotonic(), "reconfiguration": None}
-            epoch = g.epoch
-            g.pending.add(rank)
-            # asking for g, the rank has left the phases whose circuits share its ports with g's
-            for h in self._groups.values():
-                if h is not g and h.rail == g.rail and rank in h.holders and h.ports & g.ports:
-                    h.holders.discard(rank)
-            self._cv.notify_all()  # a deferred speculative rewire may go ahead now
+            self._rule.ask(rank, gid)
+            self._rule.request(rank, gid, speculative)
+            self._cv.notify_all()
             deadline = t_asked + self._timeout
             while True:
                 if self._server is None:
                     raise ValueError("Opus is disarmed")
-                if self._live(g):
-                    g.pending.discard(rank)
-                    g.holders.add(rank)
-                    changed = g.epoch != epoch
-                    return {"ok": True, "group": gid, "changed": changed, "rail": g.rail, "mask": self._mask(g.rail),
-                            "t_asked": t_asked, "t_answered": time.monotonic(),
-                            "reconfiguration": g.last if changed else None}
-                ready = all(m in g.pending or m in g.holders for m in g.members)
-                if ready and not g.switching:
-                    self._start_switch(g, speculative)
+                rw = self._answers.get((gid, rank))
+                if rw is not None and rw.done and (rw.error or self._live(g)):
+                    del self._answers[(gid, rank)]
+                    if rw.error:
+                        self._rule.withdraw(rank, gid)
+                        return {"ok": False, "error": f"rewiring {gid} failed: {rw.error}"}
+                    self._rule.answer(rank, gid)
+                    self._cv.notify_all()
+                    return {"ok": True, "group": gid, "changed": bool(rw.result and rw.result.get("changed")),
+                            "rail": g.rail, "mask": self._mask(g.rail), "t_asked": t_asked,
+                            "t_answered": time.monotonic(), "reconfiguration": rw.result}
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    g.pending.discard(rank)
-                    missing = [m for m in g.members if m not in g.pending and m not in g.holders and m != rank]
-                    return {"ok": False, "error": f"timeout after {self._timeout:g} s: group {gid} waits for GPUs "
-                                                  f"{missing} to ask"}
+                    missing = [m for m in self._rule.missing(gid) if m != rank]
+                    self._answers.pop((gid, rank), None)
+                    self._rule.withdraw(rank, gid)
+                    why = f"waits for GPUs {missing} to ask" if missing and rw is None else "waits for its circuits"
+                    return {"ok": False, "error": f"timeout after {self._timeout:g} s: group {gid} {why}"}
                 self._cv.wait(left)
 
-    def _start_switch(self, g: _Group, speculative: bool) -> None:
-        """Under the lock: unless a rewire in progress touches the ports concerned, mark ``g``
-        switching, take its ports from the segments holding them and rewire in a thread of its
-        own (R passes there)."""
-        with self.state.lock:
-            cur = self.state.circuits[g.rail]
-        remove = {c for c in cur if c.a in g.ports or c.b in g.ports} - g.segment
-        add = g.segment - cur
-        gone = {e for c in remove for e in (c.a, c.b)}
-        if (g.ports | gone) & self._busy:
-            return  # retried when that rewire ends (it notifies)
-        losing = [h for h in self._groups.values() if h.segment != g.segment and h.rail == g.rail and h.ports & gone]
-        if any(h.holders for h in losing):
-            return  # deferred: a rank is still inside a phase on those circuits (retried when it asks)
-        for h in losing:
-            h.holders.clear()
-        g.switching = True
-        freed = frozenset(gone - g.ports)  # other ends of the circuits taken down: free once they are
-        self._busy |= g.ports | freed
-        threading.Thread(target=self._switch, args=(g, frozenset(remove), frozenset(add), freed, speculative),
-                         name=f"opus-{g.id}", daemon=True).start()
+    def _granted(self, grant: Grant) -> None:
+        """The rule granted ``grant`` (under the lock): its ranks are answered once its circuits
+        are in place, after a rewire if it changed ports."""
+        rw = _Rewire(self._groups[grant.group], grant.ranks, grant.speculative, done=not grant.changed)
+        for r in grant.ranks:
+            self._answers[(grant.group, r)] = rw
+        if grant.changed:
+            self._queued.append(rw)
+            self._start_rewires()
 
-    def _switch(self, g: _Group, remove: frozenset[Circuit], add: frozenset[Circuit], freed, speculative: bool) -> None:
+    def _start_rewires(self) -> None:
+        """Under the lock: start the queued rewires, in grant order, whose ports (and the far ends
+        of the circuits they take down) no rewire in progress touches; a rewire also waits for an
+        earlier queued one on its ports."""
+        waiting: list[_Rewire] = []
+        for rw in self._queued:
+            g = rw.group
+            with self.state.lock:
+                cur = self.state.circuits[g.rail]
+            remove = {c for c in cur if c.a in g.ports or c.b in g.ports} - g.segment
+            gone = {e for c in remove for e in (c.a, c.b)}
+            if (g.ports | gone) & self._busy or any(w.group.ports & g.ports for w in waiting):
+                waiting.append(rw)
+                continue
+            freed = frozenset(gone - g.ports)  # other ends of the circuits taken down: free once they are
+            self._busy |= g.ports | freed
+            threading.Thread(target=self._switch, args=(rw, frozenset(remove), frozenset(g.segment - cur), freed),
+                             name=f"opus-{g.id}", daemon=True).start()
+        self._queued = waiting
+
+    def _switch(self, rw: _Rewire, remove: frozenset, add: frozenset, freed: frozenset) -> None:
+        g = rw.group
         cs = app_manager.lookup_service_brick("CircuitSwitch")
         released = []
 
@@ -289,21 +321,21 @@ class OpusApp(OcsLabApp):
             with self._cv:
                 self._busy -= freed
                 released.append(True)
+                self._start_rewires()
                 self._cv.notify_all()
 
+        res, err = {}, ""
         try:
             res = cs.rewire(g.rail, remove, add, self._dark, on_dark=dark)
-            err = None
         except Exception as e:  # a switch that fails: answer the waiters with the error
-            res, err = {"error": f"{type(e).__name__}: {e}"}, e
+            err = f"{type(e).__name__}: {e}"
         with self._cv:
-            g.switching = False
             self._busy -= g.ports if released else g.ports | freed
-            g.epoch += 1
-            g.last = res
+            rw.result, rw.error, rw.done = res or None, err, True
             mask = self._mask(g.rail)
+            self._start_rewires()
             self._cv.notify_all()
-        self.state.log_event("opus-reconfigured", group=g.id, rail=g.rail, mask=mask, speculative=speculative,
-                             pending=sorted(g.pending), error=str(err) if err else None,
+        self.state.log_event("opus-reconfigured", group=g.id, rail=g.rail, mask=mask, speculative=rw.speculative,
+                             pending=sorted(rw.ranks), error=rw.error or None,
                              dark_window_measured_s=res.get("dark_window_measured_s"),
                              reconfiguration_delay_s=self._dark, t_dark=res.get("t_dark"), t_live=res.get("t_live"))

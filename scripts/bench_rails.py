@@ -21,8 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emulation.flowsim.iteration import RailNetwork, replay  # noqa: E402
+from emulation.flowsim.iteration import simulate_iteration  # noqa: E402
 from emulation.workloads.iteration import MODELS, ComputeSpec, ParallelSpec, build_trace  # noqa: E402
+from topologies.rail_network import RailNetwork  # noqa: E402
 
 
 def main() -> int:
@@ -51,7 +52,7 @@ def main() -> int:
     for mode in ("on-demand", "speculative"):
         for label, trace in (("one rail", tr), ("every rail", full)):
             t0 = time.perf_counter()
-            res = replay(trace, net, mode, a.delay_ms / 1e3, 0.002, iterations=3)
+            res = simulate_iteration(trace, net, mode, a.delay_ms / 1e3, 0.002, iterations=3)
             wall = time.perf_counter() - t0
             rows.append({"mode": mode, "ranks": trace.ranks, "replayed": label, "iteration_s": res.iteration_s,
                          "reconfigurations": res.reconfigurations_per_iteration, "wall_s": wall,

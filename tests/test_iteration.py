@@ -3,6 +3,7 @@ control modes (flow backend, no emulation)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -12,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from emulation.flowsim.iteration import RailNetwork, replay
-from emulation.workloads.iteration import MODELS, ComputeSpec, ParallelSpec, build_trace, one_f_one_b
+from emulation.flowsim.iteration import simulate_iteration
+from emulation.flowsim.simulate import SimulationError
+from emulation.workloads.iteration import MODELS, ComputeSpec, Op, ParallelSpec, build_trace, one_f_one_b
+from topologies.rail_network import RailNetwork
 
 ROOT = Path(__file__).resolve().parents[1]
 NET = RailNetwork(port_gbps=100, rail_ports=2, scaleup_gbps=2400)
@@ -68,13 +71,13 @@ def test_the_llama_trace_sends_each_activation_once_and_buckets_its_gradients():
 
 def test_electrical_rails_need_no_controller_and_photonic_rails_add_r_at_each_boundary():
     tr = _llama()
-    eps = replay(tr, NET, "eps")
+    eps = simulate_iteration(tr, NET, "eps")
     assert eps.reconfigurations_per_iteration == 0 and eps.control_wait_s == 0
     assert eps.iteration_s == pytest.approx(10.15, abs=0.01)  # the scenario's calibration
-    base = replay(tr, NET, "on-demand", 0.0, 0.002)
+    base = simulate_iteration(tr, NET, "on-demand", 0.0, 0.002)
     # on demand, every rank blocks for R at each of its 4 phase boundaries, on the critical path
     for R in (0.01, 0.1, 1.0):
-        res = replay(tr, NET, "on-demand", R, 0.002)
+        res = simulate_iteration(tr, NET, "on-demand", R, 0.002)
         assert res.reconfigurations_per_iteration == 8  # 2 groups per boundary
         assert res.iteration_s - base.iteration_s == pytest.approx(4 * R, rel=1e-6)
     assert base.iteration_s >= eps.iteration_s
@@ -83,17 +86,18 @@ def test_electrical_rails_need_no_controller_and_photonic_rails_add_r_at_each_bo
 def test_speculation_hides_short_delays_and_deferred_speculation_is_never_slower():
     tr = _llama()
     for R in (0.01, 0.05, 0.1):
-        assert replay(tr, NET, "speculative", R, 0.002).iteration_s < replay(tr, NET, "on-demand", R, 0.002).iteration_s
+        spec, od = (simulate_iteration(tr, NET, mode, R, 0.002).iteration_s for mode in ("speculative", "on-demand"))
+        assert spec < od
     for R in (0.0, 0.05, 0.5, 2.0):
-        od = replay(tr, NET, "on-demand", R, 0.002).iteration_s
-        assert replay(tr, NET, "speculative-deferred", R, 0.002).iteration_s <= od + 1e-9
+        od = simulate_iteration(tr, NET, "on-demand", R, 0.002).iteration_s
+        assert simulate_iteration(tr, NET, "speculative-deferred", R, 0.002).iteration_s <= od + 1e-9
 
 
 def test_moe_reversal_speculation_preempts_interleaved_expert_phases():
     tr = _moe()
     for R in (0.01, 0.05, 0.5):
-        od = replay(tr, NET, "on-demand", R, 0.002)
-        sp = replay(tr, NET, "speculative", R, 0.002)
+        od = simulate_iteration(tr, NET, "on-demand", R, 0.002)
+        sp = simulate_iteration(tr, NET, "speculative", R, 0.002)
         assert sp.iteration_s > od.iteration_s
         assert sp.reconfigurations_per_iteration > od.reconfigurations_per_iteration
         assert sp.speculative_reconfigurations_per_iteration > 0
@@ -108,13 +112,23 @@ def test_a_pair_of_circuits_matches_the_alpha_beta_time():
     assert NET.seconds("send", 2, S, "link") == pytest.approx(NET.alpha_s + S / B, rel=1e-9)
 
 
+def test_a_program_that_cannot_finish_names_the_rank_the_op_and_what_it_waits_for():
+    tr = build_trace(MODELS["llama3-8b"], ParallelSpec(tp=8, pp=2, dp=1, micro_batches=2), ComputeSpec())
+    pp = next(g.id for g in tr.groups.values() if g.dim == "pp")
+    stuck = dataclasses.replace(tr, programs=((Op("recv", "F0", group=pp, message="never sent"),),
+                                              (Op("compute", "F0", seconds=0.1),)))
+    for mode, why in (("eps", "message"), ("on-demand", "controller")):  # rank 1 never asks for pp
+        with pytest.raises(SimulationError, match=rf"rank 0 waits at recv F0 on {pp} \({why}\)"):
+            simulate_iteration(stuck, NET, mode, 0.1, 0.002)
+
+
 @pytest.mark.parametrize("pp, dp", [(3, 1), (4, 2), (8, 4)])
 def test_deeper_pipelines_replay_to_the_end_in_every_mode(pp, dp):
     tr = build_trace(MODELS["llama3-8b"], ParallelSpec(tp=8, pp=pp, dp=dp, micro_batches=2 * pp), ComputeSpec())
-    eps = replay(tr, NET, "eps").iteration_s
+    eps = simulate_iteration(tr, NET, "eps").iteration_s
     for mode in ("on-demand", "speculative", "speculative-deferred"):
         for R in (0.0, 0.1):
-            assert replay(tr, NET, mode, R, 0.002).iteration_s >= eps - 1e-9
+            assert simulate_iteration(tr, NET, mode, R, 0.002).iteration_s >= eps - 1e-9
 
 
 def test_ocslab_run_of_a_rail_scenario_writes_the_sweep(tmp_path):
@@ -140,6 +154,6 @@ def test_every_rail_explicit_gives_the_one_rail_times():
     full = tr.all_rails(4)
     assert full.ranks == 4 * tr.ranks and len(full.groups) == 4 * len(tr.groups)
     for mode in ("eps", "on-demand", "speculative", "speculative-deferred"):
-        one, every = replay(tr, NET, mode, 0.05, 0.002), replay(full, NET, mode, 0.05, 0.002)
+        one, every = simulate_iteration(tr, NET, mode, 0.05, 0.002), simulate_iteration(full, NET, mode, 0.05, 0.002)
         assert every.iteration_s == pytest.approx(one.iteration_s, rel=1e-12)
         assert every.reconfigurations_per_iteration == 4 * one.reconfigurations_per_iteration

@@ -166,8 +166,9 @@ def _loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
 
 
 @pytest.mark.parametrize("modules, forbidden", [
-    (["emulation.flowsim", "emulation.flowsim.run", "emulation.planners", "emulation.planners.slotted",
-      "emulation.scenario", "emulation.schedule", "emulation.results"],
+    (["emulation.flowsim", "emulation.flowsim.run", "emulation.flowsim.iteration", "emulation.planners",
+      "emulation.planners.slotted", "emulation.planners.opus", "emulation.scenario", "emulation.schedule",
+      "emulation.results", "topologies.rail_network"],
      ("emulation.emulator", "mininet", "os_ken", "controllers")),
     (["emulation.emulator.execute", "emulation.emulator.calibration", "emulation.emulator.recovery",
       "emulation.emulator.tenants"],
@@ -211,3 +212,13 @@ def test_the_wan_kind_imports_no_controller_app():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             found += [f"{path.name}: {n}" for n in names if n == "controllers" or n.startswith("controllers.")]
     assert found == []
+
+
+def test_controllers_import_core_modules_but_no_scenario_kind_nor_the_orchestrator():
+    assert "emulation.planners.opus" in _loaded(["controllers.opus"], ("emulation.planners",))
+    assert _loaded(["controllers.opus", "controllers.api"], ("emulation.rails", "emulation.wan", "emulation.tenancy",
+                                                             "emulation.training", "emulation.emulator")) == []
+
+
+def test_the_topologies_package_needs_no_numpy():
+    assert _loaded(["topologies", "topologies.builders"], ("numpy", "emulation.flowsim")) == []

@@ -2,14 +2,15 @@
 protocol (arXiv 2507.08119) deciding when each rail's circuits change.
 
 Input: an :class:`~emulation.workloads.iteration.IterationTrace` (one rail: its ranks are the
-servers) and :class:`RailNetwork` (port rate, ports per GPU on the rail, electrical or photonic).
+servers) and a :class:`~topologies.rail_network.RailNetwork` (port rate, ports per GPU on the
+rail, electrical or photonic).
 Every rank runs its program; an op starts when its inputs allow:
 
 - ``compute``: at once, for its seconds;
 - a collective (``allreduce``, ``alltoall``): when every member of its group has reached it and
-  the group's circuits are live; it lasts what the flow engine
-  (:func:`emulation.flowsim.simulate.simulate`) gives for that collective on that segment alone
-  (a ring of circuits through the members, or the electrical rail);
+  the group's circuits are live; it lasts what the flow engine gives for that collective on that
+  segment alone (:meth:`~topologies.rail_network.RailNetwork.seconds`: a ring of circuits through
+  the members, or the electrical rail);
 - ``send``: when the pair's circuits are live (eager: the receiver need not be there);
   ``recv``: when the message has arrived.
 
@@ -44,91 +45,47 @@ so both links of a middle stage coexist. Two groups *conflict* when they share a
 In every mode but ``speculative``, a configuration that would take circuits from a rank still
 inside its phase waits until that rank asks for something else.
 
+When circuits are granted is the Opus rule, :mod:`emulation.planners.opus` (``speculative``
+preempts, the other modes do not); the controller app :mod:`controllers.opus` decides with the
+same rule.
+
+**Engine.** SimPy, one environment: every rank is a process running its program. At a comm op
+it waits on an event of its own: the op's start triggers every member's for the op's end (in
+the group's member order), an answer or a delivery triggers it *urgently*, processed before any
+other event of that instant, so the rank goes on exactly when the answer arrives. Messages to
+and from the controller, a send's delivery and the check when circuits go live are timed events
+whose callbacks handle them. Events of one instant run in the order they were scheduled, each at
+exactly the time computed for it: the replay is deterministic.
+
 Rails are identical (every rank of a server runs the same program on its own rail), so one rail
-gives the iteration time. Deterministic.
+gives the iteration time.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Literal
 
-from emulation.fabric import EPS, OCS, Configuration, Fabric, PortRef, assign_ports
-from emulation.flowsim.simulate import SimulationError, simulate
-from emulation.schedule import plan_from_configurations
-from emulation.workloads import build
+import simpy
+from simpy.events import NORMAL, URGENT, EventPriority
+
+from emulation.flowsim.simulate import SimulationError
+from emulation.planners.opus import Grant, OpusRule
 from emulation.workloads.iteration import Group, IterationTrace, Op
-from emulation.workloads.model import Step, Transfer, Workload
+from topologies.rail_network import RailNetwork
 
 Mode = Literal["eps", "on-demand", "speculative", "speculative-deferred"]
 MODES: tuple[str, ...] = ("eps", "on-demand", "speculative", "speculative-deferred")
 
 
-@dataclass(frozen=True)
-class RailNetwork:
-    """One rail: ``rail_ports`` ports per GPU at ``port_gbps`` (Gbit/s); an electrical rail gives
-    each GPU one port of ``rail_ports x port_gbps`` (the same NIC bandwidth); ``alpha_s`` per
-    message; ``scaleup_gbps`` the scale-up domain's port rate (TP all-reduces).
-
-    :raises ValueError: a non-positive rate, no rail port or an odd number above 1.
-    """
-
-    port_gbps: float = 200.0
-    rail_ports: int = 2
-    alpha_s: float = 10e-6
-    scaleup_gbps: float = 2400.0
-
-    def __post_init__(self) -> None:
-        if not self.port_gbps > 0 or not self.scaleup_gbps > 0:
-            raise ValueError(f"port_gbps, scaleup_gbps: must be > 0, got {self.port_gbps}, {self.scaleup_gbps}")
-        if self.rail_ports < 1 or (self.rail_ports > 1 and self.rail_ports % 2):
-            raise ValueError(f"rail_ports: 1, or an even number (a ring of circuits takes half to each "
-                             f"neighbour), got {self.rail_ports}")
-        if not self.alpha_s >= 0:
-            raise ValueError(f"alpha_s: must be >= 0, got {self.alpha_s}")
-
-    def seconds(self, kind: str, n: int, nbytes: int, segment: str) -> float:
-        """Time of one op alone on its segment (module doc): ``kind`` allreduce, alltoall or send
-        among ``n`` ranks, ``segment`` ``ring``, ``link`` (one pipeline link of a longer
-        pipeline) or ``eps``."""
-        return _op_seconds(self, kind, n, int(nbytes), segment)
-
-    def tp_allreduce_s(self, gpus: int, nbytes: int) -> float:
-        """A ring all-reduce of ``nbytes`` over the ``gpus`` GPUs of a server's scale-up switch."""
-        return _op_seconds(self, "allreduce", gpus, int(nbytes), "scaleup") if gpus > 1 else 0.0
-
-
-@lru_cache(maxsize=4096)
-def _op_seconds(net: RailNetwork, kind: str, n: int, nbytes: int, segment: str) -> float:
-    """The flow engine's time for one op on a fabric of just its segment (memoised)."""
-    ports = net.rail_ports
-    if segment in ("eps", "scaleup"):
-        gbps = net.scaleup_gbps if segment == "scaleup" else net.port_gbps * ports
-        fab = Fabric(f"{segment}{n}", n, 1, gbps, eps=(EPS("sw", tuple(PortRef(g, 0) for g in range(n))),))
-        config = Configuration()
-    else:
-        circuits = ports if segment == "ring" and n == 2 else ports // 2
-        per = circuits if segment == "link" else ports
-        ocs = OCS("rail", tuple(PortRef(g, p) for g in range(n) for p in range(per)))
-        fab = Fabric(f"{segment}{n}", n, per, net.port_gbps, ocs=(ocs,))
-        pairs = [(0, 1)] * circuits if n == 2 else [(i, (i + 1) % n) for i in range(n) for _ in range(circuits)]
-        config = assign_ports(fab, "rail", pairs)
-    if kind == "send":
-        w = Workload("broadcast", "p2p", n, nbytes, 1, (Step("p2p", (Transfer(0, 1, nbytes, 0, 1, "copy"),)),), (0,))
-    else:
-        w = build("pairwise" if kind == "alltoall" else "ring", n, max(nbytes, n), kind)
-    plan = plan_from_configurations("opus", config, [config] * len(w.steps), 0.0, w)
-    return simulate(fab, w, plan, alpha_s=net.alpha_s, record_transfers=False).time_s
-
-
 @dataclass
 class Reconfiguration:
-    """One reconfiguration of a rail: the group it served, when it started (after the ops in
-    flight on its ports), how long the changed ports were dark, how many changed, and whether a
-    speculative request caused it."""
+    """One reconfiguration of a rail: the group it served, when it started (``t_start``, seconds
+    of virtual time, after the ops in flight on its ports), how long the changed ports were dark
+    (``dark_s``), how many changed, and whether a speculative request caused it."""
 
     group: str
     t_start: float
@@ -138,9 +95,11 @@ class Reconfiguration:
 
 
 @dataclass
-class Interval:
-    """What rank ``rank`` did from ``t0`` to ``t1``: ``kind`` compute, comm (its op's kind),
-    or wait (``why``: members, circuits, controller, message)."""
+class PhaseInterval:
+    """What rank ``rank`` did in iteration ``iteration`` from ``t0`` to ``t1`` (seconds of
+    virtual time): ``kind`` ``compute``, its comm op's kind (``allreduce``, ``alltoall``,
+    ``send``) or ``wait-<why>`` (``members``, ``controller``, ``message``), in phase ``phase``
+    on group ``group`` of dimension ``dim``."""
 
     rank: int
     iteration: int
@@ -154,11 +113,12 @@ class Interval:
 
 @dataclass
 class IterationResult:
-    """A replay: ``iteration_s`` is the steady iteration time (mean over the iterations after the
-    first: the first starts from an unconfigured rail); ``iterations_end_s[i]`` when the last rank
-    finished iteration i; ``control_wait_s`` per rank per steady iteration, time blocked on the
-    controller (asking, waiting for all members to ask, dark windows); ``reconfigurations`` and
-    ``intervals`` over the whole replay."""
+    """A replay, in seconds of virtual time: ``iteration_s`` is the steady iteration time (mean
+    over the iterations after the first: the first starts from an unconfigured rail);
+    ``iterations_end_s[i]`` when the last rank finished iteration i; ``control_wait_s`` the most
+    any rank was blocked on the controller per steady iteration (asking, waiting for all members
+    to ask, dark windows); reconfigurations per steady iteration (those a speculative request
+    caused apart); ``reconfigurations`` and ``intervals`` (if recorded) over the whole replay."""
 
     mode: str
     reconfiguration_delay_s: float
@@ -169,24 +129,42 @@ class IterationResult:
     reconfigurations_per_iteration: float
     speculative_reconfigurations_per_iteration: float
     reconfigurations: list[Reconfiguration] = field(default_factory=list)
-    intervals: list[Interval] = field(default_factory=list)
+    intervals: list[PhaseInterval] = field(default_factory=list)
+
+
+class _Environment(simpy.Environment):
+    """SimPy's environment, plus :meth:`trigger_at`."""
+
+    def trigger_at(self, ev: simpy.Event, t: float, value: object = None, priority: EventPriority = NORMAL) -> None:
+        """Trigger ``ev`` with ``value``, to be processed at time ``t`` (>= now) exactly: after the
+        events of that instant scheduled before it, as a timeout is, or with ``URGENT`` before
+        every other one (a waiting rank then goes on as if its waker had called it). SimPy's
+        timeouts fire at ``now + delay``, which cannot always land on a time computed otherwise
+        (an answer at t0 + R + RTT/2) to the last bit, and events that tie must keep their order.
+
+        :raises RuntimeError: ``ev`` was triggered already.
+        """
+        if ev.triggered:
+            raise RuntimeError(f"{ev} was triggered already")
+        ev._ok, ev._value = True, value
+        heapq.heappush(self._queue, (t, priority, next(self._eid), ev))
 
 
 class _Rank:
-    __slots__ = ("pc", "t_at", "holds", "asked", "coll_seq", "waiting", "wait_t0", "control_wait")
+    __slots__ = ("wake", "pc", "coll_seq", "waiting", "wait_t0", "control_wait")
 
-    def __init__(self) -> None:
+    def __init__(self, iterations: int) -> None:
+        self.wake: simpy.Event | None = None  # what the rank's process waits for at a comm op
         self.pc = 0
-        self.t_at = 0.0
-        self.holds: set[str] = set()
-        self.asked: set[str] = set()
         self.coll_seq: dict[str, int] = {}
-        self.waiting = ""  # what the rank waits for at its current op
+        self.waiting = ""  # what the rank waits for at its current op (members, controller, message)
         self.wait_t0 = 0.0
-        self.control_wait: list[float] = []
+        self.control_wait = [0.0] * iterations
 
 
 class _Replay:
+    """One replay (module doc)."""
+
     def __init__(self, trace: IterationTrace, net: RailNetwork, mode: str, R: float, rtt: float, iterations: int,
                  record: bool):
         self.tr, self.net, self.mode, self.R, self.rtt = trace, net, mode, R, rtt
@@ -195,36 +173,25 @@ class _Replay:
         self.n = trace.ranks
         self.prog = trace.programs
         self.len = [len(p) for p in self.prog]
-        self.ranks = [_Rank() for _ in range(self.n)]
-        for rk in self.ranks:
-            rk.control_wait = [0.0] * iterations
-        self.heap: list = []
-        self.seq = 0
+        self.total = [k * iterations for k in self.len]
+        self.ranks = [_Rank(iterations) for _ in range(self.n)]
+        self.env = _Environment()
         self.ports = {g: self._segment(trace.groups[g]) for g in trace.groups}
         # groups with the same circuits share a configuration (e.g. a 2-stage pipeline's link and
         # its model-parallel group)
         self.key = {g: self._key(trace.groups[g]) for g in trace.groups}
-        self.by_key: dict[tuple, list[str]] = {}
-        for g, k in self.key.items():
-            self.by_key.setdefault(k, []).append(g)
-        self.port_groups: dict[tuple[int, int], list[str]] = {}
-        for g, ps in self.ports.items():
-            for p in ps:
-                self.port_groups.setdefault(p, []).append(g)
-        self.conflicts = {g: {h for p in ps for h in self.port_groups[p] if self.key[h] != self.key[g]}
-                          for g, ps in self.ports.items()}
-        self.owner: dict[tuple[int, int], tuple] = {}
+        self.rule = OpusRule(self._granted, preempt=mode == "speculative")
+        for g, grp in trace.groups.items():
+            self.rule.add_group(g, grp.members, self.ports[g], self.key[g])
         self.live_at: dict[tuple[int, int], float] = {}
         self.busy: dict[tuple[int, int], float] = {}
-        self.pending: dict[str, set[int]] = {}
-        self.deferred: dict[str, bool] = {}  # group -> asked speculatively
         self.arrived: dict[tuple[str, int], set[int]] = {}
         self.delivered: dict[tuple[int, str], float] = {}
         self.recv_wait: dict[tuple[int, str], int] = {}
         self.reconfigs: list[Reconfiguration] = []
-        self.intervals: list[Interval] = []
+        self.intervals: list[PhaseInterval] = []
         self.done_at = [[0.0] * iterations for _ in range(self.n)]
-        self.finished = 0
+        self.asks_left = 200 * sum(self.len) * iterations + 10_000  # more: groups livelock
 
     def _segment(self, g: Group) -> tuple[tuple[int, int], ...]:
         P = self.net.rail_ports
@@ -238,23 +205,34 @@ class _Replay:
             return ("link",) + g.members
         return ("ring",) + (g.members if len(g.members) > 2 else tuple(sorted(g.members)))
 
-    # -- event plumbing -------------------------------------------------------------------
-    def _at(self, t: float, fn, *args) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, fn, args))
+    # -- engine -----------------------------------------------------------------------------
+    def _after(self, delay: float, fn: Callable, *args) -> None:
+        """Call ``fn(*args)`` ``delay`` seconds from now (a message, a delivery)."""
+        self.env.timeout(delay).callbacks.append(lambda _ev: fn(*args))
+
+    def _call_at(self, t: float, fn: Callable, *args) -> None:
+        """Call ``fn(*args)`` at time ``t`` (an answer, a check when circuits go live)."""
+        ev = self.env.event()
+        ev.callbacks.append(lambda _ev: fn(*args))
+        self.env.trigger_at(ev, t)
+
+    def _wake(self, r: int, t: float | None = None, done: str = "") -> None:
+        """Wake rank ``r`` at ``t`` after the end of its op on group ``done``, or now, before
+        anything else, to go on from its op."""
+        if t is None:
+            self.env.trigger_at(self.ranks[r].wake, self.env.now, "", URGENT)
+        else:
+            self.env.trigger_at(self.ranks[r].wake, t, done)
 
     def run(self) -> None:
+        """Run every rank's program to its end.
+
+        :raises SimulationError: the ranks livelock or deadlock.
+        """
         for r in range(self.n):
-            self._at(0.0, self._advance, r)
-        steps = 0
-        limit = 200 * sum(self.len) * self.iters + 10_000
-        while self.heap:
-            t, _, fn, args = heapq.heappop(self.heap)
-            fn(t, *args)
-            steps += 1
-            if steps > limit:
-                raise SimulationError("iteration replay does not converge (livelock between groups)")
-        stuck = [r for r in range(self.n) if self.ranks[r].pc < self.len[r] * self.iters]
+            self.env.process(self._program(r))
+        self.env.run()
+        stuck = [r for r in range(self.n) if self.ranks[r].pc < self.total[r]]
         if stuck:
             r = stuck[0]
             op = self._op(r)
@@ -267,42 +245,46 @@ class _Replay:
     def _iteration(self, r: int) -> int:
         return self.ranks[r].pc // self.len[r]
 
-    # -- ranks -------------------------------------------------------------------------
-    def _advance(self, t: float, r: int) -> None:
+    # -- ranks ------------------------------------------------------------------------------
+    def _program(self, r: int) -> Generator:
+        """Rank ``r`` (a process): each op in turn, waiting where its inputs are not there."""
         rk = self.ranks[r]
-        if rk.waiting:
-            self._stop_wait(r, t)
-        while rk.pc < self.len[r] * self.iters:
+        env = self.env
+        while rk.pc < self.total[r]:
             op = self._op(r)
+            t = env.now
             if op.kind == "compute":
                 self._log(r, t, t + op.seconds, "compute", op)
                 rk.pc += 1
                 self._maybe_done(r, t + op.seconds)
-                self._at(t + op.seconds, self._advance, r)
-                return
-            g = op.group
-            if self.mode != "eps" and g not in rk.holds:
-                if g not in rk.asked:
-                    self._ask(r, g, t, speculative=False)
-                self._wait(r, t, "controller")
-                return
-            if op.kind == "recv":
-                key = (self._iteration(r), op.message)
-                got = self.delivered.get(key)
-                if got is None:
-                    self.recv_wait[key] = r
-                    self._wait(r, t, "message")
-                    return
-                rk.pc += 1
-                self._maybe_done(r, t)
-                self._speculate(t, r, g)
+                yield env.timeout(op.seconds)
                 continue
-            self._try_start(r, op, t)  # started (its end advances the rank) or left waiting
-            return
+            g = op.group
+            rk.wake = env.event()
+            if self.mode != "eps" and not self.rule.holds(r, g):
+                if not self.rule.has_asked(r, g):
+                    self._ask(r, g, speculative=False)
+                self._wait(r, "controller")
+            elif op.kind == "recv":
+                key = (self._iteration(r), op.message)
+                if key in self.delivered:
+                    rk.pc += 1
+                    self._maybe_done(r, t)
+                    self._speculate(r, g)
+                    continue
+                self.recv_wait[key] = r
+                self._wait(r, "message")
+            else:
+                self._try_start(r, op)  # if it starts, every member is woken at its end
+            done = yield rk.wake
+            if done:
+                self._speculate(r, done)
+            elif rk.waiting:
+                self._stop_wait(r, env.now)
 
-    def _wait(self, r: int, t: float, why: str) -> None:
+    def _wait(self, r: int, why: str) -> None:
         rk = self.ranks[r]
-        rk.waiting, rk.wait_t0 = why, t
+        rk.waiting, rk.wait_t0 = why, self.env.now
 
     def _stop_wait(self, r: int, t: float) -> None:
         rk = self.ranks[r]
@@ -310,8 +292,8 @@ class _Replay:
             rk.control_wait[min(self._iteration(r), self.iters - 1)] += t - rk.wait_t0
         if self.record and t > rk.wait_t0:
             op = self._op(r)
-            self.intervals.append(Interval(r, self._iteration(r), rk.wait_t0, t, "wait-" + rk.waiting, op.phase,
-                                           op.group, self.tr.groups[op.group].dim if op.group else ""))
+            self.intervals.append(PhaseInterval(r, self._iteration(r), rk.wait_t0, t, "wait-" + rk.waiting,
+                                                op.phase, op.group, self.tr.groups[op.group].dim if op.group else ""))
         rk.waiting = ""
 
     def _maybe_done(self, r: int, t: float) -> None:
@@ -321,48 +303,45 @@ class _Replay:
 
     def _log(self, r: int, t0: float, t1: float, kind: str, op: Op) -> None:
         if self.record:
-            self.intervals.append(Interval(r, self._iteration(r), t0, t1, kind, op.phase, op.group,
-                                           self.tr.groups[op.group].dim if op.group else ""))
+            self.intervals.append(PhaseInterval(r, self._iteration(r), t0, t1, kind, op.phase, op.group,
+                                                self.tr.groups[op.group].dim if op.group else ""))
 
     def _live(self, g: str, t: float) -> float | None:
         """When ``g``'s circuits are (or become) live, or None if it does not own its ports."""
         if self.mode == "eps":
             return t
-        live = t
-        k = self.key[g]
-        for p in self.ports[g]:
-            if self.owner.get(p) != k:
-                return None
-            live = max(live, self.live_at[p])
-        return live
+        if not self.rule.in_place(g):
+            return None
+        return max([t] + [self.live_at[p] for p in self.ports[g]])
 
-    def _try_start(self, r: int, op: Op, t: float) -> None:
-        """Start ``op`` of rank ``r`` if it can; otherwise leave the rank waiting."""
+    def _try_start(self, r: int, op: Op) -> None:
+        """Start ``op`` of rank ``r`` if it can (every member is woken at its end); otherwise leave
+        the rank waiting."""
+        t = self.env.now
         rk = self.ranks[r]
         g = op.group
         grp = self.tr.groups[g]
         if op.kind == "send":
             members = [r]
         else:
-            k = rk.coll_seq.get(g, 0)
-            key = (g, k)
+            key = (g, rk.coll_seq.get(g, 0))
             self.arrived.setdefault(key, set()).add(r)
             if len(self.arrived[key]) < len(grp.members):
-                self._wait(r, t, "members")
+                self._wait(r, "members")
                 return
             members = list(grp.members)
         live = self._live(g, t)
         if live is None:  # lost its circuits since the answer: ask again, on demand
             for m in members:
-                self.ranks[m].holds.discard(g)
-                self._wait(m, t, "controller")
-                if g not in self.ranks[m].asked:
-                    self._ask(m, g, t, speculative=False)
+                self.rule.drop(m, g)
+                self._wait(m, "controller")
+                if not self.rule.has_asked(m, g):
+                    self._ask(m, g, speculative=False)
             return
         if live > t:
             for m in members:
-                self._wait(m, t, "controller")
-            self._at(live, self._retry, r)
+                self._wait(m, "controller")
+            self._call_at(live, self._retry, r)
             return
         if self.mode == "eps":
             seg = "eps"
@@ -377,9 +356,9 @@ class _Replay:
             self.busy[p] = max(self.busy.get(p, 0.0), end)
         if op.kind == "send":
             self._log(r, t, end, op.kind, op)
-            self._at(end, self._deliver, (self._iteration(r), op.message))
+            self._after(dur, self._deliver, (self._iteration(r), op.message))
         else:
-            del self.arrived[(g, rk.coll_seq.get(g, 0))]
+            del self.arrived[key]
         for m in members:
             mk = self.ranks[m]
             if mk.waiting:
@@ -389,142 +368,96 @@ class _Replay:
                 mk.coll_seq[g] = mk.coll_seq.get(g, 0) + 1
             mk.pc += 1
             self._maybe_done(m, end)
-            self._at(end, self._after_comm, m, g)
+            self._wake(m, end, g)
 
-    def _retry(self, t: float, r: int) -> None:
+    def _retry(self, r: int) -> None:
+        """``r``'s group's circuits went live: start its op if it still waits for them."""
         rk = self.ranks[r]
-        if rk.pc >= self.len[r] * self.iters:
+        if rk.pc >= self.total[r]:
             return
         op = self._op(r)
-        if op.is_comm and op.kind != "recv" and rk.waiting == "controller" and op.group in rk.holds:
+        if op.is_comm and op.kind != "recv" and rk.waiting == "controller" and self.rule.holds(r, op.group):
             if op.kind != "send":
                 self.arrived.get((op.group, rk.coll_seq.get(op.group, 0)), set()).discard(r)
-            self._try_start(r, op, t)
+            self._try_start(r, op)
 
-    def _after_comm(self, t: float, r: int, g: str) -> None:
-        """Rank ``r``'s op on ``g`` ended: ask ahead, then go on."""
-        self._speculate(t, r, g)
-        self._advance(t, r)
-
-    def _speculate(self, t: float, r: int, g: str) -> None:
+    def _speculate(self, r: int, g: str) -> None:
         """In the speculative modes, after an op on ``g``: ask for the next comm op's group at once
         if it starts a new phase."""
         if self.mode.startswith("speculative"):
             nxt = self._next_comm_group(r)
-            rk = self.ranks[r]
-            if nxt and nxt in self.conflicts[g] and nxt not in rk.holds and nxt not in rk.asked:
-                self._ask(r, nxt, t, speculative=True)
+            if self.rule.asks_ahead(r, g, nxt):
+                self._ask(r, nxt, speculative=True)
 
     def _next_comm_group(self, r: int) -> str:
         rk = self.ranks[r]
-        total = self.len[r] * self.iters
-        for pc in range(rk.pc, min(total, rk.pc + self.len[r])):
+        for pc in range(rk.pc, min(self.total[r], rk.pc + self.len[r])):
             op = self.prog[r][pc % self.len[r]]
             if op.is_comm:
                 return op.group
         return ""
 
-    def _deliver(self, t: float, key: tuple[int, str]) -> None:
-        self.delivered[key] = t
+    def _deliver(self, key: tuple[int, str]) -> None:
+        self.delivered[key] = self.env.now
         r = self.recv_wait.pop(key, None)
         if r is not None:
-            self._advance(t, r)
+            self._wake(r)
 
-    # -- controller --------------------------------------------------------------------
-    def _ask(self, r: int, g: str, t: float, speculative: bool) -> None:
-        self.ranks[r].asked.add(g)
-        self._at(t + self.rtt / 2, self._request, r, g, speculative)
+    # -- controller -------------------------------------------------------------------------
+    def _ask(self, r: int, g: str, speculative: bool) -> None:
+        self.asks_left -= 1
+        if self.asks_left < 0:
+            raise SimulationError("iteration replay does not converge (livelock between groups)")
+        self.rule.ask(r, g)
+        self._after(self.rtt / 2, self.rule.request, r, g, speculative)
 
-    def _request(self, t: float, r: int, g: str, speculative: bool) -> None:
-        self.pending.setdefault(g, set()).add(r)
-        self._decide(t, g, speculative)
-        for h, spec in list(self.deferred.items()):
-            if h in self.pending and not self._in_use(h) and self._all_asked(h):
-                del self.deferred[h]
-                self._serve(t, h, spec)
-
-    def _decide(self, t: float, g: str, speculative: bool) -> None:
-        """Serve ``g``'s pending requests now, defer them, or keep waiting for its members."""
-        k = self.key[g]
-        if all(self.owner.get(p) == k for p in self.ports[g]):  # unchanged: answered at once
-            self._serve(t, g, speculative)
-        elif self._all_asked(g) or (speculative and self.mode == "speculative"):
-            # only the idealised speculative mode acts on the first request and takes circuits from
-            # a rank still inside its phase
-            if self.mode == "speculative" or not self._in_use(g):
-                self.deferred.pop(g, None)
-                self._serve(t, g, speculative)
-            else:
-                self.deferred[g] = speculative
-
-    def _all_asked(self, g: str) -> bool:
-        """Every member of ``g`` has asked for it or holds it already (is inside its phase)."""
-        want = self.pending.get(g, ())
-        return all(m in want or g in self.ranks[m].holds for m in self.tr.groups[g].members)
-
-    def _in_use(self, g: str) -> bool:
-        """True if a port ``g`` needs is held by a rank that has not asked for anything else since."""
-        k = self.key[g]
-        for p in self.ports[g]:
-            o = self.owner.get(p)
-            if o is None or o == k:
-                continue
-            for h in self.by_key[o]:
-                for m in self.tr.groups[h].members:
-                    mk = self.ranks[m]
-                    if (h in mk.holds or h in mk.asked) and not (mk.asked & self.conflicts[h]):
-                        return True
-        return False
-
-    def _serve(self, t: float, g: str, speculative: bool) -> None:
-        k = self.key[g]
-        changed = [p for p in self.ports[g] if self.owner.get(p) != k]
-        if changed:
-            t0 = max([t] + [self.busy.get(p, 0.0) for p in changed])
-            lost = {h for p in changed if p in self.owner for h in self.by_key[self.owner[p]]}
-            for p in changed:
-                self.owner[p] = k
+    def _granted(self, grant: Grant) -> None:
+        """The rule granted a configuration now: its changed ports go dark after the ops in flight
+        on them; the pending ranks are answered once its circuits are live."""
+        t, g = self.env.now, grant.group
+        if grant.changed:
+            t0 = max([t] + [self.busy.get(p, 0.0) for p in grant.changed])
+            for p in grant.changed:
                 self.live_at[p] = t0 + self.R
-            for h in lost:
+            for h in grant.lost:
                 for m in self.tr.groups[h].members:
                     mk = self.ranks[m]
-                    mk.holds.discard(h)
                     # a member blocked on h (a receive, the other members) asks for it again
-                    if mk.waiting and mk.pc < self.len[m] * self.iters and self._op(m).group == h \
-                            and h not in mk.asked:
-                        self._ask(m, h, t, speculative=False)
-            self.reconfigs.append(Reconfiguration(g, t0, self.R, len(changed), speculative))
+                    if mk.waiting and mk.pc < self.total[m] and self._op(m).group == h \
+                            and not self.rule.has_asked(m, h):
+                        self._ask(m, h, speculative=False)
+            self.reconfigs.append(Reconfiguration(g, t0, self.R, len(grant.changed), grant.speculative))
             ready = t0 + self.R
         else:
             ready = max([t] + [self.live_at[p] for p in self.ports[g]])
-        for m in self.pending.pop(g, set()):
-            self._at(ready + self.rtt / 2, self._answer, m, g)
+        for m in grant.ranks:
+            self._call_at(ready + self.rtt / 2, self._answer, m, g)
 
-    def _answer(self, t: float, r: int, g: str) -> None:
+    def _answer(self, r: int, g: str) -> None:
+        self.rule.answer(r, g)
         rk = self.ranks[r]
-        rk.asked.discard(g)
-        rk.holds.add(g)
-        rk.holds.difference_update(self.conflicts[g] & rk.holds - {g})
-        if self.pending.get(g) and self._all_asked(g):  # the others were waiting for this member
-            self._decide(t, g, False)
-        if rk.waiting == "controller" and rk.pc < self.len[r] * self.iters:
+        if rk.waiting == "controller" and rk.pc < self.total[r]:
             op = self._op(r)
             if op.group == g:
                 if op.kind not in ("send", "recv"):
                     self.arrived.get((g, rk.coll_seq.get(g, 0)), set()).discard(r)
-                self._advance(t, r)
+                self._wake(r)
 
 
-def replay(trace: IterationTrace, net: RailNetwork, mode: str, reconfiguration_delay_s: float = 0.0,
-           control_rtt_s: float = 0.0, iterations: int = 3, record: bool = False) -> IterationResult:
-    """Replay ``iterations`` iterations of ``trace`` (module doc).
+def simulate_iteration(trace: IterationTrace, net: RailNetwork, mode: str, reconfiguration_delay_s: float = 0.0,
+                       control_rtt_s: float = 0.0, iterations: int = 3, record: bool = False) -> IterationResult:
+    """Replay ``iterations`` iterations of ``trace`` (one rail, module doc) on ``net`` under the
+    Opus control ``mode`` (arXiv 2507.08119).
 
-    :param mode: ``eps``, ``on-demand`` or ``speculative``.
+    :param mode: one of :data:`MODES`.
     :param reconfiguration_delay_s: R, seconds a changed port stays dark.
     :param control_rtt_s: a request's round trip to the controller, seconds.
+    :param iterations: at least 2 (the steady time is the mean over all but the first).
     :param record: keep every interval of every rank (for timelines; costs memory).
-    :raises ValueError: unknown mode, negative R or RTT, fewer than 2 iterations, a ring on 1 rail port.
-    :raises SimulationError: the replay deadlocks (programs that cannot all finish).
+    :returns: the :class:`IterationResult`, times in seconds.
+    :raises ValueError: unknown mode, negative or infinite R, negative RTT, fewer than 2
+        iterations, a ring of circuits on 1 rail port.
+    :raises SimulationError: the replay livelocks or deadlocks (programs that cannot all finish).
     """
     if mode not in MODES:
         raise ValueError(f"mode: one of {', '.join(MODES)}, got {mode!r}")

@@ -35,7 +35,7 @@ from typing import Annotated, Literal, Union
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from emulation.envelope import envelope
-from emulation.flowsim.iteration import MODES, RailNetwork
+from emulation.flowsim.iteration import MODES
 from emulation.kinds import Kind, RunRequest, validated, write_and_show
 from emulation.output import Refused, guarded, progress_bar, results_dir
 from emulation.rails import report
@@ -43,6 +43,7 @@ from emulation.rails.packet import TorchJobResult
 from emulation.rails.run import RailsResult
 from emulation.scenario.schema import NamedScenario, ScenarioError, StrictModel
 from emulation.workloads.iteration import MODELS, ComputeSpec, ParallelSpec, TransformerSpec
+from topologies.rail_network import RailNetwork
 
 
 def _known_model(v):

@@ -30,7 +30,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict
 
 from emulation.fabric import Configuration, Fabric, assign_ports
-from emulation.flowsim.iteration import replay
+from emulation.flowsim.iteration import simulate_iteration
 from emulation.rails.run import trace_for
 from emulation.output import Progress
 from emulation.workloads.iteration import IterationTrace, stage_layers
@@ -213,7 +213,7 @@ def run_packet(sc, out: Path, progress: Progress | None = None) -> TorchJobResul
             shutil.rmtree(sock_dir, ignore_errors=True)
         job_sum = summarise_job(d, gpus, pk.iterations)
         rewires = [e for e in events if e["kind"] == "reconfigured"]
-        flow = replay(trace, f.network(), mode, pk.reconfiguration_delay_s,
+        flow = simulate_iteration(trace, f.network(), mode, pk.reconfiguration_delay_s,
                       job_sum["control_rtt_s"], pk.iterations, record=False)
         ops = job_sum.pop("ops")
         res["runs"][mode] = {

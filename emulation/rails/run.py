@@ -15,9 +15,10 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from emulation.flowsim.iteration import RailNetwork, replay
+from emulation.flowsim.iteration import simulate_iteration
 from emulation.output import Progress
 from emulation.workloads.iteration import IterationTrace, ParallelSpec, TransformerSpec, build_trace
+from topologies.rail_network import RailNetwork
 
 
 class _Record(BaseModel):
@@ -88,12 +89,12 @@ def sweep(trace: IterationTrace, net: RailNetwork, modes: list[str], delays: lis
           iterations: int, progress: Progress | None = None, label: str = "") -> tuple[float, list[SweepPoint], float]:
     """``(baseline_s, points, slowest replay s)`` of ``trace`` under each mode and delay (``eps``
     once: it has no delay)."""
-    base = replay(trace, net, "eps", 0.0, 0.0, iterations).iteration_s
+    base = simulate_iteration(trace, net, "eps", 0.0, 0.0, iterations).iteration_s
     points, slowest = [], 0.0
     jobs = [(m, R) for m in modes for R in ([0.0] if m == "eps" else delays)]
     for i, (mode, R) in enumerate(jobs):
         t0 = time.perf_counter()
-        res = replay(trace, net, mode, R, 0.0 if mode == "eps" else rtt_s, iterations)
+        res = simulate_iteration(trace, net, mode, R, 0.0 if mode == "eps" else rtt_s, iterations)
         slowest = max(slowest, time.perf_counter() - t0)
         points.append(SweepPoint(mode=mode, reconfiguration_delay_s=R, iteration_s=res.iteration_s,
                                  overhead=res.iteration_s / base - 1.0,
@@ -130,7 +131,7 @@ def run_rails(sc, progress: Progress | None = None) -> RailsResult:
     R = min(r.sweep_s, key=lambda x: abs(x - 0.1))
     timeline = {}
     for mode in r.modes:
-        res = replay(tr, r.fabric.network(), mode, 0.0 if mode == "eps" else R, 0.0 if mode == "eps" else r.control.rtt_s,
+        res = simulate_iteration(tr, r.fabric.network(), mode, 0.0 if mode == "eps" else R, 0.0 if mode == "eps" else r.control.rtt_s,
                      r.iterations, record=True)
         start, end = res.iterations_end_s[0], res.iterations_end_s[1]
         timeline[mode] = {"t0": start, "t1": end, "intervals": [
