@@ -10,7 +10,7 @@ Commands on a scenario file (every kind: ``ocslab kinds`` lists them, :mod:`emul
   (collective): each run's plan; ``ocslab te FILE`` (wan): one matrix's TE solution;
   ``ocslab train FILE`` (training, rails): the scenario's torch job on the packet backend.
 
-Other commands: ``ocslab schedule`` (a workload's steps), ``ocslab torch allreduce-perf``
+Other commands: ``ocslab workload`` (a workload's steps), ``ocslab torch allreduce-perf``
 (gloo's AllReduce on emulated GPUs), ``ocslab pcap DIR`` (analyse a ``--pcap`` run),
 ``ocslab schema KIND`` (the JSON Schema of a kind's ``result.json``, or of its scenario file),
 ``ocslab kinds``, ``ocslab clean``.
@@ -83,7 +83,7 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/lumion.yaml, experiments/rails_torch.yaml)")
     tr.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-<time>)")
     tr.add_argument("--recovery", help="training scenarios: comma-separated subset of the recoveries to run")
-    s = sub.add_parser("schedule", help="print a workload's steps")
+    s = sub.add_parser("workload", help="print a workload's steps (a collective's transfers, step by step)")
     s.add_argument("algorithm", help="an algorithm of the collective (allreduce: "
                    f"{known('allreduce')}), or COLLECTIVE-ALGORITHM (e.g. alltoall-rotor)")
     s.add_argument("--collective", default="allreduce", help=f"one of: {', '.join(ALGORITHMS)} (default allreduce)")
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.cmd in kinds.FILE_COMMANDS:
         return _file_command(args)
-    return {"schedule": _schedule, "torch": _torch, "clean": lambda a: _clean(), "schema": _schema,
+    return {"workload": _workload, "torch": _torch, "clean": lambda a: _clean(), "schema": _schema,
             "kinds": _kinds, "pcap": lambda a: _pcap_report(a.dir)}[args.cmd](args)
 
 
@@ -252,7 +252,7 @@ def _show_allreduce_perf(args, out: Path, res) -> int:
     return 0 if all(r.correct for r in res.rows) else 1
 
 
-def _schedule(args) -> int:
+def _workload(args) -> int:
     head, _, tail = args.algorithm.partition("-")
     if tail and head in ALGORITHMS:  # ``alltoall-rotor`` = ``rotor --collective alltoall``
         args.collective, args.algorithm = head, tail

@@ -56,7 +56,7 @@ def sweep_a(gpus: list[int], sizes: list[int], model: CostModel, gbps: float) ->
                 row[f"{alg}_s"] = time_planner(f, w, "none", model).time_s
                 costs = [coster.cost(st, f.initial) for st in w.steps]
                 row[f"{alg}_prop_s"] = sum(c.dilation for c in costs) * model.delta_s
-                row[f"{alg}_bw_s"] = sum(c.congestion_bytes for c in costs) / f.port_bytes_per_s
+                row[f"{alg}_bw_s"] = sum(c.max_link_bytes for c in costs) / f.port_bytes_per_s
             row["best"] = min(ALGS, key=lambda a: row[f"{a}_s"])
             rows.append(row)
     return rows

@@ -102,12 +102,12 @@ def test_cli_bad_input_exits_2_with_one_line_and_creates_nothing(tmp_path):
     assert "Traceback" not in r.stderr and not out.exists()
     r = _cli("run", str(p), "--backend", "nonsense")
     assert r.returncode == 2 and "--backend" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    r = _cli("schedule", "ring", "--ranks", "1", "--bytes", "1MiB")
+    r = _cli("workload", "ring", "--ranks", "1", "--bytes", "1MiB")
     assert r.returncode == 2 and "ranks" in r.stderr
 
 
 def test_cli_schedule_json():
-    r = _cli("schedule", "rhd", "--ranks", "8", "--bytes", "1MiB", "--json")
+    r = _cli("workload", "rhd", "--ranks", "8", "--bytes", "1MiB", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert (d["algorithm"], d["ranks"], d["bytes"]) == ("rhd", 8, 1 << 20)

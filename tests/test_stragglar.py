@@ -228,7 +228,7 @@ def test_bad_straggler_fields_give_one_line_and_status_2(tmp_path):
 
 
 def test_schedule_command_prints_phases_and_round_count():
-    r = subprocess.run([sys.executable, "-m", "emulation.cli", "schedule", "stragglar", "--ranks", "8",
+    r = subprocess.run([sys.executable, "-m", "emulation.cli", "workload", "stragglar", "--ranks", "8",
                         "--bytes", "7MiB"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "phase B: 9 rounds" in r.stdout and "│ A " in r.stdout and "│ B " in r.stdout

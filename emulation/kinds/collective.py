@@ -134,7 +134,7 @@ def _plan(sc: Scenario, args, path: Path) -> int:
     for r, p in plans:
         t = Table(title=f"{r.name}: {r.collective} {r.algorithm}, planner {p.planner}, {format_bytes(size)}, "
                         f"R = {p.reconfiguration_delay_s * 1e6:g} us")
-        for c in ("step", "phase", "action", "changed", "hops", "congestion", "cost (us)"):
+        for c in ("step", "phase", "action", "changed", "hops", "max link bytes", "cost (us)"):
             t.add_column(c, justify="right" if c not in ("phase", "action") else "left")
         prev, total = p.initial, 0.0
         for i, (st, sp) in enumerate(zip(p.workload.steps, p.steps)):
@@ -143,7 +143,7 @@ def _plan(sc: Scenario, args, path: Path) -> int:
             dark = p.reconfiguration_delay_s if sp.action == "reconfigure" else 0.0
             total += cost.time_s + dark
             t.add_row(str(i), st.phase, sp.action, str(changed), str(cost.dilation),
-                      format_bytes(int(cost.congestion_bytes)) if cost.congestion_bytes < float("inf") else "unroutable",
+                      format_bytes(int(cost.max_link_bytes)) if cost.max_link_bytes < float("inf") else "unroutable",
                       f"{(cost.time_s + dark) * 1e6:.2f}")
             prev = sp.configuration
         Console().print(t)

@@ -55,11 +55,13 @@ class CostModel:
 @dataclass(frozen=True)
 class StepCost:
     """Cost of one step on one configuration: ``time_s`` (seconds), ``dilation`` (hops),
-    ``congestion_bytes`` (bytes on the most loaded directed link)."""
+    ``max_link_bytes`` (bytes on the most loaded directed link: the cost model's *congestion*, as
+    the short-circuiting papers call it; the WAN's ``congestion`` is another quantity, a sum of
+    overload)."""
 
     time_s: float
     dilation: int
-    congestion_bytes: float
+    max_link_bytes: float
 
 
 UNROUTABLE = StepCost(math.inf, 0, math.inf)

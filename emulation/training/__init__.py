@@ -1,6 +1,6 @@
-"""Real training jobs on the rack fabric, and GPU-failure recovery (LUMION, arXiv 2505.23105).
+"""Real training jobs on the rack fabric, and GPU-failure recovery (LUMION, arXiv 2505.23105):
+the training kind's package (its scenario model and wiring are :mod:`emulation.kinds.training`).
 
-- :mod:`emulation.training.scenario`: training scenario files (job, failure, recoveries);
 - :mod:`emulation.training.predict`: the flow backend's AllReduce time of the job's gradients
   on every configuration the job runs on;
 - :mod:`emulation.training.run`: run every recovery of a scenario and summarise it;

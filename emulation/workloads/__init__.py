@@ -1,7 +1,7 @@
 """Workload generators (collectives as steps of transfers) and their registry.
 
 ``ALGORITHMS[collective][algorithm]`` is a generator ``f(ranks, nbytes) -> Workload`` for any
-``ranks >= 2``; ``ocslab schedule`` and scenario files use these names. Every generator is
+``ranks >= 2``; ``ocslab workload`` and scenario files use these names. Every generator is
 verified by :func:`emulation.workloads.checker.check` (tests: every n from 2 to 33).
 ``stragglar`` (straggler-aware AllReduce) puts the straggler at rank n-1; scenarios move it with
 :func:`emulation.workloads.stragglar.with_straggler`.

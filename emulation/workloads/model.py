@@ -227,7 +227,7 @@ class Workload:
 
     def to_json(self) -> dict:
         """``{"collective", "algorithm", "ranks", "bytes", "chunks", "owner", "steps": [{"phase",
-        "transfers": [...]}]}`` (the ``ocslab schedule --json`` form)."""
+        "transfers": [...]}]}`` (the ``ocslab workload --json`` form)."""
         return {
             "collective": self.collective,
             "algorithm": self.algorithm,
