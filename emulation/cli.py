@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from emulation import kinds
-from emulation.output import Refused, fail, guarded, progress_bar, results_dir
+from emulation.output import Refused, fail, guarded, results_dir
 from emulation.scenario import MAX_GPUS, ScenarioError
 from emulation.units import format_bytes, parse_bytes
 from emulation.workloads import ALGORITHMS, build, known
@@ -129,10 +129,7 @@ def _file_command(args) -> int:
     handler = kind.commands.get(args.cmd)
     if handler is None:
         return fail(kinds.refuse_command(kind, args.cmd))
-    try:
-        return guarded(None, lambda: handler(sc, args, args.file))
-    except Refused as e:
-        return fail(str(e))
+    return guarded(None, lambda: handler(sc, args, args.file))
 
 
 def _run(kind: kinds.Kind, sc, args) -> int:
@@ -152,19 +149,11 @@ def _run(kind: kinds.Kind, sc, args) -> int:
     pcap = None if not args.pcap else (["ocs"] if args.pcap == "ocs" else [p for p in args.pcap.split(",") if p])
     if pcap and backend != "mininet":
         return fail("--pcap: packets are captured on the mininet backend only")
-    try:
-        out = results_dir(args.out, sc.name)
-    except Refused as e:
-        return fail(str(e))
-
-    def job() -> int:
-        with progress_bar(f"{kind.name} on {backend}") as progress:
-            env = kind.run(kinds.RunRequest(sc, backend, out, progress, force=args.force,
-                                            controller=args.controller, apps=tuple(args.app), pcap=pcap))
-        kinds.write_and_show(kind, sc, env, out)
-        return _pcap_report(out) if pcap else 0
-
-    return guarded(out, job)
+    return kinds.command_job(
+        kind, sc, args.out, f"{kind.name} on {backend}", 1,
+        lambda out, progress: kind.run(kinds.RunRequest(sc, backend, out, progress, force=args.force,
+                                                        controller=args.controller, apps=tuple(args.app), pcap=pcap)),
+        after=_pcap_report if pcap else None)
 
 
 def _schema(args) -> int:

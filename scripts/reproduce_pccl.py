@@ -35,11 +35,9 @@ from emulation.planners import CostModel  # noqa: E402
 from emulation.units import format_bytes  # noqa: E402
 from emulation.sweep import (  # noqa: E402
     add_model_arguments,
-    time_planner,
     model_from_arguments,
     parse_sizes,
     static_and_dp,
-    time_plan,
     write_csv,
 )
 from emulation.workloads import ALGORITHMS  # noqa: E402

@@ -204,6 +204,33 @@ def read(path: Path | str) -> ResultEnvelope:
     return read_result(p, get(name).result)
 
 
+def command_job(kind: Kind, sc, out: Path | None, label: str, total: int,
+                produce: Callable[[Path, Progress], ResultEnvelope], after: Callable[[Path], int] | None = None) -> int:
+    """The one path of a command that runs a scenario (``ocslab run``, ``ocslab train``): a
+    fresh results directory (``out``, or ``runs/<scenario>-<UTC time>``), ``produce(out,
+    progress)`` under a progress bar (``label``, ``total`` steps), then ``result.json``,
+    ``scenario.yaml`` and the kind's files written and its summary shown
+    (:func:`write_and_show`), then ``after(out)`` if given; what raises on the way is mapped to
+    the exit statuses of :func:`emulation.output.guarded`.
+
+    :returns: the exit status.
+    """
+    from emulation.output import Refused, fail, guarded, progress_bar, results_dir
+
+    try:
+        out = results_dir(out, sc.name)
+    except Refused as e:
+        return fail(str(e))
+
+    def job() -> int:
+        with progress_bar(label, total) as progress:
+            env = produce(out, progress)
+        write_and_show(kind, sc, env, out)
+        return after(out) if after is not None else 0
+
+    return guarded(out, job)
+
+
 def run_scenario(kind: Kind | str, sc, out: Path, backend: str | None = None, *, progress: Progress | None = None,
                  show: bool = True, **options) -> ResultEnvelope:
     """``ocslab run`` as a function (scripts, tests): run ``sc`` (a scenario of ``kind``) on

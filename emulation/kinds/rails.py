@@ -36,8 +36,8 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from emulation.envelope import envelope
 from emulation.flowsim.iteration import MODES
-from emulation.kinds import Kind, RunRequest, validated, write_and_show
-from emulation.output import Refused, guarded, progress_bar, results_dir
+from emulation.kinds import Kind, RunRequest, command_job, validated
+from emulation.output import Refused
 from emulation.rails import report
 from emulation.rails.packet import TorchJobResult
 from emulation.rails.run import RailsResult
@@ -269,15 +269,8 @@ def _train(sc: RailsScenario, args, path: Path) -> int:
                       f"scenario on the flow backend")
     if not torch_available():
         raise Refused("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh)")
-    out = results_dir(args.out, sc.name)
-
-    def job() -> int:
-        with progress_bar("train", len(sc.rails.torch_job.modes)) as progress:
-            env = envelope("rails", sc.name, "both", run_packet(sc, out, progress))
-        write_and_show(KIND, sc, env, out)
-        return 0
-
-    return guarded(out, job)
+    return command_job(KIND, sc, args.out, "train", len(sc.rails.torch_job.modes),
+                       lambda out, progress: envelope("rails", sc.name, "both", run_packet(sc, out, progress)))
 
 
 #: A rail scenario's result: its sweep (``ocslab run``) or its torch job (``ocslab train``).

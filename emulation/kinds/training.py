@@ -30,8 +30,8 @@ from pydantic import Field, model_validator
 
 from emulation.envelope import envelope
 from emulation.fabric import Fabric, FabricError
-from emulation.kinds import Kind, RunRequest, validated, write_and_show
-from emulation.output import Refused, guarded, progress_bar, results_dir
+from emulation.kinds import Kind, RunRequest, command_job, validated
+from emulation.output import Refused
 from emulation.planners.failover import failover_table
 from emulation.scale import Scale
 from emulation.scenario.schema import EmulationSpec, FabricSpec, NamedScenario, ScenarioError, StrictModel
@@ -196,15 +196,8 @@ def _train(sc: TrainingScenario, args, path: Path) -> int:
             raise Refused(f"--recovery: {bad[0] if bad else args.recovery!r} is not a recovery of the scenario "
                           f"(it has: {', '.join(sc.recovery)})")
         sc = sc.model_copy(update={"recovery": wanted})
-    out = results_dir(args.out, sc.name)
-
-    def job() -> int:
-        with progress_bar("train", len(sc.recovery)) as progress:
-            env = _run(RunRequest(sc, "mininet", out, progress))
-        write_and_show(KIND, sc, env, out)
-        return 0
-
-    return guarded(out, job)
+    return command_job(KIND, sc, args.out, "train", len(sc.recovery),
+                       lambda out, progress: _run(RunRequest(sc, "mininet", out, progress)))
 
 
 KIND = Kind(name="training", scenario=TrainingScenario, result=TrainingResult, backends=("mininet",), load=_load,

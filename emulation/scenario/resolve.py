@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +27,7 @@ import numpy as np
 from emulation.fabric import Fabric
 from emulation.planners import CostModel, make_plan
 from emulation.planners.slotted import plan_slotted
+from emulation.output import Progress
 from emulation.scale import Scale
 from emulation.scenario.schema import EmulationSpec, RunSpec, Scenario
 from emulation.schedule import FabricSchedule, PlanError, RunDescription
@@ -35,8 +36,6 @@ from emulation.workloads import build
 from emulation.workloads.model import Workload
 from emulation.workloads.moe import MoELayer, moe_workload, route
 from emulation.workloads.stragglar import with_straggler
-
-Progress = Callable[[str, int, int], None]
 
 #: Runs resolved while loading are kept for the backend up to this many transfers in all (about
 #: 1 KiB each, :mod:`emulation.flowsim.limits`).

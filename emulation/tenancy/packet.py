@@ -123,7 +123,7 @@ def run_packet(sc, out: Path, progress: Progress | None = None, force: bool = Fa
         refused.
     """
     from emulation.emulator.calibration import calibrate
-    from emulation.emulator.net import EmulatedFabric, EmulationError
+    from emulation.emulator.net import EmulatedFabric
     from emulation.emulator.tenants import foreign_packets, isolation_capture, run_tenants
 
     pk, em = sc.tenancy.fabric, sc.emulation
