@@ -176,7 +176,7 @@ class WanTe(OpenFlowApp):
                 view[s, t] = 0.0
         cap = c.capacity.copy()
         cap[list(failed)] = 1.0  # no tunnel uses it; any positive value keeps the solver's scaling finite
-        sol = solve(alive, view, cap, c.te["objective"], float(c.te["regulariser"]), float(c.te["headroom"]))
+        sol = solve(alive, view, cap, c.te["objective"], float(c.te["regulariser"]), float(c.te["capacity_headroom"]))
         splits = np.zeros(len(c.tunnels.paths))
         splits[keep] = sol.splits
         t1 = time.monotonic()

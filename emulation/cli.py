@@ -295,6 +295,7 @@ def _pcap_report(run_dir: Path) -> int:
         rep = pcap.analyse(run_dir, run_dir / "pcap.png")
     except pcap.PcapError as e:
         return fail(str(e))
+    rep = rep.model_dump()
     (run_dir / "pcap.json").write_text(json.dumps(rep, indent=1))
     con = Console()
     for w, p in zip(rep["dark_windows"], rep["probe_windows"]):

@@ -23,8 +23,10 @@ import json
 import re
 from collections import defaultdict
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from emulation import dataplane as dpn
 
@@ -211,7 +213,81 @@ def agents_retransmissions(emulation_dir: Path) -> dict[str, int]:
     return dict(out)
 
 
-def analyse(run_dir: Path, png: Path | None = None) -> dict:
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WireWindow(_Model):
+    """One reconfiguration seen in the data frames on the captured ports (:func:`dark_windows`):
+    when it went dark (controller clock, s), R requested and the controller's measured window
+    (s), the smallest and median silence around it over the ``ports`` that carried frames on both
+    sides (s), and the data frames sent into it."""
+
+    t_dark: float
+    requested_s: float
+    measured_s: float
+    wire_gap_min_s: Optional[float]
+    wire_gap_median_s: Optional[float]
+    ports: int
+    frames_in_dark: int
+
+
+class ProbeWindow(_Model):
+    """One reconfiguration measured by the wire probes (:func:`probe_windows`), seconds."""
+
+    t_dark: float
+    requested_s: float
+    measured_s: float
+    wire_s: Optional[float]
+    wire_min_s: Optional[float]
+    wire_max_s: Optional[float]
+    gap_min_s: Optional[float]
+    resolution_s: Optional[float]
+    ports: int
+    agrees: bool
+
+
+class Connection(_Model):
+    """One TCP connection on the wire (:func:`tcp_connections`) and its retransmissions as its
+    agent's TCP_INFO counted them."""
+
+    connection: str
+    frames: int
+    data_bytes: int
+    retransmissions: int
+    dup_acks: int
+    largest_gap_s: float
+    first_s: float
+    last_s: float
+    retransmissions_tcp_info: int = 0
+
+
+class TcpSummary(_Model):
+    """Every connection's totals: retransmitted segments on the wire and by TCP_INFO (the
+    agents'; None without a ``result.json``), the connections where the two disagree, duplicate
+    ACKs, the largest silence (s), and each connection."""
+
+    connections: int
+    retransmissions: int
+    retransmissions_tcp_info: Optional[int]
+    connections_disagreeing: list[str]
+    dup_acks: int
+    largest_gap_s: float
+    per_connection: list[Connection]
+
+
+class PcapReport(_Model):
+    """``pcap.json``: frames per captured port, the dark windows in the data frames and by the
+    probes, the frame time (s) and the TCP summary (module doc)."""
+
+    ports: dict[str, int]
+    dark_windows: list[WireWindow]
+    frame_s: float
+    probe_windows: list[ProbeWindow]
+    tcp: TcpSummary
+
+
+def analyse(run_dir: Path, png: Path | None = None) -> PcapReport:
     """The whole analysis of ``run_dir`` (``pcap.json``'s content; module doc); with ``png``,
     also the throughput plot (:func:`plot`) from the same frames.
 
@@ -246,7 +322,7 @@ def analyse(run_dir: Path, png: Path | None = None) -> dict:
                       "largest_gap_s": max((c["largest_gap_s"] for c in conns), default=0.0), "per_connection": conns}}
     if png is not None:
         plot(frames, report, png, run_dir.name)
-    return report
+    return PcapReport.model_validate(report)
 
 
 def plot(frames: dict[str, list[tuple]], report: dict, path: Path, title: str) -> None:

@@ -195,7 +195,7 @@ def _stale_share(tunnels, slicing, matrix, cap, te, view, failed, installed) -> 
     vol = tunnels.volumes(matrix)
     fresh = np.zeros(len(tunnels.paths))
     for k, v in view.items():
-        sol = solve(alive, v, cap, te["objective"], te["regulariser"], te["headroom"])
+        sol = solve(alive, v, cap, te["objective"], te["regulariser"], te["capacity_headroom"])
         s = np.zeros(len(tunnels.paths))
         s[keep] = sol.splits
         mine = owned(tunnels, slicing, k)
