@@ -105,7 +105,7 @@ def app(tmp_path, monkeypatch):
     state = _State(rails(3, 1, initial="empty"))  # rail0: GPUs 0, 1, 2
     monkeypatch.setattr(opus.app_manager, "lookup_service_brick", lambda name: _Switch(state))
     a = opus.OpusApp(ocslab_state=state)
-    a.arm(str(tmp_path / "opus.sock"), 0.0, timeout_s=1.0)
+    a.arm(str(tmp_path / "opus.sock"), 0.0, timeout_s=2.0)
     yield a, state
     a.disarm()
 
@@ -135,5 +135,5 @@ def test_the_controller_rewires_once_every_member_asked_and_defers_while_a_rank_
     for t in pp + [p12]:
         t.join(5)
     assert out[0]["ok"] and out[1]["changed"] and out[0]["mask"] == 0b010
-    assert out[2] == {"ok": False, "error": "timeout after 1 s: group p12 waits for GPUs [1] to ask"}
+    assert out[2] == {"ok": False, "error": "timeout after 2 s: group p12 waits for GPUs [1] to ask"}
     assert [f["group"] for k, f in state.log if k == "opus-reconfigured"] == ["dp", "pp"]
