@@ -10,7 +10,7 @@ iterations. Its records give, per iteration, the time (the last rank's end, stea
 the iterations after the first), what each rank did (compute, each op, waiting on the
 controller) and the controller's rewires with their measured dark windows; the loss.
 
-The flow backend replays the same trace (:func:`emulation.flowsim.iteration.replay`) at the same
+The flow backend replays the same trace (:func:`emulation.flowsim.iteration.simulate_iteration`) at the same
 link rate, the same R and the job's measured round trip to the controller (mode
 ``speculative-deferred`` for the job's speculative requests: the Opus app never takes circuits
 from a rank inside its phase). Times are real seconds: the trace was built for the emulated

@@ -1,6 +1,6 @@
 """Run a rail scenario on the flow backend: the phase trace of one iteration
 (:func:`emulation.workloads.iteration.build_trace`) replayed under every control mode and every
-reconfiguration delay R of the sweep (:func:`emulation.flowsim.iteration.replay`).
+reconfiguration delay R of the sweep (:func:`emulation.flowsim.iteration.simulate_iteration`).
 
 The *overhead* of a run is its iteration time over the electrical rails' (``eps``: the same job,
 no controller, no reconfiguration) minus one. A timeline of one steady iteration is kept for
