@@ -197,8 +197,8 @@ def _clean() -> int:
 
 def _torch(args) -> int:
     from emulation.emulator.limits import check_packet_size
-    from emulation.emulator.torchrun import torch_available
-    from emulation.training.gloo import allreduce_perf
+    from emulation.torchjob.launch import torch_available
+    from emulation.torchjob.perf import allreduce_perf
 
     if args.gpus < 3:
         return fail(f"--gpus: a ring of circuits needs at least 3 GPUs, got {args.gpus}")

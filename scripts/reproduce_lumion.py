@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from emulation.planners.failover import failover_table  # noqa: E402
-from emulation.training.predict import predict_allreduce  # noqa: E402
+from emulation.torchjob.predict import predict_allreduce  # noqa: E402
 from emulation import kinds  # noqa: E402
 from emulation.kinds.training import TrainingScenario  # noqa: E402
 

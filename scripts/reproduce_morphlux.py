@@ -120,7 +120,7 @@ def part3(out: Path) -> None:
 
 
 def part4(out: Path) -> None:
-    from emulation.emulator.torchrun import torch_available
+    from emulation.torchjob.launch import torch_available
 
     print("\n(4) a failed accelerator swapped for a spare (4 per rack) by the OCS, the job relaunched "
           "(experiments/lumion.yaml, optical)")

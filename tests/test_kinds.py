@@ -15,8 +15,8 @@ import jsonschema
 import pytest
 
 from emulation import kinds
-from emulation.emulator.torchrun import torch_available
 from emulation.scenario import ScenarioError
+from emulation.torchjob.launch import torch_available
 
 ROOT = Path(__file__).resolve().parents[1]
 EXP = ROOT / "experiments"

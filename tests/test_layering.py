@@ -222,3 +222,22 @@ def test_controllers_import_core_modules_but_no_scenario_kind_nor_the_orchestrat
 
 def test_the_topologies_package_needs_no_numpy():
     assert _loaded(["topologies", "topologies.builders"], ("numpy", "emulation.flowsim")) == []
+
+
+def test_torch_lives_in_emulation_torchjob_which_is_core():
+    """Only emulation/torchjob/ imports PyTorch (the in-host programs; the launcher and the
+    benchmark driver beside them); importing any of its modules loads no scenario kind and not the
+    command line."""
+    mods = _modules()
+    found = []
+    for m, path in mods.items():
+        if _under(m, ("emulation.torchjob",)):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{m}: {n}" for n in names if n == "torch" or n.startswith("torch.")]
+    assert found == []
+    torchjob = sorted(m for m in mods if _under(m, ("emulation.torchjob",)))
+    assert {"emulation.torchjob.launch", "emulation.torchjob.perf", "emulation.torchjob.train"} <= set(torchjob)
+    assert _loaded(torchjob, KIND_PACKAGES + COMMAND_LINE) == []

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from emulation import kinds
-from emulation.emulator.torchrun import torch_available
+from emulation.torchjob.launch import torch_available
 
 
 @pytest.mark.emulation

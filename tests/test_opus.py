@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from emulation.emulator.torchrun import torch_available
+from emulation.torchjob.launch import torch_available
 from emulation.torchjob.opus_client import OpusClient, OpusError
 from topologies import rails
 

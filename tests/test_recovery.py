@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from emulation.cli import main
-from emulation.emulator.torchrun import torch_available
 from emulation.fabric import EPS, Fabric, FabricError, Link, PortRef
 from emulation.flowsim import simulate
 from emulation.planners import make_plan
 from emulation.planners.failover import circuits_touching, failover, failover_table
-from emulation.training.predict import fit_alpha, predict_allreduce
 from emulation.kinds.training import JobSpec
+from emulation.torchjob.launch import torch_available
+from emulation.torchjob.predict import fit_alpha, predict_allreduce
 from emulation.workloads import build
 from topologies.builders import rack
 

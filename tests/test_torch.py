@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from emulation.cli import main
-from emulation.emulator.torchrun import torch_available
 from emulation.results import busbw_gbps
-from emulation.training.gloo import predict_ring
+from emulation.torchjob.launch import torch_available
+from emulation.torchjob.perf import predict_ring
 from topologies.builders import ocs_star
 
 
@@ -40,7 +40,7 @@ def test_the_ring_prediction_is_the_alpha_beta_ring():
 @pytest.mark.emulation
 @pytest.mark.skipif(not torch_available(), reason="PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh)")
 def test_gloo_allreduce_busbw_on_8_emulated_gpus_is_within_20_percent_of_the_flow_prediction(run_dir):
-    from emulation.training.gloo import allreduce_perf
+    from emulation.torchjob.perf import allreduce_perf
 
     res = allreduce_perf(8, 20.0, [8 << 10, 256 << 10, 1 << 20], 2, run_dir)
     for r in res.rows:

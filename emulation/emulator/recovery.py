@@ -16,7 +16,7 @@ One run of :func:`run_recovery` on a fresh :class:`~emulation.emulator.net.Emula
    a new rendezvous port; it resumes from the last checkpoint and trains to the end. With a
    warm restart (default) launch 1 is made of standby processes started, torch imported, on
    every GPU before launch 0: the relaunch assigns them their ranks
-   (:class:`~emulation.emulator.torchrun.TorchJob` ``standby``), so it costs the rendezvous and
+   (:class:`~emulation.torchjob.launch.TorchJob` ``standby``), so it costs the rendezvous and
    not the seconds of starting Python and torch.
 
 Evidence that nothing reached the failed GPU after the rewrite: the packet counters
@@ -40,9 +40,9 @@ from pathlib import Path
 from emulation import dataplane as dpn
 from emulation.emulator.controller_client import ControllerError
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
-from emulation.emulator.torchrun import MASTER_PORT, TorchJob, tune_tcp
 from emulation.fabric import Fabric
 from emulation.poll import wait_until
+from emulation.torchjob.launch import MASTER_PORT, TorchJob, tune_tcp
 
 _PORT_LINE = re.compile(r"port\s+(\d+):\s+rx pkts=(\d+).*?tx pkts=(\d+)", re.S)
 

@@ -259,7 +259,7 @@ def _run(req: RunRequest):
 def _train(sc: RailsScenario, args, path: Path) -> int:
     """``ocslab train``: the scenario's torch job on emulated rails under each control mode
     (:func:`emulation.rails.packet.run_packet`), beside the flow backend's replay."""
-    from emulation.emulator.torchrun import torch_available
+    from emulation.torchjob.launch import torch_available
     from emulation.rails.packet import run_packet
 
     if args.recovery is not None:

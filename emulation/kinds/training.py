@@ -171,7 +171,7 @@ def _load(path: Path, data: dict) -> TrainingScenario:
 def _run(req: RunRequest):
     """Every recovery of the scenario with real packets, a fresh emulation each
     (:func:`emulation.training.run.run_training`). :raises Refused: PyTorch is not installed."""
-    from emulation.emulator.torchrun import torch_available
+    from emulation.torchjob.launch import torch_available
     from emulation.training.run import run_training
 
     if not torch_available():

@@ -171,7 +171,7 @@ def run_packet(sc, out: Path, progress: Progress | None = None) -> TorchJobResul
     :raises EmulationError: the emulation or the job failed. :raises ValueError: bad fabric.
     """
     from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric
-    from emulation.emulator.torchrun import TorchJob, tune_tcp
+    from emulation.torchjob.launch import TorchJob, tune_tcp
 
     pk = sc.rails.torch_job
     f = sc.rails.fabric

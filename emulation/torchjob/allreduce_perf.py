@@ -1,6 +1,6 @@
 """``all_reduce_perf`` for the gloo backend: AllReduce time, algbw and busbw over a size sweep.
 
-Run by :func:`emulation.emulator.torchrun.run_torch` on every GPU host::
+Run by :func:`emulation.torchjob.launch.run_torch` on every GPU host::
 
     python -m emulation.torchjob.allreduce_perf --sizes 65536,1048576 --iters 5 --warmup 1 --out R.json
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from emulation.fabric import Configuration, Fabric
 from emulation.output import Progress
-from emulation.training.predict import fit_alpha, predict_allreduce
+from emulation.torchjob.predict import fit_alpha, predict_allreduce
 from emulation.training.results import RecoveryComparison, RecoveryRun, TrainingResult
 
 

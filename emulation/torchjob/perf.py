@@ -1,4 +1,5 @@
-"""gloo's AllReduce on the fabric: the real benchmark on the packet backend, its flow prediction.
+"""gloo's AllReduce on the fabric (``ocslab torch allreduce-perf``): the real benchmark on the
+packet backend, its flow prediction.
 
 :func:`allreduce_perf` runs :mod:`emulation.torchjob.allreduce_perf` (a real ``torch.distributed``
 gloo AllReduce over a size sweep, nccl-tests style) on n emulated GPUs whose OCS holds the ring
@@ -21,7 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from emulation.results import busbw_gbps
-from emulation.training.predict import fit_alpha, predict_allreduce
+from emulation.torchjob.predict import fit_alpha, predict_allreduce
 
 
 class AllReducePerfRow(BaseModel):
@@ -51,7 +52,7 @@ class AllReducePerf(BaseModel):
 
 def predict_ring(fabric, nbytes: int, alpha_s: float) -> float:
     """Flow-backend time (s) of the ring AllReduce of ``nbytes`` on all GPUs of ``fabric`` as it
-    is (:func:`emulation.training.predict.predict_allreduce`), with per-message latency
+    is (:func:`emulation.torchjob.predict.predict_allreduce`), with per-message latency
     ``alpha_s``. :raises ValueError: bad sizes."""
     return predict_allreduce(fabric, fabric.initial, list(range(fabric.gpus)), nbytes, alpha_s)
 
@@ -68,7 +69,7 @@ def allreduce_perf(gpus: int, link_mbps: float, sizes: list[int], iters: int, ou
     """
     from emulation.emulator.capabilities import detect
     from emulation.emulator.net import EmulatedFabric
-    from emulation.emulator.torchrun import run_torch
+    from emulation.torchjob.launch import run_torch
     from topologies.builders import ocs_star
 
     fabric = ocs_star(gpus, 2, port_gbps=link_mbps / 1000, initial="ring")

@@ -1,12 +1,14 @@
-"""The flow backend's view of a training job: the AllReduce time of its gradients on each
-configuration it runs on (before the failure, and after each recovery).
+"""The flow backend's prediction of gloo's AllReduce: its time on a fabric in a given
+configuration, with the job's ranks on given GPUs.
 
 gloo's AllReduce is the ``ring`` workload (:mod:`emulation.torchjob.allreduce_perf`), placed on
-the job's GPUs (:meth:`emulation.workloads.model.Workload.placed`) and simulated on the rack
+the job's GPUs (:meth:`emulation.workloads.model.Workload.placed`) and simulated on the fabric
 in the given configuration; a pair without a circuit between them takes the fabric's other
 paths (the electrical switch at its own rate, :meth:`emulation.fabric.Fabric.link_gbps`).
-Alpha (per message) is fitted from the measured AllReduce time before the failure, as
-:func:`emulation.training.gloo.allreduce_perf` fits it from its smallest size.
+Alpha (per message) is fitted from one measured AllReduce time (:func:`fit_alpha`):
+:func:`emulation.torchjob.perf.allreduce_perf` fits it from its smallest size; a training run
+(LUMION) fits it from the job's AllReduce before the failure, then predicts the AllReduce on
+every configuration the job runs on (before the failure, and after each recovery).
 
 Spec: ``docs/architecture.md`` (flow-level backend).
 """
@@ -36,6 +38,12 @@ def predict_allreduce(fabric: Fabric, config: Configuration, placement: list[int
 def fit_alpha(fabric: Fabric, config: Configuration, placement: list[int], nbytes: int, measured_s: float) -> float:
     """Per-message latency alpha (s) that makes :func:`predict_allreduce` equal ``measured_s``
     (a ring AllReduce sends ``2 (n - 1)`` messages in sequence); 0 if the fluid time alone
-    exceeds it."""
+    exceeds it.
+
+    :param measured_s: the measured AllReduce time of ``nbytes``, s (same time unit as
+        :func:`predict_allreduce`).
+    :raises ValueError: bad placement (fewer than 2 ranks, a GPU not on the fabric) or sizes.
+    :raises emulation.flowsim.SimulationError: unroutable.
+    """
     n = len(placement)
     return max(0.0, measured_s - predict_allreduce(fabric, config, placement, nbytes)) / (2 * (n - 1))

@@ -1,4 +1,4 @@
-"""The ``torch`` driver: run a real ``torch.distributed`` program on the emulated GPUs.
+"""The launcher: run a real ``torch.distributed`` program on the emulated GPUs.
 
 One process per GPU host (rank r on GPU r), started like ``torchrun`` would: ``MASTER_ADDR`` =
 GPU 0's fabric address, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` = 0, and
@@ -67,8 +67,9 @@ def name_service(emu: EmulatedFabric, directory: Path) -> list[str]:
 
 
 def tune_tcp(emu: EmulatedFabric, gpus: list[int]) -> None:
-    """TCP as a torch job wants it in the namespaces of ``gpus`` (module doc): no slow start
-    after idle, receive buffers capped at :data:`TCP_RMEM_MAX`."""
+    """TCP as a torch job wants it in the namespaces of ``gpus`` (GPU indices; module doc): no
+    slow start after idle, receive buffers capped at :data:`TCP_RMEM_MAX` bytes. Lasts as long as
+    the namespaces (nothing to restore)."""
     for g in gpus:
         emu.host(g).cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 "
                          f"net.ipv4.tcp_rmem='4096 {TCP_RMEM_MAX // 2} {TCP_RMEM_MAX}'")
@@ -79,6 +80,9 @@ class TorchJob:
     doc), started at construction; logs go to ``log_dir/torch-gG.log``. The environment also
     has ``OCSLAB_GPU`` = the GPU and ``extra_env``.
 
+    :param module: the program, ``python -m`` style (e.g. ``emulation.torchjob.train``).
+    :param args: its command-line arguments, the same for every rank.
+    :param gpus: GPU indices, rank r on ``gpus[r]``.
     :param master_port: TCP port of the rendezvous on rank 0's GPU (a relaunch takes a new one,
         so that it never meets the old store's sockets).
     :param standby: start warm standbys instead: ``module`` gets ``--standby standby`` and no
@@ -120,8 +124,11 @@ class TorchJob:
 
     def assign(self, placement: list[int], master_port: int, launch: int) -> float:
         """Standbys: make rank r of launch ``launch`` the standby on GPU ``placement[r]`` (the
-        rendezvous on ``placement[0]``), end the standbys not placed; returns the CLOCK_MONOTONIC
-        time the assignments were written."""
+        rendezvous on ``placement[0]``, TCP port ``master_port``), end the standbys not placed;
+        returns the CLOCK_MONOTONIC time (s) the assignments were written.
+
+        :raises EmulationError: a placed standby is not waiting on its FIFO (it died).
+        """
         spare = [g for g in self.gpus if g not in placement]
         self.kill(spare)
         t = time.monotonic()
