@@ -5,7 +5,7 @@ the training kind's package (its scenario model and wiring are :mod:`emulation.k
 - :mod:`emulation.training.results`: the typed result of a training scenario;
 - :mod:`emulation.training.report`: the recovery timeline table and plot.
 
-The packet-level supervisor :mod:`emulation.emulator.recovery`, the training program
+Elsewhere: the packet-level supervisor :mod:`emulation.emulator.recovery`, the training program
 :mod:`emulation.torchjob.train`, the flow backend's AllReduce prediction
 :mod:`emulation.torchjob.predict`, the controller's failover app ``controllers/failover.py``.
 """
