@@ -71,7 +71,6 @@ class RunRequest:
     controller: str | None = None
     apps: tuple[str, ...] = ()
     pcap: list[str] | None = None
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
