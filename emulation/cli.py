@@ -141,8 +141,8 @@ def _run(kind: kinds.Kind, sc, args) -> int:
             return fail(f"{RUN_OPTIONS[opt]}: a {kind.name} scenario takes no {RUN_OPTIONS[opt]} "
                         f"(it applies to {', '.join(takers)} scenarios)")
     backend = args.backend or kind.backend_of(sc)
-    if backend not in kind.backends:
-        return fail(f"--backend: a {kind.name} scenario runs on {' or '.join(kind.backends)}, not {backend}")
+    if kind.backend_refusal(backend):
+        return fail(kind.backend_refusal(backend))
     bad = [a for a in args.app if not (a.endswith(".py") and Path(a).is_file())]
     if bad:
         return fail(f"--app: {bad[0]!r} is not a .py file")

@@ -108,6 +108,12 @@ class Kind:
     commands: dict[str, Callable[[Any, Any, Path], int]] = field(default_factory=dict)
     backend_of: Callable[[Any], str] = lambda sc: sc.backend
 
+    def backend_refusal(self, backend: str) -> str | None:
+        """The one line refusing ``backend`` for this kind, or None if it runs there."""
+        if backend in self.backends:
+            return None
+        return f"--backend: a {self.name} scenario runs on {' or '.join(self.backends)}, not {backend}"
+
     def answers(self, command: str) -> bool:
         """True if ``command`` (``run`` or an extra one) applies to this kind."""
         return command == "run" or command in self.commands
@@ -240,31 +246,30 @@ def run_scenario(kind: Kind | str, sc, out: Path, backend: str | None = None, *,
     :raises emulation.output.Refused: ``backend`` is not one the kind runs on; and whatever the
         kind's run raises.
     """
-    from emulation.envelope import write_result
     from emulation.output import Refused
 
     kind = get(kind) if isinstance(kind, str) else kind
     backend = backend or kind.backend_of(sc)
-    if backend not in kind.backends:
-        raise Refused(f"--backend: a {kind.name} scenario runs on {' or '.join(kind.backends)}, not {backend}")
+    refusal = kind.backend_refusal(backend)
+    if refusal:
+        raise Refused(refusal)
     env = kind.run(RunRequest(sc, backend, Path(out), progress, **options))
-    if show:
-        write_and_show(kind, sc, env, Path(out))
-    else:
-        write_result(Path(out), env, scenario_yaml(sc))
-        kind.write(env, Path(out))
+    write_and_show(kind, sc, env, Path(out), show=show)
     return env
 
 
-def write_and_show(kind: Kind, sc, env: ResultEnvelope, out: Path) -> None:
+def write_and_show(kind: Kind, sc, env: ResultEnvelope, out: Path, show: bool = True) -> None:
     """Write a run's ``result.json`` and ``scenario.yaml`` (:func:`emulation.envelope.write_result`)
-    and the kind's files into ``out``, print its summary and where the results are."""
+    and the kind's files into ``out``; with ``show``, print its summary and where the results
+    are."""
     from rich.console import Console
 
     from emulation.envelope import write_result
 
     write_result(out, env, scenario_yaml(sc))
     files = kind.write(env, out)
+    if not show:
+        return
     kind.show(env)
     Console().print(f"results: {out}/result.json{''.join(', ' + f for f in files)}")
 

@@ -3,7 +3,7 @@
 Scenario: :class:`emulation.scenario.Scenario` (fabric, cost, sizes, runs, moe, emulation,
 backend, semantics, straggler, iterations). Result: :class:`emulation.results.CollectiveResult`.
 Runs on both backends (:mod:`emulation.runner`); also answers ``ocslab compare`` (both backends
-side by side, :mod:`emulation.compare`) and ``ocslab plan`` (each run's _plan, nothing runs).
+side by side, :mod:`emulation.compare`) and ``ocslab plan`` (each run's plan, nothing runs).
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from emulation.units import format_bytes, parse_bytes
 
 
 def _load(path: Path, data: dict):
-    """The scenario, with its resolved :class:`~emulation.scenario.Experiment` kept for the _run
+    """The scenario, with its resolved :class:`~emulation.scenario.Experiment` kept for the run
     (loading resolves every run once, so that one that cannot be planned is refused before
     anything starts)."""
     return validated(Scenario, data, path, check_experiment)
 
 
 def _experiment(sc: Scenario):
-    """The :class:`~emulation.scenario.Experiment` of ``sc`` (resolved at _load, or now)."""
+    """The :class:`~emulation.scenario.Experiment` of ``sc`` (resolved at load, or now)."""
     from emulation.scenario import resolve
 
     return sc.experiment if sc.experiment is not None else resolve(sc)

@@ -155,15 +155,13 @@ class TenancyScenario(NamedScenario):
     @model_validator(mode="before")
     @classmethod
     def _emulation(cls, data):
-        if isinstance(data, dict) and isinstance(data.get("emulation"), dict):
-            data = {**data, "emulation": {"byte_scale": 0.001, **data["emulation"]}}
-        return data
+        return EmulationSpec.defaulted(data, byte_scale=0.001)
 
     @model_validator(mode="after")
     def _kind(self):
         t = self.tenancy
         if (t.trace is None) == (not t.tenants):
-            raise ValueError("tenancy: give either trace (a replay on the flow backend) or tenants (a packet _run)")
+            raise ValueError("tenancy: give either trace (a replay on the flow backend) or tenants (a packet run)")
         if t.tenants and self.backend != "mininet":
             raise ValueError("backend: tenants run on the packet backend: set backend: mininet")
         if t.trace is not None and self.backend != "flow":

@@ -183,6 +183,26 @@ class EmulationSpec(StrictModel):
             raise ValueError(f"must be auto or in (0, 1000] Mbit/s, got {v:g}")
         return v
 
+    @staticmethod
+    def defaulted(data, only: set[str] | None = None, **defaults):
+        """A scenario mapping whose ``emulation`` section gets a kind's own ``defaults`` where
+        the file gives none (for a kind's ``model_validator(mode="before")``).
+
+        :param only: the fields the kind takes; any other given is refused.
+        :raises ValueError: ``emulation.FIELD: ...``, a field the kind does not take.
+        """
+        if not isinstance(data, dict):
+            return data
+        given = data.get("emulation", {})
+        if not isinstance(given, dict):
+            return data
+        if only is not None:
+            unused = sorted(set(given) - only)
+            if unused:
+                raise ValueError(f"emulation.{unused[0]}: this kind takes only "
+                                 f"{', '.join('emulation.' + f for f in sorted(only))}")
+        return {**data, "emulation": {**defaults, **given}}
+
     @model_validator(mode="after")
     def _auto_needs_probe(self):
         if self.link_mbps == "auto" and self.headroom == "skip":
