@@ -6,7 +6,6 @@ Used by ``scripts/reproduce_shortcircuit.py`` and ``scripts/reproduce_pccl.py``
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,11 +112,3 @@ def parse_sizes(values: list[str], flag: str = "--sizes") -> list[int]:
         return [parse_bytes(x) for x in values]
     except ValueError as e:
         raise ValueError(f"{flag}: {e}") from None
-
-
-def write_csv(rows: list[dict], path: Path) -> None:
-    """Write ``rows`` (dicts with the same keys) as CSV with a header line."""
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)

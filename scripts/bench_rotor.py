@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 from emulation.emulator.net import EmulatedFabric  # noqa: E402
 from emulation.fabric import assign_ports  # noqa: E402
 from emulation.poll import poll_until  # noqa: E402
-from emulation.sweep import write_csv  # noqa: E402
+from emulation.figures import write_csv  # noqa: E402
 from emulation.workloads.matchings import round_robin_matchings  # noqa: E402
 from topologies import ocs_star  # noqa: E402
 
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"smallest slot with median error < 10% of the slot: "
           f"{'none of those tried' if smallest is None else f'{smallest:g} ms'}")
     args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(rows, args.out / "slots.csv")
+    write_csv(args.out / "slots.csv", rows)
     print(f"wrote {args.out}/slots.csv")
     return 0
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from emulation import runner  # noqa: E402
 from emulation.scenario import Scenario, load_scenario  # noqa: E402
-from emulation.sweep import write_csv  # noqa: E402
+from emulation.figures import write_csv  # noqa: E402
 from emulation.envelope import ResultEnvelope  # noqa: E402
 from emulation.workloads.moe import route  # noqa: E402
 
@@ -175,11 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     ocs = load_scenario(ROOT / "experiments" / "moe_ocs.yaml")
     twohop = load_scenario(ROOT / "experiments" / "moe_twohop.yaml")
     args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(part1(eps, ocs), args.out / "flow.csv")
+    write_csv(args.out / "flow.csv", part1(eps, ocs))
     if args.packet:
-        write_csv(part2(eps, ocs, args.out), args.out / "packet.csv")
+        write_csv(args.out / "packet.csv", part2(eps, ocs, args.out))
     part3(ocs)
-    write_csv(part4(twohop, args.out, args.packet), args.out / "two_hop.csv")
+    write_csv(args.out / "two_hop.csv", part4(twohop, args.out, args.packet))
     print(f"wrote {args.out}/flow.csv, two_hop.csv" + (" and packet.csv" if args.packet else ""))
     return 0
 

@@ -38,8 +38,8 @@ from emulation.sweep import (  # noqa: E402
     model_from_arguments,
     parse_sizes,
     static_and_dp,
-    write_csv,
 )
+from emulation.figures import write_csv  # noqa: E402
 from emulation.workloads import ALGORITHMS  # noqa: E402
 
 BASES = {"ring": 2, "torus": 4}  # base topology -> ports per GPU
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"R = {best['reconfiguration_delay_s'] * 1e6:g} us ({best['pccl_algorithm']} under dp vs static "
                       f"{best['static_algorithm']}); at R = {last[0]['reconfiguration_delay_s'] * 1e6:g} us: "
                       + ", ".join(f"{r['speedup']:.2f}x" for r in last))
-    write_csv(rows, args.out / "pccl.csv")
+    write_csv(args.out / "pccl.csv", rows)
     plot(rows, args.out / "pccl.png")
     console.print(f"wrote {args.out}/pccl.csv and pccl.png")
     return 0

@@ -32,8 +32,8 @@ from emulation.sweep import (  # noqa: E402
     model_from_arguments,
     parse_sizes,
     time_plan,
-    write_csv,
 )
+from emulation.figures import write_csv  # noqa: E402
 from emulation.workloads import build  # noqa: E402
 from topologies import ocs_star, static_ring  # noqa: E402
 
@@ -190,8 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"n = {n}: switched RHD (dp) beats Ring for R <= {max(wins) * 1e6:g} us at some size; "
                       f"best {best['speedup_dp_over_ring']:.2f}x at {format_bytes(best['bytes'])}, "
                       f"R = {best['reconfiguration_delay_s'] * 1e6:g} us" if wins else f"n = {n}: switched RHD never beats Ring")
-    write_csv(rows_a, args.out / "sweep_a.csv")
-    write_csv(rows_b, args.out / "sweep_b.csv")
+    write_csv(args.out / "sweep_a.csv", rows_a)
+    write_csv(args.out / "sweep_b.csv", rows_b)
     plot(rows_a, rows_b, args.out)
     console.print(f"wrote {args.out}/sweep_a.csv, sweep_b.csv, shortcircuit_a.png, shortcircuit_b.png")
     return 0

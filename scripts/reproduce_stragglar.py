@@ -38,7 +38,8 @@ from rich.table import Table  # noqa: E402
 from emulation.flowsim import simulate  # noqa: E402
 from emulation.planners import make_plan  # noqa: E402
 from emulation.units import format_bytes  # noqa: E402
-from emulation.sweep import parse_sizes, write_csv  # noqa: E402
+from emulation.figures import write_csv  # noqa: E402
+from emulation.sweep import parse_sizes  # noqa: E402
 from emulation.workloads import build  # noqa: E402
 from emulation.workloads.stragglar import stragglar_rounds  # noqa: E402
 from topologies import eps_star, ocs_star  # noqa: E402
@@ -205,14 +206,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['rhd_s'] * 1e3:.3f}{br(2)}",
                   f"{r['ring_over_stragglar']:.3f}" + (f" [{spec[3]:.2f}]" if spec else ""))
     con.print(t)
-    write_csv(rows, args.out / "post_barrier.csv")
+    write_csv(args.out / "post_barrier.csv", rows)
 
     n = 8
     f8 = eps_star(n, gbps)
     a8 = phase_a_s(n, nbytes, alpha, bytes_per_s)
     ds = list(np.linspace(0, 2.5 * a8, 26))
     e2e = end_to_end(n, nbytes, alpha, gbps, ds)
-    write_csv(e2e, args.out / "end_to_end.csv")
+    write_csv(args.out / "end_to_end.csv", e2e)
     x_ring = crossover(f8, n, nbytes, alpha, ("ring",), 3 * a8)
     x_best = crossover(f8, n, nbytes, alpha, ("ring", "rhd"), 3 * a8)
     con.print(f"(2) n = {n}: Phase A {a8 * 1e3:.3f} ms; StragglAR beats Ring from D = {x_ring * 1e3:.3f} ms "
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
               f"RHD {e2e[20]['rhd_s'] * 1e3:.3f} ms")
 
     ocs = ocs_rows(n, nbytes, alpha, gbps, [0.0, 1e-6, 10e-6, 100e-6], 10.0)
-    write_csv(ocs, args.out / "ocs.csv")
+    write_csv(args.out / "ocs.csv", ocs)
     t = Table(title=f"(3) n = {n}, time after the straggler arrives (ms): OCS with 1 port per GPU, reconfigured "
                     "before every step (one circuit per GPU per round), vs the EPS")
     for c in ("R (us)", "StragglAR OCS", "StragglAR EPS", "RHD OCS", "RHD EPS", "Ring EPS"):
@@ -234,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     pk: list[dict] = []
     if not args.no_packet:
         pk = packet(n, nbytes, alpha, gbps, args.link_mbps, args.byte_scale, args.out)
-        write_csv(pk, args.out / "packet.csv")
+        write_csv(args.out / "packet.csv", pk)
         rate = f"{args.link_mbps:g} Mbit/s" if args.link_mbps else "calibrated"
         t = Table(title=f"(4) n = {n}, EPS, packet vs flow (links {rate}, byte scale "
                         f"{args.byte_scale:g}); end-to-end ms")

@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from emulation.sweep import write_csv  # noqa: E402
+from emulation.figures import write_csv  # noqa: E402
 from emulation.wan.divergence import Deviation, diverged, evaluate  # noqa: E402
 from emulation.wan.slicing import make_slicing  # noqa: E402
 from emulation.planners.te import OBJECTIVES, SYMPHONY_LAMBDA, solve  # noqa: E402
@@ -103,7 +103,7 @@ def main() -> int:
         print("  blast radius: " + ", ".join(f"{k} {v:.1%}" for k, v in blast.items())
               + f"; five random slices {1 - blast['five random slices']:.0%} smaller than one central controller "
               "(paper: 79% smaller)")
-    write_csv(rows, args.out / "divergence.csv")
+    write_csv(args.out / "divergence.csv", rows)
     _plot(rows, args.out / "divergence.png")
     print(f"wrote {args.out / 'divergence.csv'}, divergence.png")
     if args.packet:

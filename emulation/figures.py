@@ -1,0 +1,70 @@
+"""Figures and tables every kind's report draws with: a matplotlib figure saved to a PNG
+(:func:`figure`), a rich table (:func:`table`), a wide console (:func:`console`) and a CSV file
+(:func:`write_csv`). Nothing here knows a kind; the reports (``emulation/report.py`` and each
+kind's ``report.py``) say what goes in them."""
+
+from __future__ import annotations
+
+import csv
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+
+@contextmanager
+def figure(path: Path, rows: int = 1, cols: int = 1, size: tuple[float, float] = (10, 4), dpi: int = 110,
+           rect: tuple[float, float, float, float] | None = None) -> Iterator[tuple[object, object]]:
+    """A matplotlib figure of ``rows`` x ``cols`` axes (a 2-D array, ``squeeze=False``) of ``size``
+    inches, drawn on the Agg backend; on leaving the block it is laid out (``rect``: the part of
+    the figure the axes fill), saved to ``path`` at ``dpi`` and closed. Yields ``(fig, axes)``.
+
+    :raises OSError: ``path`` cannot be written.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(rows, cols, figsize=size, squeeze=False)
+    try:
+        yield fig, axes
+        fig.tight_layout(**({"rect": rect} if rect else {}))
+        fig.savefig(path, dpi=dpi)
+    finally:
+        plt.close(fig)
+
+
+def console(width: int = 110) -> Console:
+    """A rich console at least ``width`` characters wide (a terminal's own width if wider)."""
+    return Console(width=max(Console().width, width))
+
+
+def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[object]], left: Iterable[str] = ()) -> Table:
+    """A rich table: ``columns`` right-justified except those named in ``left``, one row per item
+    of ``rows`` (each cell printed with ``str``)."""
+    left = set(left)
+    t = Table(title=title)
+    for c in columns:
+        t.add_column(c, justify="left" if c in left else "right")
+    for row in rows:
+        t.add_row(*(str(x) for x in row))
+    return t
+
+
+def write_csv(path: Path, rows: Iterable[Sequence[object]] | Sequence[dict], header: Sequence[str] | None = None) -> None:
+    """``path``: a CSV file with a header line. ``rows`` are sequences under ``header``, or dicts
+    with the same keys (the header is the first one's keys).
+
+    :raises OSError: ``path`` cannot be written.
+    """
+    rows = list(rows)
+    if header is None:
+        header = list(rows[0]) if rows else []
+        rows = [[r[k] for k in header] for r in rows]
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
