@@ -14,9 +14,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 from rich.console import Console
-from rich.table import Table
 
 from emulation.envelope import ResultEnvelope
+from emulation.figures import console as wide_console
+from emulation.figures import figure, table
 from emulation.units import format_bytes
 
 
@@ -98,14 +99,13 @@ def compare(packet: ResultEnvelope, flow: ResultEnvelope) -> Comparison:
 def write(cmp: Comparison, out: Path) -> None:
     """Write ``compare.json`` and ``compare.png`` (completion times per run, and every step's
     flow duration against its packet duration) into ``out``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps(cmp.model_dump(), indent=1))
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.8))
+    with figure(out / "compare.png", 1, 2, size=(12, 4.8)) as (_fig, axes):
+        _plot(cmp, *axes[0])
+
+
+def _plot(cmp: Comparison, a, b) -> None:
     labels = [r.label.replace(" ", "\n", 1) for r in cmp.runs]
     x = range(len(labels))
     a.bar([i - 0.2 for i in x], [r.packet_s * 1e3 for r in cmp.runs], 0.4, label="packet (mininet)")
@@ -131,28 +131,22 @@ def write(cmp: Comparison, out: Path) -> None:
     b.set_ylabel("flow step duration (µs)")
     b.set_title("per step")
     b.legend(fontsize="x-small")
-    fig.tight_layout()
-    fig.savefig(out / "compare.png", dpi=110)
-    plt.close(fig)
 
 
 def print_compare(cmp: Comparison, console: Console | None = None, steps: bool = True) -> None:
     """Print the per-run table and (``steps``) one per-step table per run."""
-    console = console or Console(width=max(Console().width, 110))
-    t = Table(title=f"{cmp.scenario}: flow vs packet (error = (flow - packet) / packet)")
-    for c in ("run", "bytes", "packet (ms)", "flow (ms)", "error"):
-        t.add_column(c, justify="left" if c == "run" else "right")
-    for r in cmp.runs:
-        t.add_row(r.name + (f" #{r.iteration}" if r.iteration else ""), format_bytes(r.bytes),
-                  f"{r.packet_s * 1e3:.4f}", f"{r.flow_s * 1e3:.4f}", f"{r.error:+.1%}")
-    console.print(t)
+    console = console or wide_console(110)
+    console.print(table(f"{cmp.scenario}: flow vs packet (error = (flow - packet) / packet)",
+                        ("run", "bytes", "packet (ms)", "flow (ms)", "error"),
+                        ([r.name + (f" #{r.iteration}" if r.iteration else ""), format_bytes(r.bytes),
+                          f"{r.packet_s * 1e3:.4f}", f"{r.flow_s * 1e3:.4f}", f"{r.error:+.1%}"] for r in cmp.runs),
+                        left=["run"]))
     if steps:
         for r in cmp.runs:
-            st = Table(title=f"{r.name} {format_bytes(r.bytes)}: steps", title_justify="left")
-            for c in ("step", "phase", "action", "packet (µs)", "flow (µs)", "error"):
-                st.add_column(c, justify="right" if c in ("step", "packet (µs)", "flow (µs)", "error") else "left")
-            for s in r.steps:
-                st.add_row(str(s.index), s.phase, s.action, f"{s.packet_s * 1e6:.2f}", f"{s.flow_s * 1e6:.2f}",
-                           f"{s.error:+.1%}")
+            st = table(f"{r.name} {format_bytes(r.bytes)}: steps",
+                       ("step", "phase", "action", "packet (µs)", "flow (µs)", "error"),
+                       ([s.index, s.phase, s.action, f"{s.packet_s * 1e6:.2f}", f"{s.flow_s * 1e6:.2f}",
+                         f"{s.error:+.1%}"] for s in r.steps), left=["phase", "action"])
+            st.title_justify = "left"
             console.print(st)
     console.print(f"largest completion-time error: {cmp.max_abs_error:.1%}")

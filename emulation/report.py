@@ -5,14 +5,14 @@ Spec: ``docs/architecture.md`` (results).
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from emulation.drops import summarise
 from emulation.envelope import ResultEnvelope
+from emulation.figures import console as wide_console
+from emulation.figures import figure, table, write_csv
 from emulation.units import format_bytes
 
 
@@ -24,18 +24,12 @@ def ring_alpha_beta_s(ranks: int, nbytes: int, alpha_s: float, port_gbps: float)
 
 def write(env: ResultEnvelope, out: Path) -> list[str]:
     """Write ``steps.csv`` and ``timeline.png`` into ``out`` (beside ``result.json``); their names."""
-    result = env.result
-    with open(out / "steps.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["run", "bytes", "iteration", "step", "phase", "action", "start_s", "end_s",
-                    "reconfiguration_delay_s", "dark_window_measured_s", "retransmissions", "drops_modelled",
-                    "drops_emulator"])
-        for r in result.runs:
-            for s in r.steps:
-                d = summarise(s.drops or {})
-                w.writerow([r.name, r.bytes, r.iteration, s.index, s.phase, s.action, s.start_s, s.end_s,
-                            s.reconfiguration_delay_s, s.dark_window_measured_s, s.retransmissions,
-                            d["modelled"], d["artefacts"]])
+    write_csv(out / "steps.csv", ([r.name, r.bytes, r.iteration, s.index, s.phase, s.action, s.start_s, s.end_s,
+                                   s.reconfiguration_delay_s, s.dark_window_measured_s, s.retransmissions,
+                                   *summarise(s.drops or {}).values()]
+                                  for r in env.result.runs for s in r.steps),
+              ["run", "bytes", "iteration", "step", "phase", "action", "start_s", "end_s", "reconfiguration_delay_s",
+               "dark_window_measured_s", "retransmissions", "drops_modelled", "drops_emulator"])
     timeline(env, out / "timeline.png")
     return ["steps.csv", "timeline.png"]
 
@@ -43,14 +37,14 @@ def write(env: ResultEnvelope, out: Path) -> list[str]:
 def timeline(env: ResultEnvelope, path: Path) -> None:
     """One row per run (the first three iterations of each): its steps as bars (colour by
     phase), dark windows in black, the straggler's arrival as a red tick."""
-    result = env.result
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [r for r in result.runs if r.iteration < 3]
-    fig, ax = plt.subplots(figsize=(10, 0.5 * len(runs) + 1.5))
+    runs = [r for r in env.result.runs if r.iteration < 3]
+    with figure(path, size=(10, 0.5 * len(runs) + 1.5)) as (fig, axes):
+        _timeline(axes[0, 0], env, runs, plt)
+
+
+def _timeline(ax, env: ResultEnvelope, runs: list, plt) -> None:
     colours = {}
     palette = plt.get_cmap("tab10")
     for y, r in enumerate(runs):  # one collection per (run, phase): a 16,384-GPU Ring has 32,766 steps
@@ -73,9 +67,6 @@ def timeline(env: ResultEnvelope, path: Path) -> None:
     ax.set_title(f"{env.scenario} ({env.backend}): steps; black = dark window")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
     ax.legend(handles, list(colours), loc="lower right", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def _mib(n: float) -> str:
@@ -86,12 +77,12 @@ def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
     """The summary table: one row per run and size (and iteration, or per-iteration statistics
     when the scenario has several)."""
     result = env.result
-    console = console or Console(width=max(Console().width, 120))
+    console = console or wide_console(120)
     straggler = result.straggler is not None
     if result.iterations > 1:
         iteration_table(env, console)
     else:
-        t = Table(title=f"{env.scenario} — backend {env.backend}, {result.semantics}")
+        rows = []
         cols = ["run", "bytes", "time (ms)", "algbw (Gbit/s)", "busbw (Gbit/s)", "reconfigs",
                 "dark req/meas (µs)", "checks"]
         if straggler:
@@ -105,8 +96,6 @@ def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
         packets = env.backend == "mininet"
         if packets:  # what the emulator's own counters say about the run (emulation/drops.py)
             cols[cols.index("checks"):cols.index("checks")] = ["retx", "drops mod/emu"]
-        for col in cols:
-            t.add_column(col, justify="right" if col != "run" else "left")
         for r in result.runs:
             dark = [(s.reconfiguration_delay_s, s.dark_window_measured_s) for s in r.steps
                     if s.dark_window_measured_s is not None]
@@ -130,8 +119,8 @@ def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
                 drops = summarise(r.drops or {})
                 row[cols.index("retx"):cols.index("retx")] = [
                     str(sum(s.retransmissions or 0 for s in r.steps)), f"{drops['modelled']}/{drops['artefacts']}"]
-            t.add_row(*row)
-        console.print(t)
+            rows.append(row)
+        console.print(table(f"{env.scenario} — backend {env.backend}, {result.semantics}", cols, rows, left=["run"]))
     for r in result.runs:
         if r.algorithm == "ring" and r.planner == "none" and not r.iteration:
             pred = ring_alpha_beta_s(r.ranks, r.bytes, result.cost["alpha_s"], result.fabric.port_gbps)
@@ -183,13 +172,10 @@ def iteration_stats(env: ResultEnvelope) -> list[dict]:
 
 def iteration_table(env: ResultEnvelope, console: Console) -> None:
     """Print :func:`iteration_stats` as a table (times in ms)."""
-    result = env.result
-    t = Table(title=f"{env.scenario} — backend {env.backend}: per-iteration collective time "
-                    f"over {result.iterations} iterations")
-    for col in ("run", "bytes", "mean (ms)", "p50 (ms)", "p95 (ms)", "p99 (ms)", "max (ms)", "mean D (ms)", "checks"):
-        t.add_column(col, justify="left" if col == "run" else "right")
-    for st in iteration_stats(env):
-        t.add_row(st["name"], format_bytes(st["bytes"]), *(f"{st[k] * 1e3:.3f}" for k in
-                                                           ("mean_s", "p50_s", "p95_s", "p99_s", "max_s", "mean_delay_s")),
-                  "ok" if not st["failed_checks"] else f"{st['failed_checks']} FAIL")
-    console.print(t)
+    rows = [[st["name"], format_bytes(st["bytes"]),
+             *(f"{st[k] * 1e3:.3f}" for k in ("mean_s", "p50_s", "p95_s", "p99_s", "max_s", "mean_delay_s")),
+             "ok" if not st["failed_checks"] else f"{st['failed_checks']} FAIL"] for st in iteration_stats(env)]
+    console.print(table(f"{env.scenario} — backend {env.backend}: per-iteration collective time over "
+                        f"{env.result.iterations} iterations",
+                        ("run", "bytes", "mean (ms)", "p50 (ms)", "p95 (ms)", "p99 (ms)", "max (ms)", "mean D (ms)",
+                         "checks"), rows, left=["run"]))
