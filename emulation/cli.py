@@ -31,8 +31,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from emulation import kinds
-from emulation.output import Refused, fail, guarded, results_dir
+from emulation import __version__, kinds
+from emulation.output import Refused, configure_logging, fail, guarded, results_dir
 from emulation.scenario import MAX_GPUS, ScenarioError
 from emulation.units import format_bytes, parse_bytes
 from emulation.workloads import ALGORITHMS, build, known
@@ -51,6 +51,10 @@ class _Parser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     """The argument parser of ``ocslab`` (every command and flag; the CLI reference is made from it)."""
     p = _Parser(prog="ocslab", description="Emulate reconfigurable (optical circuit switched) ML fabrics.")
+    p.add_argument("--version", action="version", version=f"ocslab {__version__}")
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="say what the backends do (-v: each phase; -vv: every detail), on stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="errors only: no progress bars, warnings or phases")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="run a scenario file (any kind)")
     r.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/demo.yaml)")
@@ -112,6 +116,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = parser().parse_args(argv)
+    configure_logging(args.verbose, args.quiet)
     if args.cmd in kinds.FILE_COMMANDS:
         return _file_command(args)
     return {"workload": _workload, "torch": _torch, "clean": lambda a: _clean(), "schema": _schema,

@@ -102,10 +102,48 @@ def results_dir(out: Path | None, name: str, suffix: str = "") -> Path:
     return out
 
 
+class _Stderr(logging.StreamHandler):
+    """A handler writing to whatever ``sys.stderr`` is when a record is emitted."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+class _LineFormatter(logging.Formatter):
+    """``ocslab: warning: text`` (``-vv`` adds the module)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        where = f" {record.name}" if record.levelno < logging.INFO else ""
+        return f"ocslab: {record.levelname.lower()}{where}: {record.getMessage()}"
+
+
+def configure_logging(verbose: int = 0, quiet: bool = False) -> None:
+    """Send the ``emulation`` and ``controllers`` loggers to stderr: warnings by default, each
+    phase of a run with ``verbose`` 1 (INFO), every detail with 2 (DEBUG), errors only with
+    ``quiet`` (which also hides the progress bars, :func:`progress_bar`)."""
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO)[verbose] if verbose < 2 else logging.DEBUG
+    handler = _Stderr()
+    handler.setFormatter(_LineFormatter())
+    for name in ("emulation", "controllers"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(level)
+        logger.propagate = False
+
+
 @contextlib.contextmanager
 def progress_bar(label: str, total: int = 1) -> Iterator[Progress]:
     """A transient progress bar on stderr; yields a :data:`Progress` that shows ``label: text``
-    at ``done`` of ``total``."""
+    at ``done`` of ``total`` (and logs it at DEBUG). Under ``-q`` (the ``emulation`` logger above
+    WARNING) no bar is drawn."""
+    if logging.getLogger("emulation").getEffectiveLevel() > logging.WARNING:
+        yield lambda text, done, total: log.debug("%s: %s (%d/%d)", label, text, done, total)
+        return
     from rich.console import Console
     from rich.progress import BarColumn, Progress as Bar, TextColumn, TimeElapsedColumn
 
@@ -114,6 +152,7 @@ def progress_bar(label: str, total: int = 1) -> Iterator[Progress]:
         task = bar.add_task(label, total=total)
 
         def progress(text: str, done: int, total: int) -> None:
+            log.debug("%s: %s (%d/%d)", label, text, done, total)
             bar.update(task, description=f"{label}: {text}", completed=done, total=total)
 
         yield progress

@@ -6,6 +6,7 @@ Spec: ``docs/architecture.md`` (data flow, results).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from emulation.results import CollectiveResult, FabricRecord, RunResult
 from emulation.scenario import Experiment, Scenario, resolve
 from emulation.schedule import RunDescription, reconfiguration_delay
 from emulation.units import format_bytes
+
+log = logging.getLogger(__name__)
 
 
 
@@ -168,6 +171,8 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
             meta["calibration"] = cal.to_json()
             meta["headroom"] = cal.chosen
             rate = cal.link_mbps
+            log.info("calibrated: %g Mbit/s per link (%s)", rate,
+                     ", ".join(f"{q['link_mbps']:g} Mbit/s {q['efficiency']:.0%}" for q in cal.probes))
             if not cal.requested_ok:
                 if em.headroom == "refuse" and not force:
                     raise HeadroomError(cal.refusal())
@@ -198,6 +203,7 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
                 for it, arr in enumerate(arrivals):
                     tag = f"-it{it}" if len(arrivals) > 1 else ""
                     run_dir = out / "emulation" / f"{run.name}-{format_bytes(run.size_bytes)}{tag}"
+                    log.info("run %s (logs in %s)", run_dir.name, run_dir)
                     runs.append(execute(emu, run, scale, exp.cost, run_dir, arrivals_s=arr, iteration=it))
                 warning = frame_warning(run, em.byte_scale, em.mtu)
                 if warning:

@@ -13,6 +13,7 @@ Spec: ``docs/architecture.md`` (packet backend, machines); README, Reliability.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -33,6 +34,8 @@ from emulation.emulator.agent import RCV_BUDGET
 from emulation.emulator.ovs_sockets import SEND_BUFFER, SocketBufferError, SocketBuffers, packet_sockets
 from emulation.fabric import Fabric
 from emulation.poll import wait_until
+
+log = logging.getLogger(__name__)
 
 #: ``ethtool -K`` arguments turning off the offloads Open vSwitch's userspace datapath cannot
 #: handle (checksum, segmentation and receive offloads; :func:`disable_offloads`).
@@ -237,6 +240,7 @@ class EmulatedFabric:
 
     def __exit__(self, *exc) -> None:
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut teardown
+        log.info("tearing the emulation down")
         try:
             for p in self.children:
                 stop_pid(p)
@@ -262,10 +266,15 @@ class EmulatedFabric:
     def _start(self) -> None:
         self.registration = claim_machine(self.run_dir)
         self.caps = self.caps or detect()
+        log.debug("capabilities: %s", self.caps.to_json())
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        log.info("starting the %s controller (logs in %s)", self.controller_runtime, self.run_dir / "controller.log")
         self._start_controller()
+        log.info("building %d GPU hosts and %d switches at %s Mbit/s per link", self.fabric.gpus,
+                 len(bridge_names(self.fabric)), self.link_mbps)
         self._build_net()
         self.client.wait_ready(timeout=60)
+        log.info("every switch connected to the controller")
         if not self.caps.ovs_kernel_datapath:
             self._size_ovs_sockets()
 

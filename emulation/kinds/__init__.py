@@ -27,6 +27,7 @@ kind is read (:func:`get`), so a flow-only command never loads Mininet.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,8 @@ from emulation.envelope import ResultEnvelope, read_result
 from emulation.output import Progress
 from emulation.scenario.load import read_yaml, validate
 from emulation.scenario.schema import ScenarioError
+
+log = logging.getLogger(__name__)
 
 #: ``(kind, the top-level sections that mark a file of it, its module)``; the first kind, with
 #: no section, is the default.
@@ -152,8 +155,6 @@ def load(path: Path | str) -> tuple[Kind, Any]:
     :returns: ``(kind, scenario)``.
     :raises ScenarioError: one line, ``FILE: field: problem``.
     """
-    import sys
-
     from emulation.scenario.legacy import migrate
 
     path = Path(path)
@@ -161,7 +162,8 @@ def load(path: Path | str) -> tuple[Kind, Any]:
     kind = get(kind_of(data, path))
     data, notes = migrate(kind.name, {k: v for k, v in data.items() if k != "kind"}, path)
     for note in notes:
-        print(f"ocslab: warning: {note} (the old key still loads)", file=sys.stderr)
+        log.warning("%s (the old key still loads)", note)
+    log.info("%s: a %s scenario", path, kind.name)
     return kind, kind.load(path, data)
 
 
