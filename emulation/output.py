@@ -46,7 +46,7 @@ class Failed(RuntimeError):
 
 #: Exceptions of the backends (by class name, anywhere in the MRO) that refuse a job before it
 #: measured anything: exit status 2.
-REFUSALS = ("Refused", "ScenarioError", "BackendError", "HeadroomError", "MachineBusy",
+REFUSALS = ("Refused", "ScenarioError", "BackendError", "HeadroomError", "MachineBusy", "MachineUnfit",
             "Busy", "CompareError")
 #: Exceptions of the backends that end a started job: exit status 1.
 FAILURES = ("Failed", "EmulationError", "ControllerError", "SimulationError", "TeError", "SolverError")

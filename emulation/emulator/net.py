@@ -12,9 +12,11 @@ Spec: ``docs/architecture.md`` (packet backend, machines); README, Reliability.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
+import shutil
 import re
 import signal
 import socket
@@ -50,6 +52,11 @@ FAST_RTO_MIN_MS = 20.0
 
 class EmulationError(RuntimeError):
     """The emulated fabric could not be brought up (missing tool, controller did not start, ...)."""
+
+
+class MachineUnfit(EmulationError):
+    """This machine cannot run the packet backend at all (not root, no Mininet, Open vSwitch not
+    running): refused before anything started (exit status 2)."""
 
 
 class MachineBusy(EmulationError):
@@ -114,14 +121,17 @@ def claim_machine(run_dir: Path) -> registry.Registration:
     """Check that this process may emulate (root, Open vSwitch answering) and take the machine
     for one emulation (:mod:`emulation.emulator.registry`).
 
-    :raises EmulationError: not root, or Open vSwitch not running.
+    :raises MachineUnfit: not root, Mininet not installed, or Open vSwitch not running.
     :raises MachineBusy: another emulation holds the machine, or a killed run left state behind
         (refused before anything of ours exists, so a teardown never touches theirs).
     """
     if os.geteuid() != 0:
-        raise EmulationError("the mininet backend needs root (run with sudo)")
-    if subprocess.run(["ovs-vsctl", "--timeout=5", "show"], capture_output=True).returncode:
-        raise EmulationError("Open vSwitch is not running (make setup starts it)")
+        raise MachineUnfit("the mininet backend needs root (run with sudo; --backend flow runs without)")
+    if importlib.util.find_spec("mininet") is None:
+        raise MachineUnfit("the mininet backend needs Mininet (make setup installs it; --backend flow runs without)")
+    if shutil.which("ovs-vsctl") is None or subprocess.run(["ovs-vsctl", "--timeout=5", "show"],
+                                                           capture_output=True).returncode:
+        raise MachineUnfit("Open vSwitch is not running (make setup installs and starts it)")
     try:
         reg = registry.Registration(run_dir)
     except registry.Busy as e:

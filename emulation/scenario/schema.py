@@ -258,7 +258,7 @@ class RunSpec(StrictModel):
     ``two-hop`` (the excess of pairs whose demand outgrows their slot is relayed through
     intermediate GPUs, RotorLB-style: :mod:`emulation.planners.relay`; needs a schedule)."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z_0-9.-]+$")
     collective: str = "allreduce"
     algorithm: str
     planner: str = "none"
@@ -301,7 +301,7 @@ class NamedScenario(StrictModel):
     """What every kind of scenario file holds: its ``name`` (letters, digits, ``_``, ``.``, ``-``;
     it names the results directory) and an optional ``description``."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z_0-9.-]+$")
     description: str = ""
 
 
