@@ -1,5 +1,5 @@
 # ocslab: `make demo` and `make test` each install everything first (idempotent; run as root).
-.PHONY: setup demo test test-unit clean-runs
+.PHONY: setup demo test test-unit docs clean-runs
 
 setup:
 	bash scripts/setup.sh
@@ -14,6 +14,11 @@ test:
 test-unit:
 	OCSLAB_EXTRAS=test bash scripts/setup.sh
 	.venv/bin/python -m pytest -q -m "not emulation" tests
+
+docs:
+	OCSLAB_EXTRAS=docs bash scripts/setup.sh
+	.venv/bin/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs: docs/_build/html/index.html"
 
 clean-runs:
 	rm -rf runs

@@ -9,7 +9,8 @@
 #   .venv-ryu (when OCSLAB_EXTRAS has ryu, and a Python 3.9 is found, or on Ubuntu installed):
 #          Ryu 4.34 with eventlet 0.30.2, for `ocslab run --controller ryu` (scripts/setup_ryu.sh);
 #          Ryu does not import on Python 3.10+. Where it cannot be made, .venv-ryu/UNAVAILABLE says why.
-# Environment: OCSLAB_EXTRAS, a comma-separated list: test (pytest), torch (PyTorch 2.13 CPU, for
+# Environment: OCSLAB_EXTRAS, a comma-separated list: test (pytest, and Sphinx to build the docs; docs
+#   installs the same), torch (PyTorch 2.13 CPU, for
 #   ocslab torch / ocslab train), ryu (the Ryu environment above). test also installs Dask's
 #   distributed (sweeps on a cluster, emulation.parallel; tested on a local cluster).
 set -euo pipefail
@@ -75,9 +76,10 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -c "import os_ken, mininet.net, numpy, scipy, networkx, pydantic, cvxpy, topohub, scapy, simpy"
   touch "$stamp"
 fi
-if [[ $extras == *,test,* ]] && ! .venv/bin/python -c "import pytest, distributed, jsonschema" 2>/dev/null; then
+test_imports="import pytest, distributed, jsonschema, sphinx, myst_parser, furo, sphinxarg, sphinxcontrib.autodoc_pydantic"
+if [[ $extras == *,test,* || $extras == *,docs,* ]] && ! .venv/bin/python -c "$test_imports" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v -i "^warning" || true
-  .venv/bin/python -c "import pytest, distributed, jsonschema"
+  .venv/bin/python -c "$test_imports"
 fi
 if [[ $extras == *,torch,* ]] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v -i "^warning" || true
