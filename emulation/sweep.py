@@ -84,11 +84,12 @@ def static_and_dp(point: tuple) -> tuple[Point, list[Point]]:
 def add_model_arguments(parser, alpha_us: float, out: str) -> None:
     """Add the sweep scripts' common flags to an ``argparse`` parser: ``--alpha-us``,
     ``--delta-us`` (cost model, microseconds), ``--gbps`` (port rate B) and ``--out`` (results
-    directory, default ``out``)."""
+    directory, default ``out`` under the repository's root)."""
     parser.add_argument("--alpha-us", type=float, default=alpha_us, help="per-message latency alpha, us")
     parser.add_argument("--delta-us", type=float, default=0.5, help="per-hop propagation delay delta, us")
     parser.add_argument("--gbps", type=float, default=400.0, help="port rate B, Gbit/s")
-    parser.add_argument("--out", type=Path, default=Path(out), help=f"results directory (default {out})")
+    root = Path(__file__).resolve().parents[1]
+    parser.add_argument("--out", type=Path, default=root / out, help=f"results directory (default {out} in the repository)")
 
 
 def model_from_arguments(args) -> CostModel:

@@ -92,7 +92,8 @@ def markdown(rows: list[dict], nbytes_txt: str, where: str) -> str:
     return "\n".join(out)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gpus", type=int, nargs="+", default=[1024, 4096, 16384])
     p.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
@@ -104,7 +105,12 @@ def main() -> int:
     p.add_argument("--json", type=Path, help="also write the figures here (e.g. runs/bench_flowsim.json)")
     p.add_argument("--markdown", action="store_true", help="print the README's table")
     p.add_argument("--case", nargs=2, metavar=("NAME", "GPUS"), help=argparse.SUPPRESS)
-    args = p.parse_args()
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    args = parser().parse_args(argv)
     from emulation.units import format_bytes, parse_bytes
 
     try:

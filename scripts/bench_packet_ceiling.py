@@ -97,7 +97,8 @@ def markdown(rows: list[dict], gpus: list[int], where: str) -> str:
     return "\n".join(out)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gpus", type=int, nargs="+", default=[8, 16, 32, 64])
     p.add_argument("--start-mbps", type=float, default=20.0)
@@ -110,7 +111,12 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_packet_ceiling")
     p.add_argument("--json", type=Path)
     p.add_argument("--markdown", action="store_true")
-    args = p.parse_args()
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    args = parser().parse_args(argv)
     from emulation.units import parse_bytes
 
     try:

@@ -64,8 +64,8 @@ def summary(events: list[dict]) -> dict:
             "p99_s": float(np.percentile(err, 99)), "max_s": float(err.max()), "mean_s": float(err.mean())}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point (module doc)."""
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--slots", type=int, default=200)
@@ -73,8 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dark-ms", type=float, default=2.0)
     ap.add_argument("--sweep-ms", type=float, nargs="*", default=[10.0, 5.0, 2.0, 1.0, 0.5])
     ap.add_argument("--short-slots", type=int, default=100)
-    ap.add_argument("--out", type=Path, default=Path("runs/bench_rotor"))
-    args = ap.parse_args(argv)
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "runs" / "bench_rotor")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    args = parser().parse_args(argv)
     if args.gpus < 2 or args.slots < 1 or args.slot_ms <= 0 or args.dark_ms < 0:
         print("--gpus >= 2, --slots >= 1, --slot-ms > 0, --dark-ms >= 0", file=sys.stderr)
         return 2

@@ -22,12 +22,18 @@ from emulation.planners import CostModel  # noqa: E402
 from emulation.sweep import parse_sizes  # noqa: E402
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, default=32)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--engine", choices=("processes", "dask"), default="processes")
-    args = ap.parse_args()
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    args = parser().parse_args(argv)
     sizes, rs = parse_sizes(SIZES), [r * 1e-6 for r in R_US]
     algorithms, model = ["ring", "rhd", "rd", "direct"], CostModel(alpha_s=1e-6, delta_s=0.5e-6)
     walls, rows = {}, {}

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scenario", type=Path, help="a scenario file; only its fabric is used")
     ap.add_argument("--app", action="append", default=[], help="your app's .py file (repeatable)")
@@ -32,7 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mbps", type=float, default=5.0, help="rate of each flood, Mbit/s (default 5)")
     ap.add_argument("--seconds", type=float, default=10.0, help="how long the fabric stays up (default 10)")
     ap.add_argument("--out", type=Path, help="logs (default runs/lab-<time>)")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    a = parser().parse_args(argv)
     from emulation.scenario import ScenarioError, load_experiment
 
     try:

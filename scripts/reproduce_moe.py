@@ -165,12 +165,18 @@ def part4(twohop: Scenario, out: Path, packet: bool) -> list[dict]:
     return rows
 
 
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--packet", action=argparse.BooleanOptionalAction, default=False,
+                    help="also run part (2) on real packets (root, Open vSwitch; default off)")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "runs" / "reproduce_moe")
+    return ap
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point (module doc)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--packet", action="store_true", help="also run part (2) on real packets (root, Open vSwitch)")
-    ap.add_argument("--out", type=Path, default=Path("runs/reproduce_moe"))
-    args = ap.parse_args(argv)
+    args = parser().parse_args(argv)
     eps = load_scenario(ROOT / "experiments" / "moe_eps.yaml")
     ocs = load_scenario(ROOT / "experiments" / "moe_ocs.yaml")
     twohop = load_scenario(ROOT / "experiments" / "moe_twohop.yaml")

@@ -110,7 +110,8 @@ def plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gpus", type=int, default=128)
     p.add_argument("--sizes", nargs="+", default=SIZES)
@@ -118,7 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS["allreduce"]))
     add_model_arguments(p, alpha_us=1.0, out="runs/reproduce_pccl")
     add_engine_arguments(p)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    args = parser().parse_args(argv)
     try:
         sizes = parse_sizes(args.sizes)
         model = model_from_arguments(args)

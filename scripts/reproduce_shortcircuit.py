@@ -151,14 +151,20 @@ def plot(rows_a: list[dict], rows_b: list[dict], out: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gpus", type=int, nargs="+", default=[16, 64])
     p.add_argument("--sizes", nargs="+", default=SIZES)
     p.add_argument("--b-sizes", nargs="+", default=["4KiB", "64KiB", "1MiB", "16MiB"], help="sizes of sweep (b)")
     p.add_argument("--r-us", type=float, nargs="+", default=R_US, help="reconfiguration delays R of (b), us")
     add_model_arguments(p, alpha_us=0.0, out="runs/reproduce_shortcircuit")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    args = parser().parse_args(argv)
     try:
         sizes = parse_sizes(args.sizes)
         b_sizes = parse_sizes(args.b_sizes, "--b-sizes")

@@ -166,19 +166,25 @@ def packet(n: int, nbytes: int, alpha_s: float, gbps: float, link_mbps: float | 
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point (module doc)."""
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ns", type=int, nargs="+", default=[4, 8, 16, 32, 64])
     ap.add_argument("--alpha-us", type=float, default=3.0)
     ap.add_argument("--gibps", type=float, default=450.0, help="B per GPU, GiB/s")
     ap.add_argument("--size", default="1GiB")
-    ap.add_argument("--no-packet", action="store_true")
+    ap.add_argument("--packet", action=argparse.BooleanOptionalAction, default=True,
+                    help="part (4) on real packets (root, Open vSwitch; default on; --no-packet skips it)")
     ap.add_argument("--link-mbps", type=float, default=None,
                     help="emulated link rate; default: calibrated on this machine (the headroom probe)")
     ap.add_argument("--byte-scale", type=float, default=1 / 512)
-    ap.add_argument("--out", type=Path, default=Path("runs/reproduce_stragglar"))
-    args = ap.parse_args(argv)
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "runs" / "reproduce_stragglar")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    args = parser().parse_args(argv)
     try:
         nbytes, = parse_sizes([args.size], "--size")
     except ValueError as e:
@@ -233,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     con.print(t)
 
     pk: list[dict] = []
-    if not args.no_packet:
+    if args.packet:
         pk = packet(n, nbytes, alpha, gbps, args.link_mbps, args.byte_scale, args.out)
         write_csv(args.out / "packet.csv", pk)
         rate = f"{args.link_mbps:g} Mbit/s" if args.link_mbps else "calibrated"

@@ -113,14 +113,19 @@ def summary(runs: list[dict], console: Console) -> None:
         console.print(t)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point (module doc)."""
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--full", type=int, default=0, metavar="N", help="fresh clones running make test")
     ap.add_argument("--emulation", type=int, default=0, metavar="K", help="runs of the emulation tests alone")
     ap.add_argument("--tests", default=None, metavar="EXPR", help="pytest -k expression for the emulation runs")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "soak")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    args = parser().parse_args(argv)
     if args.full < 0 or args.emulation < 0 or not (args.full or args.emulation):
         print("soak: give --full N and/or --emulation K (positive counts)", file=sys.stderr)
         return 2
