@@ -100,7 +100,7 @@ def frame_warning(run: RunDescription, byte_scale: float, mtu: int) -> str | Non
 
     Only jumbo frames warn: at 1500 the early end is smaller than the agents' late starts, which
     go the other way (the demo's 1 MiB runs, 9 frames per transfer, measure +4%), while a 64-GPU
-    Ring at 9000 (4.6 frames) runs 11-16% fast (README, How many GPUs this machine emulates
+    Ring at 9000 (4.6 frames) runs 11-16% fast (docs/emulator.md, How many GPUs this machine emulates
     faithfully)."""
     if mtu <= dpn.MTU:
         return None

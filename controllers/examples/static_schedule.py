@@ -7,7 +7,7 @@ Run it beside the built-in apps::
 
     .venv/bin/ocslab run experiments/lab.yaml --app controllers/examples/static_schedule.py
 
-Edit the constants, or :meth:`StaticSchedule.schedule`, to make it yours (README, Your own
+Edit the constants, or :meth:`StaticSchedule.schedule`, to make it yours (docs/controllers.md, Your own
 controller app). Each reconfiguration is logged (``controller.log``) with its measured dark window.
 """
 

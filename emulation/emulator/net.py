@@ -7,7 +7,7 @@ every bridge, and on exit (normal, error, Ctrl-C or SIGTERM) stops the agents an
 controller by pid and deletes our bridges and links by name. It never uses Mininet's global cleanup or kills
 by name pattern.
 
-Spec: ``docs/architecture.md`` (packet backend, machines); README, Reliability.
+Spec: ``docs/architecture.md`` (packet backend, machines); docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ class EmulatedFabric:
         datapath costs CPU per frame, not per byte: at 9000 a frame carries six times the payload,
         so the machine carries about that much more emulated traffic; each frame then stands for
         ``mtu / byte_scale`` real bytes, and a transfer ends about one frame time early against a
-        fluid link (:func:`emulation.runner.frame_warning`; README, "How many GPUs this machine
+        fluid link (:func:`emulation.runner.frame_warning`; docs/emulator.md, "How many GPUs this machine
         emulates faithfully").
     :raises MachineBusy: another emulation is running, or a killed one left state behind.
     :raises EmulationError: not root, Open vSwitch not running, the controller did not start,

@@ -155,9 +155,9 @@ class EmulationSpec(StrictModel):
     controller apps run on, ``os-ken`` or ``ryu`` (``ryu-manager`` from ``.venv-ryu``, which
     ``make setup`` makes where a Python 3.9 exists). ``apps``: paths of your own
     controller apps (``.py``, relative to the working directory), loaded beside the built-in
-    ones (README, Your own controller app). ``mtu``: MTU of every fabric interface (bytes, 1500
+    ones (docs/controllers.md, Your own controller app). ``mtu``: MTU of every fabric interface (bytes, 1500
     or up to 9000 for jumbo frames): the switch's CPU cost is per frame, so 9000 carries 4-8x the
-    emulated traffic on the same machine (README, How many GPUs this machine emulates
+    emulated traffic on the same machine (docs/emulator.md, How many GPUs this machine emulates
     faithfully); each frame then stands for ``mtu / byte_scale`` real bytes."""
 
     link_mbps: float | Literal["auto"] = "auto"
