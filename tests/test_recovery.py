@@ -227,15 +227,16 @@ def test_a_recovery_record_is_summarised_into_the_figures_lumion_reports():
     """Steady state, timeline, real-equivalent time, loss and the flow prediction of a synthetic
     supervisor record (arXiv 2505.23105); two recoveries compared."""
     from emulation.kinds.training import TrainingScenario
-    from emulation.training.run import compare_recoveries, summarise_recovery
+    from emulation.torchjob.recoveries import compare_recoveries, summarise_recovery
 
     sc = TrainingScenario.model_validate({
         "name": "t", "fabric": {"topology": "rack", "gpus": 4, "spares": 4, "port_gbps": 100, "electrical_gbps": 50,
                                 "reconfiguration_delay_s": 20e-6},
         "emulation": {"link_mbps": 20}, "job": {"hidden": 64, "layers": 1, "steps": 20},
         "failure": {"gpu": 2, "at_step": 7}, "recovery": ["optical", "electrical"]})
-    fabric = sc.build_fabric()
-    optical = summarise_recovery(_raw("optical", fabric, [0, 1, 4, 3], [2.5, 1.5, 2.0, 2.2, 1.8, 2.0, 2.1]), sc, fabric)
+    setup = sc.recovery_setup()
+    fabric = setup.fabric
+    optical = summarise_recovery(_raw("optical", fabric, [0, 1, 4, 3], [2.5, 1.5, 2.0, 2.2, 1.8, 2.0, 2.1]), setup)
     assert optical.mode == "optical" and optical.placement_after == [0, 1, 4, 3] and optical.moved_ranks == [2]
     st = optical.steady
     assert st.before.steps == 6 and st.before.step_s == pytest.approx(1.05)  # median past 2 warm-up steps
@@ -253,19 +254,20 @@ def test_a_recovery_record_is_summarised_into_the_figures_lumion_reports():
         (0.01, 0.012, 0.02, 0.5, 0.6, 1.3))
     assert tl.first_step == pytest.approx(1.5 + 2.5)
     f = optical.failure_to_rewritten_s
-    assert sc.tdf == pytest.approx(5000)
+    assert sc.tdf == setup.tdf == pytest.approx(5000)
     assert f.emulated == pytest.approx(0.5) and f.real_equivalent == pytest.approx(0.5 - 0.4 + 0.4 / 5000)
     lo = optical.loss
     assert (lo.resumed_from, lo.last_step_before_failure, lo.steps_redone, lo.replayed_steps) == (4, 7, 3, 3)
     assert lo.launch0_first == pytest.approx(2.0) and lo.launch0_last == pytest.approx(1.3)
     assert lo.launch1_first == pytest.approx(1.5 + 1e-4) and lo.launch1_last == pytest.approx(0.9)
-    assert lo.launch0_slope_per_step == pytest.approx(-0.1) and lo.launch1_slope_per_step == pytest.approx(-0.1, rel=1e-3)
+    assert lo.launch0_slope_per_step == pytest.approx(-0.1)
+    assert lo.launch1_slope_per_step == pytest.approx(-0.1, rel=1e-3)
     assert lo.replay_max_abs_diff == pytest.approx(1e-4, rel=1e-6) and lo.loss_at_checkpoint == pytest.approx(1.6)
     assert len(optical.steps) == 16 and optical.steps[8].t_s == pytest.approx(0.3)  # step 8 of launch 0, after
     assert optical.evidence["packets_to_failed_gpu"]["after_rewrite"] == 0
 
     electrical = summarise_recovery(_raw("electrical", fabric, [0, 1, 4, 3], [5.0, 3.0, 4.0, 4.4, 3.6, 4.0, 4.2]),
-                                    sc, fabric)
+                                    setup)
     assert electrical.steady.after.step_s == pytest.approx(4.0)
     # the spare reached over the half-rate electrical path: the ring's fluid time doubles
     assert electrical.steady.after.predicted_allreduce_s == pytest.approx(0.525 + fluid)
@@ -274,4 +276,41 @@ def test_a_recovery_record_is_summarised_into_the_figures_lumion_reports():
     assert cmp.after_over_before == pytest.approx({"optical": 2.0 / 1.05, "electrical": 4.0 / 1.05})
     assert compare_recoveries([electrical]).after_over_optical == {}
     with pytest.raises(ValueError, match="electrical: no completed step after the restart"):
-        summarise_recovery(_raw("electrical", fabric, [0, 1, 4, 3], []), sc, fabric)
+        summarise_recovery(_raw("electrical", fabric, [0, 1, 4, 3], []), setup)
+
+
+def test_run_recoveries_supervises_one_emulation_per_recovery(tmp_path, monkeypatch):
+    """The loop over recoveries, with the supervisor and the capability probe replaced: one
+    supervised run per mode with the setup's arguments (dark window R x TDF, emulated), its raw
+    record in ``out/MODE/raw.json``, progress per mode."""
+    import emulation.emulator.capabilities as capabilities
+    import emulation.emulator.recovery as supervisor
+    from emulation.kinds.training import TrainingScenario
+    from emulation.torchjob.recoveries import run_recoveries
+
+    class Caps:
+        def to_json(self) -> dict:
+            return {"netem": True}
+
+    calls = []
+
+    def run_recovery(fabric, job, placement, spares, mode, failed_gpu, at_step, link_mbps, dark_s, out, timeout_s,
+                     caps, restart="warm"):
+        calls.append((mode, placement, spares, failed_gpu, at_step, link_mbps, dark_s, out, timeout_s, restart))
+        out.mkdir(parents=True)
+        return _raw(mode, fabric, [0, 1, 4, 3], [2.5, 1.5, 2.0, 2.2, 1.8, 2.0, 2.1])
+
+    monkeypatch.setattr(supervisor, "run_recovery", run_recovery)
+    monkeypatch.setattr(capabilities, "detect", Caps)
+    sc = TrainingScenario.model_validate({
+        "name": "t", "fabric": {"topology": "rack", "gpus": 4, "spares": 4, "port_gbps": 100, "electrical_gbps": 50,
+                                "reconfiguration_delay_s": 20e-6},
+        "emulation": {"link_mbps": 20}, "job": {"hidden": 64, "layers": 1, "steps": 20, "restart": "cold"},
+        "failure": {"gpu": 2, "at_step": 7}, "recovery": ["optical", "electrical"], "timeout_s": 60})
+    progress = []
+    runs, caps = run_recoveries(sc.recovery_setup(), sc.recovery, tmp_path, lambda *a: progress.append(a))
+    assert [r.mode for r in runs] == ["optical", "electrical"] and caps == {"netem": True}
+    assert progress == [("optical", 0, 2), ("electrical", 1, 2), ("done", 2, 2)]
+    assert [c[:6] for c in calls] == [(m, [0, 1, 2, 3], [4, 5, 6, 7], 2, 7, 20) for m in ("optical", "electrical")]
+    assert calls[0][6] == pytest.approx(20e-6 * 5000) and calls[0][7:] == (tmp_path / "optical", 60, "cold")
+    assert json.loads((tmp_path / "electrical" / "raw.json").read_text())["mode"] == "electrical"

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from emulation.training.results import TrainingResult
 
-#: Timeline phases in order, with their labels (:func:`emulation.training.run.summarise`).
+#: Timeline phases in order, with their labels (:func:`emulation.torchjob.recoveries.summarise_recovery`).
 PHASES = (("detected", "detected"), ("rewritten", "circuits rewritten"), ("restarted", "job restarted"),
           ("group_reformed", "group re-formed"), ("first_step", "first step"))
 
