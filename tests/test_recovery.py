@@ -279,6 +279,37 @@ def test_a_recovery_record_is_summarised_into_the_figures_lumion_reports():
         summarise_recovery(_raw("electrical", fabric, [0, 1, 4, 3], []), setup)
 
 
+def test_the_training_report_prints_its_tables_and_draws_the_timeline(tmp_path):
+    """The recovery tables and ``timeline.png`` of a result built from synthetic records."""
+    from rich.console import Console
+
+    from emulation.kinds.training import TrainingScenario
+    from emulation.torchjob.recoveries import compare_recoveries, summarise_recovery
+    from emulation.training import report
+    from emulation.training.results import TrainingResult
+
+    sc = TrainingScenario.model_validate({
+        "name": "t", "fabric": {"topology": "rack", "gpus": 4, "spares": 4, "port_gbps": 100, "electrical_gbps": 50},
+        "emulation": {"link_mbps": 20}, "job": {"hidden": 64, "layers": 1, "steps": 20},
+        "failure": {"gpu": 2, "at_step": 7}, "recovery": ["optical", "electrical"]})
+    setup = sc.recovery_setup()
+    runs = [summarise_recovery(_raw("optical", setup.fabric, [0, 1, 4, 3], [2.5, 1.5, 2.0, 2.2, 1.8, 2.0, 2.1]), setup),
+            summarise_recovery(_raw("electrical", setup.fabric, [0, 1, 4, 3], [5.0, 3.0, 4.0, 4.4, 3.6, 4.0, 4.2]),
+                               setup)]
+    result = TrainingResult(tdf=sc.tdf, parameters=sc.job.parameters, gradient_bytes=sc.job.gradient_bytes,
+                            capabilities={}, runs=runs, comparison=compare_recoveries(runs))
+    con = Console(record=True, width=200)
+    report.print_summary(result, con)
+    text = con.export_text()
+    for title in ("Recovery timeline", "Failure -> circuits rewritten (TDF 5000", "Steady state", "Loss",
+                  "Packets the switches sent"):
+        assert title in text
+    assert "2.00x" in text and "1.905" in text and "[0, 1, 4, 3]" in text  # electrical / optical; after / before
+    assert "-0.1000" in text and "1.0e-04" in text  # loss slope; replayed steps match their first losses
+    report.timeline_plot(result, tmp_path / "timeline.png")
+    assert (tmp_path / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_run_recoveries_supervises_one_emulation_per_recovery(tmp_path, monkeypatch):
     """The loop over recoveries, with the supervisor and the capability probe replaced: one
     supervised run per mode with the setup's arguments (dark window R x TDF, emulated), its raw
