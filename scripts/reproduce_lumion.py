@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def part1(sc: TrainingScenario) -> None:
-    fabric = sc.build_fabric()
+    fabric = sc.fabric.build()
     nbytes = sc.job.gradient_bytes
     print(f"(1) flow backend: ring AllReduce of {nbytes / 1e6:.2f} MB of gradients on {sc.fabric.gpus} GPUs, "
           f"{sc.fabric.port_gbps:g} Gbit/s circuits, electrical path {sc.fabric.electrical_gbps:g} Gbit/s, alpha 0")

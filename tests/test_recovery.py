@@ -187,3 +187,161 @@ def test_training_resumes_from_its_checkpoint_exactly(run_dir):
     for s in range(8):  # the same data and weights give the same loss, launch after launch
         assert b.get((0, s), b.get((1, s))) == pytest.approx(a[(0, s)], abs=1e-6)
     assert a[(0, 7)] < a[(0, 0)]
+
+
+def _raw(mode: str, fabric, placement_after: list[int], after_durations: list[float]) -> dict:
+    """A synthetic :func:`emulation.emulator.recovery.run_recovery` record: launch 0 runs steps
+    0..7 (and logs step 8 after the failure), the controller rewires, launch 1 resumes from the
+    checkpoint of step 4 and runs steps 5..11 with ``after_durations``."""
+    rows, t = [], 100.0
+    for step, d in enumerate([3.0, 2.0, 1.0, 1.2, 1.1, 1.0, 0.8, 1.4]):
+        rows.append({"launch": 0, "step": step, "t_start": t, "t_end": t + d, "allreduce_s": d / 2,
+                     "loss": 2.0 - 0.1 * step})
+        t += d
+    t_fail = t + 0.05
+    rows.append({"launch": 0, "step": 8, "t_start": t, "t_end": t_fail + 0.3, "allreduce_s": 0.1, "loss": 1.2})
+    t = t_fail + 1.5
+    for step, d in zip(range(5, 12), after_durations):
+        rows.append({"launch": 1, "step": step, "t_start": t, "t_end": t + d, "allreduce_s": d / 4,
+                     "loss": 2.0 - 0.1 * step + (1e-4 if step <= 7 else 0.0)})
+        t += d
+    fo = failover_table(fabric, mode, (0, 1, 2, 3), (4, 5, 6, 7))[2]
+    return {
+        "mode": mode, "failed_gpu": 2, "placement": [[0, 1, 2, 3], placement_after], "spares": [4, 5, 6, 7],
+        "events": {"failure": {"t": t_fail, "gpu": 2},
+                   "gpu-failed": {"t_detected": t_fail + 0.01, "detection": "port-status"},
+                   "failover": {"t_decided": t_fail + 0.012, "t_dark": t_fail + 0.02, "t_request": t_fail + 0.015,
+                                "t_live": t_fail + 0.5, "dark_window_measured_s": 0.4,
+                                "reconfiguration_delay_s": 0.4, "configuration": fo.configuration.to_json(),
+                                "moved": list(fo.moved), "placement": list(fo.placement)},
+                   "restart": {"t": t_fail + 0.6, "restart": "warm"}},
+        "launches": [[{"rank": r} for r in range(4)],
+                     [{"rank": r, "resumed_from": 4, "t_group": t_fail + 1.0 + 0.1 * r} for r in range(4)]],
+        "steps": [{"launch": 0, "event": "start"}] + rows,
+        "evidence": {"packets_to_failed_gpu": {"between_failure_and_rewrite": 3, "after_rewrite": 0},
+                     "ocs_rules_to_failed_gpu": []},
+    }
+
+
+def test_a_recovery_record_is_summarised_into_the_figures_lumion_reports():
+    """Steady state, timeline, real-equivalent time, loss and the flow prediction of a synthetic
+    supervisor record (arXiv 2505.23105); two recoveries compared."""
+    from emulation.kinds.training import TrainingScenario
+    from emulation.torchjob.recoveries import compare_recoveries, summarise_recovery
+
+    sc = TrainingScenario.model_validate({
+        "name": "t", "fabric": {"topology": "rack", "gpus": 4, "spares": 4, "port_gbps": 100, "electrical_gbps": 50,
+                                "reconfiguration_delay_s": 20e-6},
+        "emulation": {"link_mbps": 20}, "job": {"hidden": 64, "layers": 1, "steps": 20},
+        "failure": {"gpu": 2, "at_step": 7}, "recovery": ["optical", "electrical"]})
+    setup = sc.recovery_setup()
+    fabric = setup.fabric
+    optical = summarise_recovery(_raw("optical", fabric, [0, 1, 4, 3], [2.5, 1.5, 2.0, 2.2, 1.8, 2.0, 2.1]), setup)
+    assert optical.mode == "optical" and optical.placement_after == [0, 1, 4, 3] and optical.moved_ranks == [2]
+    st = optical.steady
+    assert st.before.steps == 6 and st.before.step_s == pytest.approx(1.05)  # median past 2 warm-up steps
+    assert st.before.allreduce_s == pytest.approx(0.525) and st.before.samples_per_s == pytest.approx(64 / 1.05)
+    assert st.after.steps == 5 and st.after.step_s == pytest.approx(2.0) and st.after.allreduce_s == pytest.approx(0.5)
+    assert st.after_over_before == pytest.approx(2.0 / 1.05)
+    # alpha is fitted so the prediction before the failure is the measured AllReduce; the optical
+    # recovery restores the same ring of full-rate circuits, so the prediction after is the same
+    fluid = 2 * 3 / 4 * sc.job.gradient_bytes * 8 / 20e6  # the ring's bytes at 20 Mbit/s, alpha 0
+    assert optical.alpha_s == pytest.approx((0.525 - fluid) / 6)  # 2 (n - 1) messages
+    assert st.before.predicted_allreduce_s == pytest.approx(0.525)
+    assert st.after.predicted_allreduce_s == pytest.approx(0.525)
+    tl = optical.timeline_s
+    assert (tl.detected, tl.decided, tl.dark, tl.rewritten, tl.restarted, tl.group_reformed) == pytest.approx(
+        (0.01, 0.012, 0.02, 0.5, 0.6, 1.3))
+    assert tl.first_step == pytest.approx(1.5 + 2.5)
+    f = optical.failure_to_rewritten_s
+    assert sc.tdf == setup.tdf == pytest.approx(5000)
+    assert f.emulated == pytest.approx(0.5) and f.real_equivalent == pytest.approx(0.5 - 0.4 + 0.4 / 5000)
+    lo = optical.loss
+    assert (lo.resumed_from, lo.last_step_before_failure, lo.steps_redone, lo.replayed_steps) == (4, 7, 3, 3)
+    assert lo.launch0_first == pytest.approx(2.0) and lo.launch0_last == pytest.approx(1.3)
+    assert lo.launch1_first == pytest.approx(1.5 + 1e-4) and lo.launch1_last == pytest.approx(0.9)
+    assert lo.launch0_slope_per_step == pytest.approx(-0.1)
+    assert lo.launch1_slope_per_step == pytest.approx(-0.1, rel=1e-3)
+    assert lo.replay_max_abs_diff == pytest.approx(1e-4, rel=1e-6) and lo.loss_at_checkpoint == pytest.approx(1.6)
+    assert len(optical.steps) == 16 and optical.steps[8].t_s == pytest.approx(0.3)  # step 8 of launch 0, after
+    assert optical.evidence["packets_to_failed_gpu"]["after_rewrite"] == 0
+
+    electrical = summarise_recovery(_raw("electrical", fabric, [0, 1, 4, 3], [5.0, 3.0, 4.0, 4.4, 3.6, 4.0, 4.2]),
+                                    setup)
+    assert electrical.steady.after.step_s == pytest.approx(4.0)
+    # the spare reached over the half-rate electrical path: the ring's fluid time doubles
+    assert electrical.steady.after.predicted_allreduce_s == pytest.approx(0.525 + fluid)
+    cmp = compare_recoveries([optical, electrical])
+    assert cmp.after_over_optical == pytest.approx({"optical": 1.0, "electrical": 2.0})
+    assert cmp.after_over_before == pytest.approx({"optical": 2.0 / 1.05, "electrical": 4.0 / 1.05})
+    assert compare_recoveries([electrical]).after_over_optical == {}
+    with pytest.raises(ValueError, match="electrical: no completed step after the restart"):
+        summarise_recovery(_raw("electrical", fabric, [0, 1, 4, 3], []), setup)
+
+
+def test_the_training_report_prints_its_tables_and_draws_the_timeline(tmp_path):
+    """The recovery tables and ``timeline.png`` of a result built from synthetic records."""
+    from rich.console import Console
+
+    from emulation.kinds.training import TrainingScenario
+    from emulation.torchjob.recoveries import compare_recoveries, summarise_recovery
+    from emulation.training import report
+    from emulation.training.results import TrainingResult
+
+    sc = TrainingScenario.model_validate({
+        "name": "t", "fabric": {"topology": "rack", "gpus": 4, "spares": 4, "port_gbps": 100, "electrical_gbps": 50},
+        "emulation": {"link_mbps": 20}, "job": {"hidden": 64, "layers": 1, "steps": 20},
+        "failure": {"gpu": 2, "at_step": 7}, "recovery": ["optical", "electrical"]})
+    setup = sc.recovery_setup()
+    runs = [summarise_recovery(_raw("optical", setup.fabric, [0, 1, 4, 3], [2.5, 1.5, 2.0, 2.2, 1.8, 2.0, 2.1]), setup),
+            summarise_recovery(_raw("electrical", setup.fabric, [0, 1, 4, 3], [5.0, 3.0, 4.0, 4.4, 3.6, 4.0, 4.2]),
+                               setup)]
+    result = TrainingResult(tdf=sc.tdf, parameters=sc.job.parameters, gradient_bytes=sc.job.gradient_bytes,
+                            capabilities={}, runs=runs, comparison=compare_recoveries(runs))
+    con = Console(record=True, width=200)
+    report.print_summary(result, con)
+    text = con.export_text()
+    for title in ("Recovery timeline", "Failure -> circuits rewritten (TDF 5000", "Steady state", "Loss",
+                  "Packets the switches sent"):
+        assert title in text
+    assert "2.00x" in text and "1.905" in text and "[0, 1, 4, 3]" in text  # electrical / optical; after / before
+    assert "-0.1000" in text and "1.0e-04" in text  # loss slope; replayed steps match their first losses
+    report.timeline_plot(result, tmp_path / "timeline.png")
+    assert (tmp_path / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_run_recoveries_supervises_one_emulation_per_recovery(tmp_path, monkeypatch):
+    """The loop over recoveries, with the supervisor and the capability probe replaced: one
+    supervised run per mode with the setup's arguments (dark window R x TDF, emulated), its raw
+    record in ``out/MODE/raw.json``, progress per mode."""
+    import emulation.emulator.capabilities as capabilities
+    import emulation.emulator.recovery as supervisor
+    from emulation.kinds.training import TrainingScenario
+    from emulation.torchjob.recoveries import run_recoveries
+
+    class Caps:
+        def to_json(self) -> dict:
+            return {"netem": True}
+
+    calls = []
+
+    def run_recovery(fabric, job, placement, spares, mode, failed_gpu, at_step, link_mbps, dark_s, out, timeout_s,
+                     caps, restart="warm"):
+        calls.append((mode, placement, spares, failed_gpu, at_step, link_mbps, dark_s, out, timeout_s, restart))
+        out.mkdir(parents=True)
+        return _raw(mode, fabric, [0, 1, 4, 3], [2.5, 1.5, 2.0, 2.2, 1.8, 2.0, 2.1])
+
+    monkeypatch.setattr(supervisor, "run_recovery", run_recovery)
+    monkeypatch.setattr(capabilities, "detect", Caps)
+    sc = TrainingScenario.model_validate({
+        "name": "t", "fabric": {"topology": "rack", "gpus": 4, "spares": 4, "port_gbps": 100, "electrical_gbps": 50,
+                                "reconfiguration_delay_s": 20e-6},
+        "emulation": {"link_mbps": 20}, "job": {"hidden": 64, "layers": 1, "steps": 20, "restart": "cold"},
+        "failure": {"gpu": 2, "at_step": 7}, "recovery": ["optical", "electrical"], "timeout_s": 60})
+    progress = []
+    runs, caps = run_recoveries(sc.recovery_setup(), sc.recovery, tmp_path, lambda *a: progress.append(a))
+    assert [r.mode for r in runs] == ["optical", "electrical"] and caps == {"netem": True}
+    assert progress == [("optical", 0, 2), ("electrical", 1, 2), ("done", 2, 2)]
+    assert [c[:6] for c in calls] == [(m, [0, 1, 2, 3], [4, 5, 6, 7], 2, 7, 20) for m in ("optical", "electrical")]
+    assert calls[0][6] == pytest.approx(20e-6 * 5000) and calls[0][7:] == (tmp_path / "optical", 60, "cold")
+    assert json.loads((tmp_path / "electrical" / "raw.json").read_text())["mode"] == "electrical"

@@ -18,7 +18,9 @@ of ``recovery`` is one run of the whole scenario on a fresh emulation
 program sends real bytes (byte scale 1), so the time dilation factor is
 ``TDF = port_gbps x 1000 / link_mbps`` and the dark window is ``reconfiguration_delay_s x TDF``.
 Runs on the packet backend only (``ocslab run`` or ``ocslab train``, which also takes
-``--recovery``); result: :class:`emulation.training.results.TrainingResult`.
+``--recovery``): the scenario becomes a :class:`~emulation.torchjob.recoveries.RecoverySetup`
+and :func:`emulation.torchjob.recoveries.run_recoveries` runs every recovery; result:
+:class:`emulation.training.results.TrainingResult`.
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from emulation.envelope import envelope
-from emulation.fabric import Fabric, FabricError
+from emulation.fabric import FabricError
 from emulation.kinds import Kind, RunRequest, command_job, validated
 from emulation.output import Refused
 from emulation.planners.failover import failover_table
 from emulation.scale import Scale
 from emulation.scenario.schema import EmulationSpec, FabricSpec, NamedScenario, ScenarioError, StrictModel
+from emulation.torchjob.recoveries import RecoverySetup
 from emulation.training import report
 from emulation.training.results import TrainingResult
 
@@ -148,13 +151,23 @@ class TrainingScenario(NamedScenario):
         """The spare GPUs, in order of preference."""
         return tuple(range(self.fabric.gpus, self.fabric.gpus + self.fabric.spares))
 
-    def build_fabric(self) -> Fabric:
-        """The rack (:meth:`FabricSpec.build`). :raises ScenarioError: the builder rejects it."""
-        return self.fabric.build()
+    def recovery_setup(self) -> RecoverySetup:
+        """What every recovery run starts from
+        (:class:`~emulation.torchjob.recoveries.RecoverySetup`): the rack built
+        (:meth:`FabricSpec.build`), the job as JSON, the placement, the spares, the failure and
+        the emulation's rate and TDF.
+
+        :raises ScenarioError: the builder rejects the rack.
+        """
+        return RecoverySetup(fabric=self.fabric.build(), job=self.job.model_dump(),
+                             gradient_bytes=self.job.gradient_bytes, placement=self.placement, spares=self.spares,
+                             failed_gpu=self.failure.gpu, at_step=self.failure.at_step,
+                             link_mbps=self.emulation.link_mbps, tdf=self.tdf,
+                             reconfiguration_delay_s=self.fabric.reconfiguration_delay_s, timeout_s=self.timeout_s)
 
 
 def _check_recoveries(sc: TrainingScenario) -> None:
-    fabric = sc.build_fabric()
+    fabric = sc.fabric.build()
     try:
         for mode in sc.recovery:
             failover_table(fabric, mode, sc.placement, sc.spares)
@@ -169,16 +182,24 @@ def _load(path: Path, data: dict) -> TrainingScenario:
 
 
 def _run(req: RunRequest):
-    """Every recovery of the scenario with real packets, a fresh emulation each
-    (:func:`emulation.training.run.run_training`). :raises Refused: PyTorch is not installed."""
+    """Every recovery of the scenario with real packets, a fresh emulation each, its raw record
+    in ``out/MODE/raw.json`` (:func:`emulation.torchjob.recoveries.run_recoveries`), and their
+    comparison, in a :class:`TrainingResult`.
+
+    :raises Refused: PyTorch is not installed.
+    :raises emulation.emulator.net.EmulationError: the emulation or the job failed.
+    """
     from emulation.torchjob.launch import torch_available
-    from emulation.training.run import run_training
+    from emulation.torchjob.recoveries import compare_recoveries, run_recoveries
 
     if not torch_available():
         raise Refused("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, "
                       "or .venv/bin/pip install torch==2.13.0)")
     sc = req.scenario
-    return envelope("training", sc.name, "mininet", run_training(sc, req.out, req.progress))
+    runs, capabilities = run_recoveries(sc.recovery_setup(), sc.recovery, req.out, req.progress)
+    result = TrainingResult(tdf=sc.tdf, parameters=sc.job.parameters, gradient_bytes=sc.job.gradient_bytes,
+                            capabilities=capabilities, runs=runs, comparison=compare_recoveries(runs))
+    return envelope("training", sc.name, "mininet", result)
 
 
 def _write(env, out: Path) -> list[str]:

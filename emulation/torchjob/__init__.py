@@ -22,6 +22,9 @@ What drives them from the machine:
   circuits against the flow backend's prediction;
 - :mod:`emulation.torchjob.predict`: the flow backend's time of gloo's ring AllReduce on a
   fabric, a configuration and a placement, and the per-message latency fitted to a measurement.
+- :mod:`emulation.torchjob.recoveries`: the training job's GPU-failure recoveries (LUMION), one
+  supervised run each (:mod:`emulation.emulator.recovery`), summarised into typed records with
+  the flow prediction of every configuration's AllReduce.
 
 This package is core: scenario kinds (training, rails) import it, it imports no kind.
 PyTorch is an optional extra (``pip install torch==2.13.0``); nothing here imports it at module

@@ -1,0 +1,332 @@
+"""A data-parallel torch job loses a GPU and recovers, once per recovery, on the packet backend;
+what each recovery measured, beside the flow backend's prediction (LUMION, arXiv 2505.23105).
+
+For every recovery (``optical``, ``electrical``, ``migration``: :data:`emulation.planners.failover.RECOVERIES`)
+:func:`run_recoveries` calls the supervisor :func:`emulation.emulator.recovery.run_recovery` on a
+fresh emulation and :func:`summarise_recovery` turns its raw record (events, the ranks' launch
+records, the job's step log, the switches' evidence) into the figures LUMION reports, one
+:class:`RecoveryRun` each:
+
+- the **timeline**, seconds after the failure: ``detected`` (the controller's port-status
+  event), ``decided`` (spare and configuration looked up), ``dark`` (the changed circuits'
+  removal acknowledged), ``rewritten`` (new circuits acknowledged: they carry traffic),
+  ``restarted`` (the relaunch), ``group_reformed`` (the last rank through its first barrier
+  after rendezvous), ``first_step`` (the first completed step after the restart);
+- failure -> rewritten in emulated seconds and **real-equivalent** seconds: the control-plane
+  part (detection, decision, OpenFlow round trips) is real software on a real clock and is kept
+  as measured; the dark window, dilated by the TDF for the emulation, is divided by it;
+- **steady state** before the failure and after the recovery: the median step time (s, from a
+  step's start to its update applied) over the steps past ``warmup_steps`` of each launch,
+  the throughput (samples/s), the median AllReduce time, and the flow backend's AllReduce
+  prediction for that configuration (alpha fitted before the failure,
+  :mod:`emulation.torchjob.predict`);
+- **loss**: first and last of each launch and its least-squares slope per step (negative: the
+  job trains), the checkpoint step resumed from, and the steps run twice (after the
+  checkpoint, before the failure): the same data and weights must give the same loss, so
+  their largest difference shows the restart really resumed from the checkpoint;
+- the **evidence** that no packet reached the failed GPU after the rewrite.
+
+:func:`compare_recoveries` sets the recoveries' steady states side by side. Times in the
+timeline are emulated seconds after the failure; ``failure_to_rewritten_s`` also gives the
+real-equivalent time. The records are typed (pydantic, unknown fields refused); the training
+kind's result (:class:`emulation.training.results.TrainingResult`) holds them.
+
+This module sits beside :mod:`emulation.torchjob.perf` for the same reason: it measures on the
+packet backend and predicts with the flow backend, which the packet backend itself never
+imports. The emulator is imported only when :func:`run_recoveries` runs.
+
+Spec: ``docs/mechanisms.md`` (LUMION, arXiv 2505.23105).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from emulation.fabric import Configuration, Fabric
+from emulation.output import Progress
+from emulation.torchjob.predict import fit_alpha, predict_allreduce
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Timeline(_Record):
+    """Emulated seconds after the failure at which each recovery phase ended."""
+
+    detected: float
+    decided: float
+    dark: float
+    rewritten: float
+    restarted: float
+    group_reformed: float
+    first_step: float
+
+
+class FailureToRewritten(_Record):
+    """Failure -> new circuits carrying traffic: ``emulated`` and ``real_equivalent`` seconds,
+    the dark window measured and R requested (emulated s)."""
+
+    emulated: float
+    real_equivalent: float
+    dark_window_measured_s: float
+    reconfiguration_delay_s: float
+
+
+class Steady(_Record):
+    """Median step and AllReduce time (emulated s) and samples/s over ``steps`` steps past the
+    warm-up, and the flow backend's AllReduce prediction on the configuration of the time."""
+
+    steps: int
+    step_s: Optional[float]
+    allreduce_s: Optional[float]
+    samples_per_s: Optional[float]
+    predicted_allreduce_s: Optional[float] = None
+
+
+class SteadyState(_Record):
+    """Steady state before the failure and after the recovery, and their step-time ratio."""
+
+    before: Steady
+    after: Steady
+    after_over_before: float
+
+
+class Loss(_Record):
+    """The loss before and after the restart: first and last of each launch, their slopes per
+    step, the checkpoint resumed from, the steps redone and how closely the replayed steps
+    reproduce their first losses."""
+
+    launch0_first: float
+    launch0_last: float
+    launch1_first: float
+    launch1_last: float
+    resumed_from: int
+    loss_at_checkpoint: Optional[float]
+    last_step_before_failure: int
+    steps_redone: int
+    launch0_slope_per_step: Optional[float]
+    launch1_slope_per_step: Optional[float]
+    replayed_steps: int
+    replay_max_abs_diff: Optional[float]
+
+
+class TrainingStep(_Record):
+    """One training step of a launch: its end (emulated s after the failure), its duration, its
+    AllReduce time and the loss."""
+
+    launch: int
+    step: int
+    t_s: float
+    step_s: float
+    allreduce_s: float
+    loss: float
+
+
+class RecoveryRun(_Record):
+    """One recovery (``optical``, ``electrical``, ``migration``) of GPU ``failed_gpu``: placements
+    before and after, the ranks moved, how the failure was detected and the job restarted, the
+    timeline, steady state, fitted alpha (s), loss, the switches' evidence (packets toward the
+    failed GPU, OCS rules to it) and every step."""
+
+    mode: str
+    failed_gpu: int
+    placement_before: list[int]
+    placement_after: list[int]
+    moved_ranks: list[int]
+    detection: str
+    restart: str
+    timeline_s: Timeline
+    failure_to_rewritten_s: FailureToRewritten
+    steady: SteadyState
+    alpha_s: float
+    loss: Loss
+    evidence: dict[str, Any]
+    steps: list[TrainingStep]
+
+
+class RecoveryComparison(_Record):
+    """Step time after each recovery over the optical one's (when there is one) and over the
+    step time before the failure."""
+
+    after_over_optical: dict[str, float] = {}
+    after_over_before: dict[str, float]
+
+
+@dataclass(frozen=True)
+class RecoverySetup:
+    """The job, the rack and the GPU failure that every recovery of :func:`run_recoveries`
+    starts from (the training kind builds it from its scenario,
+    :meth:`emulation.kinds.training.TrainingScenario.recovery_setup`).
+
+    :param fabric: the rack (:func:`topologies.builders.rack`) at its real rates, holding the
+        job's ring of circuits.
+    :param job: the job as JSON (:class:`emulation.kinds.training.JobSpec`'s fields), which the
+        training program reads; its ``warmup_steps``, ``batch`` (global, samples) and
+        ``restart`` (``warm`` or ``cold``) are read here too.
+    :param gradient_bytes: bytes every rank AllReduces per step.
+    :param placement: GPU of every rank at launch; ``spares``: the spare GPUs, preferred first.
+    :param failed_gpu: the working GPU that fails once the job has completed step ``at_step``.
+    :param link_mbps: emulated port rate, Mbit/s.
+    :param tdf: the time dilation factor of the emulation (:class:`emulation.scale.Scale` with
+        byte scale 1: a real program sends real bytes, so it is the real port rate over
+        ``link_mbps``).
+    :param reconfiguration_delay_s: R, real seconds (emulated: R x ``tdf``).
+    :param timeout_s: wall-clock bound of each launch, seconds.
+    """
+
+    fabric: Fabric
+    job: dict[str, Any]
+    gradient_bytes: int
+    placement: tuple[int, ...]
+    spares: tuple[int, ...]
+    failed_gpu: int
+    at_step: int
+    link_mbps: float
+    tdf: float
+    reconfiguration_delay_s: float
+    timeout_s: float
+
+
+def _steady(steps: list[dict], warmup: int, batch: int) -> dict:
+    """Median step time / AllReduce time and throughput of ``steps`` past the first ``warmup``."""
+    use = steps[warmup:] if len(steps) > warmup else steps
+    if not use:
+        return {"steps": 0, "step_s": None, "allreduce_s": None, "samples_per_s": None}
+    step_s = statistics.median(r["t_end"] - r["t_start"] for r in use)
+    return {"steps": len(use), "step_s": step_s, "allreduce_s": statistics.median(r["allreduce_s"] for r in use),
+            "samples_per_s": batch / step_s}
+
+
+def _slope(rows: list[dict]) -> float | None:
+    """Least-squares slope of the loss over the steps of ``rows`` (loss per step)."""
+    if len(rows) < 2:
+        return None
+    return float(np.polyfit([r["step"] for r in rows], [r["loss"] for r in rows], 1)[0])
+
+
+def summarise_recovery(raw: dict, setup: RecoverySetup) -> RecoveryRun:
+    """The figures of one recovery run (module doc) from the record of
+    :func:`emulation.emulator.recovery.run_recovery` (CLOCK_MONOTONIC times) for ``setup``.
+
+    :raises ValueError: the record lacks a phase (e.g. no step after the restart).
+    """
+    ev = raw["events"]
+    t_fail = ev["failure"]["t"]
+    fo = ev["failover"]
+    rows = [r for r in raw["steps"] if "step" in r]
+    before = [r for r in rows if r["launch"] == 0 and r["t_end"] <= t_fail]
+    after = [r for r in rows if r["launch"] == 1]
+    if not before or not after:
+        raise ValueError(f"{raw['mode']}: no completed step {'before the failure' if not before else 'after the restart'}")
+    relaunch = raw["launches"][1]
+    resumed = relaunch[0]["resumed_from"] if relaunch else -1
+    timeline = {
+        "detected": ev["gpu-failed"]["t_detected"] - t_fail,
+        "decided": fo["t_decided"] - t_fail,
+        "dark": fo.get("t_dark", fo["t_request"]) - t_fail,
+        "rewritten": fo["t_live"] - t_fail,
+        "restarted": ev["restart"]["t"] - t_fail,
+        "group_reformed": max(r["t_group"] for r in relaunch) - t_fail,
+        "first_step": after[0]["t_end"] - t_fail,
+    }
+    dark = fo.get("dark_window_measured_s", 0.0)
+    rewritten = timeline["rewritten"]
+    job, fabric = setup.job, setup.fabric
+    st_before = _steady(before, job["warmup_steps"], job["batch"])
+    st_after = _steady(after, job["warmup_steps"], job["batch"])
+    nbytes = setup.gradient_bytes
+    old, new = raw["placement"]
+    after_config = Configuration.from_json(fo["configuration"])  # what the controller installed
+    emu_fabric = _emulated(fabric, setup.link_mbps)
+    alpha = fit_alpha(emu_fabric, fabric.initial, old, nbytes, st_before["allreduce_s"])
+    st_before["predicted_allreduce_s"] = predict_allreduce(emu_fabric, fabric.initial, old, nbytes, alpha)
+    st_after["predicted_allreduce_s"] = predict_allreduce(emu_fabric, after_config, new, nbytes, alpha)
+    loss_at = {r["step"]: r["loss"] for r in before}
+    last_before = before[-1]["step"]
+    replayed = [r for r in after if r["step"] in loss_at]
+    return RecoveryRun.model_validate({
+        "mode": raw["mode"],
+        "failed_gpu": raw["failed_gpu"],
+        "placement_before": old,
+        "placement_after": new,
+        "moved_ranks": fo["moved"],
+        "detection": ev["gpu-failed"].get("detection", "port-status"),
+        "restart": ev["restart"].get("restart", "cold"),
+        "timeline_s": timeline,
+        "failure_to_rewritten_s": {"emulated": rewritten, "real_equivalent": rewritten - dark + dark / setup.tdf,
+                                   "dark_window_measured_s": dark,
+                                   "reconfiguration_delay_s": fo.get("reconfiguration_delay_s", 0.0)},
+        "steady": {"before": st_before, "after": st_after,
+                   "after_over_before": st_after["step_s"] / st_before["step_s"]},
+        "alpha_s": alpha,
+        "loss": {"launch0_first": before[0]["loss"], "launch0_last": before[-1]["loss"],
+                 "launch1_first": after[0]["loss"], "launch1_last": after[-1]["loss"],
+                 "resumed_from": resumed, "loss_at_checkpoint": loss_at.get(resumed),
+                 "last_step_before_failure": last_before, "steps_redone": last_before - resumed,
+                 "launch0_slope_per_step": _slope(before), "launch1_slope_per_step": _slope(after),
+                 "replayed_steps": len(replayed),
+                 "replay_max_abs_diff": max((abs(r["loss"] - loss_at[r["step"]]) for r in replayed), default=None)},
+        "evidence": raw["evidence"],
+        "steps": [{"launch": r["launch"], "step": r["step"], "t_s": r["t_end"] - t_fail,
+                   "step_s": r["t_end"] - r["t_start"], "allreduce_s": r["allreduce_s"], "loss": r["loss"]}
+                  for r in rows],
+    })
+
+
+def _emulated(fabric: Fabric, link_mbps: float) -> Fabric:
+    """``fabric`` at the emulated rates (the job sends real bytes: byte scale 1)."""
+    f = link_mbps / 1000 / fabric.port_gbps
+    eps = tuple(dataclasses.replace(e, port_gbps=e.port_gbps * f if e.port_gbps else None) for e in fabric.eps)
+    return dataclasses.replace(fabric, port_gbps=link_mbps / 1000, eps=eps)
+
+
+def run_recoveries(setup: RecoverySetup, modes: list[str], out: Path,
+                   progress: Progress | None = None) -> tuple[list[RecoveryRun], dict[str, Any]]:
+    """Run the job of ``setup`` once per recovery of ``modes`` with real packets, a fresh
+    emulation each (:func:`emulation.emulator.recovery.run_recovery`, its files in ``out/MODE``
+    and its raw record in ``out/MODE/raw.json``), and summarise each (:func:`summarise_recovery`).
+
+    :returns: ``(runs, capabilities)``: one :class:`RecoveryRun` per mode, in order, and the
+        machine's capabilities as JSON (:func:`emulation.emulator.capabilities.detect`).
+    :raises emulation.emulator.net.EmulationError: the emulation or the job failed.
+    :raises ValueError: a run's record lacks a phase (:func:`summarise_recovery`).
+    """
+    from emulation.emulator.capabilities import detect
+    from emulation.emulator.recovery import run_recovery
+
+    caps = detect()
+    runs = []
+    for i, mode in enumerate(modes):
+        if progress:
+            progress(mode, i, len(modes))
+        raw = run_recovery(setup.fabric, setup.job, list(setup.placement), list(setup.spares), mode,
+                           setup.failed_gpu, setup.at_step, setup.link_mbps,
+                           setup.reconfiguration_delay_s * setup.tdf, out / mode, setup.timeout_s, caps,
+                           restart=setup.job["restart"])
+        (out / mode / "raw.json").write_text(json.dumps(raw, indent=1))
+        runs.append(summarise_recovery(raw, setup))
+    if progress:
+        progress("done", len(modes), len(modes))
+    return runs, caps.to_json()
+
+
+def compare_recoveries(runs: list[RecoveryRun]) -> RecoveryComparison:
+    """Steady-state step time after each recovery over the optical one's (and over the step
+    time before the failure), when an optical run is present. Samples/s is batch / step time,
+    so ``after_over_optical`` is also the optical recovery's throughput over each one's."""
+    by = {r.mode: r for r in runs}
+    optical = {}
+    if "optical" in by:
+        ref = by["optical"].steady.after.step_s
+        optical = {m: r.steady.after.step_s / ref for m, r in by.items()}
+    return RecoveryComparison(after_over_optical=optical,
+                              after_over_before={m: r.steady.after_over_before for m, r in by.items()})
