@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from emulation.figures import write_csv  # noqa: E402
-from emulation.wan.divergence import Deviation, diverged, evaluate  # noqa: E402
-from emulation.wan.slicing import make_slicing  # noqa: E402
+from emulation.planners.divergence import Deviation, diverged, evaluate  # noqa: E402
+from emulation.planners.slicing import make_slicing  # noqa: E402
 from emulation.planners.te import OBJECTIVES, SYMPHONY_LAMBDA, solve  # noqa: E402
 from emulation.planners.tunnels import k_shortest  # noqa: E402
 from topologies.wan import BUNDLED, load_bundled  # noqa: E402

@@ -34,11 +34,11 @@ from pydantic import Field, field_validator, model_validator
 from emulation.envelope import envelope
 from emulation.kinds import Kind, RunRequest, validated
 from emulation.output import Refused, fail
+from emulation.planners.slicing import METHODS
 from emulation.planners.te import OBJECTIVES, SYMPHONY_LAMBDA
 from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel, known_name
 from emulation.wan import report
 from emulation.wan.results import WanResult
-from emulation.wan.slicing import METHODS
 from topologies.wan import TrafficMatrices, WanError, WanTopology, load_bundled, wan_directory
 
 #: The fastest emulated WAN link (Mbit/s): every UDP datagram crosses the userspace switch of
@@ -107,7 +107,7 @@ class SliceSpec(StrictModel):
 
 class DivergenceSpec(StrictModel):
     """``divergence:``: every controller's view of a demand is ``D (1 - p)``, p drawn per
-    controller and demand (:class:`emulation.wan.divergence.Deviation`)."""
+    controller and demand (:class:`emulation.planners.divergence.Deviation`)."""
 
     distribution: Literal["half-normal", "heavy-tail"] = "half-normal"
     sd: float = Field(default=0.05, ge=0, le=0.5)

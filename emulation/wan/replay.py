@@ -3,7 +3,7 @@ Open vSwitch routers programmed by one OS-Ken TE controller per slice (:mod:`emu
 :mod:`controllers.wan_te`, :mod:`emulation.wan.traffic`).
 
 Interval i starts at ``t0 + i x interval_s``. At that moment every live controller gets its own
-view of matrix i (:func:`emulation.wan.divergence.views`, the same views as the flow backend),
+view of matrix i (:func:`emulation.planners.divergence.views`, the same views as the flow backend),
 solves the TE and rewrites its routers' select groups; meanwhile the generators already send
 matrix i (on the previous groups until the new ones are acknowledged: the reinstall time, and the
 datagrams lost in it, are reported). Link loads are the switches' port counters read at
@@ -12,7 +12,7 @@ own times of its two readings (so how long a reading takes does not enter); a ru
 fall outside their interval, or before its groups were installed, is refused (the machine could
 not keep the timeline). Loss and reordering per demand come from the datagrams' sequence numbers. The computed side of every interval is the union of the splits the controllers
 reported (the last ones of a killed controller), evaluated on the true matrix exactly as the flow
-backend does (:func:`emulation.wan.divergence.evaluate`).
+backend does (:func:`emulation.planners.divergence.evaluate`).
 
 Faults: ``wan.replay.kill`` SIGKILLs a slice's controller at the start of an interval (its routers
 keep their last groups: secure fail mode) and the measured blast radius is the share of the
@@ -35,7 +35,7 @@ import numpy as np
 from emulation.emulator.controller_client import ControllerError
 from emulation.emulator.net import EmulationError, project_root
 from emulation.wan import emulated as em
-from emulation.wan.divergence import evaluate, owned, views
+from emulation.planners.divergence import evaluate, owned, views
 from emulation.wan.results import Measured, WanResult
 from emulation.wan.run import Progress, WanSetup, interval, prepare, result
 from emulation.planners.te import bucket_weights, solve

@@ -1,5 +1,5 @@
 """A WAN scenario on the flow backend: every traffic matrix an interval, allocated by the slices'
-controllers (each on its own view of the demand, :mod:`emulation.wan.divergence`) and carried on
+controllers (each on its own view of the demand, :mod:`emulation.planners.divergence`) and carried on
 the true demand, with the links shared proportionally where the union overloads them.
 
 Per interval (demand units of the topology): ``offered`` (the matrix), ``carried`` (what the
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from emulation.output import Progress
-from emulation.wan.divergence import Deviation, Outcome, diverged
+from emulation.planners.divergence import Deviation, Outcome, diverged
 from emulation.wan.results import Interval, Measured, WanResult
-from emulation.wan.slicing import Slicing, make_slicing
+from emulation.planners.slicing import Slicing, make_slicing
 from emulation.planners.tunnels import Tunnels, k_shortest
 from topologies.wan import WanTopology
 

@@ -17,7 +17,7 @@ from typing import Literal
 
 import numpy as np
 
-from emulation.wan.slicing import Slicing
+from emulation.planners.slicing import Slicing
 from emulation.planners.te import Objective, link_load, solve
 from emulation.planners.tunnels import Tunnels
 
