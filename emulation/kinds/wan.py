@@ -32,11 +32,14 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from emulation.envelope import envelope
+from emulation.flowsim.wan import interval, simulate_wan
 from emulation.kinds import Kind, RunRequest, validated
-from emulation.output import Refused, fail
+from emulation.output import Progress, Refused, fail
+from emulation.planners.divergence import Deviation
 from emulation.planners.slicing import METHODS
 from emulation.planners.te import OBJECTIVES, SYMPHONY_LAMBDA
 from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel, known_name
+from emulation.te_intervals import Interval, WanSetup, prepare
 from emulation.wan import report
 from emulation.wan.results import WanResult
 from topologies.wan import TrafficMatrices, WanError, WanTopology, load_bundled, wan_directory
@@ -238,18 +241,73 @@ def _load(path: Path, data: dict) -> WanScenario:
         raise ScenarioError(f"{path}: {e}") from None
 
 
+def _setup(sc: WanScenario) -> WanSetup:
+    """What both backends replay of ``sc`` (:func:`emulation.te_intervals.prepare`).
+    :raises WanError: unreadable data."""
+    w = sc.wan
+    topo, tms = w.load()
+    return prepare(topo, tms, first=w.traffic.first, count=w.traffic.count, scale=w.traffic.scale, k=w.tunnels.k,
+                   slice_method=w.slices.method, slice_count=w.slices.count, slice_seed=w.slices.seed,
+                   deviation=Deviation(w.divergence.distribution, w.divergence.sd, w.divergence.seed))
+
+
+def _te_settings(sc: WanScenario) -> dict:
+    """The TE every controller solves: objective, lambda (a number) and capacity headroom."""
+    return {"objective": sc.wan.te.objective, "regulariser": sc.wan.te.lam,
+            "capacity_headroom": sc.wan.te.capacity_headroom}
+
+
+def _result(sc: WanScenario, setup: WanSetup, intervals: list[Interval], packet: dict | None = None) -> WanResult:
+    """The :class:`WanResult` of ``intervals`` (``packet``: the packet backend's settings)."""
+    w, topo, slicing, mean = sc.wan, setup.topo, setup.slicing, setup.mean
+    return WanResult(
+        topology={"name": topo.name, "routers": list(topo.names), "links": [list(l) for l in topo.links],
+                  "capacity": list(topo.capacity)},
+        te=_te_settings(sc), tunnels={"k": w.tunnels.k, "count": len(setup.tunnels.paths)},
+        slicing={"method": slicing.method, "count": slicing.count, "slice_of": list(slicing.slice_of),
+                 "blast_radius": slicing.blast_radius(mean), "shares": slicing.shares(mean)},
+        divergence=w.divergence.model_dump(), traffic=w.traffic.model_dump(), intervals=intervals, packet=packet)
+
+
+def run_wan(sc: WanScenario, progress: Progress | None = None) -> WanResult:
+    """``sc`` on the flow backend: every matrix an interval, solved by every slice on its own view
+    and carried on the true demand (:func:`emulation.flowsim.wan.simulate_wan`); deterministic in
+    the scenario's seeds.
+
+    :raises WanError: unreadable data. :raises emulation.planners.te.TeError: a solver failed.
+    """
+    setup = _setup(sc)
+    te = sc.wan.te
+    return _result(sc, setup, simulate_wan(setup, te.objective, te.lam, te.capacity_headroom, progress))
+
+
+def emulate_wan(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> WanResult:
+    """``sc`` on the packet backend: its matrices replayed as UDP flows through Open vSwitch
+    routers, one TE controller per slice (:func:`emulation.emulator.wan_replay.replay_wan`; logs in
+    ``run_dir``); every interval's computed side is the flow model of the splits the switches held
+    (:func:`emulation.flowsim.wan.interval`), beside what was measured.
+
+    :raises emulation.emulator.net.EmulationError: see :func:`emulation.emulator.wan_replay.replay_wan`.
+    """
+    from emulation.wan.replay import replay_wan
+
+    setup, p, emu = _setup(sc), sc.wan.replay, sc.emulation
+    rep = replay_wan(setup, _te_settings(sc), p, run_dir, link_mbps=emu.link_mbps, controller=emu.controller,
+                     progress=progress)
+    intervals = [interval(setup, j, o, m) for j, (o, m) in enumerate(zip(rep.outcomes, rep.measured))]
+    return _result(sc, setup, intervals, {**p.model_dump(), "link_mbps": emu.link_mbps, "controller": emu.controller,
+                                          "mbps_per_unit": rep.mbps_per_unit, "frame_bytes": rep.frame_bytes})
+
+
 def _run(req: RunRequest):
-    """Every matrix an interval: on the flow backend (:func:`emulation.wan.run.run_wan`) or
-    replayed with real packets (:func:`emulation.wan.replay.emulate_wan`, logs in ``out/emulation``)."""
+    """Every matrix an interval: on the flow backend (:func:`run_wan`) or replayed with real
+    packets (:func:`emulate_wan`, logs in ``out/emulation``)."""
     sc = req.scenario
     if req.controller:
         sc = sc.model_copy(update={"emulation": sc.emulation.model_copy(update={"controller": req.controller})})
     if req.backend == "flow":
-        from emulation.wan.run import run_wan
-
         return envelope("wan", sc.name, "flow", run_wan(sc, req.progress))
     from emulation.emulator.net import ryu_unavailable
-    from emulation.wan.replay import emulate_wan
 
     if sc.emulation.controller == "ryu" and ryu_unavailable():
         raise Refused(f"--controller: ryu is unavailable here: {ryu_unavailable()}")
