@@ -289,7 +289,7 @@ def emulate_wan(sc: WanScenario, run_dir: Path, progress: Progress | None = None
 
     :raises emulation.emulator.net.EmulationError: see :func:`emulation.emulator.wan_replay.replay_wan`.
     """
-    from emulation.wan.replay import replay_wan
+    from emulation.emulator.wan_replay import replay_wan
 
     setup, p, emu = _setup(sc), sc.wan.replay, sc.emulation
     rep = replay_wan(setup, _te_settings(sc), p, run_dir, link_mbps=emu.link_mbps, controller=emu.controller,

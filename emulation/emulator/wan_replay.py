@@ -1,6 +1,7 @@
-"""A WAN scenario on the packet backend: the traffic matrices replayed as real UDP flows through
-Open vSwitch routers programmed by one OS-Ken TE controller per slice (:mod:`emulation.wan.emulated`,
-:mod:`controllers.wan_te`, :mod:`emulation.wan.traffic`).
+"""A WAN on the packet backend (:func:`replay_wan`): the traffic matrices of a
+:class:`emulation.te_intervals.WanSetup` replayed as real UDP flows through Open vSwitch routers
+programmed by one OS-Ken TE controller per slice (:mod:`emulation.emulator.wan_net`,
+:mod:`controllers.wan_te`, :mod:`emulation.emulator.wan_traffic`).
 
 Interval i starts at ``t0 + i x interval_s``. At that moment every live controller gets its own
 view of matrix i (:func:`emulation.planners.divergence.views`, the same views as the flow backend),
@@ -12,7 +13,8 @@ own times of its two readings (so how long a reading takes does not enter); a ru
 fall outside their interval, or before its groups were installed, is refused (the machine could
 not keep the timeline). Loss and reordering per demand come from the datagrams' sequence numbers. The computed side of every interval is the union of the splits the controllers
 reported (the last ones of a killed controller), evaluated on the true matrix exactly as the flow
-backend does (:func:`emulation.planners.divergence.evaluate`).
+backend does (:func:`emulation.planners.divergence.evaluate`; the WAN kind adds the flow model's
+proportional sharing, :func:`emulation.flowsim.wan.interval`).
 
 Faults: ``wan.replay.kill`` SIGKILLs a slice's controller at the start of an interval (its routers
 keep their last groups: secure fail mode) and the measured blast radius is the share of the
@@ -33,14 +35,14 @@ from pathlib import Path
 
 import numpy as np
 
+from emulation.emulator import wan_net as em
 from emulation.emulator.controller_client import ControllerError
 from emulation.emulator.net import EmulationError, project_root
-from emulation.wan import emulated as em
+from emulation.emulator.wan_traffic import BIN_S
 from emulation.output import Progress
 from emulation.planners.divergence import Outcome, evaluate, owned, views
 from emulation.planners.te import bucket_weights, solve
 from emulation.te_intervals import Measured, WanSetup
-from emulation.wan.traffic import BIN_S
 
 #: Time between starting the generators and the first interval, s (their start-up is ~0.3 s).
 LEAD_S = 2.0
@@ -242,8 +244,8 @@ def _start_generators(net: em.WanNet, matrices, t0: float, p, run_dir: Path) -> 
         path = run_dir / f"plan-{i}.json"
         path.write_text(json.dumps(plan))
         with open(run_dir / f"traffic-{i}.log", "w") as fh:
-            procs.append(net.host(i).popen([sys.executable, "-m", "emulation.wan.traffic", str(path.resolve())],
-                                           stdout=fh, stderr=fh, cwd=project_root()))
+            procs.append(net.host(i).popen([sys.executable, "-m", "emulation.emulator.wan_traffic",
+                                            str(path.resolve())], stdout=fh, stderr=fh, cwd=project_root()))
     return procs
 
 
@@ -308,7 +310,8 @@ def _bins(row: dict, lo: float, hi: float, t0: float) -> int:
     return sum(c for k, c in row.items() if a <= int(k) < b)
 
 
-def _measured(setup: WanSetup, p, mbps_per_unit, t0, counters, intervals, counts) -> tuple[list[Outcome], list[Measured]]:
+def _measured(setup: WanSetup, p, mbps_per_unit, t0, counters, intervals,
+              counts) -> tuple[list[Outcome], list[Measured]]:
     """Every interval's outcome (the splits held in its window on the true matrix) and what was
     measured in it, from the port counter readings and the generators' counts."""
     tunnels, cap = setup.tunnels, setup.capacity
