@@ -28,7 +28,6 @@ import json
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from emulation.envelope import envelope
@@ -316,48 +315,33 @@ def _run(req: RunRequest):
 
 def _te(sc: WanScenario, args, path: Path) -> int:
     """``ocslab te``: the TE solution of matrix ``--tm`` (its objective, regulariser and capacity
-    headroom; one central controller, the true demand): tunnels as router paths, split ratios per
-    demand, link utilisations; a table or ``--json``."""
-    from rich.console import Console
-    from rich.table import Table
+    headroom; one central controller, the true demand; :func:`emulation.planners.te.te_routes`):
+    tunnels as router paths, split ratios per demand, link utilisations; a table or ``--json``."""
+    from dataclasses import asdict
 
-    from emulation.planners.te import solve
+    from emulation.figures import console, table
+    from emulation.planners.te import te_routes
     from emulation.planners.tunnels import k_shortest
 
     topo, tms = sc.wan.load()
     if not 0 <= args.tm < len(tms):
         return fail(f"--tm: must be in 0..{len(tms) - 1} for {topo.name}, got {args.tm}")
-    tunnels = k_shortest(topo, sc.wan.tunnels.k)
-    matrix = tms[args.tm] * sc.wan.traffic.scale
-    cap = np.array(topo.capacity)
     t_ = sc.wan.te
-    sol = solve(tunnels, matrix, cap, t_.objective, t_.lam, t_.capacity_headroom)
-    vol = tunnels.volumes(matrix)
-    names = topo.names
-
-    def route(p) -> list[str]:
-        return [names[topo.links[p[0]][0]]] + [names[topo.links[e][1]] for e in p]
-
-    demands = [{"src": names[s], "dst": names[d], "demand": float(vol[i]),
-                "tunnels": [{"path": route(tunnels.paths[j]), "split": float(sol.splits[j])} for j in tunnels.of(i)]}
-               for i, (s, d) in enumerate(tunnels.demands)]
-    links = [{"src": names[u], "dst": names[v], "capacity": float(c), "load": float(l), "utilisation": float(x)}
-             for (u, v), c, l, x in zip(topo.links, cap, sol.load, sol.utilisation)]
+    r = te_routes(topo, k_shortest(topo, sc.wan.tunnels.k), tms[args.tm] * sc.wan.traffic.scale, t_.objective,
+                  t_.lam, t_.capacity_headroom)
+    sol = r.solution
     if args.json:
         print(json.dumps({"scenario": sc.name, "matrix": args.tm, "objective": sol.objective,
                           "regulariser": sol.regulariser, "capacity_headroom": t_.capacity_headroom,
-                          "value": sol.value, "carried": sol.carried, "offered": float(vol.sum()), "mlu": sol.mlu,
-                          "demands": demands, "links": links}))
+                          "value": sol.value, "carried": sol.carried, "offered": r.offered, "mlu": sol.mlu,
+                          "demands": [asdict(d) for d in r.demands], "links": [asdict(l) for l in r.links]}))
         return 0
-    console = Console(width=max(Console().width, 110))
-    console.print(f"{sc.name} matrix {args.tm}: {sol.objective} (lambda {sol.regulariser:g}) optimum "
-                  f"{sol.value:.4g}; carried {sol.carried:.0f} of {vol.sum():.0f}; MLU {sol.mlu:.3f}")
-    t = Table(title="links")
-    for c in ("link", "capacity", "load", "utilisation"):
-        t.add_column(c, justify="right")
-    for l in links:
-        t.add_row(f"{l['src']}->{l['dst']}", f"{l['capacity']:.0f}", f"{l['load']:.1f}", f"{l['utilisation']:.3f}")
-    console.print(t)
+    out = console()
+    out.print(f"{sc.name} matrix {args.tm}: {sol.objective} (lambda {sol.regulariser:g}) optimum "
+              f"{sol.value:.4g}; carried {sol.carried:.0f} of {r.offered:.0f}; MLU {sol.mlu:.3f}")
+    out.print(table("links", ("link", "capacity", "load", "utilisation"),
+                    ((f"{l.src}->{l.dst}", f"{l.capacity:.0f}", f"{l.load:.1f}", f"{l.utilisation:.3f}")
+                     for l in r.links)))
     return 0
 
 
