@@ -217,7 +217,7 @@ class TunnelSplit:
 
 @dataclass(frozen=True)
 class DemandSplits:
-    """One demand ``src -> dst`` (router names) of ``demand`` units and its :class:`TunnelSplit` s."""
+    """One demand ``src -> dst`` (router names) of ``demand`` units and its tunnels (:class:`TunnelSplit`)."""
 
     src: str
     dst: str
