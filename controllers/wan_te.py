@@ -1,7 +1,7 @@
 """A WAN slice's TE controller (OS-Ken app): Symphony's decentralised TE, arXiv 2510.11937.
 
 One process of this app per slice, connected only to its slice's routers (Open vSwitch bridges).
-It reads its slice from ``--ocslab-wan FILE`` (JSON written by :mod:`emulation.wan.emulated`)
+It reads its slice from ``--ocslab-wan FILE`` (JSON written by :mod:`emulation.emulator.wan_net`)
 and, when a router connects, installs:
 
 - label switching for every tunnel through the router: ``vlan_vid = label`` -> the tunnel's next
@@ -48,7 +48,7 @@ VID_PRESENT = 0x1000
 
 class SliceConfig:
     """The slice this controller owns and the topology it solves over (the JSON of
-    :meth:`emulation.wan.emulated.WanNet.slice_config`).
+    :meth:`emulation.emulator.wan_net.WanNet.slice_config`).
 
     :raises KeyError: a field is missing. :raises ValueError: more tunnels than 12-bit VLAN
         labels hold.

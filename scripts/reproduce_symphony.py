@@ -19,7 +19,7 @@ than current practice), and the blast radius of each slicing (the paper: Symphon
 smaller than one central controller's). Results in ``--out`` (``divergence.csv``, ``divergence.png``).
 
 With ``--packet`` (root, Open vSwitch; about 3 minutes more) B4 is also replayed as packets
-(:mod:`emulation.wan.replay`) at two loads, 0.5 x and 0.8 x (matrices 0-5, min-MLU with
+(:mod:`emulation.emulator.wan_replay`) at two loads, 0.5 x and 0.8 x (matrices 0-5, min-MLU with
 Symphony's regulariser, five random slices): per-link measured vs computed utilisation (median
 and p95 error), datagram loss and the longest reinstall.
 
@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from emulation.figures import write_csv  # noqa: E402
-from emulation.wan.divergence import Deviation, diverged, evaluate  # noqa: E402
-from emulation.wan.slicing import make_slicing  # noqa: E402
+from emulation.planners.divergence import Deviation, diverged, evaluate  # noqa: E402
+from emulation.planners.slicing import make_slicing  # noqa: E402
 from emulation.planners.te import OBJECTIVES, SYMPHONY_LAMBDA, solve  # noqa: E402
 from emulation.planners.tunnels import k_shortest  # noqa: E402
 from topologies.wan import BUNDLED, load_bundled  # noqa: E402

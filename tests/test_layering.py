@@ -200,13 +200,16 @@ def test_the_wan_te_solvers_and_its_controller_stand_on_the_core(modules, forbid
 
 
 def test_the_wan_kind_imports_no_controller_app():
-    """The WAN kind starts its controllers as processes; it imports none of their modules."""
+    """The WAN kind and its packet backend start their controllers as processes; they import none
+    of their modules."""
     import ast
     from pathlib import Path
 
-    wan = Path(__file__).resolve().parents[1] / "emulation" / "wan"
+    emulation = Path(__file__).resolve().parents[1] / "emulation"
     found = []
-    for path in sorted(wan.glob("*.py")):
+    paths = sorted((emulation / "wan").glob("*.py")) + sorted((emulation / "emulator").glob("wan_*.py"))
+    assert len(paths) >= 5  # the kind's package and the packet backend's three WAN modules
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])

@@ -87,7 +87,7 @@ def test_the_wan_slice_controllers_run_under_ryu_manager(tmp_path):
     if why:
         pytest.skip(f"ryu unavailable: {why}")
     from emulation import kinds
-    from emulation.wan.replay import emulate_wan
+    from emulation.kinds.wan import emulate_wan
 
     sc = kinds.load_as(ROOT / "experiments" / "wan_b4.yaml", "wan")
     sc = sc.model_copy(update={

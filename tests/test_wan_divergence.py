@@ -5,8 +5,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from emulation.wan.divergence import Deviation, diverged, evaluate
-from emulation.wan.slicing import make_slicing
+from emulation.planners.divergence import Deviation, diverged, evaluate
+from emulation.planners.slicing import make_slicing
 from emulation.planners.te import SYMPHONY_LAMBDA, solve
 from emulation.planners.tunnels import k_shortest
 from topologies.wan import WanError, load_bundled

@@ -4,9 +4,8 @@ controller process per slice, paced UDP flows; a cable failure and a controller 
 import numpy as np
 import pytest
 
-from emulation.wan.replay import emulate_wan
-from emulation.wan.run import run_wan
 from emulation import kinds
+from emulation.kinds.wan import emulate_wan, run_wan
 
 pytestmark = pytest.mark.emulation
 

@@ -28,17 +28,19 @@ import json
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from emulation.envelope import envelope
+from emulation.flowsim.wan import interval, simulate_wan
 from emulation.kinds import Kind, RunRequest, validated
-from emulation.output import Refused, fail
+from emulation.output import Progress, Refused, fail
+from emulation.planners.divergence import Deviation
+from emulation.planners.slicing import METHODS
 from emulation.planners.te import OBJECTIVES, SYMPHONY_LAMBDA
 from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel, known_name
+from emulation.te_intervals import Interval, WanSetup, prepare
 from emulation.wan import report
 from emulation.wan.results import WanResult
-from emulation.wan.slicing import METHODS
 from topologies.wan import TrafficMatrices, WanError, WanTopology, load_bundled, wan_directory
 
 #: The fastest emulated WAN link (Mbit/s): every UDP datagram crosses the userspace switch of
@@ -107,7 +109,7 @@ class SliceSpec(StrictModel):
 
 class DivergenceSpec(StrictModel):
     """``divergence:``: every controller's view of a demand is ``D (1 - p)``, p drawn per
-    controller and demand (:class:`emulation.wan.divergence.Deviation`)."""
+    controller and demand (:class:`emulation.planners.divergence.Deviation`)."""
 
     distribution: Literal["half-normal", "heavy-tail"] = "half-normal"
     sd: float = Field(default=0.05, ge=0, le=0.5)
@@ -238,18 +240,73 @@ def _load(path: Path, data: dict) -> WanScenario:
         raise ScenarioError(f"{path}: {e}") from None
 
 
+def _setup(sc: WanScenario) -> WanSetup:
+    """What both backends replay of ``sc`` (:func:`emulation.te_intervals.prepare`).
+    :raises WanError: unreadable data."""
+    w = sc.wan
+    topo, tms = w.load()
+    return prepare(topo, tms, first=w.traffic.first, count=w.traffic.count, scale=w.traffic.scale, k=w.tunnels.k,
+                   slice_method=w.slices.method, slice_count=w.slices.count, slice_seed=w.slices.seed,
+                   deviation=Deviation(w.divergence.distribution, w.divergence.sd, w.divergence.seed))
+
+
+def _te_settings(sc: WanScenario) -> dict:
+    """The TE every controller solves: objective, lambda (a number) and capacity headroom."""
+    return {"objective": sc.wan.te.objective, "regulariser": sc.wan.te.lam,
+            "capacity_headroom": sc.wan.te.capacity_headroom}
+
+
+def _result(sc: WanScenario, setup: WanSetup, intervals: list[Interval], packet: dict | None = None) -> WanResult:
+    """The :class:`WanResult` of ``intervals`` (``packet``: the packet backend's settings)."""
+    w, topo, slicing, mean = sc.wan, setup.topo, setup.slicing, setup.mean
+    return WanResult(
+        topology={"name": topo.name, "routers": list(topo.names), "links": [list(l) for l in topo.links],
+                  "capacity": list(topo.capacity)},
+        te=_te_settings(sc), tunnels={"k": w.tunnels.k, "count": len(setup.tunnels.paths)},
+        slicing={"method": slicing.method, "count": slicing.count, "slice_of": list(slicing.slice_of),
+                 "blast_radius": slicing.blast_radius(mean), "shares": slicing.shares(mean)},
+        divergence=w.divergence.model_dump(), traffic=w.traffic.model_dump(), intervals=intervals, packet=packet)
+
+
+def run_wan(sc: WanScenario, progress: Progress | None = None) -> WanResult:
+    """``sc`` on the flow backend: every matrix an interval, solved by every slice on its own view
+    and carried on the true demand (:func:`emulation.flowsim.wan.simulate_wan`); deterministic in
+    the scenario's seeds.
+
+    :raises WanError: unreadable data. :raises emulation.planners.te.TeError: a solver failed.
+    """
+    setup = _setup(sc)
+    te = sc.wan.te
+    return _result(sc, setup, simulate_wan(setup, te.objective, te.lam, te.capacity_headroom, progress))
+
+
+def emulate_wan(sc: WanScenario, run_dir: Path, progress: Progress | None = None) -> WanResult:
+    """``sc`` on the packet backend: its matrices replayed as UDP flows through Open vSwitch
+    routers, one TE controller per slice (:func:`emulation.emulator.wan_replay.replay_wan`; logs in
+    ``run_dir``); every interval's computed side is the flow model of the splits the switches held
+    (:func:`emulation.flowsim.wan.interval`), beside what was measured.
+
+    :raises emulation.emulator.net.EmulationError: see :func:`emulation.emulator.wan_replay.replay_wan`.
+    """
+    from emulation.emulator.wan_replay import replay_wan
+
+    setup, p, emu = _setup(sc), sc.wan.replay, sc.emulation
+    rep = replay_wan(setup, _te_settings(sc), p, run_dir, link_mbps=emu.link_mbps, controller=emu.controller,
+                     progress=progress)
+    intervals = [interval(setup, j, o, m) for j, (o, m) in enumerate(zip(rep.outcomes, rep.measured))]
+    return _result(sc, setup, intervals, {**p.model_dump(), "link_mbps": emu.link_mbps, "controller": emu.controller,
+                                          "mbps_per_unit": rep.mbps_per_unit, "frame_bytes": rep.frame_bytes})
+
+
 def _run(req: RunRequest):
-    """Every matrix an interval: on the flow backend (:func:`emulation.wan.run.run_wan`) or
-    replayed with real packets (:func:`emulation.wan.replay.emulate_wan`, logs in ``out/emulation``)."""
+    """Every matrix an interval: on the flow backend (:func:`run_wan`) or replayed with real
+    packets (:func:`emulate_wan`, logs in ``out/emulation``)."""
     sc = req.scenario
     if req.controller:
         sc = sc.model_copy(update={"emulation": sc.emulation.model_copy(update={"controller": req.controller})})
     if req.backend == "flow":
-        from emulation.wan.run import run_wan
-
         return envelope("wan", sc.name, "flow", run_wan(sc, req.progress))
     from emulation.emulator.net import ryu_unavailable
-    from emulation.wan.replay import emulate_wan
 
     if sc.emulation.controller == "ryu" and ryu_unavailable():
         raise Refused(f"--controller: ryu is unavailable here: {ryu_unavailable()}")
@@ -258,48 +315,33 @@ def _run(req: RunRequest):
 
 def _te(sc: WanScenario, args, path: Path) -> int:
     """``ocslab te``: the TE solution of matrix ``--tm`` (its objective, regulariser and capacity
-    headroom; one central controller, the true demand): tunnels as router paths, split ratios per
-    demand, link utilisations; a table or ``--json``."""
-    from rich.console import Console
-    from rich.table import Table
+    headroom; one central controller, the true demand; :func:`emulation.planners.te.te_routes`):
+    tunnels as router paths, split ratios per demand, link utilisations; a table or ``--json``."""
+    from dataclasses import asdict
 
-    from emulation.planners.te import solve
+    from emulation.figures import console, table
+    from emulation.planners.te import te_routes
     from emulation.planners.tunnels import k_shortest
 
     topo, tms = sc.wan.load()
     if not 0 <= args.tm < len(tms):
         return fail(f"--tm: must be in 0..{len(tms) - 1} for {topo.name}, got {args.tm}")
-    tunnels = k_shortest(topo, sc.wan.tunnels.k)
-    matrix = tms[args.tm] * sc.wan.traffic.scale
-    cap = np.array(topo.capacity)
     t_ = sc.wan.te
-    sol = solve(tunnels, matrix, cap, t_.objective, t_.lam, t_.capacity_headroom)
-    vol = tunnels.volumes(matrix)
-    names = topo.names
-
-    def route(p) -> list[str]:
-        return [names[topo.links[p[0]][0]]] + [names[topo.links[e][1]] for e in p]
-
-    demands = [{"src": names[s], "dst": names[d], "demand": float(vol[i]),
-                "tunnels": [{"path": route(tunnels.paths[j]), "split": float(sol.splits[j])} for j in tunnels.of(i)]}
-               for i, (s, d) in enumerate(tunnels.demands)]
-    links = [{"src": names[u], "dst": names[v], "capacity": float(c), "load": float(l), "utilisation": float(x)}
-             for (u, v), c, l, x in zip(topo.links, cap, sol.load, sol.utilisation)]
+    r = te_routes(topo, k_shortest(topo, sc.wan.tunnels.k), tms[args.tm] * sc.wan.traffic.scale, t_.objective,
+                  t_.lam, t_.capacity_headroom)
+    sol = r.solution
     if args.json:
         print(json.dumps({"scenario": sc.name, "matrix": args.tm, "objective": sol.objective,
                           "regulariser": sol.regulariser, "capacity_headroom": t_.capacity_headroom,
-                          "value": sol.value, "carried": sol.carried, "offered": float(vol.sum()), "mlu": sol.mlu,
-                          "demands": demands, "links": links}))
+                          "value": sol.value, "carried": sol.carried, "offered": r.offered, "mlu": sol.mlu,
+                          "demands": [asdict(d) for d in r.demands], "links": [asdict(l) for l in r.links]}))
         return 0
-    console = Console(width=max(Console().width, 110))
-    console.print(f"{sc.name} matrix {args.tm}: {sol.objective} (lambda {sol.regulariser:g}) optimum "
-                  f"{sol.value:.4g}; carried {sol.carried:.0f} of {vol.sum():.0f}; MLU {sol.mlu:.3f}")
-    t = Table(title="links")
-    for c in ("link", "capacity", "load", "utilisation"):
-        t.add_column(c, justify="right")
-    for l in links:
-        t.add_row(f"{l['src']}->{l['dst']}", f"{l['capacity']:.0f}", f"{l['load']:.1f}", f"{l['utilisation']:.3f}")
-    console.print(t)
+    out = console()
+    out.print(f"{sc.name} matrix {args.tm}: {sol.objective} (lambda {sol.regulariser:g}) optimum "
+              f"{sol.value:.4g}; carried {sol.carried:.0f} of {r.offered:.0f}; MLU {sol.mlu:.3f}")
+    out.print(table("links", ("link", "capacity", "load", "utilisation"),
+                    ((f"{l.src}->{l.dst}", f"{l.capacity:.0f}", f"{l.load:.1f}", f"{l.utilisation:.3f}")
+                     for l in r.links)))
     return 0
 
 

@@ -17,7 +17,9 @@ artefact uses lambda = 1, 1e-4, 1e-4 for the three objectives: :data:`SYMPHONY_L
 ``headroom`` h solves against capacities ``(1 - h) c_e`` (the usual guard against divergence).
 
 A controller installs a demand's splits as an OpenFlow select group whose buckets carry integer
-weights: :func:`bucket_weights` turns splits into those weights.
+weights: :func:`bucket_weights` turns splits into those weights. :func:`te_routes` gives a
+solution in the topology's own terms (router names, each demand's tunnels and splits, each link's
+load): what ``ocslab te`` prints.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
 from emulation.planners.tunnels import Tunnels
+from topologies.wan import WanTopology
 
 Objective = Literal["max-flow", "mcf", "min-mlu"]
 OBJECTIVES: tuple[str, ...] = ("max-flow", "mcf", "min-mlu")
@@ -201,3 +204,76 @@ def bucket_weights(splits) -> tuple[list[int], int]:
     for j in np.argsort(-(want - w), kind="stable")[: GROUP_WEIGHT - int(w.sum())]:
         w[j] += 1
     return [int(v) for v in w[:-1]], int(w[-1])
+
+
+@dataclass(frozen=True)
+class TunnelSplit:
+    """One tunnel of a demand: its ``path`` as router names (source first, destination last) and
+    its ``split``, the fraction of the demand sent on it."""
+
+    path: list[str]
+    split: float
+
+
+@dataclass(frozen=True)
+class DemandSplits:
+    """One demand ``src -> dst`` (router names) of ``demand`` units and its tunnels (:class:`TunnelSplit`)."""
+
+    src: str
+    dst: str
+    demand: float
+    tunnels: list[TunnelSplit]
+
+
+@dataclass(frozen=True)
+class LinkLoad:
+    """Link ``src -> dst`` (router names): its ``capacity`` and ``load`` (demand units) and
+    ``utilisation = load / capacity``."""
+
+    src: str
+    dst: str
+    capacity: float
+    load: float
+    utilisation: float
+
+
+@dataclass(frozen=True)
+class TeRoutes:
+    """A :class:`TeSolution` in its topology's terms (:func:`te_routes`): the ``solution``, the
+    demand ``offered`` in total (demand units), one :class:`DemandSplits` per demand (the order of
+    :attr:`Tunnels.demands`) and one :class:`LinkLoad` per link (the topology's order)."""
+
+    solution: TeSolution
+    offered: float
+    demands: list[DemandSplits]
+    links: list[LinkLoad]
+
+
+def te_routes(topo: WanTopology, tunnels: Tunnels, matrix: np.ndarray, objective: Objective = "mcf",
+              regulariser: float = 0.0, headroom: float = 0.0) -> TeRoutes:
+    """Solve ``objective`` for ``matrix`` over ``tunnels`` on ``topo``'s capacities, as one central
+    controller with the true demand (:func:`solve`; Symphony, arXiv 2510.11937), and give every
+    demand's tunnels as router paths with their splits and every link's load and utilisation.
+
+    :param topo: the WAN (router names, links, capacities).
+    :param tunnels: its tunnels (:func:`emulation.planners.tunnels.k_shortest`).
+    :param matrix: ``(routers, routers)`` demands ``[src, dst]``, in the unit of the capacities.
+    :param objective: ``max-flow``, ``mcf`` or ``min-mlu`` (:data:`OBJECTIVES`).
+    :param regulariser: lambda >= 0 (Symphony's ``lambda x sum_e u_e^2``).
+    :param headroom: fraction of every capacity kept free, in [0, 1).
+    :raises TeError: bad arguments, or the solver did not reach an optimum.
+    """
+    cap = np.array(topo.capacity)
+    sol = solve(tunnels, matrix, cap, objective, regulariser, headroom)
+    vol = tunnels.volumes(matrix)
+    names = topo.names
+
+    def route(path) -> list[str]:
+        return [names[topo.links[path[0]][0]]] + [names[topo.links[e][1]] for e in path]
+
+    demands = [DemandSplits(names[s], names[d], float(vol[i]),
+                            [TunnelSplit(route(tunnels.paths[j]), float(sol.splits[j])) for j in tunnels.of(i)])
+               for i, (s, d) in enumerate(tunnels.demands)]
+    links = [LinkLoad(names[u], names[v], float(c), float(l), float(x))
+             for (u, v), c, l, x in zip(topo.links, cap, sol.load, sol.utilisation)]
+    return TeRoutes(sol, float(vol.sum()), demands, links)

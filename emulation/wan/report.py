@@ -3,12 +3,12 @@ the packet backend ``links_measured.png``) and a table."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
-from rich.table import Table
 
+from emulation import figures
 from emulation.envelope import ResultEnvelope
 
 
@@ -16,11 +16,10 @@ def write(env: ResultEnvelope, out: Path) -> list[str]:
     """``intervals.csv`` and ``links.png`` (every link's utilisation per interval; for the packet
     backend also ``links_measured.png``) into ``out``; their names."""
     result = env.result
-    with open(out / "intervals.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["matrix", "offered", "carried", "delivered", "loss", "mlu", "congestion", "max_overload"])
-        for i in result.intervals:
-            w.writerow([i.index, i.offered, i.carried, i.delivered, i.loss, i.mlu, i.congestion, i.max_overload])
+    rows = ([i.index, i.offered, i.carried, i.delivered, i.loss, i.mlu, i.congestion, i.max_overload]
+            for i in result.intervals)
+    figures.write_csv(out / "intervals.csv", rows,
+                      ["matrix", "offered", "carried", "delivered", "loss", "mlu", "congestion", "max_overload"])
     _plot(env, out / "links.png")
     if env.backend == "mininet":
         _plot_measured(env, out / "links_measured.png")
@@ -29,71 +28,54 @@ def write(env: ResultEnvelope, out: Path) -> list[str]:
 
 
 def _plot(env: ResultEnvelope, path: Path) -> None:
+    """Every link's utilisation (load / capacity) per interval, a heat map."""
     result = env.result
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     cap = np.array(result.topology["capacity"])
     util = np.array([i.link_load for i in result.intervals]) / cap
-    fig, ax = plt.subplots(figsize=(10, 4))
-    im = ax.imshow(util.T, aspect="auto", cmap="viridis", vmin=0, vmax=max(1.0, float(util.max(initial=0))))
-    ax.set_xlabel("traffic matrix")
-    ax.set_xticks(range(len(result.intervals)), [str(i.index) for i in result.intervals], fontsize=6)
-    ax.set_ylabel("link")
-    ax.set_title(f"{env.scenario}: link utilisation ({result.te['objective']}, "
-                 f"lambda {result.te['regulariser']:g}, {result.slicing['count']} {result.slicing['method']} slices)")
-    fig.colorbar(im, ax=ax, label="load / capacity")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with figures.figure(path, size=(10, 4)) as (fig, axes):
+        ax = axes[0][0]
+        im = ax.imshow(util.T, aspect="auto", cmap="viridis", vmin=0, vmax=max(1.0, float(util.max(initial=0))))
+        ax.set_xlabel("traffic matrix")
+        ax.set_xticks(range(len(result.intervals)), [str(i.index) for i in result.intervals], fontsize=6)
+        ax.set_ylabel("link")
+        ax.set_title(f"{env.scenario}: link utilisation ({result.te['objective']}, "
+                     f"lambda {result.te['regulariser']:g}, {result.slicing['count']} {result.slicing['method']} slices)")
+        fig.colorbar(im, ax=ax, label="load / capacity")
 
 
 def _plot_measured(env: ResultEnvelope, path: Path) -> None:
     """Every link of every interval: measured utilisation (port counters) against computed."""
     result = env.result
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     cap = np.array(result.topology["capacity"])
     c = np.concatenate([np.array(i.link_load) / cap for i in result.intervals])
     m = np.concatenate([np.array(i.measured.link_load) / cap for i in result.intervals])
     top = max(1.05, float(max(c.max(initial=0), m.max(initial=0))) * 1.05)
-    fig, ax = plt.subplots(figsize=(5, 5))
-    ax.plot([0, top], [0, top], color="grey", lw=0.8)
-    ax.fill_between([0, top], [0, top * 0.9], [0, top * 1.1], color="grey", alpha=0.15, label="within 10%")
-    ax.scatter(c, m, s=8, alpha=0.6)
-    ax.set_xlabel("computed utilisation (TE splits x demand)")
-    ax.set_ylabel("measured utilisation (switch port counters)")
-    ag = result.agreement or {}
-    ax.set_title(f"{env.scenario}: {len(result.intervals)} intervals x {len(cap)} links\n"
-                 f"relative error median {ag.get('rel_error_median', 0):.1%}, p95 {ag.get('rel_error_p95', 0):.1%}",
-                 fontsize=9)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with figures.figure(path, size=(5, 5)) as (fig, axes):
+        ax = axes[0][0]
+        ax.plot([0, top], [0, top], color="grey", lw=0.8)
+        ax.fill_between([0, top], [0, top * 0.9], [0, top * 1.1], color="grey", alpha=0.15, label="within 10%")
+        ax.scatter(c, m, s=8, alpha=0.6)
+        ax.set_xlabel("computed utilisation (TE splits x demand)")
+        ax.set_ylabel("measured utilisation (switch port counters)")
+        ag = result.agreement or {}
+        ax.set_title(f"{env.scenario}: {len(result.intervals)} intervals x {len(cap)} links\n"
+                     f"relative error median {ag.get('rel_error_median', 0):.1%}, "
+                     f"p95 {ag.get('rel_error_p95', 0):.1%}", fontsize=9)
+        ax.legend(fontsize="small")
 
 
 def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
     """One row per interval and the summary line."""
     result = env.result
-    console = console or Console(width=max(Console().width, 110))
-    t = Table(title=f"{env.scenario} ({env.backend}): {result.topology['name']}, {result.te['objective']}, "
-                    f"lambda {result.te['regulariser']:g}, capacity headroom {result.te['capacity_headroom']:g}, "
-                    f"{result.slicing['count']} {result.slicing['method']} slices, deviation "
-                    f"{result.divergence['distribution']} sd {result.divergence['sd']:g}")
-    for c in ("matrix", "offered", "carried", "delivered", "loss", "MLU", "congestion", "max overload"):
-        t.add_column(c, justify="right")
-    for i in result.intervals:
-        t.add_row(str(i.index), f"{i.offered:.0f}", f"{i.carried:.0f}", f"{i.delivered:.0f}", f"{i.loss:.1f}",
-                  f"{i.mlu:.3f}", f"{i.congestion:.1f}", f"{i.max_overload:.1%}")
-    console.print(t)
+    console = console or figures.console()
+    console.print(figures.table(
+        f"{env.scenario} ({env.backend}): {result.topology['name']}, {result.te['objective']}, "
+        f"lambda {result.te['regulariser']:g}, capacity headroom {result.te['capacity_headroom']:g}, "
+        f"{result.slicing['count']} {result.slicing['method']} slices, deviation "
+        f"{result.divergence['distribution']} sd {result.divergence['sd']:g}",
+        ("matrix", "offered", "carried", "delivered", "loss", "MLU", "congestion", "max overload"),
+        ((i.index, f"{i.offered:.0f}", f"{i.carried:.0f}", f"{i.delivered:.0f}", f"{i.loss:.1f}", f"{i.mlu:.3f}",
+          f"{i.congestion:.1f}", f"{i.max_overload:.1%}") for i in result.intervals)))
     s = result.summary
     console.print(f"mean congestion {s['mean_congestion']:.1f}, largest overload {s['max_overload']:.1%}, "
                   f"delivered/offered {s['delivered_over_offered']:.3f}, loss/carried {s['loss_over_carried']:.4f}; "

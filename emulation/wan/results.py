@@ -1,5 +1,7 @@
-"""The result of a WAN scenario (``result.json``), typed: one :class:`Interval` per traffic
-matrix and the settings that produced them (:mod:`emulation.wan.run`)."""
+"""The result of a WAN scenario (``result.json``), typed: one
+:class:`emulation.te_intervals.Interval` per traffic matrix (from the flow backend,
+:mod:`emulation.flowsim.wan`, and for the packet backend with what it measured,
+:mod:`emulation.emulator.wan_replay`) and the settings that produced them."""
 
 from __future__ import annotations
 
@@ -8,56 +10,10 @@ from typing import Any, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, computed_field, model_validator
 
+from emulation.te_intervals import Interval
 
 #: Links loaded below this fraction of capacity are left out of the relative error.
 AGREEMENT_FLOOR = 0.1
-
-
-class Measured(BaseModel):
-    """What the packet backend measured in one interval: every link's load (demand units, from
-    the switches' port counters: ``link_load`` bytes sent into the link, ``link_carried`` bytes
-    that came out of it) over the measurement window, per demand ``[src, dst, sent, lost]``
-    datagrams (whole interval) and datagrams that arrived out of order, every live slice
-    controller's reinstall time (``reinstall_s``: solving its view plus rewriting its groups until
-    the switches' barrier replies) and the datagrams lost among those sent from the interval's
-    start until the last new group was acknowledged, and the measured blast radius: the
-    share of the offered demand whose installed splits are not its controller's fresh solution;
-    ``calm``: datagrams sent and lost after the reinstall on demands whose tunnels cross no link
-    computed above 90% (they should lose none: the faithfulness check of the replay)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    window_s: list[float]
-    link_load: list[float]
-    link_carried: list[float]
-    demands: list[list[float]]
-    sent: int
-    lost: int
-    reordered: int
-    reinstall_s: dict[str, float]
-    lost_during_reinstall: int
-    stale_demand_share: float
-    events: list[str] = []
-    calm: list[int] = [0, 0]
-
-
-class Interval(BaseModel):
-    """One traffic matrix (demand units of the topology): offered, carried by the controllers'
-    splits, delivered after proportional sharing on overloaded links, lost there, the MLU, the
-    congestion (sum of overload), the worst link's overload (fraction) and every link's load."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    index: int
-    offered: float
-    carried: float
-    delivered: float
-    loss: float
-    mlu: float
-    congestion: float
-    max_overload: float
-    link_load: list[float]
-    measured: Measured | None = None
 
 
 class WanResult(BaseModel):

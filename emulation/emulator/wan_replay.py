@@ -1,9 +1,10 @@
-"""A WAN scenario on the packet backend: the traffic matrices replayed as real UDP flows through
-Open vSwitch routers programmed by one OS-Ken TE controller per slice (:mod:`emulation.wan.emulated`,
-:mod:`controllers.wan_te`, :mod:`emulation.wan.traffic`).
+"""A WAN on the packet backend (:func:`replay_wan`): the traffic matrices of a
+:class:`emulation.te_intervals.WanSetup` replayed as real UDP flows through Open vSwitch routers
+programmed by one OS-Ken TE controller per slice (:mod:`emulation.emulator.wan_net`,
+:mod:`controllers.wan_te`, :mod:`emulation.emulator.wan_traffic`).
 
 Interval i starts at ``t0 + i x interval_s``. At that moment every live controller gets its own
-view of matrix i (:func:`emulation.wan.divergence.views`, the same views as the flow backend),
+view of matrix i (:func:`emulation.planners.divergence.views`, the same views as the flow backend),
 solves the TE and rewrites its routers' select groups; meanwhile the generators already send
 matrix i (on the previous groups until the new ones are acknowledged: the reinstall time, and the
 datagrams lost in it, are reported). Link loads are the switches' port counters read at
@@ -12,7 +13,8 @@ own times of its two readings (so how long a reading takes does not enter); a ru
 fall outside their interval, or before its groups were installed, is refused (the machine could
 not keep the timeline). Loss and reordering per demand come from the datagrams' sequence numbers. The computed side of every interval is the union of the splits the controllers
 reported (the last ones of a killed controller), evaluated on the true matrix exactly as the flow
-backend does (:func:`emulation.wan.divergence.evaluate`).
+backend does (:func:`emulation.planners.divergence.evaluate`; the WAN kind adds the flow model's
+proportional sharing, :func:`emulation.flowsim.wan.interval`).
 
 Faults: ``wan.replay.kill`` SIGKILLs a slice's controller at the start of an interval (its routers
 keep their last groups: secure fail mode) and the measured blast radius is the share of the
@@ -28,18 +30,19 @@ import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from emulation.emulator import wan_net as em
 from emulation.emulator.controller_client import ControllerError
 from emulation.emulator.net import EmulationError, project_root
-from emulation.wan import emulated as em
-from emulation.wan.divergence import evaluate, owned, views
-from emulation.wan.results import Measured, WanResult
-from emulation.wan.run import Progress, WanSetup, interval, prepare, result
+from emulation.emulator.wan_traffic import BIN_S
+from emulation.output import Progress
+from emulation.planners.divergence import Outcome, evaluate, owned, views
 from emulation.planners.te import bucket_weights, solve
-from emulation.wan.traffic import BIN_S
+from emulation.te_intervals import Measured, WanSetup
 
 #: Time between starting the generators and the first interval, s (their start-up is ~0.3 s).
 LEAD_S = 2.0
@@ -49,30 +52,49 @@ DRAIN_S = 1.0
 TAIL_S = 0.1
 
 
-def emulate_wan(sc, run_dir: Path, progress: Progress | None = None) -> WanResult:
-    """Run WAN scenario ``sc`` (a :class:`emulation.kinds.wan.WanScenario`) on the packet backend: its traffic matrices replayed as UDP flows
-    through Open vSwitch routers, one TE controller per slice (module doc; Symphony's
-    decentralised TE, arXiv 2510.11937). Controller logs, generator plans and per-site datagram
-    counts go to ``run_dir``.
+@dataclass(frozen=True)
+class WanReplay:
+    """What the packet replay of a WAN gives back, per interval j: ``outcomes[j]``, the union of
+    the splits the switches held during its measurement window evaluated on the true matrix
+    (:func:`emulation.planners.divergence.evaluate`; the computed side), and ``measured[j]``;
+    ``mbps_per_unit``, the emulated Mbit/s of one demand unit, and ``frame_bytes``, the
+    generators' Ethernet frame."""
 
+    outcomes: list[Outcome]
+    measured: list[Measured]
+    mbps_per_unit: float
+    frame_bytes: int
+
+
+def replay_wan(setup: WanSetup, te: dict, replay, run_dir: Path, *, link_mbps: float, controller: str = "os-ken",
+               progress: Progress | None = None) -> WanReplay:
+    """Replay the matrices of ``setup`` as UDP flows through Open vSwitch routers, one TE
+    controller per slice (module doc; Symphony's decentralised TE, arXiv 2510.11937). Controller
+    logs, generator plans and per-site datagram counts go to ``run_dir``.
+
+    :param te: what every controller solves: ``{"objective", "regulariser" (lambda, a number),
+        "capacity_headroom"}`` (:func:`emulation.planners.te.solve`).
+    :param replay: the replay's settings (a WAN scenario's ``wan.replay``): ``interval_s``,
+        ``flows`` per demand, ``payload_bytes``, ``warmup_s``, and the faults ``kill`` (``slice``,
+        ``interval``) and ``fail`` (``link`` ``[u, v]``, ``interval``), each None if absent.
+    :param link_mbps: the emulated rate of the largest-capacity link (Mbit/s of frames).
+    :param controller: the slice controllers' framework, ``os-ken`` or ``ryu``.
     :param progress: called as ``progress(label, done, total)`` before each interval.
-    :returns: the computed and the measured side of every interval (link loads in the traffic
-        matrix's units, times in s from each interval's start).
+    :returns: the computed and the measured side of every interval (:class:`WanReplay`; link
+        loads in the traffic matrix's units, times in s from each interval's start).
 
     :raises EmulationError: the emulation could not be brought up, a controller failed, or the
         machine could not emulate the load faithfully (:func:`_check_pacing`, :func:`check_faithful`).
     """
-    w, p = sc.wan, sc.wan.replay
-    setup = prepare(sc)
+    p = replay
     topo, tunnels, cap, slicing, dev = setup.topo, setup.tunnels, setup.capacity, setup.slicing, setup.deviation
     matrices, indices, count = setup.matrices, setup.indices, len(setup.indices)
-    te = {"objective": w.te.objective, "regulariser": w.te.lam, "capacity_headroom": w.te.capacity_headroom}
     failed_link = None
     if p.fail is not None:
         u, v = p.fail.link
         failed_link = [topo.links.index((u, v))] + ([topo.links.index((v, u))] if (v, u) in topo.links else [])
     run_dir = Path(run_dir)
-    with em.WanNet(topo, tunnels, slicing, te, run_dir, link_mbps=sc.emulation.link_mbps, controller=sc.emulation.controller) as net:
+    with em.WanNet(topo, tunnels, slicing, te, run_dir, link_mbps=link_mbps, controller=controller) as net:
         net.add_flow_addresses(p.flows)
         splits = np.zeros(len(tunnels.paths))
         answers = _install(net, views(tunnels, matrices[0], slicing, dev, indices[0]), [])
@@ -134,12 +156,12 @@ def emulate_wan(sc, run_dir: Path, progress: Progress | None = None) -> WanResul
             net_check(net)
         _wait_generators(gens, t0 + count * p.interval_s + DRAIN_S + 30)
         counts = [json.loads((run_dir / f"counts-{i}.json").read_text()) for i in range(topo.routers)]
-    _check_pacing(matrices, counts, net.mbps_per_unit, p, sc.emulation.link_mbps)
+    _check_pacing(matrices, counts, net.mbps_per_unit, p, link_mbps)
     intervals = [(*i[:3], _stale_share(tunnels, slicing, matrices[j], cap, te, *i[3]) if isinstance(i[3], tuple) else i[3],
                   *i[4:]) for j, i in enumerate(intervals)]
-    res = _result(sc, setup, net.mbps_per_unit, t0, counters, intervals, counts)
-    check_faithful(res)
-    return res
+    outcomes, measured = _measured(setup, p, net.mbps_per_unit, t0, counters, intervals, counts)
+    check_faithful(measured)
+    return WanReplay(outcomes, measured, net.mbps_per_unit, counts[0]["frame_bytes"])
 
 
 def net_check(net: em.WanNet) -> None:
@@ -222,8 +244,8 @@ def _start_generators(net: em.WanNet, matrices, t0: float, p, run_dir: Path) -> 
         path = run_dir / f"plan-{i}.json"
         path.write_text(json.dumps(plan))
         with open(run_dir / f"traffic-{i}.log", "w") as fh:
-            procs.append(net.host(i).popen([sys.executable, "-m", "emulation.wan.traffic", str(path.resolve())],
-                                           stdout=fh, stderr=fh, cwd=project_root()))
+            procs.append(net.host(i).popen([sys.executable, "-m", "emulation.emulator.wan_traffic",
+                                            str(path.resolve())], stdout=fh, stderr=fh, cwd=project_root()))
     return procs
 
 
@@ -246,14 +268,15 @@ CALM_UTILISATION = 0.9
 CALM_LOSS = 0.01
 
 
-def check_faithful(result: WanResult) -> None:
+def check_faithful(measured: list[Measured]) -> None:
     """Refuse a run in which demands far from any overloaded link lost datagrams (outside
-    reinstalls and faults): the emulator, not the modelled network, dropped them.
+    reinstalls and faults; ``measured``: every interval's :attr:`Measured.calm`): the emulator,
+    not the modelled network, dropped them.
 
     :raises EmulationError: more than :data:`CALM_LOSS` of those datagrams were lost.
     """
-    sent = sum(i.measured.calm[0] for i in result.intervals)
-    lost = sum(i.measured.calm[1] for i in result.intervals)
+    sent = sum(m.calm[0] for m in measured)
+    lost = sum(m.calm[1] for m in measured)
     if sent and lost > CALM_LOSS * sent:
         raise EmulationError(f"{lost} of {sent} datagrams ({lost / sent:.2%}) were lost on paths loaded below "
                              f"{CALM_UTILISATION:.0%}: this machine drops packets the network would carry; lower "
@@ -287,10 +310,12 @@ def _bins(row: dict, lo: float, hi: float, t0: float) -> int:
     return sum(c for k, c in row.items() if a <= int(k) < b)
 
 
-def _result(sc, setup: WanSetup, mbps_per_unit, t0, counters, intervals, counts) -> WanResult:
-    p = sc.wan.replay
+def _measured(setup: WanSetup, p, mbps_per_unit, t0, counters, intervals,
+              counts) -> tuple[list[Outcome], list[Measured]]:
+    """Every interval's outcome (the splits held in its window on the true matrix) and what was
+    measured in it, from the port counter readings and the generators' counts."""
     tunnels, cap = setup.tunnels, setup.capacity
-    out = []
+    outcomes, measured = [], []
     for j, ((a0, a1), (splits, reinstall, end_old, stale, events, window)) in enumerate(zip(counters, intervals)):
         o = evaluate(tunnels, splits, setup.matrices[j], cap)
         unit = 8 / 1e6 / mbps_per_unit  # bytes/s -> demand units
@@ -321,7 +346,6 @@ def _result(sc, setup: WanSetup, mbps_per_unit, t0, counters, intervals, counts)
                      link_carried=[float(x) for x in carried], demands=demands, sent=sent_all, lost=lost_all,
                      reordered=reord, reinstall_s=reinstall, lost_during_reinstall=lost_re,
                      stale_demand_share=stale, events=events, calm=calm)
-        out.append(interval(setup, j, o, m))
-    return result(sc, setup, out,
-                  {**p.model_dump(), "link_mbps": sc.emulation.link_mbps, "controller": sc.emulation.controller,
-                   "mbps_per_unit": mbps_per_unit, "frame_bytes": counts[0]["frame_bytes"]})
+        outcomes.append(o)
+        measured.append(m)
+    return outcomes, measured

@@ -1,5 +1,5 @@
 """The WAN replay's traffic generator and sink: one process per site, inside the site's host
-(``python -m emulation.wan.traffic PLAN.json``).
+(``python -m emulation.emulator.wan_traffic PLAN.json``).
 
 The plan gives the site, the start ``t0`` (CLOCK_MONOTONIC s, shared by every namespace), the
 interval length, and per interval the rate toward every other site (bit/s of Ethernet frames as

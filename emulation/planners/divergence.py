@@ -8,6 +8,12 @@ production one is private; :class:`Deviation` documents ours), solves TE on ``D_
 splits of the demands sourced in its slice; the union of the slices' splits carries the true D.
 Congestion is ``sum_e max(0, load_e - c_e)`` (demand units) and the overload
 ``max_e (load_e / c_e - 1)``, 0 if no link is above capacity.
+
+A planner beside the TE solvers (:mod:`emulation.planners.te`) and the slicing
+(:mod:`emulation.planners.slicing`): the flow backend's WAN model (:mod:`emulation.flowsim.wan`)
+solves every slice here (:func:`diverged`); the packet replay (:mod:`emulation.emulator.wan_replay`)
+hands the same :func:`views` to real controllers and evaluates the splits they installed
+(:func:`evaluate`).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from emulation.wan.slicing import Slicing
+from emulation.planners.slicing import Slicing
 from emulation.planners.te import Objective, link_load, solve
 from emulation.planners.tunnels import Tunnels
 

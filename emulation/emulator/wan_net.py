@@ -33,7 +33,7 @@ from emulation.emulator.controller_client import ControllerClient, ControllerErr
 from emulation.emulator.net import (EmulationError, claim_machine, controller_command, disable_offloads, free_port,
                                     keep_qdiscs, project_root, raise_interrupt, stop_net, stop_pid, sysctl)
 from emulation.poll import wait_until
-from emulation.wan.slicing import Slicing
+from emulation.planners.slicing import Slicing
 from emulation.planners.tunnels import Tunnels
 from topologies.wan import WanTopology
 
