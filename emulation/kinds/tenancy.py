@@ -16,7 +16,7 @@ Example (``experiments/tenancy_rack64.yaml``)::
 
 A ``trace`` replays on the flow backend: every allocator with every scheduler;
 ``static_partitions`` adds Propius' static partitioning baseline (per allocator); result
-:class:`emulation.tenancy.run.TenancyResult`. ``tenants`` (with ``tenancy.fabric`` and
+:class:`emulation.tenancy.results.TenancyResult`. ``tenants`` (with ``tenancy.fabric`` and
 ``emulation``) run at once on the packet backend beside the flow backend; result
 :class:`emulation.tenancy.packet.TenantsResult`.
 """
@@ -29,13 +29,13 @@ from typing import Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from emulation.envelope import envelope
+from emulation.flowsim.job_manager import POLICIES, static_partitions
 from emulation.kinds import Kind, RunRequest, validated
 from emulation.output import Refused
 from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel
 from emulation.tenancy import report
 from emulation.tenancy.packet import TenantsResult
-from emulation.tenancy.replay import POLICIES, static_partitions
-from emulation.tenancy.run import TenancyResult
+from emulation.tenancy.results import TenancyResult
 from emulation.units import parse_bytes
 from topologies.torus_rack import LEGAL_SHAPES, RackError, TorusRack
 
@@ -53,7 +53,7 @@ class RackSection(StrictModel):
 
 
 class TraceSection(StrictModel):
-    """``trace:`` the seeded request trace (:func:`emulation.tenancy.jobs.make_trace`)."""
+    """``trace:`` the seeded request trace (:func:`emulation.workloads.tenant_jobs.make_trace`)."""
 
     jobs: int = Field(ge=1, le=1_000_000)
     seed: int = 0

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from emulation.envelope import ResultEnvelope
 from emulation.tenancy.packet import TenantsResult
-from emulation.tenancy.run import TenancyResult
+from emulation.tenancy.results import TenancyResult
 
 COLUMNS = ("allocation_bandwidth", "fragmentation", "utilisation", "throughput_jobs_per_h", "bindings_per_h",
            "jct_mean_s", "jct_p95_s", "delay_mean_s", "delay_p95_s", "contiguous_share", "jobs_completed",
