@@ -11,8 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from emulation.envelope import ResultEnvelope
-from emulation.tenancy.packet import TenantsResult
-from emulation.tenancy.results import TenancyResult
+from emulation.tenancy.results import TenancyResult, TenantsResult
 
 COLUMNS = ("allocation_bandwidth", "fragmentation", "utilisation", "throughput_jobs_per_h", "bindings_per_h",
            "jct_mean_s", "jct_p95_s", "delay_mean_s", "delay_p95_s", "contiguous_share", "jobs_completed",
@@ -120,7 +119,7 @@ def print_summary(result: TenancyResult, name: str, console: Console | None = No
 
 
 def write_packet(result: TenantsResult, out: Path) -> None:
-    """``tenants.csv`` of a packet run (:func:`emulation.tenancy.packet.run_packet`)."""
+    """``tenants.csv`` of a packet run (:func:`emulation.tenancy.run.run_packet`)."""
     cols = ["name", "algorithm", "bytes", "start_s", "packet_alone_s", "flow_alone_s", "alone_error",
             "packet_together_s", "flow_together_s", "together_error", "retransmissions", "foreign_packets"]
     with open(out / "tenants.csv", "w", newline="") as fh:
