@@ -37,9 +37,9 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from emulation.envelope import envelope
 from emulation.flowsim.iteration import MODES
+from emulation.flowsim.rail_sweep import rail_trace
 from emulation.kinds import Kind, RunRequest, command_job, validated
 from emulation.output import Refused
-from emulation.flowsim.rail_sweep import rail_trace
 from emulation.rails import report
 from emulation.rails.results import RailsResult, TorchJobResult
 from emulation.scenario.schema import NamedScenario, ScenarioError, StrictModel

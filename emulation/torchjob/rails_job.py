@@ -43,11 +43,10 @@ JOB_MODE = {"on-demand": "on-demand", "speculative-deferred": "speculative"}
 
 
 class TorchJobSpec(StrictModel):
-    """The torch job's settings (a rail scenario's ``rails.torch_job:``, ``ocslab train``): every
-    emulated link runs at the fabric's ``port_gbps`` (at most 1 Gbit/s; no time dilation: the
-    trace's seconds are real); the controller's dark window ``reconfiguration_delay_s``; the
-    control ``modes`` compared; ``iterations`` per run (the first one warms up); the job's data
-    and SGD; ``timeout_s`` for one mode's job."""
+    """``rails.torch_job:`` the torch job on the packet backend (``ocslab train``): every emulated link runs
+    at the fabric's ``port_gbps`` (at most 1 Gbit/s; no time dilation: the trace's seconds are
+    real); the controller's dark window ``reconfiguration_delay_s``; the control ``modes``
+    compared; ``iterations`` per run (the first one warms up); the job's data and SGD."""
 
     reconfiguration_delay_s: float = Field(default=0.1, ge=0, le=5)
     modes: list[Literal["on-demand", "speculative-deferred"]] = Field(
