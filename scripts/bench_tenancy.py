@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from emulation.flowsim.job_manager import simulate_job_manager  # noqa: E402
+from emulation.flowsim.job_metrics import metrics  # noqa: E402
 from emulation.planners import allocators as al  # noqa: E402
-from emulation.tenancy.jobs import make_trace  # noqa: E402
-from emulation.tenancy.metrics import metrics  # noqa: E402
-from emulation.tenancy.replay import simulate_job_manager  # noqa: E402
+from emulation.workloads.tenant_jobs import make_trace  # noqa: E402
 from topologies.torus_rack import TorusRack  # noqa: E402
 
 

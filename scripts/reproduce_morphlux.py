@@ -31,11 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from emulation import kinds  # noqa: E402
 from emulation.flowsim.tenants import simulate_tenants  # noqa: E402
 from emulation.planners.allocators import ClusterState, Photonic, TorusContiguous  # noqa: E402
-from emulation.tenancy.packet import redirection_fabrics  # noqa: E402
 from emulation.tenancy.report import print_summary  # noqa: E402
 from emulation.tenancy.run import run_tenancy  # noqa: E402
 from emulation.workloads.allreduce import ring_allreduce  # noqa: E402
 from emulation.workloads.model import Tenant  # noqa: E402
+from topologies.builders import redirection_fabrics  # noqa: E402
 from topologies.torus_rack import LEGAL_SHAPES, TorusRack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -69,8 +69,8 @@ def test_a_tenant_needs_its_own_gpus():
 def test_bandwidth_redirection_gives_a_2x2x1_ring_three_times_the_bandwidth():
     """Morphlux: a 2x2x1 slice's ring on 2 of 6 torus ports against all 6 steered into it; with
     alpha = 0 the Ring AllReduce's time is exactly 3x shorter (three parallel circuits)."""
-    from emulation.tenancy.packet import redirection_fabrics
     from emulation.workloads.allreduce import ring_allreduce
+    from topologies.builders import redirection_fabrics
 
     fabric, configs = redirection_fabrics(400.0)
     assert {k: sum(len(cs) for cs in c.values()) for k, c in configs.items()} == {"torus": 4, "photonic": 12}

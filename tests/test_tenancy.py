@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from emulation.flowsim.job_manager import simulate_job_manager, static_partitions
+from emulation.flowsim.job_metrics import metrics
 from emulation.planners.allocators import Allocation, ClusterState, Photonic, TorusContiguous, route_circuits
-from emulation.tenancy.jobs import Job, make_trace
-from emulation.tenancy.metrics import metrics
-from emulation.tenancy.replay import simulate_job_manager, static_partitions
+from emulation.workloads.tenant_jobs import Job, make_trace
 from topologies.torus_rack import LEGAL_SHAPES, RackError, TorusRack
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from emulation.emulator.tenants import foreign_filter
-from emulation.tenancy.packet import run_packet
+from emulation.tenancy.run import run_packet
 from emulation import kinds
 
 ROOT = Path(__file__).resolve().parents[1]

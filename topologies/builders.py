@@ -79,6 +79,20 @@ def ocs_star(
     raise FabricError(f"initial: unknown configuration {initial!r} (known: {', '.join(OCS_INITIAL)})")
 
 
+def redirection_fabrics(port_gbps: float) -> tuple[Fabric, dict[str, Configuration]]:
+    """Morphlux's bandwidth redirection (arXiv 2508.03674): a 2x2x1 slice's 4 accelerators with 6
+    ports each (``port_gbps`` each) on one OCS, and its two configurations: ``torus`` (a ring on
+    2 of the 6 ports, one circuit per neighbour pair, as a contiguous torus slice gets) and
+    ``photonic`` (all 6 steered into the ring: three parallel circuits per neighbour pair). The
+    fabric's initial configuration is ``photonic``."""
+    bare = ocs_star(4, 6, port_gbps, 0.0, "empty")
+    ring = [(0, 1), (1, 2), (2, 3), (3, 0)]
+    configs = {"torus": assign_ports(bare, "ocs0", ring), "photonic": assign_ports(bare, "ocs0", ring * 3)}
+    fabric = Fabric(bare.name, bare.gpus, bare.ports_per_gpu, bare.port_gbps, ocs=bare.ocs, eps=bare.eps,
+                    initial=configs["photonic"])
+    return fabric, configs
+
+
 def static_ring(gpus: int, port_gbps: float = 400.0) -> Fabric:
     """A static bidirectional ring of cables: GPU i port 1 <-> GPU i+1 port 0 (2 ports per GPU).
 

@@ -16,6 +16,10 @@ Isolation is measured, not assumed (:func:`isolation_capture`): on the OCS input
 tenant GPU's fibres, a kernel packet filter keeps each frame that is not an IPv4 packet between two
 GPUs of that tenant; a tenant's traffic on another tenant's circuits would have to enter the OCS
 through one of that tenant's ports, and shows there (:func:`foreign_packets`).
+
+:func:`measure_tenants` runs the whole measurement on a fresh emulation: the link rate calibrated
+by the headroom probe with every GPU sending, each tenant alone (the others' GPUs idle), then all
+of them at once under the isolation capture; each tenant's circuits are taken away when it ends.
 """
 
 from __future__ import annotations
@@ -30,13 +34,15 @@ import numpy as np
 
 from emulation import dataplane as dpn
 from emulation.emulator.agent_schedule import AgentSchedules
+from emulation.emulator.calibration import calibrate
 from emulation.emulator.capture import Capture
 from emulation.emulator.net import EmulatedFabric, EmulationError
 from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, RELEASE_LEAD_S, agents
-from emulation.fabric import Circuit, Configuration
-from emulation.workloads.model import Tenant
+from emulation.fabric import Circuit, Configuration, Fabric
+from emulation.output import Progress, Refused
 from emulation.routing import Routes, RoutingError
 from emulation.scale import Scale
+from emulation.workloads.model import Tenant
 
 
 @dataclass
@@ -203,3 +209,69 @@ def foreign_packets(emu: EmulatedFabric, tenants: list[Tenant], capture_dir: Pat
             if path.stat().st_size > 24:  # more than the file header
                 out[name] += sum(1 for _ in RawPcapReader(str(path)))
     return out
+
+
+@dataclass
+class TenantsMeasured:
+    """What :func:`measure_tenants` measured: the ``scale`` model of the link rate run, the
+    headroom probe at that rate, each tenant ``alone`` and all of them ``together`` (in the
+    tenants' order), ``foreign`` frames of another tenant seen on each tenant's OCS ports (by
+    name; the isolation measure) and the circuits left after every tenant ended."""
+
+    scale: Scale
+    headroom: dict
+    alone: list[TenantMeasured]
+    together: list[TenantMeasured]
+    foreign: dict[str, int]
+    circuits_left: int
+
+
+def measure_tenants(fabric: Fabric, configuration: Configuration, tenants: list[Tenant], alpha_s: float, out: Path, *,
+                    link_mbps: float | None, byte_scale: float, mtu: int, controller: str, headroom_target: float,
+                    refuse: bool, progress: Progress | None = None) -> TenantsMeasured:
+    """The tenants on a fresh emulation of ``fabric`` (logs in ``out/emulation``): the link rate
+    calibrated by the headroom probe with every GPU sending (``link_mbps``, Mbit/s; None: the
+    fastest faithful rate), each tenant alone (its start at 0, the others' GPUs idle), then all of
+    them at once (:func:`run_tenants`, on ``configuration``) under an :func:`isolation_capture`.
+
+    :param alpha_s: real per-message latency, s.
+    :param byte_scale: bytes sent per real byte (the scale model, :class:`~emulation.scale.Scale`).
+    :param mtu: the emulated links' MTU, bytes. :param controller: the controller framework.
+    :param headroom_target: the efficiency the probe must reach (fraction).
+    :param refuse: refuse a requested rate that misses the target (else run it, the probe recorded).
+    :raises Refused: the requested rate misses the target and ``refuse``.
+    :raises CalibrationError: no link rate is faithful on this machine.
+    :raises EmulationError: the emulation failed.
+    """
+    steps = len(tenants) + 1
+    with EmulatedFabric(fabric, out / "emulation", link_mbps=100.0 if link_mbps is None else link_mbps, mtu=mtu,
+                        controller=controller) as emu:
+        if progress:
+            progress("calibrating the link rate", 0, steps + 1)
+        cal = calibrate(emu, None if link_mbps is None else float(link_mbps), byte_scale,
+                        out / "emulation" / "calibration", headroom_target)
+        if not cal.requested_ok and refuse:
+            raise Refused(cal.refusal())
+        rate = cal.link_mbps if cal.requested_ok else float(link_mbps)
+        emu.set_link_mbps(rate)
+        scale = Scale(rate, byte_scale, fabric.port_gbps)
+        alone = []
+        for k, t in enumerate(tenants):
+            if progress:
+                progress(f"{t.name} alone", k + 1, steps + 1)
+            alone.append(run_tenants(emu, [Tenant(t.name, t.workload, t.gpus, 0.0)], configuration, scale, alpha_s,
+                                     out / "emulation" / f"alone-{t.name}")[0])
+        if progress:
+            progress("together", steps, steps + 1)
+        watch = isolation_capture(emu, tenants, out / "emulation" / "isolation")
+        watch.start()
+        try:
+            together = run_tenants(emu, tenants, configuration, scale, alpha_s, out / "emulation" / "together")
+        finally:
+            watch.stop()
+        foreign = foreign_packets(emu, tenants, out / "emulation" / "isolation")
+        left = emu.client.circuits()
+    if progress:
+        progress("done", steps + 1, steps + 1)
+    return TenantsMeasured(scale=scale, headroom=cal.chosen, alone=alone, together=together, foreign=foreign,
+                           circuits_left=sum(len(cs) for cs in left.values()))

@@ -23,8 +23,9 @@ and ``compute`` are :class:`~emulation.workloads.iteration.ParallelSpec` and
 ``gpus_per_server`` the TP degree (TP fills a server; every other group then lies on one rail).
 ``paper`` may hold a published table to print beside the results. ``larger`` runs the same model
 and sweep on bigger rail fabrics. ``ocslab run`` sweeps on the flow backend
-(:class:`emulation.rails.run.RailsResult`); ``ocslab train`` runs ``torch_job`` on the packet
-backend (:class:`emulation.rails.packet.TorchJobResult`).
+(:class:`emulation.rails.results.RailsResult`); ``ocslab train`` runs ``torch_job``
+(:class:`emulation.torchjob.rails_job.TorchJobSpec`) on the packet backend
+(:class:`emulation.rails.results.TorchJobResult`).
 """
 
 from __future__ import annotations
@@ -36,13 +37,14 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from emulation.envelope import envelope
 from emulation.flowsim.iteration import MODES
+from emulation.flowsim.rail_sweep import rail_trace
 from emulation.kinds import Kind, RunRequest, command_job, validated
 from emulation.output import Refused
 from emulation.rails import report
-from emulation.rails.packet import TorchJobResult
-from emulation.rails.run import RailsResult
+from emulation.rails.results import RailsResult, TorchJobResult
 from emulation.scenario.schema import NamedScenario, ScenarioError, StrictModel
-from emulation.workloads.iteration import MODELS, ComputeSpec, ParallelSpec, TransformerSpec
+from emulation.torchjob.rails_job import TorchJobSpec
+from emulation.workloads.iteration import MODELS, ComputeSpec, IterationTrace, ParallelSpec, TransformerSpec
 from topologies.rail_network import RailNetwork
 
 
@@ -59,23 +61,6 @@ ModelRef = Annotated[Union[str, TransformerSpec], AfterValidator(_known_model)]
 def transformer_of(ref: str | TransformerSpec) -> TransformerSpec:
     """The :class:`TransformerSpec` of a :data:`ModelRef`."""
     return MODELS[ref] if isinstance(ref, str) else ref
-
-
-class TorchJobSpec(StrictModel):
-    """``rails.torch_job:`` the torch job on the packet backend (``ocslab train``): every emulated link runs
-    at the fabric's ``port_gbps`` (at most 1 Gbit/s; no time dilation: the trace's seconds are
-    real); the controller's dark window ``reconfiguration_delay_s``; the control ``modes``
-    compared; ``iterations`` per run (the first one warms up); the job's data and SGD."""
-
-    reconfiguration_delay_s: float = Field(default=0.1, ge=0, le=5)
-    modes: list[Literal["on-demand", "speculative-deferred"]] = Field(
-        default_factory=lambda: ["on-demand", "speculative-deferred"], min_length=1)
-    iterations: int = Field(default=4, ge=2, le=100)
-    samples: int = Field(default=1024, ge=1)
-    classes: int = Field(default=10, ge=2, le=1000)
-    lr: float = Field(default=0.05, gt=0)
-    seed: int = 0
-    timeout_s: float = Field(default=600.0, gt=0, le=7200)
 
 
 class RailFabric(StrictModel):
@@ -182,6 +167,12 @@ class RailsSection(StrictModel):
         """The model as a :class:`TransformerSpec`. :raises ValueError: inconsistent fields."""
         return transformer_of(self.model)
 
+    def trace(self) -> IterationTrace:
+        """The phase trace of one iteration of the model on the scenario's fabric
+        (:func:`emulation.flowsim.rail_sweep.rail_trace`). :raises ValueError: as there."""
+        return rail_trace(self.transformer(), self.parallel, self.compute, self.fabric.network(),
+                          self.fabric.gpus_per_server)
+
 
 def _check_shape(servers: int, gpus: int, par: ParallelSpec, where: str) -> None:
     if par.tp != gpus:
@@ -258,9 +249,9 @@ def _run(req: RunRequest):
 
 def _train(sc: RailsScenario, args, path: Path) -> int:
     """``ocslab train``: the scenario's torch job on emulated rails under each control mode
-    (:func:`emulation.rails.packet.run_packet`), beside the flow backend's replay."""
+    (:func:`emulation.rails.run.run_packet`), beside the flow backend's replay."""
+    from emulation.rails.run import run_packet
     from emulation.torchjob.launch import torch_available
-    from emulation.rails.packet import run_packet
 
     if args.recovery is not None:
         raise Refused("--recovery: applies to training scenarios (LUMION), not rails ones")

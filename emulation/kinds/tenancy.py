@@ -16,9 +16,9 @@ Example (``experiments/tenancy_rack64.yaml``)::
 
 A ``trace`` replays on the flow backend: every allocator with every scheduler;
 ``static_partitions`` adds Propius' static partitioning baseline (per allocator); result
-:class:`emulation.tenancy.run.TenancyResult`. ``tenants`` (with ``tenancy.fabric`` and
+:class:`emulation.tenancy.results.TenancyResult`. ``tenants`` (with ``tenancy.fabric`` and
 ``emulation``) run at once on the packet backend beside the flow backend; result
-:class:`emulation.tenancy.packet.TenantsResult`.
+:class:`emulation.tenancy.results.TenantsResult`.
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ from typing import Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from emulation.envelope import envelope
+from emulation.flowsim.job_manager import POLICIES, static_partitions
 from emulation.kinds import Kind, RunRequest, validated
 from emulation.output import Refused
 from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel
 from emulation.tenancy import report
-from emulation.tenancy.packet import TenantsResult
-from emulation.tenancy.replay import POLICIES, static_partitions
-from emulation.tenancy.run import TenancyResult
+from emulation.tenancy.results import TenancyResult, TenantsResult
 from emulation.units import parse_bytes
 from topologies.torus_rack import LEGAL_SHAPES, RackError, TorusRack
 
@@ -53,7 +52,7 @@ class RackSection(StrictModel):
 
 
 class TraceSection(StrictModel):
-    """``trace:`` the seeded request trace (:func:`emulation.tenancy.jobs.make_trace`)."""
+    """``trace:`` the seeded request trace (:func:`emulation.workloads.tenant_jobs.make_trace`)."""
 
     jobs: int = Field(ge=1, le=1_000_000)
     seed: int = 0
@@ -223,7 +222,7 @@ def _load(path: Path, data: dict) -> TenancyScenario:
 def _run(req: RunRequest):
     """A trace's replays on the flow backend (:func:`emulation.tenancy.run.run_tenancy`), or the
     tenants on the packet backend beside the flow backend
-    (:func:`emulation.tenancy.packet.run_packet`)."""
+    (:func:`emulation.tenancy.run.run_packet`)."""
     sc = req.scenario
     need = "flow" if sc.tenancy.trace is not None else "mininet"
     if req.backend != need:
@@ -232,7 +231,7 @@ def _run(req: RunRequest):
         from emulation.tenancy.run import run_tenancy
 
         return envelope("tenancy", sc.name, "flow", run_tenancy(sc, req.progress))
-    from emulation.tenancy.packet import run_packet
+    from emulation.tenancy.run import run_packet
 
     return envelope("tenancy", sc.name, "both", run_packet(sc, req.out, req.progress, req.force))
 

@@ -5,7 +5,8 @@ and ``dp`` decide when reconfiguring pays (:mod:`emulation.planners.pccl`).
 
 Beside them, :mod:`emulation.planners.allocators`: slice allocators for a multi-tenant torus rack
 (contiguous blocks, and Morphlux's photonic circuits routed by an integer program, arXiv
-2508.03674). Importing this package does not import them.
+2508.03674), and :mod:`emulation.planners.tenants`: tenants placed by the photonic allocator
+with a ring of circuits each on one emulated OCS. Importing this package does not import them.
 
 WAN traffic engineering plans routes rather than circuits: :mod:`emulation.planners.tunnels`
 (k-shortest tunnels) and :mod:`emulation.planners.te` (the TE formulations and the select-group

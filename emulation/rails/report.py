@@ -4,15 +4,14 @@ every rank did) and tables."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from emulation.envelope import ResultEnvelope
-from emulation.rails.packet import TorchJobResult
-from emulation.rails.run import FabricRun, RailsResult
+from emulation.figures import console, figure, table, write_csv
+from emulation.flowsim.rail_sweep import FabricRun
+from emulation.rails.results import RailsResult, TorchJobResult
 
 #: Colours of the timeline, by what a rank does (comm ops by dimension).
 COLOURS = {"compute": "#c8c8c8", "pp": "#1f77b4", "dp": "#2ca02c", "edp": "#98df8a", "ep": "#ff7f0e",
@@ -26,14 +25,12 @@ def write(env: ResultEnvelope, out: Path) -> list[str]:
     if isinstance(result, TorchJobResult):
         packet_timeline_plot(result, out / "timeline.png")
         return ["timeline.png"]
-    with open(out / "sweep.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["gpus", "mode", "reconfiguration_delay_s", "iteration_s", "overhead", "reconfigurations",
-                    "speculative_reconfigurations", "control_wait_s"])
-        for fr in [result.main] + result.larger:
-            for p in fr.points:
-                w.writerow([fr.gpus, p.mode, p.reconfiguration_delay_s, p.iteration_s, p.overhead, p.reconfigurations,
-                            p.speculative_reconfigurations, p.control_wait_s])
+    write_csv(out / "sweep.csv",
+              ([fr.gpus, p.mode, p.reconfiguration_delay_s, p.iteration_s, p.overhead, p.reconfigurations,
+                p.speculative_reconfigurations, p.control_wait_s] for fr in [result.main] + result.larger
+               for p in fr.points),
+              ["gpus", "mode", "reconfiguration_delay_s", "iteration_s", "overhead", "reconfigurations",
+               "speculative_reconfigurations", "control_wait_s"])
     overhead_plot(result, out / "overhead.png")
     timeline_plot(result, out / "timeline.png")
     return ["sweep.csv", "overhead.png", "timeline.png"]
@@ -42,72 +39,71 @@ def write(env: ResultEnvelope, out: Path) -> list[str]:
 def overhead_plot(result: RailsResult, path: Path) -> None:
     """Overhead (%) against R (ms, symmetric log) per mode: the scenario's fabric with the paper's
     rows dashed, and each larger fabric in a panel of its own."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     runs = [result.main] + result.larger
-    fig, axes = plt.subplots(1, len(runs), figsize=(6.5 * len(runs), 4.2), squeeze=False)
     styles = {"on-demand": "#1f77b4", "speculative": "#d62728", "speculative-deferred": "#9467bd"}
     paper = result.paper or {}
-    for k, (ax, fr) in enumerate(zip(axes[0], runs)):
-        for mode, colour in styles.items():
-            pts = [p for p in fr.points if p.mode == mode]
-            if pts:
-                ax.plot([p.reconfiguration_delay_s * 1e3 for p in pts], [p.overhead * 100 for p in pts], "o-",
-                        color=colour, ms=4, label=f"{mode} (ocslab)")
-        base = paper.get("baseline_s")
-        if k == 0 and base:
-            delays = sorted({p.reconfiguration_delay_s * 1e3 for p in fr.points if p.mode != "eps"})
-            for mode, row in paper.get("times_s", {}).items():
-                have = [(d, x) for d, x in zip(delays, row) if x is not None]
-                ax.plot([d for d, _ in have], [(x / base - 1) * 100 for _, x in have], "x--", color=styles.get(mode, "k"), alpha=0.7,
-                        label=f"{mode} (paper)")
-        ax.set_xscale("symlog", linthresh=10)
-        ax.set_xlabel("reconfiguration delay R (ms)")
-        ax.set_ylabel("iteration time over electrical rails (%)")
-        ax.set_title(f"{fr.model}, {fr.gpus} GPUs ({_par(fr.parallel)})", fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.suptitle(f"{result.model}: overhead of photonic rails against R")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with figure(path, 1, len(runs), size=(6.5 * len(runs), 4.2)) as (fig, axes):
+        for k, (ax, fr) in enumerate(zip(axes[0], runs)):
+            for mode, colour in styles.items():
+                pts = [p for p in fr.points if p.mode == mode]
+                if pts:
+                    ax.plot([p.reconfiguration_delay_s * 1e3 for p in pts], [p.overhead * 100 for p in pts], "o-",
+                            color=colour, ms=4, label=f"{mode} (ocslab)")
+            base = paper.get("baseline_s")
+            if k == 0 and base:
+                delays = sorted({p.reconfiguration_delay_s * 1e3 for p in fr.points if p.mode != "eps"})
+                for mode, row in paper.get("times_s", {}).items():
+                    have = [(d, x) for d, x in zip(delays, row) if x is not None]
+                    ax.plot([d for d, _ in have], [(x / base - 1) * 100 for _, x in have], "x--",
+                            color=styles.get(mode, "k"), alpha=0.7, label=f"{mode} (paper)")
+            ax.set_xscale("symlog", linthresh=10)
+            ax.set_xlabel("reconfiguration delay R (ms)")
+            ax.set_ylabel("iteration time over electrical rails (%)")
+            ax.set_title(f"{fr.model}, {fr.gpus} GPUs ({_par(fr.parallel)})", fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{result.model}: overhead of photonic rails against R")
+
+
+def draw_lanes(ax, timeline: dict, names: list[str]) -> None:
+    """Draw ``timeline`` (``{"t0", "t1", "intervals": [[lane, t0, t1, kind, dim, phase]]}``,
+    seconds) on ``ax``: lane i (labelled ``names[i]``, top to bottom) holds its intervals clipped
+    to ``[t0, t1]``, from 0 at ``t0``, coloured by :data:`COLOURS`: compute, waiting on the
+    controller, any other wait (white) or the comm op's dimension."""
+    t0, t1 = timeline["t0"], timeline["t1"]
+    for lane, a, b, kind, dim, _phase in timeline["intervals"]:
+        a, b = max(a, t0), min(b, t1)
+        if b <= a:
+            continue
+        key = kind if kind in ("compute", "wait-controller") else ("wait" if kind.startswith("wait") else dim)
+        ax.broken_barh([(a - t0, b - a)], (lane - 0.4, 0.8), color=COLOURS.get(key, "k"), linewidth=0)
+    ax.set_xlim(0, t1 - t0)
+    ax.set_yticks(range(len(names)), names, fontsize=7)
+    ax.invert_yaxis()
+
+
+def _lane_legend(fig, leave_out: tuple[str, ...]) -> None:
+    """The colours of :data:`COLOURS` but ``leave_out``, in one row under the lanes."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=c, label=k) for k, c in COLOURS.items() if k not in leave_out]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7)
 
 
 def timeline_plot(result: RailsResult, path: Path) -> None:
     """One steady iteration per mode: a lane per rank (server), coloured by compute, the comm
     dimension, or waiting on the controller."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
     modes = list(result.timeline)
-    fig, axes = plt.subplots(len(modes), 1, figsize=(11, 1.0 + 0.45 * result.main.servers * len(modes)),
-                             squeeze=False)
-    for ax, mode in zip(axes[:, 0], modes):
-        tl = result.timeline[mode]
-        t0 = tl["t0"]
-        for rank, a, b, kind, dim, _phase in tl["intervals"]:
-            a, b = max(a, t0), min(b, tl["t1"])
-            if b <= a:
-                continue
-            key = kind if kind in ("compute", "wait-controller") else ("wait" if kind.startswith("wait") else dim)
-            ax.broken_barh([(a - t0, b - a)], (rank - 0.4, 0.8), color=COLOURS.get(key, "k"), linewidth=0)
-        ax.set_xlim(0, tl["t1"] - t0)
-        ax.set_yticks(range(result.main.servers), [f"server {r}" for r in range(result.main.servers)], fontsize=7)
-        R = "" if mode == "eps" else f", R = {result.timeline_delay_s * 1e3:g} ms"
-        ax.set_title(f"{mode}{R}: one iteration, {tl['t1'] - t0:.2f} s", fontsize=9)
-        ax.invert_yaxis()
-    axes[-1, 0].set_xlabel("seconds into the iteration")
-    handles = [Patch(color=c, label=k) for k, c in COLOURS.items() if k != "wait"]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    servers = [f"server {r}" for r in range(result.main.servers)]
+    with figure(path, len(modes), 1, size=(11, 1.0 + 0.45 * result.main.servers * len(modes)),
+                rect=(0, 0.05, 1, 1)) as (fig, axes):
+        for ax, mode in zip(axes[:, 0], modes):
+            tl = result.timeline[mode]
+            draw_lanes(ax, tl, servers)
+            R = "" if mode == "eps" else f", R = {result.timeline_delay_s * 1e3:g} ms"
+            ax.set_title(f"{mode}{R}: one iteration, {tl['t1'] - tl['t0']:.2f} s", fontsize=9)
+        axes[-1, 0].set_xlabel("seconds into the iteration")
+        _lane_legend(fig, ("wait",))
 
 
 def _table(fr: FabricRun, paper: dict | None, title: str) -> Table:
@@ -115,25 +111,23 @@ def _table(fr: FabricRun, paper: dict | None, title: str) -> Table:
     paper's ``s (overhead)`` beside its modes."""
     modes = [m for m in dict.fromkeys(p.mode for p in fr.points) if m != "eps"]
     delays = sorted({p.reconfiguration_delay_s for p in fr.points if p.mode != "eps"})
-    t = Table(title=title)
-    t.add_column("R (ms)", justify="right")
     base = (paper or {}).get("baseline_s")
-    rows = (paper or {}).get("times_s", {}) if base else {}
+    published = (paper or {}).get("times_s", {}) if base else {}
+    columns = ["R (ms)"]
     for m in modes:
-        t.add_column(f"{m}: s, overhead, reconf.", justify="right")
-        if m in rows:
-            t.add_column(f"paper {m}", justify="right")
+        columns += [f"{m}: s, overhead, reconf."] + ([f"paper {m}"] if m in published else [])
     by = {(p.mode, p.reconfiguration_delay_s): p for p in fr.points}
+    rows = []
     for i, R in enumerate(delays):
         row = [f"{R * 1e3:g}"]
         for m in modes:
             p = by[(m, R)]
             row.append(f"{p.iteration_s:.2f} {p.overhead:+6.1%} {p.reconfigurations:5.1f}")
-            if m in rows:
-                x = rows[m][i]
+            if m in published:
+                x = published[m][i]
                 row.append("-" if x is None else f"{x:.2f} {x / base - 1:+6.1%}")
-        t.add_row(*row)
-    return t
+        rows.append(row)
+    return table(title, columns, rows)
 
 
 def show(env: ResultEnvelope) -> None:
@@ -147,7 +141,7 @@ def show(env: ResultEnvelope) -> None:
 def print_summary(result: RailsResult, name: str) -> None:
     """The sweep tables of scenario ``name`` (ours beside the paper's) and the larger fabrics'
     wall times."""
-    con = Console(width=160)
+    con = console(160)
     m = result.main
     paper = result.paper
     con.print(f"{name}: {result.model} ({result.params / 1e9:.2f} B parameters) on {m.gpus} GPUs "
@@ -173,54 +167,36 @@ def packet_timeline_plot(result: TorchJobResult, path: Path) -> None:
     """The second iteration of each mode's torch job: a lane per GPU, coloured by compute, the
     dimension of each comm op, and time waiting on the controller (red)."""
     res = result.model_dump()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
     modes = list(res["runs"])
-    fig, axes = plt.subplots(len(modes), 1, figsize=(11, 1.2 + 0.32 * res["gpus"] * len(modes)), squeeze=False)
-    for ax, mode in zip(axes[:, 0], modes):
-        run = res["runs"][mode]
-        tl = run["timeline"]
-        for gpu, a, b, kind, dim, _phase in tl["intervals"]:
-            a, b = max(a, 0.0), min(b, tl["t1"])
-            if b <= a:
-                continue
-            key = kind if kind in ("compute", "wait-controller") else dim
-            ax.broken_barh([(a, b - a)], (gpu - 0.4, 0.8), color=COLOURS.get(key, "k"), linewidth=0)
-        ax.set_xlim(0, tl["t1"])
-        ax.set_yticks(range(res["gpus"]), [f"GPU {g}" for g in range(res["gpus"])], fontsize=7)
-        ax.invert_yaxis()
-        dark = [r["measured_s"] for r in run["reconfigurations"]]
-        ax.set_title(f"{mode}: iteration {run['iteration_s']:.2f} s (flow {run['flow_iteration_s']:.2f} s, "
-                     f"{run['deviation']:+.1%}); {len(dark)} rewires, dark "
-                     f"{min(dark, default=0) * 1e3:.0f}-{max(dark, default=0) * 1e3:.0f} ms for R = "
-                     f"{res['reconfiguration_delay_s'] * 1e3:g} ms", fontsize=9)
-    axes[-1, 0].set_xlabel("seconds into the second iteration")
-    handles = [Patch(color=c, label=k) for k, c in COLOURS.items() if k not in ("wait", "ep", "edp")]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    gpus = [f"GPU {g}" for g in range(res["gpus"])]
+    with figure(path, len(modes), 1, size=(11, 1.2 + 0.32 * res["gpus"] * len(modes)),
+                rect=(0, 0.05, 1, 1)) as (fig, axes):
+        for ax, mode in zip(axes[:, 0], modes):
+            run = res["runs"][mode]
+            draw_lanes(ax, run["timeline"], gpus)
+            dark = [r["measured_s"] for r in run["reconfigurations"]]
+            ax.set_title(f"{mode}: iteration {run['iteration_s']:.2f} s (flow {run['flow_iteration_s']:.2f} s, "
+                         f"{run['deviation']:+.1%}); {len(dark)} rewires, dark "
+                         f"{min(dark, default=0) * 1e3:.0f}-{max(dark, default=0) * 1e3:.0f} ms for R = "
+                         f"{res['reconfiguration_delay_s'] * 1e3:g} ms", fontsize=9)
+        axes[-1, 0].set_xlabel("seconds into the second iteration")
+        _lane_legend(fig, ("wait", "ep", "edp"))
 
 
 def print_packet(result: TorchJobResult, name: str) -> None:
     """One row per mode of scenario ``name``: measured and flow iteration time, waits, rewires,
     dark windows, loss."""
     res = result.model_dump()
-    t = Table(title=f"{name}: torch job on {res['gpus']} emulated GPUs ({res['servers']} servers x "
-                    f"{res['gpus_per_server']}), links {res['link_mbps']:g} Mbit/s, R = "
-                    f"{res['reconfiguration_delay_s'] * 1e3:g} ms")
-    for c in ("mode", "iteration (s)", "flow (s)", "deviation", "controller wait (s/it.)", "rewires",
-              "dark measured (ms)", "loss first -> last", "round trip (ms)"):
-        t.add_column(c, justify="right")
+    rows = []
     for mode, r in res["runs"].items():
         dark = [x["measured_s"] for x in r["reconfigurations"]]
         loss = r["loss"]
-        t.add_row(mode, f"{r['iteration_s']:.3f}", f"{r['flow_iteration_s']:.3f}", f"{r['deviation']:+.1%}",
-                  f"{r['control_wait_s']:.3f}", str(len(dark)),
-                  f"{min(dark, default=0) * 1e3:.1f}-{max(dark, default=0) * 1e3:.1f}",
-                  f"{loss[0]:.3f} -> {loss[-1]:.3f}" if loss else "-", f"{r['control_rtt_s'] * 1e3:.2f}")
-    Console(width=160).print(t)
+        rows.append([mode, f"{r['iteration_s']:.3f}", f"{r['flow_iteration_s']:.3f}", f"{r['deviation']:+.1%}",
+                     f"{r['control_wait_s']:.3f}", len(dark),
+                     f"{min(dark, default=0) * 1e3:.1f}-{max(dark, default=0) * 1e3:.1f}",
+                     f"{loss[0]:.3f} -> {loss[-1]:.3f}" if loss else "-", f"{r['control_rtt_s'] * 1e3:.2f}"])
+    console(160).print(table(
+        f"{name}: torch job on {res['gpus']} emulated GPUs ({res['servers']} servers x {res['gpus_per_server']}), "
+        f"links {res['link_mbps']:g} Mbit/s, R = {res['reconfiguration_delay_s'] * 1e3:g} ms",
+        ("mode", "iteration (s)", "flow (s)", "deviation", "controller wait (s/it.)", "rewires", "dark measured (ms)",
+         "loss first -> last", "round trip (ms)"), rows))

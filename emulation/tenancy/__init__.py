@@ -1,5 +1,7 @@
 """Multi-tenant racks (Morphlux arXiv 2508.03674, Lumorph arXiv 2501.18169, Propius arXiv
-2510.19617), a scenario kind: tenant jobs, a job manager with Propius' policies simulated over a
-request trace (:func:`emulation.tenancy.replay.simulate_job_manager`), and tenants on packets.
-It uses the rack model :mod:`topologies.torus_rack` and the slice allocators
-:mod:`emulation.planners.allocators`."""
+2510.19617), a scenario kind (its scenario model and wiring are :mod:`emulation.kinds.tenancy`):
+its runs (the scenario to the layers' parameters), its results and their report. The tenant
+jobs are :mod:`emulation.workloads.tenant_jobs`, the job manager with Propius' policies
+:mod:`emulation.flowsim.job_manager` (metrics :mod:`emulation.flowsim.job_metrics`, every
+allocator with every policy :mod:`emulation.flowsim.rack_sweep`), the rack model
+:mod:`topologies.torus_rack` and the slice allocators :mod:`emulation.planners.allocators`."""

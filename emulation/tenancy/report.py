@@ -4,20 +4,18 @@ completion time per scheduler) and the tables."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from emulation.envelope import ResultEnvelope
-from emulation.tenancy.packet import TenantsResult
-from emulation.tenancy.run import TenancyResult
+from emulation.figures import console as wide_console
+from emulation.figures import figure, table, write_csv
+from emulation.tenancy.results import TenancyResult, TenantsResult
 
 COLUMNS = ("allocation_bandwidth", "fragmentation", "utilisation", "throughput_jobs_per_h", "bindings_per_h",
            "jct_mean_s", "jct_p95_s", "delay_mean_s", "delay_p95_s", "contiguous_share", "jobs_completed",
            "jobs_rejected", "requests")
-
 
 def write(env: ResultEnvelope, out: Path) -> list[str]:
     """A trace's ``runs.csv``, ``utilisation.png`` and ``policies.png``, or a packet run's
@@ -26,11 +24,8 @@ def write(env: ResultEnvelope, out: Path) -> list[str]:
     if isinstance(result, TenantsResult):
         write_packet(result, out)
         return ["tenants.csv"]
-    with open(out / "runs.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["allocator", "scheduler", *COLUMNS])
-        for r in result.runs:
-            w.writerow([r.allocator, r.scheduler, *(r.metrics[c] for c in COLUMNS)])
+    write_csv(out / "runs.csv", ([r.allocator, r.scheduler, *(r.metrics[c] for c in COLUMNS)] for r in result.runs),
+              ["allocator", "scheduler", *COLUMNS])
     plots(result, out, env.scenario)
     return ["runs.csv", "utilisation.png", "policies.png"]
 
@@ -42,111 +37,93 @@ def show(env: ResultEnvelope) -> None:
 
 def plots(result: TenancyResult, out: Path, name: str) -> None:
     """``utilisation.png`` and ``policies.png`` in ``out``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     sched = result.runs[0].scheduler
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    for r in result.runs:
-        if r.scheduler == sched:
-            ax.plot([t / 3600 for t in r.t_s], r.utilisation, lw=1, label=f"{r.allocator} ({sched})")
-    ax.set_xlabel("time (h)")
-    ax.set_ylabel("accelerators held (share)")
-    ax.set_ylim(0, 1.05)
-    ax.legend(loc="lower right")
-    ax.set_title(f"{name}: utilisation over time")
-    fig.tight_layout()
-    fig.savefig(out / "utilisation.png", dpi=120)
-    plt.close(fig)
+    with figure(out / "utilisation.png", size=(9, 3.6), dpi=120) as (fig, axes):
+        ax = axes[0, 0]
+        for r in result.runs:
+            if r.scheduler == sched:
+                ax.plot([t / 3600 for t in r.t_s], r.utilisation, lw=1, label=f"{r.allocator} ({sched})")
+        ax.set_xlabel("time (h)")
+        ax.set_ylabel("accelerators held (share)")
+        ax.set_ylim(0, 1.05)
+        ax.legend(loc="lower right")
+        ax.set_title(f"{name}: utilisation over time")
 
     allocs = sorted({r.allocator for r in result.runs})
     scheds = list(dict.fromkeys(r.scheduler for r in result.runs))
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     width = 0.8 / len(allocs)
-    for k, a in enumerate(allocs):
-        rows = {r.scheduler: r.metrics for r in result.runs if r.allocator == a}
-        xs = [i + k * width for i in range(len(scheds))]
-        for ax, key, label in zip(axes, ("utilisation", "throughput_jobs_per_h", "jct_mean_s"),
-                                  ("utilisation", "jobs per hour", "mean JCT (h)")):
-            vals = [rows[s][key] / (3600 if key == "jct_mean_s" else 1) if s in rows else 0 for s in scheds]
-            ax.bar(xs, vals, width, label=a)
-            ax.set_ylabel(label)
-    for ax in axes:
-        ax.set_xticks([i + width * (len(allocs) - 1) / 2 for i in range(len(scheds))], scheds, rotation=30)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"{name}: schedulers (Propius' policies) and static partitioning")
-    fig.tight_layout()
-    fig.savefig(out / "policies.png", dpi=120)
-    plt.close(fig)
+    with figure(out / "policies.png", 1, 3, size=(13, 3.8), dpi=120) as (fig, axes):
+        for k, a in enumerate(allocs):
+            rows = {r.scheduler: r.metrics for r in result.runs if r.allocator == a}
+            xs = [i + k * width for i in range(len(scheds))]
+            for ax, key, label in zip(axes[0], ("utilisation", "throughput_jobs_per_h", "jct_mean_s"),
+                                      ("utilisation", "jobs per hour", "mean JCT (h)")):
+                vals = [rows[s][key] / (3600 if key == "jct_mean_s" else 1) if s in rows else 0 for s in scheds]
+                ax.bar(xs, vals, width, label=a)
+                ax.set_ylabel(label)
+        for ax in axes[0]:
+            ax.set_xticks([i + width * (len(allocs) - 1) / 2 for i in range(len(scheds))], scheds, rotation=30)
+        axes[0, 0].legend(fontsize=8)
+        fig.suptitle(f"{name}: schedulers (Propius' policies) and static partitioning")
 
 
 def print_summary(result: TenancyResult, name: str, console: Console | None = None) -> None:
     """The allocators side by side (first scheduler), their allocation bandwidth per tenant, then
     every scheduler per allocator."""
-    console = console or Console()
+    console = console or wide_console()
     tr = result.trace
     sched = result.runs[0].scheduler
-    t = Table(title=f"{name}: allocators ({tr['jobs']} jobs, seed {tr['seed']}, scheduler {sched})")
-    for c in ("allocator", "alloc. bandwidth", "fragmentation", "utilisation", "delay mean (s)", "JCT mean (s)",
-              "JCT p95 (s)", "contiguous"):
-        t.add_column(c, justify="right")
-    for r in result.runs:
-        if r.scheduler == sched:
-            m = r.metrics
-            t.add_row(r.allocator, f"{m['allocation_bandwidth']:.1%}", f"{m['fragmentation']:.2%}",
-                      f"{m['utilisation']:.1%}", f"{m['delay_mean_s']:.0f}", f"{m['jct_mean_s']:.0f}",
-                      f"{m['jct_p95_s']:.0f}", f"{m['contiguous_share']:.0%}")
-    console.print(t)
+    first = [r for r in result.runs if r.scheduler == sched]
+    rows = []
+    for r in first:
+        m = r.metrics
+        rows.append([r.allocator, f"{m['allocation_bandwidth']:.1%}", f"{m['fragmentation']:.2%}",
+                     f"{m['utilisation']:.1%}", f"{m['delay_mean_s']:.0f}", f"{m['jct_mean_s']:.0f}",
+                     f"{m['jct_p95_s']:.0f}", f"{m['contiguous_share']:.0%}"])
+    console.print(table(f"{name}: allocators ({tr['jobs']} jobs, seed {tr['seed']}, scheduler {sched})",
+                        ("allocator", "alloc. bandwidth", "fragmentation", "utilisation", "delay mean (s)",
+                         "JCT mean (s)", "JCT p95 (s)", "contiguous"), rows))
     tenants = sorted({k for r in result.runs for k in r.metrics["per_tenant"]}, key=int)
-    t = Table(title=f"{name}: allocation bandwidth per tenant (scheduler {sched})")
-    t.add_column("allocator", justify="right")
-    for k in tenants:
-        t.add_column(f"tenant {k}", justify="right")
-    for r in result.runs:
-        if r.scheduler == sched:
-            t.add_row(r.allocator, *(f"{r.metrics['per_tenant'][k]:.1%}" if k in r.metrics["per_tenant"] else "-"
-                                     for k in tenants))
-    console.print(t)
-    t = Table(title=f"{name}: schedulers")
-    for c in ("allocator", "scheduler", "utilisation", "jobs/h", "JCT mean (s)", "JCT p95 (s)", "rejected"):
-        t.add_column(c, justify="right")
+    rows = [[r.allocator, *(f"{r.metrics['per_tenant'][k]:.1%}" if k in r.metrics["per_tenant"] else "-"
+                            for k in tenants)] for r in first]
+    console.print(table(f"{name}: allocation bandwidth per tenant (scheduler {sched})",
+                        ("allocator", *(f"tenant {k}" for k in tenants)), rows))
+    rows = []
     for r in result.runs:
         m = r.metrics
-        t.add_row(r.allocator, r.scheduler, f"{m['utilisation']:.1%}", f"{m['throughput_jobs_per_h']:.2f}",
-                  f"{m['jct_mean_s']:.0f}", f"{m['jct_p95_s']:.0f}", str(m["jobs_rejected"]))
-    console.print(t)
+        rows.append([r.allocator, r.scheduler, f"{m['utilisation']:.1%}", f"{m['throughput_jobs_per_h']:.2f}",
+                     f"{m['jct_mean_s']:.0f}", f"{m['jct_p95_s']:.0f}", m["jobs_rejected"]])
+    console.print(table(f"{name}: schedulers",
+                        ("allocator", "scheduler", "utilisation", "jobs/h", "JCT mean (s)", "JCT p95 (s)", "rejected"),
+                        rows))
 
 
 def write_packet(result: TenantsResult, out: Path) -> None:
-    """``tenants.csv`` of a packet run (:func:`emulation.tenancy.packet.run_packet`)."""
+    """``tenants.csv`` of a packet run (:func:`emulation.tenancy.run.run_packet`)."""
     cols = ["name", "algorithm", "bytes", "start_s", "packet_alone_s", "flow_alone_s", "alone_error",
             "packet_together_s", "flow_together_s", "together_error", "retransmissions", "foreign_packets"]
-    with open(out / "tenants.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["gpus", *cols])
-        for r in result.tenants:
-            w.writerow([" ".join(map(str, r.gpus)), *(getattr(r, c) for c in cols)])
+    write_csv(out / "tenants.csv", ([" ".join(map(str, r.gpus)), *(getattr(r, c) for c in cols)] for r in result.tenants),
+              ["gpus", *cols])
 
 
 def print_packet(result: TenantsResult, name: str, console: Console | None = None) -> None:
     """Each tenant alone and together, packets against the flow backend, and the isolation count."""
-    console = console or Console()
+    console = console or wide_console()
     result = result.model_dump()
     sc = result["scale"]
-    t = Table(title=f"{name}: packets at {sc['link_mbps']:g} Mbit/s (TDF {sc['tdf']:g}) vs flow, "
-                    f"real-equivalent us")
-    for c in ("tenant", "job", "alone", "err", "shared", "err", "flow", "foreign"):
-        t.add_column(c, justify="left" if c in ("tenant", "job") else "right", no_wrap=True)
+    rows = []
     for r in result["tenants"]:
         g = r["gpus"]
         gpus = f"{g[0]}-{g[-1]}" if g == list(range(g[0], g[-1] + 1)) else ",".join(map(str, g))
         fa, ft = r["flow_alone_s"] * 1e6, r["flow_together_s"] * 1e6
-        t.add_row(f"{r['name']} {gpus}", f"{r['algorithm']} {r['bytes'] / 2**20:g}MiB",
-                  f"{r['packet_alone_s'] * 1e6:.1f}", f"{r['alone_error']:+.1%}",
-                  f"{r['packet_together_s'] * 1e6:.1f}", f"{r['together_error']:+.1%}",
-                  f"{fa:.1f}" if abs(fa - ft) < 0.05 else f"{fa:.1f}/{ft:.1f}", str(r["foreign_packets"]))
+        rows.append([f"{r['name']} {gpus}", f"{r['algorithm']} {r['bytes'] / 2**20:g}MiB",
+                     f"{r['packet_alone_s'] * 1e6:.1f}", f"{r['alone_error']:+.1%}",
+                     f"{r['packet_together_s'] * 1e6:.1f}", f"{r['together_error']:+.1%}",
+                     f"{fa:.1f}" if abs(fa - ft) < 0.05 else f"{fa:.1f}/{ft:.1f}", r["foreign_packets"]])
+    t = table(f"{name}: packets at {sc['link_mbps']:g} Mbit/s (TDF {sc['tdf']:g}) vs flow, real-equivalent us",
+              ("tenant", "job", "alone", "err", "shared", "err", "flow", "foreign"), rows, left=("tenant", "job"))
+    for column in t.columns:
+        column.no_wrap = True
     console.print(t)
     retx = sum(r["retransmissions"] for r in result["tenants"])
     console.print(f"shared: all tenants at once; err: against the flow backend's time (alone, shared); foreign: "

@@ -18,6 +18,8 @@ What drives them from the machine:
   ``GLOO_SOCKET_IFNAME`` set to the host's fabric interface, so every byte of the gloo backend
   crosses the emulated fabric; :func:`~emulation.torchjob.launch.tune_tcp` tunes TCP for it and
   :func:`~emulation.torchjob.launch.torch_available` says whether PyTorch is installed;
+- :mod:`emulation.torchjob.rails_job`: the rails torch job on emulated photonic rails, one
+  emulation per Opus control mode, beside the flow backend's replay of its trace;
 - :mod:`emulation.torchjob.perf`: ``ocslab torch allreduce-perf``, the benchmark on a ring of
   circuits against the flow backend's prediction;
 - :mod:`emulation.torchjob.predict`: the flow backend's time of gloo's ring AllReduce on a

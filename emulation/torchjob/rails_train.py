@@ -3,7 +3,7 @@ each phase's circuits (``torch.distributed``, gloo). It runs the phase trace of
 :func:`emulation.workloads.iteration.build_trace` literally: every op of the server's program,
 with the trace's bytes, on the trace's groups, in the trace's order.
 
-Run on every GPU host by :mod:`emulation.rails.packet`::
+Run on every GPU host by :mod:`emulation.torchjob.rails_job`::
 
     python -m emulation.torchjob.rails_train --job JOB.json --dir RUN_DIR
 

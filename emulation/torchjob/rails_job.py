@@ -1,17 +1,19 @@
-"""Run a rail scenario's torch job on the packet backend (``ocslab train``), one fresh emulation
-per control mode, and compare it with the flow backend's replay of the same trace.
+"""Drive the torch job of :mod:`emulation.torchjob.rails_train` on emulated photonic rails (Opus,
+arXiv 2507.08119), one fresh emulation per control mode, and compare it with the flow backend's
+replay of the same trace.
 
-For each mode of ``rails.torch_job.modes``: the rail fabric (:func:`topologies.rails`, one link rate
-everywhere, the scenario's rail ports) comes up under the controller with the Opus app armed
-(:mod:`controllers.opus`) on a Unix socket; even rails start with the data-parallel pairs, odd
-ones with the pipeline pairs, so that every server reaches every other for the rendezvous; the
-job (:mod:`emulation.torchjob.rails_train`) runs the trace's programs for ``iterations``
-iterations. Its records give, per iteration, the time (the last rank's end, steady = mean over
-the iterations after the first), what each rank did (compute, each op, waiting on the
-controller) and the controller's rewires with their measured dark windows; the loss.
+For each mode of :attr:`TorchJobSpec.modes`: the rail fabric (:func:`topologies.rails`, one link
+rate everywhere, the rail ports of the :class:`~topologies.rail_network.RailNetwork`) comes up
+under the controller with the Opus app armed (:mod:`controllers.opus`) on a Unix socket; even
+rails start with the data-parallel pairs, odd ones with the pipeline pairs, so that every server
+reaches every other for the rendezvous (:func:`packet_fabric`); the job runs the trace's programs
+for ``iterations`` iterations (:func:`job_spec`). Its records give, per iteration, the time (the
+last rank's end, steady = mean over the iterations after the first), what each rank did (compute,
+each op, waiting on the controller) and the controller's rewires with their measured dark
+windows; the loss (:func:`summarise_job`).
 
-The flow backend replays the same trace (:func:`emulation.flowsim.iteration.simulate_iteration`) at the same
-link rate, the same R and the job's measured round trip to the controller (mode
+The flow backend replays the same trace (:func:`emulation.flowsim.iteration.simulate_iteration`)
+at the same link rate, the same R and the job's measured round trip to the controller (mode
 ``speculative-deferred`` for the job's speculative requests: the Opus app never takes circuits
 from a rank inside its phase). Times are real seconds: the trace was built for the emulated
 links, there is no time dilation.
@@ -24,87 +26,54 @@ import shutil
 import statistics
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Literal
 
 import networkx as nx
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
 from emulation.fabric import Configuration, Fabric, assign_ports
 from emulation.flowsim.iteration import simulate_iteration
-from emulation.rails.run import trace_for
 from emulation.output import Progress
+from emulation.scenario.schema import StrictModel
 from emulation.workloads.iteration import IterationTrace, stage_layers
-
-class Rewire(BaseModel):
-    """One rewire by the Opus app: the OCS, when it went dark (controller clock, s), R requested
-    and the dark window measured (s)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    ocs: Optional[str] = None
-    t_dark: Optional[float] = None
-    requested_s: float
-    measured_s: float
-
-
-class TorchJobRun(BaseModel):
-    """One control mode's torch job (real seconds): the steady iteration time and every
-    iteration's start and end, the most any rank waited on the controller per iteration, the
-    largest compute overrun, the loss per iteration, the job's round trip to the controller,
-    the headroom probe, the rewires, the flow backend's iteration time and reconfigurations per
-    iteration for the same trace, the ``deviation`` (packet over flow, minus one) and the
-    ``timeline`` of the second iteration (``{"t0", "t1", "intervals": [[gpu, t0, t1, kind, dim,
-    phase]]}``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    iteration_s: float
-    iterations_end_s: list[float]
-    iterations_start_s: list[float]
-    control_wait_s: float
-    overrun_s: float
-    loss: list[float]
-    control_rtt_s: float
-    headroom: dict[str, Any]
-    reconfigurations: list[Rewire]
-    flow_iteration_s: float
-    flow_reconfigurations_per_iteration: float
-    deviation: float
-    timeline: dict[str, Any]
-
-
-class TorchJobResult(BaseModel):
-    """A rail scenario's torch job on the packet backend beside the flow backend (``ocslab
-    train``; inside the envelope): the emulated link rate (Mbit/s), R (s), the fabric's size and
-    one :class:`TorchJobRun` per control mode."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    link_mbps: float
-    reconfiguration_delay_s: float
-    gpus: int
-    servers: int
-    gpus_per_server: int
-    runs: dict[str, TorchJobRun]
-
+from topologies.rail_network import RailNetwork
 
 #: The job's mode names, by the replay's.
 JOB_MODE = {"on-demand": "on-demand", "speculative-deferred": "speculative"}
 
 
-def packet_fabric(sc, trace: IterationTrace) -> Fabric:
-    """The emulated rail fabric: even rails start with the data-parallel pairs (servers of one
-    stage), odd rails with the pipeline pairs (module doc).
+class TorchJobSpec(StrictModel):
+    """``rails.torch_job:`` the torch job on the packet backend (``ocslab train``): every emulated link runs
+    at the fabric's ``port_gbps`` (at most 1 Gbit/s; no time dilation: the trace's seconds are
+    real); the controller's dark window ``reconfiguration_delay_s``; the control ``modes``
+    compared; ``iterations`` per run (the first one warms up); the job's data and SGD."""
+
+    reconfiguration_delay_s: float = Field(default=0.1, ge=0, le=5)
+    modes: list[Literal["on-demand", "speculative-deferred"]] = Field(
+        default_factory=lambda: ["on-demand", "speculative-deferred"], min_length=1)
+    iterations: int = Field(default=4, ge=2, le=100)
+    samples: int = Field(default=1024, ge=1)
+    classes: int = Field(default=10, ge=2, le=1000)
+    lr: float = Field(default=0.05, gt=0)
+    seed: int = 0
+    timeout_s: float = Field(default=600.0, gt=0, le=7200)
+
+
+def packet_fabric(trace: IterationTrace, net: RailNetwork, gpus_per_server: int,
+                  reconfiguration_delay_s: float) -> Fabric:
+    """The emulated rail fabric of ``trace``'s servers (``trace.ranks``) of ``gpus_per_server``
+    GPUs, ``net``'s rail ports and rates, OCSes of dark window ``reconfiguration_delay_s`` (s):
+    even rails start with the data-parallel pairs (servers of one stage), odd rails with the
+    pipeline pairs (module doc).
 
     :raises ValueError: that start leaves a server unreachable.
     """
     from topologies import rails
 
-    f = sc.rails.fabric
-    bare = rails(f.servers, f.gpus_per_server, rail_ports=f.ports_per_gpu, port_gbps=f.port_gbps,
-                 reconfiguration_delay_s=sc.rails.torch_job.reconfiguration_delay_s, rail="ocs", initial="empty",
-                 scaleup_gbps=f.scaleup_gbps)
-    G = f.gpus_per_server
+    G = gpus_per_server
+    bare = rails(trace.ranks, G, rail_ports=net.rail_ports, port_gbps=net.port_gbps,
+                 reconfiguration_delay_s=reconfiguration_delay_s, rail="ocs", initial="empty",
+                 scaleup_gbps=net.scaleup_gbps)
     dims = [("dp", "edp"), ("pp", "mp")]
     circuits = {}
     for r in range(G):
@@ -113,7 +82,7 @@ def packet_fabric(sc, trace: IterationTrace) -> Fabric:
         for g in sorted(trace.groups.values(), key=lambda g: g.id):
             if g.dim in want and len(g.members) == 2 and not used & set(g.members):
                 used |= set(g.members)
-                pairs += [tuple(m * G + r for m in g.members)] * f.ports_per_gpu
+                pairs += [tuple(m * G + r for m in g.members)] * net.rail_ports
         circuits.update(assign_ports(bare, f"rail{r}", pairs).to_json())
     fab = Fabric(bare.name, bare.gpus, bare.ports_per_gpu, bare.port_gbps, ocs=bare.ocs, eps=bare.eps,
                  initial=Configuration.from_json(circuits))
@@ -128,19 +97,21 @@ def packet_fabric(sc, trace: IterationTrace) -> Fabric:
     return fab
 
 
-def job_spec(sc, trace: IterationTrace, mode: str, socket: str) -> dict:
-    """The job file of :mod:`emulation.torchjob.rails_train`."""
-    m, p, pk = sc.rails.model, sc.rails.parallel, sc.rails.torch_job
+def job_spec(trace: IterationTrace, gpus_per_server: int, job: TorchJobSpec, mode: str, socket: str) -> dict:
+    """The job file of :mod:`emulation.torchjob.rails_train`: ``trace``'s programs and groups,
+    its model's shape (``trace.model``, ``trace.parallel``), ``job``'s data and SGD, the job's
+    name of ``mode`` (:data:`JOB_MODE`) and the Opus app's Unix ``socket``."""
+    m, p = trace.model, trace.parallel
     return {
-        "servers": trace.ranks, "gpus_per_server": sc.rails.fabric.gpus_per_server,
+        "servers": trace.ranks, "gpus_per_server": gpus_per_server,
         "stage_of": list(trace.stage_of), "replica_of": list(trace.replica_of), "replicas": p.dp,
         "groups": {g.id: list(g.members) for g in trace.groups.values()},
         "programs": [[{"kind": o.kind, "phase": o.phase, "seconds": o.seconds, "group": o.group, "bytes": o.bytes,
                        "message": o.message} for o in prog] for prog in trace.programs],
         "layers_per_stage": [len(r) for r in stage_layers(m.layers, p.pp)],
         "hidden": m.hidden, "ffn": m.ffn_hidden, "tokens": p.micro_batch_size * m.seq_len,
-        "classes": pk.classes, "micro_batches": p.micro_batches, "iterations": pk.iterations,
-        "samples": pk.samples, "lr": pk.lr, "seed": pk.seed, "mode": JOB_MODE[mode], "socket": socket,
+        "classes": job.classes, "micro_batches": p.micro_batches, "iterations": job.iterations,
+        "samples": job.samples, "lr": job.lr, "seed": job.seed, "mode": JOB_MODE[mode], "socket": socket,
     }
 
 
@@ -163,28 +134,32 @@ def summarise_job(run_dir: Path, gpus: int, iterations: int) -> dict:
             "control_rtt_s": statistics.median(rtts) if rtts else 0.0, "ops": ops}
 
 
-def run_packet(sc, out: Path, progress: Progress | None = None) -> TorchJobResult:
-    """Every mode of ``rails.torch_job.modes`` of ``sc`` (a
-    :class:`emulation.kinds.rails.RailsScenario`) on a fresh emulation, with the flow replay
-    beside it; each mode's summary also in ``out/MODE/summary.json``.
+def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, job: TorchJobSpec, out: Path,
+                 progress: Progress | None = None) -> dict:
+    """Every mode of ``job.modes`` on a fresh emulation of ``trace``'s rails (:func:`packet_fabric`),
+    with the flow replay beside it (module doc); each mode's record also in
+    ``out/MODE/summary.json``.
 
+    :returns: ``{"link_mbps", "reconfiguration_delay_s" (s), "gpus", "servers",
+        "gpus_per_server", "runs": {mode: {"iteration_s", "iterations_end_s",
+        "iterations_start_s", "control_wait_s", "overrun_s", "loss", "control_rtt_s",
+        "headroom", "reconfigurations": [{"ocs", "t_dark", "requested_s", "measured_s"}],
+        "flow_iteration_s", "flow_reconfigurations_per_iteration", "deviation", "timeline"}}}``
+        (real seconds; the timeline as :func:`job_timeline`).
     :raises EmulationError: the emulation or the job failed. :raises ValueError: bad fabric.
     """
     from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric
     from emulation.torchjob.launch import TorchJob, tune_tcp
 
-    pk = sc.rails.torch_job
-    f = sc.rails.fabric
-    trace = trace_for(sc, sc.rails.parallel, f.gpus_per_server)
-    fabric = packet_fabric(sc, trace)
-    link_mbps = f.port_gbps * 1000
+    fabric = packet_fabric(trace, net, gpus_per_server, job.reconfiguration_delay_s)
+    link_mbps = net.port_gbps * 1000
     gpus = fabric.gpus
     out.mkdir(parents=True, exist_ok=True)
-    res = {"link_mbps": link_mbps, "reconfiguration_delay_s": pk.reconfiguration_delay_s,
-           "gpus": gpus, "servers": f.servers, "gpus_per_server": f.gpus_per_server, "runs": {}}
-    for k, mode in enumerate(pk.modes):
+    res = {"link_mbps": link_mbps, "reconfiguration_delay_s": job.reconfiguration_delay_s,
+           "gpus": gpus, "servers": trace.ranks, "gpus_per_server": gpus_per_server, "runs": {}}
+    for k, mode in enumerate(job.modes):
         if progress:
-            progress(f"{mode}: emulating", k, len(pk.modes))
+            progress(f"{mode}: emulating", k, len(job.modes))
         d = out / mode
         d.mkdir(parents=True, exist_ok=True)
         sock_dir = Path(tempfile.mkdtemp(prefix="ocl-opus-"))  # AF_UNIX paths are short
@@ -192,29 +167,29 @@ def run_packet(sc, out: Path, progress: Progress | None = None) -> TorchJobResul
         try:
             with EmulatedFabric(fabric, d / "emulation", link_mbps=link_mbps) as emu:
                 probe = _check_headroom(emu, link_mbps, d / "calibration")
-                emu.client.arm_opus(sock, pk.reconfiguration_delay_s)
+                emu.client.arm_opus(sock, job.reconfiguration_delay_s)
                 seq = len(emu.client.events())
-                (d / "job.json").write_text(json.dumps(job_spec(sc, trace, mode, sock)))
+                (d / "job.json").write_text(json.dumps(job_spec(trace, gpus_per_server, job, mode, sock)))
                 tune_tcp(emu, list(range(gpus)))
                 emu.set_rto_min(FAST_RTO_MIN_MS, quickack=True)  # a rank's drain before it asks waits for no delayed ACK
-                job = None
+                torch_job = None
                 try:
-                    job = TorchJob(emu, "emulation.torchjob.rails_train",
-                                   ["--job", str((d / "job.json").resolve()), "--dir", str(d.resolve())], d,
-                                   list(range(gpus)))
-                    job.wait(pk.timeout_s)
+                    torch_job = TorchJob(emu, "emulation.torchjob.rails_train",
+                                         ["--job", str((d / "job.json").resolve()), "--dir", str(d.resolve())], d,
+                                         list(range(gpus)))
+                    torch_job.wait(job.timeout_s)
                 finally:
-                    if job is not None:
-                        job.kill()
+                    if torch_job is not None:
+                        torch_job.kill()
                     emu.set_rto_min(None)
                 events = emu.client.events(seq)
                 emu.client.disarm_opus()
         finally:
             shutil.rmtree(sock_dir, ignore_errors=True)
-        job_sum = summarise_job(d, gpus, pk.iterations)
+        job_sum = summarise_job(d, gpus, job.iterations)
         rewires = [e for e in events if e["kind"] == "reconfigured"]
-        flow = simulate_iteration(trace, f.network(), mode, pk.reconfiguration_delay_s,
-                      job_sum["control_rtt_s"], pk.iterations, record=False)
+        flow = simulate_iteration(trace, net, mode, job.reconfiguration_delay_s, job_sum["control_rtt_s"],
+                                  job.iterations, record=False)
         ops = job_sum.pop("ops")
         res["runs"][mode] = {
             **job_sum,
@@ -225,12 +200,12 @@ def run_packet(sc, out: Path, progress: Progress | None = None) -> TorchJobResul
             "flow_iteration_s": flow.iteration_s,
             "flow_reconfigurations_per_iteration": flow.reconfigurations_per_iteration,
             "deviation": job_sum["iteration_s"] / flow.iteration_s - 1.0,
-            "timeline": _timeline(ops, trace, f.gpus_per_server, job_sum),
+            "timeline": job_timeline(ops, trace, job_sum),
         }
         (d / "summary.json").write_text(json.dumps(res["runs"][mode], indent=1))
     if progress:
-        progress("done", len(pk.modes), len(pk.modes))
-    return TorchJobResult.model_validate(res)
+        progress("done", len(job.modes), len(job.modes))
+    return res
 
 
 def _check_headroom(emu, link_mbps: float, run_dir: Path) -> dict:
@@ -256,9 +231,11 @@ def _check_headroom(emu, link_mbps: float, run_dir: Path) -> dict:
     return cal.chosen
 
 
-def _timeline(ops: dict, trace: IterationTrace, G: int, job: dict) -> dict:
-    """Intervals ``[gpu, t0, t1, kind, dim, phase]`` of the second iteration (times from its
-    start): waiting on the controller, then each op."""
+def job_timeline(ops: dict, trace: IterationTrace, job: dict) -> dict:
+    """Intervals ``[gpu, t0, t1, kind, dim, phase]`` of the second iteration of a job's records
+    ``ops`` (:func:`summarise_job`'s, per GPU; ``job`` its iteration ends and starts), times
+    from that iteration's start (real s): waiting on the controller, then each op.
+    ``{"t0": 0, "t1", "intervals"}``."""
     it = 1 if len(job["iterations_end_s"]) > 1 else 0
     t0 = job["iterations_end_s"][it - 1] if it else job["iterations_start_s"][0]
     t1 = job["iterations_end_s"][it]

@@ -32,7 +32,7 @@ import numpy as np
 import simpy
 
 from emulation.planners.allocators import Allocation, ClusterState, TorusContiguous
-from emulation.tenancy.jobs import Job
+from emulation.workloads.tenant_jobs import Job
 from topologies.torus_rack import TorusRack
 
 POLICIES = ("fifo", "random", "srtf", "srdf", "las", "irs")

@@ -1,4 +1,4 @@
-"""The metrics of a tenancy replay (:class:`emulation.tenancy.replay.Replay`), each as
+"""The metrics of a tenancy replay (:class:`emulation.flowsim.job_manager.Replay`), each as
 ``docs/tenancy.md`` defines it. Times in s of virtual time.
 
 - ``allocation_bandwidth``: mean over allocations of the share of each accelerator's ports the
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from emulation.tenancy.replay import Replay
+from emulation.flowsim.job_manager import Replay
 
 
 def metrics(r: Replay) -> dict:
