@@ -160,7 +160,8 @@ def test_a_public_name_has_one_meaning():
 def _loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
     """Modules under ``prefixes`` that importing ``modules`` loads (in a fresh interpreter)."""
     code = ("import sys\n" + "".join(f"import {m}\n" for m in modules)
-            + f"print('\\n'.join(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))")
+            + f"print('\\n'.join(sorted(m for m in sys.modules if any(m == p or m.startswith(p + '.') "
+              f"for p in {prefixes!r}))))")
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return got.stdout.split()
 
@@ -168,10 +169,12 @@ def _loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize("modules, forbidden", [
     (["emulation.flowsim", "emulation.flowsim.run", "emulation.flowsim.iteration", "emulation.planners",
       "emulation.planners.slotted", "emulation.planners.opus", "emulation.scenario", "emulation.schedule",
-      "emulation.results", "topologies.rail_network"],
+      "emulation.results", "topologies.rail_network", "emulation.flowsim.wan", "emulation.flowsim.rail_sweep",
+      "emulation.flowsim.rack_sweep", "emulation.flowsim.job_manager", "emulation.planners.divergence",
+      "emulation.planners.slicing", "emulation.planners.tenants", "emulation.te_intervals"],
      ("emulation.emulator", "mininet", "os_ken", "controllers")),
     (["emulation.emulator.execute", "emulation.emulator.calibration", "emulation.emulator.recovery",
-      "emulation.emulator.tenants"],
+      "emulation.emulator.tenants", "emulation.emulator.wan_replay", "emulation.emulator.wan_net"],
      ("emulation.flowsim", "emulation.scenario")),
 ])
 def test_backends_and_planners_do_not_import_each_other(modules, forbidden):
