@@ -95,7 +95,7 @@ class TenantSection(StrictModel):
     (``algorithm`` ring or rhd) of ``size`` bytes, started ``start_s`` real seconds after the
     first."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z_0-9.-]+$")
     gpus: int = Field(ge=2)
     algorithm: Literal["ring", "rhd"] = "ring"
     size: int = Field(ge=1)
