@@ -26,7 +26,8 @@ from emulation.workloads.iteration import MODELS, ComputeSpec, ParallelSpec, bui
 from topologies.rail_network import RailNetwork  # noqa: E402
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--servers", type=int, default=128)
     ap.add_argument("--gpus-per-server", type=int, default=8)
@@ -35,7 +36,12 @@ def main() -> int:
     ap.add_argument("--model", default="llama3-70b", choices=sorted(MODELS))
     ap.add_argument("--delay-ms", type=float, default=100.0)
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    a = ap.parse_args()
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    a = parser().parse_args(argv)
     if a.servers % a.pp:
         print(f"bench_rails: --pp {a.pp} must divide --servers {a.servers}", file=sys.stderr)
         return 2

@@ -23,12 +23,18 @@ from emulation.workloads.tenant_jobs import make_trace  # noqa: E402
 from topologies.torus_rack import TorusRack  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=10_000, help="slice requests to replay (about)")
     ap.add_argument("--policy", default="fifo")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    args = parser().parse_args(argv)
     if args.requests < 1:
         print("bench_tenancy: --requests: must be positive", file=sys.stderr)
         return 2

@@ -64,7 +64,8 @@ def from_topohub(key: str, capacity: float) -> tuple[WanTopology, np.ndarray | N
     return topo, m
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("key", help="topohub key, e.g. sndlib/geant, topozoo/Abilene")
     ap.add_argument("--out", type=Path, required=True, help="directory to write")
@@ -73,7 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=36, help="gravity matrices (default 36)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--mlu", type=float, default=1.0, help="optimal min-MLU of the mean matrix")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    a = parser().parse_args(argv)
     if a.capacity <= 0 or a.count < 1 or a.mlu <= 0:
         ap.error("--capacity, --count and --mlu must be positive")
     try:

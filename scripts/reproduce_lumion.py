@@ -17,7 +17,7 @@ switch beside it; data-parallel training of an MLP with gloo; GPU 2 fails after 
 (3) The optical recovery again with a cold restart (new processes instead of warm standbys):
     what starting Python and torch adds to the recovery on these machines.
 
-Usage: ``.venv/bin/python scripts/reproduce_lumion.py [--flow-only] [--out DIR]`` (default
+Usage: ``.venv/bin/python scripts/reproduce_lumion.py [--no-packet] [--out DIR]`` (default
 ``runs/reproduce_lumion``).
 """
 
@@ -107,14 +107,21 @@ def part3(sc: TrainingScenario, out: Path) -> None:
     kinds.run_scenario("training", alt, out)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--flow-only", action="store_true", help="part (1) only (no root needed)")
+    ap.add_argument("--packet", action=argparse.BooleanOptionalAction, default=True,
+                    help="the packet parts (root, Open vSwitch; default on; --no-packet: part (1) only, no root)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "reproduce_lumion")
-    args = ap.parse_args()
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    args = parser().parse_args(argv)
     sc = kinds.load_as(ROOT / "experiments" / "lumion.yaml", "training")
     part1(sc)
-    if args.flow_only:
+    if not args.packet:
         return 0
     if args.out.exists():
         shutil.rmtree(args.out)

@@ -14,7 +14,7 @@ job-manager policies (arXiv 2510.19617). Model and formulas: ``docs/tenancy.md``
     recovery): failure to circuits rewritten, to the job's first step, and the step time after.
 
 Parts 2-4 need root, Open vSwitch and (4) torch. Prints the acceptance checks and exits 1 if one
-fails. Usage: ``.venv/bin/python scripts/reproduce_morphlux.py [--flow-only] [--out DIR]``
+fails. Usage: ``.venv/bin/python scripts/reproduce_morphlux.py [--no-packet] [--out DIR]``
 (default ``runs/reproduce_morphlux``); about 5 minutes, of which (1) 40 s.
 """
 
@@ -141,18 +141,25 @@ def part4(out: Path) -> None:
     check(r.evidence["packets_to_failed_gpu"]["after_rewrite"] == 0, "no packet reached the failed GPU after the rewrite")
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--flow-only", action="store_true", help="parts (1) and (2) on the flow backend only (no root)")
+    ap.add_argument("--packet", action=argparse.BooleanOptionalAction, default=True,
+                    help="the packet parts (root, Open vSwitch; default on; --no-packet: parts (1) and (2) on the flow backend only, no root)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "reproduce_morphlux")
-    args = ap.parse_args()
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    args = parser().parse_args(argv)
     t0 = time.monotonic()
     if args.out.exists():
         shutil.rmtree(args.out)
     args.out.mkdir(parents=True)
     part1()
-    part2(args.out, args.flow_only)
-    if not args.flow_only:
+    part2(args.out, not args.packet)
+    if args.packet:
         part3(args.out)
         part4(args.out)
     print(f"\n{sum(CHECKS)} of {len(CHECKS)} checks passed in {time.monotonic() - t0:.0f} s; results in {args.out}")

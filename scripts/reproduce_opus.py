@@ -16,7 +16,7 @@ Paper: arXiv 2507.08119. Scenarios: ``experiments/rails_llama.yaml``, ``rails_mo
     the same trace, dark windows, controller waits, loss; ``timeline.png``.
 
 Checks the acceptance and exits 1 if one fails. Usage:
-``.venv/bin/python scripts/reproduce_opus.py [--flow-only] [--out DIR]`` (default
+``.venv/bin/python scripts/reproduce_opus.py [--no-packet] [--out DIR]`` (default
 ``runs/reproduce_opus``).
 """
 
@@ -132,17 +132,24 @@ def part4(out: Path) -> None:
     print(f"    timeline: {d}/timeline.png")
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--flow-only", action="store_true", help="skip the packet backend (no root needed)")
+    ap.add_argument("--packet", action=argparse.BooleanOptionalAction, default=True,
+                    help="the packet part (root, Open vSwitch; default on; --no-packet skips it, no root needed)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "reproduce_opus")
-    a = ap.parse_args()
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    a = parser().parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     part1(a.out)
     part2(a.out)
     part3()
-    if not a.flow_only:
+    if a.packet:
         part4(a.out)
     print(f"reproduce_opus: {time.perf_counter() - t0:.0f} s; " + (f"{len(FAILED)} check(s) FAILED" if FAILED
                                                                    else "every check passed"))

@@ -75,13 +75,20 @@ def table(name: str, scale: float, sd: float) -> tuple[list[dict], dict]:
     return rows, blast
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=float, default=0.8, help="multiplier of the measured matrices (default 0.8)")
     ap.add_argument("--sd", type=float, default=0.05, help="sd of the half-normal view deviation (default 0.05)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "reproduce_symphony")
-    ap.add_argument("--packet", action="store_true", help="also replay B4 as packets at two loads (root)")
-    args = ap.parse_args()
+    ap.add_argument("--packet", action=argparse.BooleanOptionalAction, default=False,
+                    help="also replay B4 as packets at two loads (root); default off")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (module doc)."""
+    args = parser().parse_args(argv)
     if not args.scale > 0 or not 0 <= args.sd <= 0.5:
         print("reproduce_symphony: --scale must be > 0 and --sd in [0, 0.5]", file=sys.stderr)
         return 2

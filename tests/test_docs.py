@@ -114,6 +114,8 @@ def _parse(p: argparse.ArgumentParser, words: list[str]) -> None:
 
 def _check(cmd: list[str], whole: bool) -> str | None:
     """None if ``cmd`` parses (``whole``) or names only existing flags; else why not."""
+    if cmd[0] != "ocslab" and not (ROOT / cmd[0]).exists():
+        return "no such script"
     p = ocslab_parser() if cmd[0] == "ocslab" else _script_parser(cmd[0])
     words = cmd[1:]
     if whole:
