@@ -124,6 +124,7 @@ class OpusApp(OcsLabApp):
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
+            request_queue_size = 1024  # every rank of a job connects at once (socketserver's default: 5)
 
         try:
             server = Server(socket_path, Handler)

@@ -15,6 +15,7 @@ import jsonschema
 import pytest
 
 from emulation import kinds
+from emulation.output import configure_logging
 from emulation.scenario import ScenarioError
 from emulation.torchjob.launch import torch_available
 
@@ -172,6 +173,7 @@ def test_renamed_keys_still_load_with_a_warning_and_both_spellings_are_refused(t
                    .replace("emulation: {link_mbps: 8}  # --backend mininet\n",
                             "packet: {link_mbps: 6, interval_s: 4, flows: 64, controller: ryu}\n")
                    .replace("capacity_headroom: 0", "headroom: 0.1"))
+    configure_logging()  # warnings on stderr, as the command line sets them up
     kind, sc = kinds.load(old)
     err = capsys.readouterr().err
     assert kind.name == "wan"

@@ -55,7 +55,7 @@ class OcslabModels(SphinxDirective):
             name = f"{model.__module__}.{model.__qualname__}"
             if name not in done:
                 done.add(name)
-                lines += [f".. autopydantic_model:: {name}", ""]
+                lines += [f".. autopydantic_model:: {name}", "   :inherited-members: BaseModel", ""]
         container = nodes.container()
         self.state.nested_parse(StringList(lines, source="ocslab-models"), self.content_offset, container)
         return container.children

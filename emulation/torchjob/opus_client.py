@@ -25,7 +25,15 @@ class OpusClient:
     def __init__(self, path: str, timeout_s: float = 30.0):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout_s)
-        self.sock.connect(path)
+        deadline = time.monotonic() + timeout_s
+        while True:  # a full listen backlog refuses a Unix socket at once (EAGAIN): wait for room
+            try:
+                self.sock.connect(path)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
         self.rfile = self.sock.makefile("rb")
 
     def call(self, msg: dict) -> dict:
