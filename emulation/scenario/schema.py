@@ -73,9 +73,11 @@ def known_name(value: str, registry, what: str) -> str:
 
 
 class StrictModel(BaseModel):
-    """A section of a scenario file: unknown fields, infinities and NaN are refused; immutable."""
+    """A section of a scenario file: unknown fields, infinities and NaN are refused; immutable.
+    The docstring under each field is its description (with its unit), which the JSON Schema,
+    the scenario reference and the errors show (:mod:`emulation.scenario.fields`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True)
 
 
 class FabricSpec(StrictModel):
@@ -85,13 +87,27 @@ class FabricSpec(StrictModel):
     electrical path, real Gbit/s)."""
 
     topology: str
+    """The base topology, the name of a builder of ``topologies.BUILDERS``: ``ocs-star`` (every
+    port of every GPU on one OCS), ``ring`` or ``torus`` (static cables), ``eps`` (one electrical
+    packet switch) or ``rack`` (working and spare GPUs on one OCS; training scenarios)."""
     gpus: int = Field(ge=2, le=MAX_GPUS)
+    """Number of GPUs (a rack's working GPUs, besides its spares)."""
     ports_per_gpu: int = Field(default=2, ge=1, le=16)
+    """Fabric ports of every GPU (a static ``ring`` has 2, a ``torus`` 4, an ``eps`` 1; a
+    rack's are its optical ports)."""
     port_gbps: float = Field(default=400.0, gt=0)
+    """Rate of every fabric port, real Gbit/s."""
     reconfiguration_delay_s: float = Field(default=0.0, ge=0)
+    """R: how long the OCS is dark while it changes circuits, real seconds (``ocs-star``,
+    ``rack``)."""
     initial: str = "ring"
+    """The OCS's circuits at the start (the base topology): ``ring`` (GPU i to i+1 mod n, 2
+    ports per GPU), ``torus`` (``ocs-star`` only, 4 ports per GPU) or ``empty`` (no circuit)."""
     spares: int = Field(default=0, ge=0, le=64)
+    """Spare GPUs beside the ``gpus`` working ones (``rack`` only)."""
     electrical_gbps: float | None = Field(default=None, gt=0)
+    """Rate of the rack's slower electrical path (one more port per GPU on a packet switch),
+    real Gbit/s; none: the rack has no electrical path (``rack`` only)."""
 
     @field_validator("topology")
     @classmethod
@@ -161,9 +177,18 @@ class EmulationSpec(StrictModel):
     faithfully); each frame then stands for ``mtu / byte_scale`` real bytes."""
 
     link_mbps: float | Literal["auto"] = "auto"
+    """The emulated rate B_e of every link, Mbit/s (at most 1000), or ``auto``: the highest rate
+    at which this machine's headroom probe, every link saturated at once, reaches
+    ``headroom_target`` of link rate."""
     mtu: int = Field(default=dpn.MTU, ge=dpn.MTU, le=dpn.MAX_MTU)
+    """MTU of every fabric interface, bytes; above 1500, jumbo frames: the switch's CPU cost is
+    per frame, so 9000 carries 4-8x the emulated traffic on the same machine."""
     controller: Literal["os-ken", "ryu"] = "os-ken"
+    """The framework the controller apps run on: ``os-ken``, or ``ryu`` (``ryu-manager`` from
+    ``.venv-ryu``, which ``make setup`` makes where a Python 3.9 exists)."""
     apps: tuple[str, ...] = ()
+    """Your own controller apps: paths of ``.py`` files, relative to the working directory,
+    loaded beside the built-in ones."""
 
     @field_validator("apps")
     @classmethod
@@ -173,8 +198,15 @@ class EmulationSpec(StrictModel):
                 raise ValueError(f"{a!r} is not a .py file")
         return v
     byte_scale: float = Field(default=0.1, gt=0, le=1)
+    """Byte scale s, a fraction: the packet backend sends s x the real bytes (TDF = s x port rate
+    / ``link_mbps``)."""
     headroom: Literal["refuse", "warn", "skip"] = "refuse"
+    """What a ``link_mbps`` whose headroom probe misses ``headroom_target`` does: ``refuse`` (the
+    run stops before anything is measured, naming the rate that would work), ``warn`` (it runs,
+    with a warning in the result) or ``skip`` (no probe; not with ``auto``)."""
     headroom_target: float = Field(default=0.98, gt=0.5, le=1)
+    """Fraction of the link rate the headroom probe must reach with every link saturated at
+    once."""
 
     @field_validator("link_mbps")
     @classmethod
@@ -219,10 +251,17 @@ class StragglerSpec(StrictModel):
     iteration; ``stragglar`` runs are relabelled so that this rank is the straggler."""
 
     rank: int = Field(ge=0)
+    """The straggling rank (a rank of the fabric's GPUs)."""
     delay_s: float = Field(ge=0)
+    """Base delay of the straggler's arrival at every collective, real seconds."""
     jitter_s: float = Field(default=0.0, ge=0)
+    """Spread of the extra delay drawn per iteration, real seconds: the uniform's width, the
+    normal's standard deviation or the exponential's mean; 0: the delay is ``delay_s`` every time."""
     distribution: Literal["uniform", "normal", "exponential"] = "uniform"
+    """How the extra delay is drawn: ``uniform`` U[0, jitter_s), ``normal`` N(0, jitter_s)
+    (the delay clipped at 0) or ``exponential`` of mean ``jitter_s``."""
     seed: int = 0
+    """Seed of the generator that draws the delays."""
 
     def delays_s(self, iterations: int) -> list[float]:
         """D for iterations ``0 .. iterations-1`` (seconds, deterministic in ``seed``)."""
@@ -259,14 +298,34 @@ class RunSpec(StrictModel):
     intermediate GPUs, RotorLB-style: :mod:`emulation.planners.relay`; needs a schedule)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z_0-9.-]+$")
+    """The run's name, unique in the scenario; it labels the run's results."""
     collective: str = "allreduce"
+    """The collective: one of ``emulation.workloads.ALGORITHMS`` (``allreduce``,
+    ``reducescatter``, ``allgather``, ``alltoall``, ``broadcast``) or ``moe`` (the ``moe:``
+    layer's dispatch and combine)."""
     algorithm: str
+    """The algorithm that runs the collective (such as ``ring`` or ``rhd`` for an allreduce;
+    ``padded`` or ``payload`` for ``moe``)."""
     planner: str = "none"
+    """Who sets the OCS's circuits step by step: ``none`` (the initial circuits throughout),
+    ``always`` (every step on its ideal topology), ``greedy`` or ``dp`` (reconfigure where the
+    ``cost:`` model says it pays)."""
     schedule: Literal["none", "rotor", "plan"] = "none"
+    """Time-slotted OCS instead of a planner: ``none`` (the planner reconfigures between steps),
+    ``rotor`` (the round-robin matchings of all GPUs, equal slots) or ``plan`` (a duplex BvN plan
+    of the run's traffic matrix, priced with the fabric's R); a schedule needs ``ocs-star`` with
+    one port per GPU."""
     slot_s: float | None = Field(default=None, gt=0)
+    """Length of every rotor slot, real seconds; none: the largest (src, dst) buffer of the
+    padded collective, or of the workload, at the port rate (``rotor`` only)."""
     guard_s: float = Field(default=0.0, ge=0)
+    """Guard band hosts keep at both ends of a slot, real seconds (both backends)."""
     slot_headroom: float = Field(default=0.0, ge=0, le=10)
+    """How much more than it must every slot carries, a fraction (0.1: a tenth more)."""
     forwarding: Literal["direct", "two-hop"] = "direct"
+    """``direct`` (a transfer waits for a circuit to its destination) or ``two-hop`` (the excess
+    of pairs whose demand outgrows their slot is relayed through intermediate GPUs, RotorLB-style;
+    needs a schedule)."""
 
     @field_validator("collective")
     @classmethod
@@ -302,22 +361,43 @@ class NamedScenario(StrictModel):
     it names the results directory) and an optional ``description``."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z_0-9.-]+$")
+    """The scenario's name; it names the results directory."""
     description: str = ""
+    """What the scenario is about, free text."""
 
 
 class Scenario(NamedScenario):
     """A whole collective scenario file. ``sizes`` are buffer sizes (bytes, or strings like ``25MiB``)."""
 
     fabric: FabricSpec
+    """The fabric: its GPUs, their ports and the switches between them."""
     cost: CostModel = CostModel()
+    """The cost model: per-message latency and per-hop delay (both backends' timing; the
+    planners price steps with it)."""
     sizes: list[int] = Field(default_factory=list)
+    """Buffer sizes every run runs at, bytes (or strings such as ``25MiB``); optional when
+    every run is ``moe``."""
     runs: list[RunSpec] = Field(min_length=1)
+    """The runs, each a collective by an algorithm with a planner or a schedule, run at every
+    size."""
     moe: MoELayer | None = None
+    """One MoE layer's routing on the fabric's GPUs, replayed by runs with collective ``moe``;
+    none: no such run."""
     emulation: EmulationSpec = EmulationSpec()
+    """The packet backend's scale model: the emulated link rate, byte scale, MTU and
+    controller."""
     backend: Literal["mininet", "flow"] = "mininet"
+    """Where ``ocslab run`` runs it unless ``--backend`` says otherwise: ``mininet`` (the packet
+    backend: real packets on an emulated fabric) or ``flow`` (the flow-level simulator)."""
     semantics: Literal["round-synchronous", "dependency-driven"] = "round-synchronous"
+    """How steps follow one another: ``round-synchronous`` (a step starts once the previous one
+    is delivered; what the packet backend executes) or ``dependency-driven`` (a transfer starts as
+    soon as the chunks it sends have arrived, so steps overlap; flow backend only)."""
     straggler: StragglerSpec | None = None
+    """A rank that arrives late at every collective; none: no straggler."""
     iterations: int = Field(default=1, ge=1, le=10_000)
+    """How many times every (size, run) runs, each time with its own straggler delay; results
+    keep one record per iteration."""
 
     @field_validator("sizes", mode="before")
     @classmethod
