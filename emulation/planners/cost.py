@@ -19,7 +19,7 @@ It is the fluid model's time whenever the most loaded link stays the bottleneck 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from pydantic import ConfigDict
@@ -35,15 +35,20 @@ TopologyKey = tuple[tuple[str, int, int], ...]
 @dataclass(frozen=True)
 class CostModel:
     """Per-message latency ``alpha_s`` and per-hop propagation ``delta_s`` (real seconds); a
-    scenario's ``cost:`` section.
+    scenario's ``cost:`` section. Each field's description is its ``metadata["description"]``
+    (pydantic reads it; :mod:`emulation.scenario.fields`).
 
     :raises ValueError: a negative or non-finite value (naming the field).
     """
 
     __pydantic_config__ = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    alpha_s: float = 0.0
-    delta_s: float = 0.0
+    alpha_s: float = field(default=0.0, metadata={"description": (
+        "Per-message latency alpha, real seconds: every transfer starts this long after it is issued (both "
+        "backends); the planners add it to every step's cost.")})
+    delta_s: float = field(default=0.0, metadata={"description": (
+        "Per-hop propagation delay delta, real seconds: a transfer's data arrives hops x delta after it leaves "
+        "(flow backend); the planners add it per hop of a step's longest path.")})
 
     def __post_init__(self) -> None:
         for name in ("alpha_s", "delta_s"):

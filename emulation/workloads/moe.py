@@ -32,7 +32,7 @@ Matrices (bytes, ``[src, dst]``, diagonal = local, never on the network):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -52,26 +52,38 @@ class MoELayer:
     ``capacity_factor`` CF, ``tokens_per_gpu`` S, ``hidden`` H elements of ``element_bytes`` b
     per token, routing ``skew`` (``uniform``; ``zipf`` with exponent ``skew_param``;
     ``dirichlet`` with concentration ``skew_param``), ``popularity`` (``shared`` or ``per-gpu``),
-    ``seed``, combine tiles of ``tile_tokens`` x ``tile_cols``.
+    ``seed``, combine tiles of ``tile_tokens`` x ``tile_cols``. Each field's description is its
+    ``metadata["description"]`` (pydantic reads it; :mod:`emulation.scenario.fields`).
 
     :raises ValueError: a bad field (the message starts with its name).
     """
 
     __pydantic_config__ = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    gpus: int
-    experts: int
-    top_k: int = 2
-    capacity_factor: float = 1.0
-    tokens_per_gpu: int = 4096
-    hidden: int = 2048
-    element_bytes: int = 4
-    skew: Skew = "uniform"
-    skew_param: float = 1.0
-    popularity: Popularity = "shared"
-    seed: int = 0
-    tile_tokens: int = 128
-    tile_cols: int = 64
+    gpus: int = field(metadata={"description": (
+        "GPUs P the layer runs on, expert e on GPU e // (E/P) (in a scenario: the fabric's, ``fabric.gpus``).")})
+    experts: int = field(metadata={"description": "Routed experts E in total, a multiple of ``gpus``."})
+    top_k: int = field(default=2, metadata={"description": "Distinct experts k every token is routed to."})
+    capacity_factor: float = field(default=1.0, metadata={"description": (
+        "Capacity factor CF: an expert accepts at most C = ceil(CF x k x S / E) tokens from each source GPU and "
+        "drops the rest.")})
+    tokens_per_gpu: int = field(default=4096, metadata={"description": "Tokens S of every GPU."})
+    hidden: int = field(default=2048, metadata={"description": "Hidden size H, elements per token."})
+    element_bytes: int = field(default=4, metadata={"description": (
+        "Bytes b of one element (a routed token copy is H x b bytes).")})
+    skew: Skew = field(default="uniform", metadata={"description": (
+        "Routing skew of the expert popularity g: ``uniform`` (g = 1/E), ``zipf`` (g_e proportional to "
+        "rank(e)^-a, a = ``skew_param``) or ``dirichlet`` (g ~ Dirichlet(``skew_param``); small = skewed).")})
+    skew_param: float = field(default=1.0, metadata={"description": (
+        "The exponent a of ``zipf`` or the concentration alpha of ``dirichlet`` (unused by ``uniform``).")})
+    popularity: Popularity = field(default="shared", metadata={"description": (
+        "Whose popularity vector: ``shared`` (one for the layer: every GPU favours the same hot experts) or "
+        "``per-gpu`` (an independent one per source GPU).")})
+    seed: int = field(default=0, metadata={"description": "Seed of the popularity and routing draws."})
+    tile_tokens: int = field(default=128, metadata={"description": (
+        "Tokens per combine tile: each payload-efficient combine stream is rounded up to whole tiles.")})
+    tile_cols: int = field(default=64, metadata={"description": (
+        "Columns per combine tile, elements (the tile's shape; the rounding is by ``tile_tokens`` alone).")})
 
     def __post_init__(self) -> None:
         for name in ("gpus", "experts", "top_k", "tokens_per_gpu", "hidden", "element_bytes", "tile_tokens", "tile_cols"):
