@@ -49,14 +49,23 @@ class TorchJobSpec(StrictModel):
     compared; ``iterations`` per run (the first one warms up); the job's data and SGD."""
 
     reconfiguration_delay_s: float = Field(default=0.1, ge=0, le=5)
+    """The controller's dark window R of every rewire, seconds (real: no time dilation)."""
     modes: list[Literal["on-demand", "speculative-deferred"]] = Field(
         default_factory=lambda: ["on-demand", "speculative-deferred"], min_length=1)
+    """Control modes compared, a fresh emulation each: ``on-demand`` or
+    ``speculative-deferred``."""
     iterations: int = Field(default=4, ge=2, le=100)
+    """Iterations per run (the first warms up)."""
     samples: int = Field(default=1024, ge=1)
+    """Samples of the job's generated dataset."""
     classes: int = Field(default=10, ge=2, le=1000)
+    """Classes of the last stage's classifier."""
     lr: float = Field(default=0.05, gt=0)
+    """SGD learning rate."""
     seed: int = 0
+    """Seed of the data and the initial weights."""
     timeout_s: float = Field(default=600.0, gt=0, le=7200)
+    """Wall-clock bound of every mode's job, seconds."""
 
 
 def packet_fabric(trace: IterationTrace, net: RailNetwork, gpus_per_server: int,

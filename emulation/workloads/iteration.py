@@ -60,7 +60,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 Dimension = Literal["dp", "pp", "ep", "edp", "mp"]
 
 
-@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid", use_attribute_docstrings=True))
 class TransformerSpec:
     """A decoder-only transformer's published shape.
 
@@ -71,18 +71,31 @@ class TransformerSpec:
     """
 
     name: str
+    """The model's name (it labels the results)."""
     layers: int
+    """Transformer layers."""
     hidden: int
+    """Hidden size h, elements."""
     ffn_hidden: int
+    """Inner size of a dense layer's gated MLP (3 matrices, SwiGLU), elements."""
     heads: int
+    """Attention heads (they split ``hidden``)."""
     kv_heads: int
+    """Key-value heads of grouped-query attention (they split ``heads``)."""
     vocab: int
+    """Vocabulary size V: rows of the input embedding and of the untied LM head."""
     seq_len: int = 4096
+    """Tokens per sequence."""
     experts: int = 0
+    """Routed experts per MoE layer; 0: a dense model."""
     top_k: int = 0
+    """Routed experts every token uses in an MoE layer."""
     shared_experts: int = 0
+    """Experts every token uses in an MoE layer besides its ``top_k``."""
     expert_ffn_hidden: int = 0
+    """Inner size of one expert's gated MLP, elements."""
     dense_layers: int = 0
+    """Leading layers that stay dense in an MoE model."""
 
     def __post_init__(self) -> None:
         for f in ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "seq_len"):
@@ -154,7 +167,7 @@ MODELS: dict[str, TransformerSpec] = {
 }
 
 
-@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid", use_attribute_docstrings=True))
 class ParallelSpec:
     """Parallelism degrees and the batch: ``tp x pp x dp`` GPUs; ``ep`` divides ``dp`` (experts
     are sharded over ``ep`` of the DP replicas); ``micro_batches`` per iteration of
@@ -164,14 +177,25 @@ class ParallelSpec:
     """
 
     tp: int = Field(ge=1)
+    """Tensor-parallel degree G: GPUs of a server that split every layer."""
     pp: int = Field(ge=1)
+    """Pipeline-parallel degree: stages P."""
     dp: int = Field(ge=1)
+    """Data-parallel degree: replicas D."""
     ep: int = Field(default=1, ge=1)
+    """Expert-parallel degree: DP replicas the experts are sharded over (it divides ``dp``)."""
     micro_batches: int = Field(default=8, ge=1, le=4096)
+    """Micro-batches M per iteration."""
     micro_batch_size: int = Field(default=1, ge=1)
+    """Sequences per micro-batch of every DP replica."""
     bucket_params: int = Field(default=40_000_000, ge=1)
+    """Parameters per gradient bucket of the DP synchronisation (Megatron-LM's default 40 M)."""
     optimizer: Literal["ddp", "distributed"] = "distributed"
+    """``distributed`` (Megatron-LM's distributed optimizer: every gradient bucket is
+    reduce-scattered, the parameters all-gathered back) or ``ddp`` (every bucket all-reduced)."""
     clip_grad: bool = True
+    """Whether the gradient norm is all-reduced over the model-parallel group (the pipeline's
+    stages) between the gradient and the parameter phases."""
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "ep", "micro_batches", "micro_batch_size", "bucket_params"):
@@ -188,15 +212,19 @@ class ParallelSpec:
         return self.tp * self.pp * self.dp
 
 
-@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid", use_attribute_docstrings=True))
 class ComputeSpec:
     """The GPUs' achieved compute: ``gpu_tflops`` peak (dense BF16, e.g. 312 for an A100) times
     ``mfu``; ``bytes_per_element`` of activations, ``grad_bytes`` per gradient element."""
 
     gpu_tflops: float = Field(default=312.0, gt=0)
+    """Peak dense (BF16) rate of one GPU, TFLOP/s (312 for an A100)."""
     mfu: float = Field(default=0.45, gt=0, le=1)
+    """Model FLOPs utilisation: the fraction of the peak rate achieved."""
     bytes_per_element: int = Field(default=2, ge=1)
+    """Bytes of one activation (and parameter) element."""
     grad_bytes: int = Field(default=2, ge=1)
+    """Bytes of one gradient element."""
 
     def __post_init__(self) -> None:
         if not self.gpu_tflops > 0 or not 0 < self.mfu <= 1:
