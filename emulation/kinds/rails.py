@@ -68,11 +68,17 @@ class RailFabric(StrictModel):
     rail at ``port_gbps``, the scale-up domain at ``scaleup_gbps``, ``alpha_s`` per message."""
 
     servers: int = Field(ge=2)
+    """Servers: ``pp x dp`` of them (a rank of the trace each)."""
     gpus_per_server: int = Field(ge=1)
+    """GPUs per server: the TP degree; GPU i of every server is on rail i."""
     port_gbps: float = Field(default=100.0, gt=0)
+    """Rate of every rail (OCS) port, Gbit/s."""
     ports_per_gpu: int = Field(default=2, ge=1)
+    """OCS ports every GPU has on its rail: 1, or an even number (a ring of circuits takes half to each neighbour)."""
     scaleup_gbps: float = Field(default=2400.0, gt=0)
+    """Port rate of a server's scale-up domain (TP's all-reduces), Gbit/s."""
     alpha_s: float = Field(default=10e-6, ge=0)
+    """Per-message latency, seconds."""
 
     @field_validator("ports_per_gpu")
     @classmethod
@@ -90,6 +96,7 @@ class ControlSection(StrictModel):
     """``control:`` the round trip of one request to the Opus controller, seconds."""
 
     rtt_s: float = Field(default=0.002, ge=0, le=10)
+    """Round trip of one request to the Opus controller, seconds."""
 
 
 class LargerFabric(StrictModel):
@@ -97,9 +104,13 @@ class LargerFabric(StrictModel):
     another ``model`` (default: the scenario's)."""
 
     servers: int = Field(ge=2)
+    """Servers: ``pp x dp`` of this entry's ``parallel``."""
     gpus_per_server: int = Field(ge=1)
+    """GPUs per server: this entry's TP degree."""
     parallel: ParallelSpec
+    """The parallelism that fills this fabric."""
     model: ModelRef | None = None
+    """Another model for this fabric (a name or its fields); none: the scenario's."""
 
     def transformer(self, default: TransformerSpec) -> TransformerSpec:
         """This entry's model, or ``default``."""
@@ -112,24 +123,43 @@ class PaperTable(StrictModel):
     ``source`` cites it."""
 
     source: str = ""
+    """Where the table is published."""
     baseline_s: float | None = Field(default=None, gt=0)
+    """The published iteration time without a controller, seconds; none: not published."""
     times_s: dict[str, list[float | None]] = Field(default_factory=dict)
+    """Published iteration times per control mode, seconds, one per ``sweep_s`` entry (null
+    where the table has none)."""
 
 
 class RailsSection(StrictModel):
     """``rails:`` the job, the fabric, the control plane and the sweep."""
 
     model: ModelRef
+    """The model: a published configuration's name (``llama3-8b``, ``llama3-70b``,
+    ``deepseek-moe-16b``) or its fields."""
     parallel: ParallelSpec
+    """Parallelism degrees and the batch."""
     compute: ComputeSpec = ComputeSpec()
+    """The GPUs' achieved compute rate and element sizes."""
     fabric: RailFabric
+    """The rail fabric: servers, GPUs per server, ports and rates."""
     control: ControlSection = ControlSection()
+    """The control plane: the round trip to the Opus controller."""
     sweep_s: list[float] = Field(min_length=1)
+    """Reconfiguration delays R swept, seconds, distinct and ascending."""
     modes: list[str] = Field(default_factory=lambda: ["eps", "on-demand", "speculative"], min_length=1)
+    """Control modes compared, each once: ``eps`` (electrical rails, no controller; the
+    baseline), ``on-demand`` (a phase waits for its circuits), ``speculative`` (the next phase's
+    circuits are asked for early, preempting) or ``speculative-deferred`` (asked early, granted by
+    the on-demand rule)."""
     iterations: int = Field(default=3, ge=2, le=20)
+    """Iterations every replay runs (the first warms up)."""
     larger: list[LargerFabric] = Field(default_factory=list)
+    """Bigger rail fabrics the same model and sweep also run on."""
     paper: PaperTable | None = None
+    """A published table printed beside the results; none: no table."""
     torch_job: TorchJobSpec | None = None
+    """The torch job ``ocslab train`` runs on the packet backend; none: the scenario has no torch job."""
 
     @field_validator("sweep_s")
     @classmethod
@@ -189,7 +219,10 @@ class RailsScenario(NamedScenario):
     ``ocslab train`` runs its torch job on the packet backend (it needs ``rails.torch_job``)."""
 
     rails: RailsSection
+    """The job, the rail fabric, the control plane and the sweep."""
     backend: Literal["flow"] = "flow"
+    """Where ``ocslab run`` sweeps it: ``flow`` (the only backend of the sweep; ``ocslab
+    train`` runs the torch job with packets)."""
 
     @model_validator(mode="after")
     def _torch_job(self):

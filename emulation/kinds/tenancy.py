@@ -43,8 +43,11 @@ class RackSection(StrictModel):
     """``rack:`` accelerators per axis of the torus, per axis of a server, spare servers."""
 
     dims: tuple[int, int, int] = (4, 4, 4)
+    """Accelerators per axis of the rack's 3-D torus (multiples of ``server``'s)."""
     server: tuple[int, int, int] = (2, 2, 1)
+    """Accelerators per axis of one server; servers tile the torus."""
     spares: int = Field(default=0, ge=0)
+    """Spare servers, held back from the tenants."""
 
     def build(self) -> TorusRack:
         """The :class:`TorusRack`. :raises RackError: dims not a multiple of the server's."""
@@ -55,13 +58,22 @@ class TraceSection(StrictModel):
     """``trace:`` the seeded request trace (:func:`emulation.workloads.tenant_jobs.make_trace`)."""
 
     jobs: int = Field(ge=1, le=1_000_000)
+    """Jobs in the trace."""
     seed: int = 0
+    """Seed of the trace's draws."""
     interarrival_s: float = Field(gt=0)
+    """Mean time between two jobs' arrivals (Poisson arrivals), seconds."""
     sizes: dict[int, float] = Field(min_length=1)
+    """Job sizes drawn: accelerators (a legal slice size of the rack) -> relative weight (>= 0,
+    not all 0)."""
     rounds: tuple[int, int] = (1, 1)
+    """Range ``[min, max]`` a job's number of rounds is drawn from, uniformly (both included)."""
     round_s: tuple[float, float]
+    """Range ``[min, max]`` a job's round time at full bandwidth is drawn from, log-uniformly, seconds."""
     comm_share: float = Field(default=0.5, ge=0, le=1)
+    """Fraction of a round spent communicating (the rest computes)."""
     tenants: int = Field(default=4, ge=1)
+    """Tenants the jobs belong to, drawn uniformly."""
 
     @field_validator("sizes")
     @classmethod
@@ -87,7 +99,9 @@ class PhotonicSection(StrictModel):
     interposer's reconfiguration delay R (s; 3.7 us measured on silicon photonics)."""
 
     k_routes: int = Field(default=5, ge=1, le=50)
+    """Candidate routes per server pair the Morphlux allocator chooses among."""
     reconfiguration_delay_s: float = Field(default=3.7e-6, ge=0, le=60)
+    """The interposer's reconfiguration delay R, seconds (3.7 us measured on silicon photonics)."""
 
 
 class TenantSection(StrictModel):
@@ -96,10 +110,15 @@ class TenantSection(StrictModel):
     first."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z_0-9.-]+$")
+    """The tenant's name, unique in the scenario; it labels the tenant's results."""
     gpus: int = Field(ge=2)
+    """Accelerators of the tenant's slice (a legal slice size of the rack)."""
     algorithm: Literal["ring", "rhd"] = "ring"
+    """Its AllReduce's algorithm: ``ring``, or ``rhd`` (a power-of-two ``gpus``)."""
     size: int = Field(ge=1)
+    """Its AllReduce's buffer, bytes (or a string such as ``16MiB``)."""
     start_s: float = Field(default=0.0, ge=0)
+    """When it starts after the first tenant, real seconds."""
 
     @field_validator("size", mode="before")
     @classmethod
@@ -113,9 +132,13 @@ class TenantFabricSpec(StrictModel):
     latency ``alpha_s`` (real s). (The emulated link rate and byte scale are ``emulation:``.)"""
 
     port_gbps: float = Field(default=400.0, gt=0)
+    """Rate of every port, real Gbit/s."""
     ports_per_gpu: int = Field(default=2, ge=1, le=8)
+    """Ports of every GPU on the OCS."""
     alpha_s: float = Field(default=5e-6, ge=0)
+    """Per-message latency, real seconds."""
     reconfiguration_delay_s: float = Field(default=3.7e-6, ge=0)
+    """The OCS's reconfiguration delay R, real seconds."""
 
 
 class TenancySection(StrictModel):
@@ -123,14 +146,26 @@ class TenancySection(StrictModel):
     (packet backend), and what is compared."""
 
     rack: RackSection = RackSection()
+    """The rack: its torus, servers and spares."""
     trace: TraceSection | None = None
+    """A request trace replayed on the flow backend; none: ``tenants`` run instead."""
     tenants: list[TenantSection] = Field(default_factory=list)
+    """Tenants run at once with packets (packet backend); empty: a ``trace`` replays instead."""
     fabric: TenantFabricSpec = TenantFabricSpec()
+    """The emulated fabric the ``tenants`` run on."""
     allocators: list[Literal["torus-contiguous", "photonic"]] = Field(
         default_factory=lambda: ["torus-contiguous", "photonic"], min_length=1)
+    """Slice allocators compared: ``torus-contiguous`` (contiguous blocks of the torus) or
+    ``photonic`` (Morphlux: a slice's servers joined by circuits routed through the interposer)."""
     schedulers: list[str] = Field(default_factory=lambda: ["fifo"], min_length=1)
+    """Job-manager policies compared, each with every allocator: ``fifo``, ``random``, ``srtf``
+    (shortest remaining time), ``srdf`` (smallest remaining demand), ``las`` (least attained
+    service) or ``irs`` (scarcest placements first)."""
     static_partitions: int | None = Field(default=None, ge=1)
+    """Partitions of Propius' static partitioning baseline, added per allocator; none: no such
+    baseline."""
     photonic: PhotonicSection = PhotonicSection()
+    """The photonic allocator's candidate routes and reconfiguration delay."""
 
     @field_validator("schedulers")
     @classmethod
@@ -148,8 +183,12 @@ class TenancyScenario(NamedScenario):
     given)."""
 
     tenancy: TenancySection
+    """The rack, a trace or tenants, and what is compared."""
     emulation: EmulationSpec = EmulationSpec(byte_scale=0.001)
+    """The packet backend's scale model (a packet run of ``tenants``)."""
     backend: Literal["flow", "mininet"] = "flow"
+    """``flow`` for a ``trace``; ``mininet`` for ``tenants`` (the flow backend runs the same
+    tenants beside them)."""
 
     @model_validator(mode="before")
     @classmethod

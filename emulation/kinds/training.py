@@ -54,18 +54,33 @@ class JobSpec(StrictModel):
     processes: Python and torch start inside the recovery time)."""
 
     model: Literal["mlp"] = "mlp"
+    """The model: ``mlp``, an MLP ``features -> hidden x layers -> classes``."""
     features: int = Field(default=32, ge=1, le=4096)
+    """Input features of every sample (the MLP's input width)."""
     hidden: int = Field(default=512, ge=1, le=8192)
+    """Width of every hidden layer."""
     layers: int = Field(default=2, ge=1, le=8)
+    """Hidden layers."""
     classes: int = Field(default=10, ge=2, le=1000)
+    """Output classes."""
     samples: int = Field(default=8192, ge=1)
+    """Points of the generated dataset (labelled by a seeded random teacher network)."""
     batch: int = Field(default=64, ge=1)
+    """Global batch, samples per step, split over the ranks."""
     lr: float = Field(default=0.05, gt=0)
+    """SGD learning rate."""
     steps: int = Field(default=50, ge=2, le=100_000)
+    """Training steps in all."""
     checkpoint_every: int = Field(default=5, ge=1)
+    """Steps between two checkpoints."""
     seed: int = 0
+    """Seed of the dataset, its order and the model's initial weights."""
     warmup_steps: int = Field(default=2, ge=0)
+    """Steps after each (re)launch left out of the steady-state figures."""
     restart: Literal["warm", "cold"] = "warm"
+    """How a recovery relaunches the job: ``warm`` (ranks go to standby processes that have
+    imported torch on every GPU, as a production job keeps warm workers) or ``cold`` (new
+    processes: Python and torch start inside the recovery time)."""
 
     @model_validator(mode="after")
     def _sizes(self) -> JobSpec:
@@ -92,18 +107,31 @@ class FailureSpec(StrictModel):
     checkpoint (and so which steps are lost and run again) is the same on every machine."""
 
     gpu: int = Field(ge=0)
+    """The working GPU that fails: its fabric ports go down and its processes are killed."""
     at_step: int = Field(ge=0)
+    """The step (0-based, as rank 0 logs it) once the job has completed which the GPU fails;
+    between two checkpoints, so that completed steps are lost and run again."""
 
 
 class TrainingScenario(NamedScenario):
     """A whole training scenario file (module doc)."""
 
     fabric: FabricSpec
+    """The rack (``topology: rack``): working and spare GPUs, their optical ports, R and the
+    electrical path's rate."""
     emulation: EmulationSpec = EmulationSpec(link_mbps=20.0)
+    """The packet backend's settings; ``link_mbps`` must be a rate, not ``auto``: the job sends
+    real bytes, so its time dilation is ``port_gbps x 1000 / link_mbps``."""
     job: JobSpec = JobSpec()
+    """The training job: the model, its data, SGD and checkpoints."""
     failure: FailureSpec
+    """Which working GPU fails, and when."""
     recovery: list[Recovery] = Field(min_length=1)
+    """The recoveries compared, each a run on a fresh emulation: ``optical`` (a spare takes the
+    failed GPU's place in the ring of circuits), ``electrical`` (the spare is reached over the
+    rack's electrical path) or ``migration`` (the job restarts on fresh GPUs)."""
     timeout_s: float = Field(default=900.0, gt=0)
+    """Wall-clock bound of every launch of the job, seconds."""
 
     @model_validator(mode="after")
     def _checks(self) -> TrainingScenario:

@@ -54,16 +54,23 @@ class TrafficSpec(StrictModel):
     all)."""
 
     matrices: str = "bundled"
+    """The demand matrices: ``bundled`` (the topology's own) or the path of a
+    ``tm,src,dst,demand`` CSV over its routers (demands in the unit of the link capacities)."""
     scale: float = Field(default=1.0, gt=0)
+    """Factor every demand is multiplied by."""
     first: int = Field(default=0, ge=0)
+    """Index of the first matrix replayed."""
     count: int | None = Field(default=None, ge=1)
+    """Matrices replayed from ``first``, one interval each; none: all the rest."""
 
 
 class TunnelSpec(StrictModel):
     """``tunnels:``: ``k`` shortest simple paths per demand (``ksp``: hop count, Yen)."""
 
     k: int = Field(default=4, ge=1, le=16)
+    """Tunnels per demand: its k shortest simple paths."""
     method: Literal["ksp"] = "ksp"
+    """How the tunnels are found: ``ksp`` (Yen's k shortest paths by hop count)."""
 
 
 class TeSpec(StrictModel):
@@ -72,8 +79,15 @@ class TeSpec(StrictModel):
     capacity the TE leaves free."""
 
     objective: str = "mcf"
+    """What every controller's TE optimises: ``max-flow`` (the carried demand), ``mcf`` (maximum
+    concurrent flow: the fraction of every demand carried) or ``min-mlu`` (the maximum link
+    utilisation, minimised)."""
     regulariser: float | Literal["symphony"] = 0.0
+    """The regulariser lambda: the weight of ``sum_e u_e^2`` (link utilisations) Symphony adds
+    to the objective, a number >= 0 (0: the plain LP), or ``symphony``: its artefact's value for
+    the objective."""
     capacity_headroom: float = Field(default=0.0, ge=0, lt=1)
+    """Fraction of every link's capacity the TE leaves free."""
 
     @field_validator("objective")
     @classmethod
@@ -98,8 +112,13 @@ class SliceSpec(StrictModel):
     ``seed``."""
 
     count: int = Field(default=5, ge=1)
+    """Slices of the ``random`` method (at most the routers)."""
     method: str = "random"
+    """How the routers are sliced among controllers: ``random`` (Symphony's randomised connected
+    slicing into ``count`` slices), ``per-router`` (a controller per router) or ``one`` (one
+    central controller)."""
     seed: int = 0
+    """Seed of the random slicing."""
 
     @field_validator("method")
     @classmethod
@@ -112,8 +131,13 @@ class DivergenceSpec(StrictModel):
     controller and demand (:class:`emulation.planners.divergence.Deviation`)."""
 
     distribution: Literal["half-normal", "heavy-tail"] = "half-normal"
+    """How a controller's error p on a demand is drawn, per controller and demand:
+    ``half-normal`` (``|N(0, sd)|``) or ``heavy-tail`` (Lomax of shape 3 x 2 ``sd``: the same
+    scale, rare large errors); p is capped at 0.95."""
     sd: float = Field(default=0.05, ge=0, le=0.5)
+    """Scale of the error p, a fraction of the demand; 0: every controller sees the true demand."""
     seed: int = 0
+    """Seed of the error draws (with the matrix index)."""
 
 
 class KillSpec(StrictModel):
@@ -121,7 +145,9 @@ class KillSpec(StrictModel):
     ``interval`` (counted from the first replayed matrix)."""
 
     slice: int = Field(ge=0)
+    """The slice whose controller is killed (SIGKILL), 0-based."""
     interval: int = Field(ge=1)
+    """The interval at whose start it is killed, counted from the first replayed matrix."""
 
 
 class FailSpec(StrictModel):
@@ -129,7 +155,9 @@ class FailSpec(StrictModel):
     down halfway through interval ``interval``; every controller recomputes without it."""
 
     link: tuple[int, int]
+    """The link ``[u, v]`` taken down, router indices (both directions of its cable)."""
     interval: int = Field(ge=0)
+    """The interval halfway through which it goes down, counted from the first replayed matrix."""
 
 
 class ReplaySpec(StrictModel):
@@ -141,11 +169,18 @@ class ReplaySpec(StrictModel):
     the slice controllers' framework ``emulation.controller``.)"""
 
     interval_s: float = Field(default=3.0, ge=1.0, le=60)
+    """How long each matrix is replayed, seconds."""
     flows: int = Field(default=128, ge=1, le=1000)
+    """UDP flows per demand (the routers' select groups split flows, not packets)."""
     payload_bytes: int = Field(default=500, ge=64, le=1400)
+    """UDP payload of every datagram, bytes."""
     warmup_s: float = Field(default=1.0, ge=0.2)
+    """Time from each interval's start to when link loads are measured, seconds (at least 0.5 s
+    of the interval must remain)."""
     kill: KillSpec | None = None
+    """A slice controller killed during the replay; none: no kill."""
     fail: FailSpec | None = None
+    """A link taken down during the replay; none: no link fails."""
 
     @model_validator(mode="after")
     def _warmup(self):
@@ -160,12 +195,20 @@ class WanSpec(StrictModel):
     the packet backend's ``replay`` (:class:`ReplaySpec`)."""
 
     topology: str
+    """The WAN: ``b4``, ``abilene`` or ``geant`` (bundled with their matrices), or a directory
+    holding ``topology.json`` and ``traffic_matrices.csv``."""
     traffic: TrafficSpec = TrafficSpec()
+    """Which demand matrices are replayed, and how scaled."""
     tunnels: TunnelSpec = TunnelSpec()
+    """The tunnels every demand may use."""
     te: TeSpec = TeSpec()
+    """The TE every controller solves."""
     slices: SliceSpec = SliceSpec()
+    """How the routers are sliced among controllers."""
     divergence: DivergenceSpec = DivergenceSpec()
+    """How far each controller's view of the demand is off the true demand."""
     replay: ReplaySpec = ReplaySpec()
+    """How the packet backend replays the matrices, and its faults."""
 
     @field_validator("topology")
     @classmethod
@@ -187,8 +230,15 @@ class WanScenario(NamedScenario):
     emulation settings do not apply to a WAN."""
 
     wan: WanSpec
+    """The WAN: topology, traffic, tunnels, TE, slicing, divergence and the packet replay."""
     emulation: EmulationSpec = EmulationSpec(link_mbps=8.0, headroom="skip")
+    """The packet backend's ``link_mbps`` (the emulated rate of the largest-capacity link,
+    Mbit/s, at most 200; every link shaped in proportion to its capacity) and ``controller`` (the
+    slice controllers' framework); no other emulation field applies."""
     backend: Literal["flow", "mininet"] = "flow"
+    """Where ``ocslab run`` runs it unless ``--backend`` says otherwise: ``flow`` (every
+    matrix solved and carried in the flow model) or ``mininet`` (UDP flows through Open vSwitch
+    routers, one TE controller per slice)."""
 
     @model_validator(mode="before")
     @classmethod
