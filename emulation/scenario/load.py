@@ -1,7 +1,8 @@
 """Loading scenario files: YAML in, a validated model out, or one line naming the bad field.
 
 Every bad input is a :class:`~emulation.scenario.schema.ScenarioError` whose text is
-``FILE: field.path: what is wrong``; the CLI prints it and exits with status 2.
+``FILE: field.path: what is wrong``, followed, for a field of the schema, by ``; expected:`` and
+the field's description; the CLI prints it and exits with status 2.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
+from emulation.scenario.fields import locate
 from emulation.scenario.resolve import Experiment, RunError, resolve
 from emulation.scenario.schema import Scenario, ScenarioError
 
@@ -35,25 +38,51 @@ def read_yaml(path: str | Path) -> dict:
 
 
 def validate(model: type[BaseModel], data: dict, path: str | Path):
-    """``model.model_validate(data)``; a validation error becomes one line naming the field.
+    """``model.model_validate(data)``; a validation error becomes one line naming the field and
+    saying what it expects: its description (:mod:`emulation.scenario.fields`).
 
-    :raises ScenarioError: ``FILE: field.path: problem``.
+    The location leaves out pydantic's union member tags (``emulation.link_mbps``, not
+    ``emulation.link_mbps.float``); of the errors inside one union, the alternative that got
+    furthest is reported, one that took the input's type before one that did not (a mapping given
+    where a model is named or given field by field is checked as the model's fields).
+
+    :raises ScenarioError: ``FILE: field.path: problem; expected: description``.
     """
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
+        errors = e.errors()
+        err = errors[0]
+        where, field, union = locate(model, err["loc"])
+        if union is not None:
+            inside = [x for x in errors if (got := locate(model, x["loc"]))[2] == union
+                      and got[0][:union + 1] == where[:union + 1]]
+            err = max(inside, key=lambda x: (len(x["loc"]), not x["type"].endswith("_type")))
+            where, field, _ = locate(model, err["loc"])
+        loc = ".".join(str(x) for x in where)
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             msg = "unknown field"
         # model-level checks name their field at the start of the message
-        field = re.match(r"([a-z_]+(?:\.[a-z_0-9]+)*): (.*)", msg)
-        if loc and field and err["type"] == "value_error":
-            loc, msg = f"{loc}.{field.group(1)}", field.group(2)
-        elif not loc and field and err["type"] == "value_error":
-            loc, msg = field.group(1), field.group(2)
+        named = re.match(r"([a-z_]+(?:\.[a-z_0-9]+)*): (.*)", msg)
+        if named and err["type"] == "value_error":
+            loc, msg = f"{loc}.{named.group(1)}" if loc else named.group(1), named.group(2)
+            more = tuple(int(x) if x.isdigit() else x for x in named.group(1).split("."))
+            field = locate(model, (*err["loc"], *more))[1]
+        expected = _expected(field)
+        if expected:
+            msg = f"{msg}; expected: {expected}"
         raise ScenarioError(f"{path}: {loc}: {msg}" if loc else f"{path}: {msg}") from None
+
+
+def _expected(field: FieldInfo | None) -> str:
+    """A field's description as plain text on one line (reST roles and literals unwrapped), or ''."""
+    text = " ".join((field.description or "").split()) if field is not None else ""
+    text = re.sub(r":\w+:`~?([^`]*)`", lambda m: m.group(1).rpartition(".")[2], text)
+    text = text.replace("``", "").rstrip(".")
+    if len(text) > 1 and text[0].isupper() and text[1].islower():
+        text = text[0].lower() + text[1:]
+    return text
 
 
 def load_scenario(path: str | Path) -> Scenario:
