@@ -132,8 +132,8 @@ class DivergenceSpec(StrictModel):
 
     distribution: Literal["half-normal", "heavy-tail"] = "half-normal"
     """How a controller's error p on a demand is drawn, per controller and demand:
-    ``half-normal`` (``|N(0, sd)|``) or ``heavy-tail`` (Lomax of shape 3 x 2 ``sd``: the same
-    scale, rare large errors); p is capped at 0.95."""
+    ``half-normal`` (``|N(0, sd)|``) or ``heavy-tail`` (``Lomax(shape 3) x sd x 2``: the
+    same scale, rare large errors); p is capped at 0.95."""
     sd: float = Field(default=0.05, ge=0, le=0.5)
     """Scale of the error p, a fraction of the demand; 0: every controller sees the true demand."""
     seed: int = 0
