@@ -109,8 +109,8 @@ class FailureSpec(StrictModel):
     gpu: int = Field(ge=0)
     """The working GPU that fails: its fabric ports go down and its processes are killed."""
     at_step: int = Field(ge=0)
-    """The step (0-based, as rank 0 logs it) once the job has completed which the GPU fails;
-    between two checkpoints, so that completed steps are lost and run again."""
+    """The step after which the GPU fails (0-based, as rank 0 logs it): one between two
+    checkpoints, so that completed steps are lost and run again."""
 
 
 class TrainingScenario(NamedScenario):

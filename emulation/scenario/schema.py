@@ -372,8 +372,8 @@ class Scenario(NamedScenario):
     fabric: FabricSpec
     """The fabric: its GPUs, their ports and the switches between them."""
     cost: CostModel = CostModel()
-    """The cost model: per-message latency and per-hop delay (both backends' timing; the
-    planners price steps with it)."""
+    """The cost model: per-message latency and per-hop delay, applied to transfers and used by
+    the planners to price steps."""
     sizes: list[int] = Field(default_factory=list)
     """Buffer sizes every run runs at, bytes (or strings such as ``25MiB``); optional when
     every run is ``moe``."""
