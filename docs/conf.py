@@ -42,6 +42,7 @@ autodoc_pydantic_model_show_validator_summary = False
 autodoc_pydantic_model_show_validator_members = False
 autodoc_pydantic_model_show_field_summary = True
 autodoc_pydantic_field_list_validators = False
+autodoc_pydantic_field_doc_policy = "docstring"  # a scenario field's description is its docstring
 autodoc_pydantic_model_member_order = "bysource"
 autodoc_pydantic_model_hide_paramlist = True
 autodoc_pydantic_field_show_constraints = True

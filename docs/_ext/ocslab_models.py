@@ -2,14 +2,15 @@
 
 ``.. ocslab-models:: wan`` (option ``:part: scenario`` or ``result``) emits an
 ``autopydantic_model`` (autodoc-pydantic) for the kind's scenario (or result) model and for every
-model its fields reach, and an ``autoclass`` with one attribute per field for every dataclass
-they reach (pydantic dataclasses such as ``ParallelSpec``, stdlib ones such as ``CostModel``),
+model its fields reach, and a class with one attribute per field for every dataclass they
+reach (pydantic dataclasses such as ``ParallelSpec``, stdlib ones such as ``CostModel``),
 so that the reference lists every field of every kind, with its description, type, default and
 constraints, without a line written by hand."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import typing
 
 from docutils.parsers.rst import directives
@@ -50,11 +51,15 @@ def _constraints(field) -> list[str]:
 
 
 def dataclass_lines(cls: type) -> list[str]:
-    """reST documenting dataclass ``cls``: its docstring (autodoc) and an attribute per field with
-    its description, type, default and constraints."""
-    lines = [f".. autoclass:: {cls.__module__}.{cls.__qualname__}", ""]
+    """reST documenting dataclass ``cls``: the class with its docstring and an attribute per
+    field with its description, type, default and constraints."""
+    module = cls.__module__
+    lines = [f".. py:class:: {cls.__qualname__}", f"   :module: {module}", ""]
+    lines += [f"   {line}" if line else "" for line in (inspect.getdoc(cls) or "").splitlines()]
+    lines.append("")
     for name, field in section_fields(cls).items():
-        lines += [f"   .. py:attribute:: {name}", f"      :type: {_type_name(field.annotation)}"]
+        lines += [f"   .. py:attribute:: {name}", f"      :module: {module}",
+                  f"      :type: {_type_name(field.annotation)}"]
         if field.default is not PydanticUndefined:
             lines.append(f"      :value: {field.default!r}")
         lines.append("")
