@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install everything ocslab needs and start Open vSwitch. Idempotent; run as root.
 #   Debian packages, each for what uses it: mininet (hosts, links), openvswitch-switch (the OCS
-#     bridges), ethtool (veth offloads off on the userspace datapath), iputils-ping (the
-#     emulation tests' reachability probes), tcpdump (ocslab run --pcap), python3-venv and make; with the test extra, vagrant
+#     bridges), iproute2 (ip, tc and ss: Mininet's links, the emulator's qdiscs and probes;
+#     Debian's mininet does not depend on it and a minimal Debian lacks it), ethtool (veth
+#     offloads off on the userspace datapath), iputils-ping (the emulation tests' reachability
+#     probes), tcpdump (ocslab run --pcap), python3-venv and make; with the test extra, vagrant
 #     (the tests validate the Vagrantfile).
 #   .venv: made from the system python3 with system site packages (so `import mininet` works),
 #          with ocslab installed editable and its Python dependencies.
@@ -21,7 +23,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 2
 fi
 
-pkgs=(mininet openvswitch-switch ethtool iputils-ping tcpdump python3-venv make)
+pkgs=(mininet openvswitch-switch iproute2 ethtool iputils-ping tcpdump python3-venv make)
 # the tests also validate the lab VMs' Vagrantfile (`vagrant validate`, no provider needed)
 case ",${OCSLAB_EXTRAS:-}," in *,test,*) pkgs+=(vagrant) ;; esac
 missing=()
