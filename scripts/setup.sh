@@ -72,19 +72,27 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv --system-site-packages .venv
 fi
 extras=",${OCSLAB_EXTRAS:-},"
+# pip, quiet and without its warnings; when pip fails (no network, a proxy's certificate, no wheel
+# for this Python) the set-up stops there, saying so under pip's own errors.
+pip_install() {
+  if ! .venv/bin/pip install -q --disable-pip-version-check "$@" 2>&1 | { grep -v -i "^warning" || true; }; then
+    echo "setup: pip install $* failed (pip's errors are above)" >&2
+    exit 1
+  fi
+}
 stamp=.venv/.ocslab-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/pip install -q --disable-pip-version-check -e . 2>&1 | grep -v -i "^warning" || true
+  pip_install -e .
   .venv/bin/python -c "import os_ken, mininet.net, numpy, scipy, networkx, pydantic, cvxpy, topohub, scapy, simpy"
   touch "$stamp"
 fi
 test_imports="import pytest, distributed, jsonschema, sphinx, myst_parser, furo, sphinxarg, sphinxcontrib.autodoc_pydantic"
 if [[ $extras == *,test,* || $extras == *,docs,* ]] && ! .venv/bin/python -c "$test_imports" 2>/dev/null; then
-  .venv/bin/pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v -i "^warning" || true
+  pip_install -e ".[test]"
   .venv/bin/python -c "$test_imports"
 fi
 if [[ $extras == *,torch,* ]] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
-  .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v -i "^warning" || true
+  pip_install torch==2.13.0
   .venv/bin/python -c "import torch"
 fi
 if [[ $extras == *,ryu,* ]] && [ ! -f .venv-ryu/.ocslab-installed ]; then
