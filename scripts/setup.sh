@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install everything ocslab needs and start Open vSwitch. Idempotent; run as root.
 #   Debian packages, each for what uses it: mininet (hosts, links), openvswitch-switch (the OCS
-#     bridges), ethtool (veth offloads off on the userspace datapath), iputils-ping (the
-#     emulation tests' reachability probes), tcpdump (ocslab run --pcap), python3-venv and make; with the test extra, vagrant
+#     bridges), iproute2 (ip, tc and ss: Mininet's links, the emulator's qdiscs and probes;
+#     Debian's mininet does not depend on it and a minimal Debian lacks it), ethtool (veth
+#     offloads off on the userspace datapath), iputils-ping (the emulation tests' reachability
+#     probes), tcpdump (ocslab run --pcap), python3-venv and make; with the test extra, vagrant
 #     (the tests validate the Vagrantfile).
 #   .venv: made from the system python3 with system site packages (so `import mininet` works),
 #          with ocslab installed editable and its Python dependencies.
@@ -21,7 +23,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 2
 fi
 
-pkgs=(mininet openvswitch-switch ethtool iputils-ping tcpdump python3-venv make)
+pkgs=(mininet openvswitch-switch iproute2 ethtool iputils-ping tcpdump python3-venv make)
 # the tests also validate the lab VMs' Vagrantfile (`vagrant validate`, no provider needed)
 case ",${OCSLAB_EXTRAS:-}," in *,test,*) pkgs+=(vagrant) ;; esac
 missing=()
@@ -70,19 +72,27 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv --system-site-packages .venv
 fi
 extras=",${OCSLAB_EXTRAS:-},"
+# pip, quiet and without its warnings; when pip fails (no network, a proxy's certificate, no wheel
+# for this Python) the set-up stops there, saying so under pip's own errors.
+pip_install() {
+  if ! .venv/bin/pip install -q --disable-pip-version-check "$@" 2>&1 | { grep -v -i "^warning" || true; }; then
+    echo "setup: pip install $* failed (pip's errors are above)" >&2
+    exit 1
+  fi
+}
 stamp=.venv/.ocslab-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/pip install -q --disable-pip-version-check -e . 2>&1 | grep -v -i "^warning" || true
+  pip_install -e .
   .venv/bin/python -c "import os_ken, mininet.net, numpy, scipy, networkx, pydantic, cvxpy, topohub, scapy, simpy"
   touch "$stamp"
 fi
 test_imports="import pytest, distributed, jsonschema, sphinx, myst_parser, furo, sphinxarg, sphinxcontrib.autodoc_pydantic"
 if [[ $extras == *,test,* || $extras == *,docs,* ]] && ! .venv/bin/python -c "$test_imports" 2>/dev/null; then
-  .venv/bin/pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v -i "^warning" || true
+  pip_install -e ".[test]"
   .venv/bin/python -c "$test_imports"
 fi
 if [[ $extras == *,torch,* ]] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
-  .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v -i "^warning" || true
+  pip_install torch==2.13.0
   .venv/bin/python -c "import torch"
 fi
 if [[ $extras == *,ryu,* ]] && [ ! -f .venv-ryu/.ocslab-installed ]; then
