@@ -45,7 +45,10 @@ def _run(cmd: list[str], timeout: float = 10) -> subprocess.CompletedProcess:
 
 
 def _qdisc_works(kind: str) -> bool:
-    """Try ``tc qdisc add ... <kind>`` on a veth inside a throw-away namespace."""
+    """Try ``tc qdisc add ... <kind>`` on a veth inside a throw-away namespace (False without
+    iproute2's ``ip`` and ``tc``)."""
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        return False
     ns = f"ocslab-probe-{os.getpid()}"
     try:
         if _run(["ip", "netns", "add", ns]).returncode:

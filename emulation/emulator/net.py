@@ -121,12 +121,14 @@ def claim_machine(run_dir: Path) -> registry.Registration:
     """Check that this process may emulate (root, Open vSwitch answering) and take the machine
     for one emulation (:mod:`emulation.emulator.registry`).
 
-    :raises MachineUnfit: not root, Mininet not installed, or Open vSwitch not running.
+    :raises MachineUnfit: not root, iproute2 or Mininet not installed, or Open vSwitch not running.
     :raises MachineBusy: another emulation holds the machine, or a killed run left state behind
         (refused before anything of ours exists, so a teardown never touches theirs).
     """
     if os.geteuid() != 0:
         raise MachineUnfit("the mininet backend needs root (run with sudo; --backend flow runs without)")
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        raise MachineUnfit("the mininet backend needs iproute2 (ip, tc; make setup installs it)")
     if importlib.util.find_spec("mininet") is None:
         raise MachineUnfit("the mininet backend needs Mininet (make setup installs it; --backend flow runs without)")
     if shutil.which("ovs-vsctl") is None or subprocess.run(["ovs-vsctl", "--timeout=5", "show"],
