@@ -22,6 +22,7 @@ divided by it, so the real-equivalent results are the same.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from emulation.planners import make_plan
 from emulation.routing import Routes, link_loads
 from emulation.scale import Scale
 from emulation.workloads.model import Step, Transfer, Workload
+
+log = logging.getLogger(__name__)
 
 #: First rate ``link_mbps: auto`` tries (Mbit/s per link); each next candidate is half or less.
 #: Faster links pass the probe on small fabrics here but time worse: on an 8-GPU EPS the probe
@@ -182,6 +185,8 @@ def calibrate(emu: EmulatedFabric, requested: float | None, byte_scale: float, r
         head = measure_headroom(emu, Scale(rate, byte_scale, emu.fabric.port_gbps),
                                 run_dir / f"probe-{rate:g}mbps", seconds)
         cal.probes.append(head)
+        log.info("headroom probe at %g Mbit/s per link: %.1f%% of link rate (target %.0f%%)", rate,
+                 100 * head["efficiency"], 100 * target)
         if head["efficiency"] >= target:
             cal.link_mbps = rate
             return cal

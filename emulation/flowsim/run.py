@@ -3,6 +3,7 @@ in virtual time, its result filled in completely."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from emulation.checks import complete
@@ -12,6 +13,8 @@ from emulation.flowsim.slotted import simulate_slotted
 from emulation.planners.cost import CostModel
 from emulation.results import RunResult
 from emulation.schedule import RunDescription, SlottedPlan
+
+log = logging.getLogger(__name__)
 
 #: Runs with more transfers than this keep no per-transfer records in ``result.json``.
 MAX_RECORDED_TRANSFERS = 200_000
@@ -26,6 +29,7 @@ def execute(fabric: Fabric, run: RunDescription, cost: CostModel, *, semantics: 
     :raises emulation.flowsim.SimulationError: the workload cannot be simulated.
     """
     w, sched = run.workload, run.schedule
+    log.debug("simulating %s: %d ranks, %d transfers", run.name, w.ranks, w.transfer_count)
     arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * w.ranks
     if isinstance(sched, SlottedPlan):
         res = simulate_slotted(w, sched.schedule, fabric.port_gbps, alpha_s=cost.alpha_s, arrivals_s=arrivals,
