@@ -251,6 +251,9 @@ def test_stragglar_on_packets_matches_the_flow_ratio_and_crossover(run_dir):
                 assert pkt.bytes_delivered == w.bytes_sent
                 got[k, alg, "packet"] = pkt.time_s
                 got[k, alg, "flow"] = simulate(f, w, plan, alpha_s=alpha, arrivals_s=arr).time_s
+                # what a failure needs to be explained (a retransmission lengthens a run by an RTO)
+                print(f"{alg} D={k:g}A: packet {pkt.time_s * 1e3:.3f} ms, flow {got[k, alg, 'flow'] * 1e3:.3f} ms, "
+                      f"retransmissions {sum(s.retransmissions or 0 for s in pkt.steps)}, drops {pkt.drops}")
     ratio = {b: (got[2.0, "ring", b] - 2 * a) / (got[2.0, "stragglar", b] - 2 * a) for b in ("packet", "flow")}
     cross = {b: 0.5 * a + got[0.5, "stragglar", b] - got[0.5, "ring", b] for b in ("packet", "flow")}
     print(f"post-barrier Ring/StragglAR: packet {ratio['packet']:.3f}, flow {ratio['flow']:.3f}; "
