@@ -29,6 +29,26 @@ def reachable(root: object) -> list[type]:
     return section_types(root)
 
 
+def key_paths(root: object) -> dict[type, str]:
+    """Where each model or dataclass reachable from ``root`` sits in a scenario file: its dotted
+    YAML key (``wan.te``; ``[]`` marks a list item), the first place it is found; the root is
+    ``(the file)``."""
+    paths: dict[type, str] = {}
+    queue = [(t, "(the file)") for t in section_types(root)[:1]]
+    while queue:
+        model, path = queue.pop(0)
+        if model in paths:
+            continue
+        paths[model] = path
+        for name, field in section_fields(model).items():
+            found = section_types(field.annotation)
+            direct = [t for t in found if not any(t in section_types(c)[1:] for c in found if c is not t)]
+            listed = "[]" if "list[" in str(field.annotation) else ""
+            prefix = "" if path == "(the file)" else path + "."
+            queue += [(t, f"{prefix}{name}{listed}") for t in direct]
+    return paths
+
+
 def _type_name(tp: object) -> str:
     """An annotation as written in code: ``int``, ``float | None``, ``Literal['a', 'b']``."""
     if isinstance(tp, type) and not typing.get_args(tp):
@@ -87,10 +107,14 @@ class OcslabModels(SphinxDirective):
         root = kind.scenario if self.options.get("part", "scenario") == "scenario" else kind.result
         done = self.env.temp_data.setdefault("ocslab_models", set())
         lines = []
+        where = key_paths(root) if self.options.get("part", "scenario") == "scenario" else {}
         for model in reachable(root):
             name = f"{model.__module__}.{model.__qualname__}"
             if name not in done:
                 done.add(name)
+                if model in where:
+                    key = where[model]
+                    lines += ["**The whole file:**" if key == "(the file)" else f"**The** ``{key}:`` **section:**", ""]
                 if issubclass(model, BaseModel):
                     lines += [f".. autopydantic_model:: {name}", "   :inherited-members: BaseModel", ""]
                 else:
