@@ -126,7 +126,7 @@ def configure_logging(verbose: int = 0, quiet: bool = False) -> None:
     """Send the ``emulation`` and ``controllers`` loggers to stderr: warnings by default, each
     phase of a run with ``verbose`` 1 (INFO), every detail with 2 (DEBUG), errors only with
     ``quiet`` (which also hides the progress bars, :func:`progress_bar`)."""
-    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO)[verbose] if verbose < 2 else logging.DEBUG
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
     handler = _Stderr()
     handler.setFormatter(_LineFormatter())
     for name in ("emulation", "controllers"):
