@@ -23,6 +23,7 @@ WAN = (ROOT / "experiments" / "wan_b4.yaml").read_text()
 RAILS = (ROOT / "experiments" / "rails_llama.yaml").read_text()
 TENANCY = (ROOT / "experiments" / "tenancy_rack64.yaml").read_text()
 TENANTS = (ROOT / "experiments" / "tenancy_packets.yaml").read_text()
+RAILS_TORCH = (ROOT / "experiments" / "rails_torch.yaml").read_text()
 
 # (id, argv, {"demo"|"lumion"|"wan"|"rails"|"tenancy"|"tenants": (old, new)} or {"file": text}, what the message must contain)
 CASES = [
@@ -193,6 +194,10 @@ CASES = [
     ("rails-larger", ["run", "{rails}"], {"rails": ("{tp: 8, pp: 8, dp: 16", "{tp: 8, pp: 8, dp: 8")},
      "rails.larger.0.parallel"),
     ("rails-backend", ["run", "{rails}", "--backend", "mininet"], {"rails": ("", "")}, "--backend"),
+    ("rails-torch-link-fast", ["train", "{railstorch}"], {"railstorch": ("link_mbps: auto", "link_mbps: 20")},
+     "rails.torch_job.link_mbps: 20 Mbit/s is above the fabric's port rate"),
+    ("rails-torch-link-text", ["train", "{railstorch}"], {"railstorch": ("link_mbps: auto", "link_mbps: fast")},
+     "rails.torch_job.link_mbps"),
     ("tenancy-size", ["run", "{tenancy}"], {"tenancy": ("16: 0.2", "12: 0.2")}, "tenancy.trace.sizes"),
     ("tenancy-weight", ["run", "{tenancy}"], {"tenancy": ("16: 0.2", "16: -0.2")}, "tenancy.trace.sizes"),
     ("tenancy-scheduler", ["run", "{tenancy}"], {"tenancy": ("srdf, las", "srdf, lottery")}, "tenancy.schedulers"),
@@ -235,7 +240,7 @@ def test_bad_input_gets_one_line_naming_the_field_and_exit_2(run_dir, case):
     _id, argv, files, needle = case
     subs = {"dir": str(run_dir)}
     for kind, source in (("demo", DEMO), ("lumion", LUMION), ("wan", WAN), ("rails", RAILS), ("tenancy", TENANCY),
-                         ("tenants", TENANTS)):
+                         ("tenants", TENANTS), ("railstorch", RAILS_TORCH)):
         if kind in files:
             old, new = files[kind]
             assert old in source, f"case {_id}: {old!r} not in {kind}.yaml"

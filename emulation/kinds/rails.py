@@ -232,6 +232,10 @@ class RailsScenario(NamedScenario):
         if f.port_gbps > 1.0 or f.scaleup_gbps != f.port_gbps:
             raise ValueError(f"rails.torch_job: the emulated links all run at one rate of at most 1 Gbit/s: rails.fabric."
                              f"port_gbps ({f.port_gbps:g}) must be <= 1 and equal scaleup_gbps ({f.scaleup_gbps:g})")
+        asked = self.rails.torch_job.link_mbps
+        if isinstance(asked, float) and asked > f.port_gbps * 1000:
+            raise ValueError(f"rails.torch_job.link_mbps: {asked:g} Mbit/s is above the fabric's port rate "
+                             f"({f.port_gbps * 1000:g} Mbit/s): time dilation only slows the job down")
         if c.bytes_per_element != 4 or c.grad_bytes != 4:
             raise ValueError("rails.torch_job: the torch job trains in float32: rails.compute.bytes_per_element and "
                              "grad_bytes must be 4")

@@ -197,6 +197,8 @@ def print_packet(result: TorchJobResult, name: str) -> None:
                      f"{loss[0]:.3f} -> {loss[-1]:.3f}" if loss else "-", f"{r['control_rtt_s'] * 1e3:.2f}"])
     console(160).print(table(
         f"{name}: torch job on {res['gpus']} emulated GPUs ({res['servers']} servers x {res['gpus_per_server']}), "
-        f"links {res['link_mbps']:g} Mbit/s, R = {res['reconfiguration_delay_s'] * 1e3:g} ms",
+        f"links {res['link_mbps']:g} Mbit/s, R = {res['reconfiguration_delay_s'] * 1e3:g} ms"
+        + "".join(f"; {mode} emulated at {r['headroom']['link_mbps']:g} Mbit/s (time dilation {r['time_dilation']:g},"
+                  f" times below divided by it)" for mode, r in res["runs"].items() if r.get("time_dilation", 1) != 1),
         ("mode", "iteration (s)", "flow (s)", "deviation", "controller wait (s/it.)", "rewires", "dark measured (ms)",
          "loss first -> last", "round trip (ms)"), rows))

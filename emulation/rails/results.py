@@ -62,6 +62,9 @@ class TorchJobRun(BaseModel):
     loss: list[float]
     control_rtt_s: float
     headroom: dict[str, Any]
+    time_dilation: float = 1.0
+    """The port rate over the emulated link rate (1: no dilation); every time here is already
+    divided by it."""
     reconfigurations: list[Rewire]
     flow_iteration_s: float
     flow_reconfigurations_per_iteration: float
@@ -71,8 +74,9 @@ class TorchJobRun(BaseModel):
 
 class TorchJobResult(BaseModel):
     """A rail scenario's torch job on the packet backend beside the flow backend (``ocslab
-    train``; inside the envelope): the emulated link rate (Mbit/s), R (s), the fabric's size and
-    one :class:`TorchJobRun` per control mode."""
+    train``; inside the envelope): the fabric's port rate ``link_mbps`` (Mbit/s; each run's
+    ``headroom.link_mbps`` is the rate it was emulated at, lower under time dilation), R (s), the
+    fabric's size and one :class:`TorchJobRun` per control mode."""
 
     model_config = ConfigDict(extra="forbid")
 

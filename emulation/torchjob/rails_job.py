@@ -15,8 +15,17 @@ windows; the loss (:func:`summarise_job`).
 The flow backend replays the same trace (:func:`emulation.flowsim.iteration.simulate_iteration`)
 at the same link rate, the same R and the job's measured round trip to the controller (mode
 ``speculative-deferred`` for the job's speculative requests: the Opus app never takes circuits
-from a rank inside its phase). Times are real seconds: the trace was built for the emulated
-links, there is no time dilation.
+from a rank inside its phase). Times are real seconds: the trace was built for links at the
+fabric's ``port_gbps``.
+
+**Time dilation.** A machine that cannot carry ``port_gbps`` on every link at once (the headroom
+probe of :mod:`emulation.emulator.calibration` misses its target) refuses the run, unless
+``torch_job.link_mbps`` is ``auto`` (or a lower rate): then the links run at the rate the probe
+passes, ``B_e``, and the whole job runs ``TDF = port rate / B_e`` times slower: every compute op,
+the dark window R, the link delay and the job's time-out are stretched by TDF, and every measured
+time is divided by it before it is recorded. The controller's round trip is not stretched (it is
+the real controller's), so it weighs 1/TDF as much as at TDF = 1; the flow replay is given the
+same divided round trip.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ import shutil
 import statistics
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal, Union
 
 import networkx as nx
 from pydantic import Field
@@ -65,7 +74,12 @@ class TorchJobSpec(StrictModel):
     seed: int = 0
     """Seed of the data and the initial weights."""
     timeout_s: float = Field(default=600.0, gt=0, le=7200)
-    """Wall-clock bound of every mode's job, seconds."""
+    """Wall-clock bound of every mode's job, seconds (at time dilation 1; stretched by it)."""
+    link_mbps: Union[Literal["auto"], Annotated[float, Field(gt=0, le=1000)], None] = None
+    """Emulated link rate, Mbit/s: unset, the fabric's ``port_gbps`` (the run is refused if this
+    machine cannot carry it); ``auto``, the highest rate up to it that the headroom probe passes;
+    a number, that rate (at most the port rate). Below the port rate the job runs with time
+    dilation (module doc)."""
 
 
 def packet_fabric(trace: IterationTrace, net: RailNetwork, gpus_per_server: int,
@@ -106,16 +120,18 @@ def packet_fabric(trace: IterationTrace, net: RailNetwork, gpus_per_server: int,
     return fab
 
 
-def job_spec(trace: IterationTrace, gpus_per_server: int, job: TorchJobSpec, mode: str, socket: str) -> dict:
-    """The job file of :mod:`emulation.torchjob.rails_train`: ``trace``'s programs and groups,
-    its model's shape (``trace.model``, ``trace.parallel``), ``job``'s data and SGD, the job's
-    name of ``mode`` (:data:`JOB_MODE`) and the Opus app's Unix ``socket``."""
+def job_spec(trace: IterationTrace, gpus_per_server: int, job: TorchJobSpec, mode: str, socket: str,
+             tdf: float = 1.0) -> dict:
+    """The job file of :mod:`emulation.torchjob.rails_train`: ``trace``'s programs and groups
+    (every op's seconds stretched by the time dilation ``tdf``), its model's shape
+    (``trace.model``, ``trace.parallel``), ``job``'s data and SGD, the job's name of ``mode``
+    (:data:`JOB_MODE`) and the Opus app's Unix ``socket``."""
     m, p = trace.model, trace.parallel
     return {
         "servers": trace.ranks, "gpus_per_server": gpus_per_server,
         "stage_of": list(trace.stage_of), "replica_of": list(trace.replica_of), "replicas": p.dp,
         "groups": {g.id: list(g.members) for g in trace.groups.values()},
-        "programs": [[{"kind": o.kind, "phase": o.phase, "seconds": o.seconds, "group": o.group, "bytes": o.bytes,
+        "programs": [[{"kind": o.kind, "phase": o.phase, "seconds": o.seconds * tdf, "group": o.group, "bytes": o.bytes,
                        "message": o.message} for o in prog] for prog in trace.programs],
         "layers_per_stage": [len(r) for r in stage_layers(m.layers, p.pp)],
         "hidden": m.hidden, "ffn": m.ffn_hidden, "tokens": p.micro_batch_size * m.seq_len,
@@ -124,11 +140,15 @@ def job_spec(trace: IterationTrace, gpus_per_server: int, job: TorchJobSpec, mod
     }
 
 
-def summarise_job(run_dir: Path, gpus: int, iterations: int) -> dict:
-    """Per-iteration times and per-rank intervals from the job's records (module doc);
-    ``overrun_s`` is the most any compute op's real work exceeded the trace's time after the
-    first iteration (which loads torch's kernels)."""
+def summarise_job(run_dir: Path, gpus: int, iterations: int, tdf: float = 1.0) -> dict:
+    """Per-iteration times and per-rank intervals from the job's records (module doc), every
+    time divided by the time dilation ``tdf``; ``overrun_s`` is the most any compute op's real
+    work exceeded the trace's time after the first iteration (which loads torch's kernels)."""
     ops = {g: [json.loads(x) for x in (run_dir / f"ops-g{g}.jsonl").read_text().splitlines()] for g in range(gpus)}
+    for recs in ops.values():
+        for o in recs:
+            for key in ("t0", "t1", "wait_s", "overrun_s"):
+                o[key] /= tdf
     ends = [max(o["t1"] for g in ops for o in ops[g] if o["it"] == i) for i in range(iterations)]
     starts = [min(o["t0"] for g in ops for o in ops[g] if o["it"] == i) for i in range(iterations)]
     steady = (ends[-1] - ends[0]) / (iterations - 1)
@@ -140,7 +160,7 @@ def summarise_job(run_dir: Path, gpus: int, iterations: int) -> dict:
     rtts = json.loads(ping.read_text())["rtt_s"] if ping.exists() else []
     return {"iteration_s": steady, "iterations_end_s": ends, "iterations_start_s": starts,
             "control_wait_s": max(waits), "overrun_s": overrun, "loss": losses,
-            "control_rtt_s": statistics.median(rtts) if rtts else 0.0, "ops": ops}
+            "control_rtt_s": statistics.median(rtts) / tdf if rtts else 0.0, "ops": ops}
 
 
 def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, job: TorchJobSpec, out: Path,
@@ -161,11 +181,12 @@ def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, 
     from emulation.torchjob.launch import TorchJob, tune_tcp
 
     fabric = packet_fabric(trace, net, gpus_per_server, job.reconfiguration_delay_s)
-    link_mbps = net.port_gbps * 1000
+    port_mbps = net.port_gbps * 1000
     gpus = fabric.gpus
     out.mkdir(parents=True, exist_ok=True)
-    res = {"link_mbps": link_mbps, "reconfiguration_delay_s": job.reconfiguration_delay_s,
+    res = {"link_mbps": port_mbps, "reconfiguration_delay_s": job.reconfiguration_delay_s,
            "gpus": gpus, "servers": trace.ranks, "gpus_per_server": gpus_per_server, "runs": {}}
+    ceiling = port_mbps  # auto: later modes probe from the first mode's rate down
     for k, mode in enumerate(job.modes):
         if progress:
             progress(f"{mode}: emulating", k, len(job.modes))
@@ -174,11 +195,13 @@ def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, 
         sock_dir = Path(tempfile.mkdtemp(prefix="ocl-opus-"))  # AF_UNIX paths are short
         sock = str(sock_dir / "opus.sock")
         try:
-            with EmulatedFabric(fabric, d / "emulation", link_mbps=link_mbps) as emu:
-                probe = _check_headroom(emu, link_mbps, d / "calibration")
-                emu.client.arm_opus(sock, job.reconfiguration_delay_s)
+            with EmulatedFabric(fabric, d / "emulation", link_mbps=port_mbps) as emu:
+                probe = _check_headroom(emu, job.link_mbps, port_mbps, ceiling, d / "calibration")
+                ceiling = probe["link_mbps"]
+                tdf = port_mbps / probe["link_mbps"]
+                emu.client.arm_opus(sock, job.reconfiguration_delay_s * tdf)
                 seq = len(emu.client.events())
-                (d / "job.json").write_text(json.dumps(job_spec(trace, gpus_per_server, job, mode, sock)))
+                (d / "job.json").write_text(json.dumps(job_spec(trace, gpus_per_server, job, mode, sock, tdf)))
                 tune_tcp(emu, list(range(gpus)))
                 emu.set_rto_min(FAST_RTO_MIN_MS, quickack=True)  # a rank's drain before it asks waits for no delayed ACK
                 torch_job = None
@@ -186,7 +209,7 @@ def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, 
                     torch_job = TorchJob(emu, "emulation.torchjob.rails_train",
                                          ["--job", str((d / "job.json").resolve()), "--dir", str(d.resolve())], d,
                                          list(range(gpus)))
-                    torch_job.wait(job.timeout_s)
+                    torch_job.wait(job.timeout_s * tdf)
                 finally:
                     if torch_job is not None:
                         torch_job.kill()
@@ -195,7 +218,7 @@ def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, 
                 emu.client.disarm_opus()
         finally:
             shutil.rmtree(sock_dir, ignore_errors=True)
-        job_sum = summarise_job(d, gpus, job.iterations)
+        job_sum = summarise_job(d, gpus, job.iterations, tdf)
         rewires = [e for e in events if e["kind"] == "reconfigured"]
         flow = simulate_iteration(trace, net, mode, job.reconfiguration_delay_s, job_sum["control_rtt_s"],
                                   job.iterations, record=False)
@@ -203,9 +226,10 @@ def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, 
         res["runs"][mode] = {
             **job_sum,
             "headroom": probe,
+            "time_dilation": tdf,
             "reconfigurations": [{"ocs": e.get("ocs"), "t_dark": e.get("t_dark"),
-                                  "requested_s": e["reconfiguration_delay_s"],
-                                  "measured_s": e["dark_window_measured_s"]} for e in rewires],
+                                  "requested_s": e["reconfiguration_delay_s"] / tdf,
+                                  "measured_s": e["dark_window_measured_s"] / tdf} for e in rewires],
             "flow_iteration_s": flow.iteration_s,
             "flow_reconfigurations_per_iteration": flow.reconfigurations_per_iteration,
             "deviation": job_sum["iteration_s"] / flow.iteration_s - 1.0,
@@ -217,26 +241,31 @@ def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, 
     return res
 
 
-def _check_headroom(emu, link_mbps: float, run_dir: Path) -> dict:
-    """Probe the emulation at ``link_mbps`` under full load (:func:`emulation.emulator.calibration.
-    calibrate`); refuse a rate this machine cannot carry faithfully.
+def _check_headroom(emu, link_mbps: float | str | None, port_mbps: float, ceiling: float, run_dir: Path) -> dict:
+    """Probe the emulation under full load (:func:`emulation.emulator.calibration.calibrate`) at
+    ``link_mbps`` (None: the port rate ``port_mbps``; ``auto``: the highest rate up to
+    ``ceiling`` that passes) and leave it shaped at the rate chosen; refuse a rate this machine
+    cannot carry faithfully.
 
-    :returns: the probe (``efficiency``: link-bound time over measured time).
+    :returns: the probe at the chosen rate (``link_mbps``; ``efficiency``: link-bound time over
+        measured time).
     :raises EmulationError: the probe misses the target (naming the rate that would pass).
     """
     from emulation.emulator.calibration import DEFAULT_TARGET, CalibrationError, calibrate
     from emulation.emulator.net import EmulationError
 
+    asked = None if link_mbps == "auto" else (link_mbps or port_mbps)
+    where = "rails.fabric.port_gbps" if link_mbps is None else "rails.torch_job.link_mbps"
     try:
-        cal = calibrate(emu, link_mbps, 1.0, run_dir)
+        cal = calibrate(emu, asked, 1.0, run_dir, max_mbps=ceiling)
     except CalibrationError as e:
-        raise EmulationError(f"rails.fabric.port_gbps: {e}") from None
+        raise EmulationError(f"{where}: {e}") from None
     if not cal.requested_ok:
-        asked = cal.probes[0]
+        first = cal.probes[0]
         raise EmulationError(
-            f"rails.fabric.port_gbps: {link_mbps:g} Mbit/s links reached {asked['efficiency']:.0%} of link rate under "
-            f"full load on this machine (target {DEFAULT_TARGET:.0%}); {cal.link_mbps:g} Mbit/s passes: set port_gbps "
-            f"and scaleup_gbps to {cal.link_mbps / 1000:g}")
+            f"{where}: {asked:g} Mbit/s links reached {first['efficiency']:.0%} of link rate under full load on this "
+            f"machine (target {DEFAULT_TARGET:.0%}); {cal.link_mbps:g} Mbit/s passes: set rails.torch_job.link_mbps: "
+            f"auto (time dilation {port_mbps / cal.link_mbps:g}) or {cal.link_mbps:g}")
     return cal.chosen
 
 
