@@ -18,7 +18,6 @@ import logging
 import os
 import shutil
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from emulation.emulator.capabilities import Capabilities, detect
 from emulation.emulator import registry, shaper
 from emulation.emulator.controller_client import ControllerClient
 from emulation.emulator.counters import DropCounters, Ports
+from emulation.emulator.lifecycle import Lifecycle
 from emulation.emulator.agent import RCV_BUDGET
 from emulation.emulator.ovs_sockets import SEND_BUFFER, SocketBufferError, SocketBuffers, packet_sockets
 from emulation.fabric import Fabric
@@ -182,7 +182,7 @@ def stop_pid(proc: subprocess.Popen | None, timeout: float = 5.0) -> None:
         proc.wait(timeout)
 
 
-class EmulatedFabric:
+class EmulatedFabric(Lifecycle):
     """A running emulation of ``fabric`` (see module doc).
 
     :param run_dir: where logs and the fabric JSON go (``runs/<id>``).
@@ -226,7 +226,6 @@ class EmulatedFabric:
         self.children: list[subprocess.Popen] = []
         self.registration: registry.Registration | None = None
         self._switch_probed = time.monotonic()
-        self._old_handlers: dict[int, object] = {}
 
     @property
     def in_flight_bytes(self) -> int:
@@ -241,39 +240,21 @@ class EmulatedFabric:
         return max(shaper.QUEUE_PACKETS, -(-self.in_flight_bytes // dpn.mss(self.mtu)) + 64)
 
     # ---- life cycle -----------------------------------------------------------------------
-    def __enter__(self) -> EmulatedFabric:
-        self._old_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, raise_interrupt)
-        try:
-            self._start()
-        except BaseException:
-            self.__exit__(*sys.exc_info())
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut teardown
+    def _teardown(self) -> None:
         log.info("tearing the emulation down")
-        try:
-            for p in self.children:
-                stop_pid(p)
-            self.children.clear()
-            if self.net is not None:
-                stop_net(self.net)
-                self.net = None
-            if self.registration is not None:  # never another run's bridges (same names)
-                self._delete_leftovers()
-            stop_pid(self.controller)
-            self.controller = None
-            if self.socket_buffers is not None:
-                self.socket_buffers.restore()
-                self.socket_buffers = None
-        finally:
-            if self.registration is not None:
-                self.registration.release()
-                self.registration = None
-            signal.signal(signal.SIGINT, old_int)
-            for sig, h in self._old_handlers.items():
-                signal.signal(sig, h)
+        for p in self.children:
+            stop_pid(p)
+        self.children.clear()
+        if self.net is not None:
+            stop_net(self.net)
+            self.net = None
+        if self.registration is not None:  # never another run's bridges (same names)
+            self._delete_leftovers()
+        stop_pid(self.controller)
+        self.controller = None
+        if self.socket_buffers is not None:
+            self.socket_buffers.restore()
+            self.socket_buffers = None
 
     def _start(self) -> None:
         self.registration = claim_machine(self.run_dir)
@@ -602,11 +583,6 @@ def sysctl(path: str, value: str) -> None:
         Path("/proc/sys", path).write_text(value)
     except OSError:
         pass
-
-
-def raise_interrupt(signum, frame):
-    """A signal handler that turns SIGTERM into KeyboardInterrupt (so teardown runs)."""
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def project_root() -> str:

@@ -17,9 +17,7 @@ ascending order).
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +28,9 @@ from emulation import dataplane as dpn
 from emulation.emulator import registry, shaper
 from emulation.emulator.capabilities import detect
 from emulation.emulator.controller_client import ControllerClient, ControllerError
+from emulation.emulator.lifecycle import Lifecycle
 from emulation.emulator.net import (EmulationError, claim_machine, controller_command, disable_offloads, free_port,
-                                    keep_qdiscs, project_root, raise_interrupt, stop_net, stop_pid, sysctl)
+                                    keep_qdiscs, project_root, stop_net, stop_pid, sysctl)
 from emulation.poll import wait_until
 from emulation.planners.slicing import Slicing
 from emulation.planners.tunnels import Tunnels
@@ -82,7 +81,7 @@ class _Controller:
         return "127.0.0.1"
 
 
-class WanNet:
+class WanNet(Lifecycle):
     """A running WAN emulation (module doc).
 
     :param link_mbps: the rate of the largest-capacity link (Mbit/s of Ethernet frames, <= 1000).
@@ -107,37 +106,18 @@ class WanNet:
         self.clients: dict[int, ControllerClient] = {}
         self.registration: registry.Registration | None = None
         self.ports: dict[tuple[int, int], int] = {}  # (router, neighbour) -> port
-        self._old_term = None
 
     # ---- life cycle -----------------------------------------------------------------------
-    def __enter__(self) -> WanNet:
-        self._old_term = signal.signal(signal.SIGTERM, raise_interrupt)
-        try:
-            self._start()
-        except BaseException:
-            self.__exit__(*sys.exc_info())
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            if self.net is not None:
-                stop_net(self.net)
-                self.net = None
-            if self.registration is not None:
-                for i in range(self.topo.routers):
-                    subprocess.run(["ovs-vsctl", "--if-exists", "del-br", router_name(i)], capture_output=True)
-            for p in self.controllers.values():
-                stop_pid(p)
-            self.controllers.clear()
-        finally:
-            if self.registration is not None:
-                self.registration.release()
-                self.registration = None
-            signal.signal(signal.SIGINT, old_int)
-            if self._old_term is not None:
-                signal.signal(signal.SIGTERM, self._old_term)
+    def _teardown(self) -> None:
+        if self.net is not None:
+            stop_net(self.net)
+            self.net = None
+        if self.registration is not None:
+            for i in range(self.topo.routers):
+                subprocess.run(["ovs-vsctl", "--if-exists", "del-br", router_name(i)], capture_output=True)
+        for p in self.controllers.values():
+            stop_pid(p)
+        self.controllers.clear()
 
     def _start(self) -> None:
         self.registration = claim_machine(self.run_dir)
