@@ -97,7 +97,7 @@ def _provision(checkout: Path, machine: str, env: dict[str, str]) -> tuple[subpr
 
 
 @needs_root
-def test_provisioning_makes_the_vms_own_environments_and_leaves_the_hosts_venv_alone(tmp_path):
+def test_provisioning_makes_the_vms_own_environments_and_leaves_the_hosts_venv_alone(tmp_path, request):
     checkout = _checkout_with_a_host_venv(tmp_path)
     host = {v: _snapshot(checkout / v) for v in (".venv", ".venv-ryu")}
     top = {p.name for p in checkout.iterdir()}
@@ -105,6 +105,7 @@ def test_provisioning_makes_the_vms_own_environments_and_leaves_the_hosts_venv_a
         subprocess.run([str(checkout / ".venv" / "bin" / "ocslab"), "--version"], capture_output=True, timeout=30)
 
     venvs, sysroot = tmp_path / "venvs", tmp_path / "sysroot"
+    request.addfinalizer(lambda: shutil.rmtree(venvs, ignore_errors=True))  # about 850 MB with Ryu
     env = _clean_env(OCSLAB_VENVS=str(venvs), OCSLAB_PROVISION_ROOT=str(sysroot), OCSLAB_PROVISION_SMOKE="0")
     r, first_s = _provision(checkout, "ocslab-ryu", env)  # the machine's own extras: ryu
     print(f"first provisioning: {first_s:.1f} s")
