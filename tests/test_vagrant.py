@@ -61,9 +61,11 @@ def _checkout_with_a_host_venv(tmp_path: Path) -> Path:
     for venv, python in ((".venv", HOST_PYTHON), (".venv-ryu", "/opt/host-python/3.9.18/bin/python3.9")):
         bin_ = checkout / venv / "bin"
         bin_.mkdir(parents=True)
-        (checkout / venv / "pyvenv.cfg").write_text(f"home = {Path(python).parent}\ninclude-system-site-packages = true\n")
-        scripts = {"python": f"#!{python}\n", "ocslab": f"#!/home/host/ocslab/{venv}/bin/python\nfrom emulation.cli import main\nmain()\n",
-                   "ryu-manager": f"#!/home/host/ocslab/{venv}/bin/python\nfrom ryu.cmd.manager import main\nmain()\n"}
+        (checkout / venv / "pyvenv.cfg").write_text(
+            f"home = {Path(python).parent}\ninclude-system-site-packages = true\n")
+        shebang = f"#!/home/host/ocslab/{venv}/bin/python\n"
+        scripts = {"python": f"#!{python}\n", "ocslab": shebang + "from emulation.cli import main\nmain()\n",
+                   "ryu-manager": shebang + "from ryu.cmd.manager import main\nmain()\n"}
         for name, text in scripts.items():
             (bin_ / name).write_text(text)
             (bin_ / name).chmod(0o755)
@@ -174,10 +176,12 @@ def test_setup_refuses_a_venv_made_elsewhere_and_provisioning_refuses_bad_input(
     assert _snapshot(checkout / ".venv") == host
     # Bad input to the provisioning: one line naming what is wrong, exit 2, nothing created.
     venvs = tmp_path / "venvs"
-    for machine, venvs_path, wrong in (("ocslab-nope", str(venvs), "MACHINE must be ocslab or ocslab-ryu, not 'ocslab-nope'"),
-                                       ("ocslab", "venvs", "OCSLAB_VENVS must be an absolute path, not 'venvs'"),
-                                       ("ocslab", str(checkout / "venvs"), "is inside the checkout shared with the host")):
-        r, _ = _provision(checkout, machine, _clean_env(OCSLAB_VENVS=venvs_path, OCSLAB_PROVISION_ROOT=str(tmp_path / "sysroot")))
+    cases = (("ocslab-nope", str(venvs), "MACHINE must be ocslab or ocslab-ryu, not 'ocslab-nope'"),
+             ("ocslab", "venvs", "OCSLAB_VENVS must be an absolute path, not 'venvs'"),
+             ("ocslab", str(checkout / "venvs"), "is inside the checkout shared with the host"))
+    for machine, venvs_path, wrong in cases:
+        r, _ = _provision(checkout, machine,
+                          _clean_env(OCSLAB_VENVS=venvs_path, OCSLAB_PROVISION_ROOT=str(tmp_path / "sysroot")))
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and wrong in r.stderr, r.stderr
         assert not venvs.exists() and not (checkout / "venvs").exists() and not (tmp_path / "sysroot").exists()
 
@@ -188,7 +192,8 @@ def test_the_ryu_environment_is_found_from_the_variable_the_running_venv_or_the_
     root = ROOT.resolve()
     assert ryu_venv({"OCSLAB_RYU_VENV": "/srv/r"}, "/srv/v", "/usr") == Path("/srv/r")
     assert ryu_venv({"OCSLAB_RYU_VENV": "envs/r"}, "/srv/v", "/usr") == root / "envs" / "r"
-    assert ryu_venv({}, "/home/vagrant/venvs/ocslab-ryu/venv", "/usr") == Path("/home/vagrant/venvs/ocslab-ryu/venv-ryu")
+    vm = "/home/vagrant/venvs/ocslab-ryu/venv"
+    assert ryu_venv({}, vm, "/usr") == Path(vm + "-ryu")
     assert ryu_venv({}, str(root / ".venv"), "/usr") == root / ".venv-ryu"  # today's default
     assert ryu_venv({}, "/usr", "/usr") == root / ".venv-ryu"  # not in a virtual environment
 
@@ -221,7 +226,8 @@ def test_scripts_keep_lf_line_endings_on_a_windows_style_checkout(tmp_path):
     names = sorted(names)
     assert {"scripts/setup.sh", "scripts/vagrant-provision.sh", ".ci/run"} <= set(names)
     repo = tmp_path / "repo"
-    git = ["git", "-C", str(repo), "-c", "core.autocrlf=true", "-c", "core.safecrlf=false", "-c", "user.name=t", "-c", "user.email=t@t"]
+    git = ["git", "-C", str(repo), "-c", "core.autocrlf=true", "-c", "core.safecrlf=false",
+           "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
     for name in [*names, ".gitattributes", "README.md"]:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
