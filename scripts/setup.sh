@@ -6,17 +6,24 @@
 #     offloads off on the userspace datapath), iputils-ping (the emulation tests' reachability
 #     probes), tcpdump (ocslab run --pcap), python3-venv and make; with the test extra, vagrant
 #     (the tests validate the Vagrantfile).
-#   .venv: made from the system python3 with system site packages (so `import mininet` works),
-#          with ocslab installed editable and its Python dependencies.
-#   .venv-ryu (when OCSLAB_EXTRAS has ryu, and a Python 3.9 is found, or on Ubuntu installed):
-#          Ryu 4.34 with eventlet 0.30.2, for `ocslab run --controller ryu` (scripts/setup_ryu.sh);
-#          Ryu does not import on Python 3.10+. Where it cannot be made, .venv-ryu/UNAVAILABLE says why.
+#   .venv (or $OCSLAB_VENV): made from the system python3 with system site packages (so `import
+#          mininet` works), with ocslab installed editable and its Python dependencies.
+#   .venv-ryu (or $OCSLAB_RYU_VENV; when OCSLAB_EXTRAS has ryu, and a Python 3.9 is found, or on
+#          Ubuntu installed): Ryu 4.34 with eventlet 0.30.2, for `ocslab run --controller ryu`
+#          (scripts/setup_ryu.sh); Ryu does not import on Python 3.10+. Where it cannot be made,
+#          its UNAVAILABLE file says why.
 # Environment: OCSLAB_EXTRAS, a comma-separated list: test (pytest, and Sphinx to build the docs; docs
 #   installs the same), torch (PyTorch 2.13 CPU, for
 #   ocslab torch / ocslab train), ryu (the Ryu environment above). test also installs Dask's
 #   distributed (sweeps on a cluster, emulation.parallel; tested on a local cluster).
+# OCSLAB_VENV: where the virtual environment goes (default .venv; a relative path is relative to the
+#   repository). OCSLAB_RYU_VENV: where the Ryu one goes (default: OCSLAB_VENV's path with -ryu
+#   appended, so .venv-ryu; `ocslab` looks there by itself). The lab VMs put both outside the
+#   checkout they share with their host (scripts/vagrant-provision.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+VENV=${OCSLAB_VENV:-.venv}
+export OCSLAB_RYU_VENV=${OCSLAB_RYU_VENV:-$VENV-ryu}  # read by scripts/setup_ryu.sh
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup: run as root (it installs Debian packages and starts Open vSwitch)" >&2
@@ -68,34 +75,42 @@ if ! py_ok "$PY"; then
     exit 2
   fi
 fi
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv --system-site-packages .venv
+# A virtual environment made on another machine (a VM's host sharing the checkout) has the other
+# machine's interpreter in its links and scripts: it is refused, never repaired in place (the other
+# machine still uses it).
+if [ -e "$VENV/bin/python" ] || [ -L "$VENV/bin/python" ]; then
+  if ! "$VENV/bin/python" -c "" 2>/dev/null; then
+    echo "setup: $VENV/bin/python does not run on this machine (a virtual environment made on another one?): remove $VENV, or set OCSLAB_VENV to a path of this machine" >&2
+    exit 2
+  fi
+else
+  "$PY" -m venv --system-site-packages "$VENV"
 fi
 extras=",${OCSLAB_EXTRAS:-},"
 # pip, quiet and without its warnings; when pip fails (no network, a proxy's certificate, no wheel
 # for this Python) the set-up stops there, saying so under pip's own errors.
 pip_install() {
-  if ! .venv/bin/pip install -q --disable-pip-version-check "$@" 2>&1 | { grep -v -i "^warning" || true; }; then
+  if ! "$VENV/bin/pip" install -q --disable-pip-version-check "$@" 2>&1 | { grep -v -i "^warning" || true; }; then
     echo "setup: pip install $* failed (pip's errors are above)" >&2
     exit 1
   fi
 }
-stamp=.venv/.ocslab-installed
+stamp=$VENV/.ocslab-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   pip_install -e .
-  .venv/bin/python -c "import os_ken, mininet.net, numpy, scipy, networkx, pydantic, cvxpy, topohub, scapy, simpy"
+  "$VENV/bin/python" -c "import os_ken, mininet.net, numpy, scipy, networkx, pydantic, cvxpy, topohub, scapy, simpy"
   touch "$stamp"
 fi
 test_imports="import pytest, distributed, jsonschema, sphinx, myst_parser, furo, sphinxarg, sphinxcontrib.autodoc_pydantic"
-if [[ $extras == *,test,* || $extras == *,docs,* ]] && ! .venv/bin/python -c "$test_imports" 2>/dev/null; then
+if [[ $extras == *,test,* || $extras == *,docs,* ]] && ! "$VENV/bin/python" -c "$test_imports" 2>/dev/null; then
   pip_install -e ".[test]"
-  .venv/bin/python -c "$test_imports"
+  "$VENV/bin/python" -c "$test_imports"
 fi
-if [[ $extras == *,torch,* ]] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
+if [[ $extras == *,torch,* ]] && ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   pip_install torch==2.13.0
-  .venv/bin/python -c "import torch"
+  "$VENV/bin/python" -c "import torch"
 fi
-if [[ $extras == *,ryu,* ]] && [ ! -f .venv-ryu/.ocslab-installed ]; then
+if [[ $extras == *,ryu,* ]] && [ ! -f "$OCSLAB_RYU_VENV/.ocslab-installed" ]; then
   bash scripts/setup_ryu.sh || true
 fi
-echo "setup: ready (.venv/bin/ocslab)"
+echo "setup: ready ($VENV/bin/ocslab)"

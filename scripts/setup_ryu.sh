@@ -3,13 +3,15 @@
 # `ocslab run --controller ryu`: Ryu does not import on Python 3.10+, and ocslab's modules need
 # 3.9 (Ubuntu 20.04's system Python 3.8 is too old; its archive's python3.9 is installed there).
 # Idempotent. Where it cannot be made, .venv-ryu/UNAVAILABLE holds one line saying why, and the
-# exit status is 1.
+# exit status is 1. It goes to $OCSLAB_RYU_VENV when set (else $OCSLAB_VENV-ryu, else .venv-ryu; a
+# relative path is relative to the repository), as scripts/setup.sh says.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+RV=${OCSLAB_RYU_VENV:-${OCSLAB_VENV:-.venv}-ryu}
 
 unavailable() {
-  mkdir -p .venv-ryu
-  echo "$1" > .venv-ryu/UNAVAILABLE
+  mkdir -p "$RV"
+  echo "$1" > "$RV/UNAVAILABLE"
   echo "setup: --controller ryu unavailable: $1" >&2
   exit 1
 }
@@ -34,16 +36,16 @@ if [ -z "$py" ] && grep -q '^ID=ubuntu' /etc/os-release 2>/dev/null; then
 fi
 [ -n "$py" ] || unavailable "no Python 3.9 found (in /usr/bin, /usr/local/bin or pyenv's versions); Ryu 4.34 needs Python <= 3.9 and ocslab 3.9"
 
-rm -f .venv-ryu/UNAVAILABLE
-if [ ! -x .venv-ryu/bin/python ]; then
-  "$py" -m venv .venv-ryu || unavailable "$py -m venv failed"
+rm -f "$RV/UNAVAILABLE"
+if [ ! -x "$RV/bin/python" ]; then
+  "$py" -m venv "$RV" || unavailable "$py -m venv failed"
 fi
-echo "setup: installing Ryu 4.34 into .venv-ryu ($("$py" --version 2>&1))"
-pip=(.venv-ryu/bin/pip install -q --disable-pip-version-check)
+echo "setup: installing Ryu 4.34 into $RV ($("$py" --version 2>&1))"
+pip=("$RV/bin/pip" install -q --disable-pip-version-check)
 # Ryu's setup.py uses setuptools' easy_install.get_script_args, removed in setuptools 58.
-"${pip[@]}" "setuptools<58" wheel >/dev/null 2>&1 || unavailable "pip could not install setuptools<58 into .venv-ryu"
+"${pip[@]}" "setuptools<58" wheel >/dev/null 2>&1 || unavailable "pip could not install setuptools<58 into $RV"
 "${pip[@]}" --no-build-isolation "ryu==4.34" "eventlet==0.30.2" numpy scipy networkx pyyaml pydantic eval_type_backport cvxpy clarabel 2>&1 | grep -v -i "^warning" || true
-.venv-ryu/bin/python -c "import ryu, eventlet, numpy, scipy, networkx, yaml, pydantic, cvxpy; from ryu.cmd import manager" 2>/dev/null \
-  || unavailable "Ryu 4.34 did not import in .venv-ryu after pip install (see pip's output above)"
-touch .venv-ryu/.ocslab-installed
-echo "setup: .venv-ryu ready (ryu-manager $(.venv-ryu/bin/ryu-manager --version 2>&1 | tail -1))"
+"$RV/bin/python" -c "import ryu, eventlet, numpy, scipy, networkx, yaml, pydantic, cvxpy; from ryu.cmd import manager" 2>/dev/null \
+  || unavailable "Ryu 4.34 did not import in $RV after pip install (see pip's output above)"
+touch "$RV/.ocslab-installed"
+echo "setup: $RV ready (ryu-manager $("$RV/bin/ryu-manager" --version 2>&1 | tail -1))"

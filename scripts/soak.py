@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -62,8 +63,11 @@ def run_full(i: int, out: Path) -> dict:
     log = out / f"full-{i}.log"
     t0 = time.monotonic()
     with open(log, "w") as fh:
+        # the clone makes its own .venv: an OCSLAB_VENV of this machine (a lab VM's) would get the
+        # clone installed into it, and lose it when the clone is removed
+        env = {k: v for k, v in os.environ.items() if k not in ("OCSLAB_VENV", "OCSLAB_RYU_VENV")}
         rc = subprocess.run(["make", "test", f"PYTEST_ARGS=--junitxml={report.resolve()} -o junit_logging=system-out"],
-                            cwd=clone, stdout=fh, stderr=subprocess.STDOUT).returncode
+                            cwd=clone, stdout=fh, stderr=subprocess.STDOUT, env=env).returncode
     wall = time.monotonic() - t0
     shutil.rmtree(clone)  # its .venv holds PyTorch: a few GB each
     return {"kind": "full", "index": i, "rc": rc, "wall_s": wall, "log": str(log), "tests": junit_results(report)}

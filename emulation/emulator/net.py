@@ -80,8 +80,32 @@ def bridge_names(fabric: Fabric) -> list[str]:
     )
 
 
-#: The Ryu environment ``make setup`` makes (``scripts/setup_ryu.sh``).
-RYU_VENV = Path(__file__).resolve().parents[2] / ".venv-ryu"
+def ryu_venv(environ: dict[str, str] | None = None, prefix: str | None = None,
+             base_prefix: str | None = None) -> Path:
+    """Where the Ryu environment ``make setup`` makes (``scripts/setup_ryu.sh``) is: the path in
+    ``OCSLAB_RYU_VENV`` when set (relative to the project's root when relative); else, when this
+    interpreter runs in a virtual environment (``sys.prefix`` differs from ``sys.base_prefix``),
+    that environment's path with ``-ryu`` appended, as ``scripts/setup.sh`` puts it beside
+    ``OCSLAB_VENV`` (``.venv`` gives ``.venv-ryu``; a lab VM's ``/home/vagrant/venvs/ocslab-ryu/venv``
+    gives ``.../venv-ryu``, with no variable needed under ``sudo``); else ``.venv-ryu`` in the
+    project's root. The path need not exist (:func:`ryu_unavailable` says what is missing).
+
+    ``environ``, ``prefix`` and ``base_prefix`` default to ``os.environ``, ``sys.prefix`` and
+    ``sys.base_prefix``. Raises nothing.
+    """
+    environ = os.environ if environ is None else environ
+    prefix = sys.prefix if prefix is None else prefix
+    base_prefix = sys.base_prefix if base_prefix is None else base_prefix
+    root = Path(__file__).resolve().parents[2]
+    if environ.get("OCSLAB_RYU_VENV"):
+        return root / Path(environ["OCSLAB_RYU_VENV"]).expanduser()  # an absolute path stays as is
+    if prefix != base_prefix:
+        return Path(prefix + "-ryu")
+    return root / ".venv-ryu"
+
+
+#: The Ryu environment of this process (:func:`ryu_venv`, read once at import).
+RYU_VENV = ryu_venv()
 
 
 def ryu_unavailable() -> str | None:
@@ -91,7 +115,7 @@ def ryu_unavailable() -> str | None:
     why = RYU_VENV / "UNAVAILABLE"
     if why.exists():
         return why.read_text().strip()
-    return "no .venv-ryu: `OCSLAB_EXTRAS=ryu make setup` makes it where a Python 3.9 exists"
+    return f"no {RYU_VENV}: `OCSLAB_EXTRAS=ryu make setup` makes it where a Python 3.9 exists"
 
 
 def controller_command(runtime: str, apps: list[str], args: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -99,7 +123,8 @@ def controller_command(runtime: str, apps: list[str], args: list[str]) -> tuple[
     of your own apps' ``.py`` files) with
     ``args`` on ``runtime``: ``os-ken`` runs ``python -m controllers APPS ARGS`` in this
     interpreter; ``ryu`` runs ``ryu-manager --user-flags controllers/flags.py ARGS
-    controllers.APP ...`` from ``.venv-ryu`` with the project on ``PYTHONPATH``.
+    controllers.APP ...`` from the Ryu environment (:func:`ryu_venv`) with the project on
+    ``PYTHONPATH``.
 
     :raises EmulationError: unknown runtime, or ryu is unavailable (:func:`ryu_unavailable`).
     """
