@@ -223,7 +223,7 @@ def _torch(args) -> int:
                      f"{4 * args.gpus} bytes, got {args.sizes}")
     if not torch_available():
         return fail("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, "
-                     "or .venv/bin/pip install torch==2.13.0)")
+                     f"or {sys.executable} -m pip install torch==2.13.0)")
     try:
         out = results_dir(args.out, "torch-allreduce-perf")
     except Refused as e:

@@ -23,6 +23,7 @@ local cluster in about a second on a 2-core machine and needs no daemon, which f
 
 from __future__ import annotations
 
+import sys
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -66,7 +67,7 @@ def _dask(fn: Callable[[Any], Any], points: list, workers: int, address: str | N
         import dask
         from distributed import Client, LocalCluster
     except ImportError:
-        raise ImportError("engine dask: the distributed package is not installed (.venv/bin/pip install -e .[cluster])") from None
+        raise ImportError(f"engine dask: the distributed package is not installed ({sys.executable} -m pip install -e .[cluster])") from None
     if address is not None:
         with Client(address) as client:
             return client.gather(client.map(fn, points, pure=False))

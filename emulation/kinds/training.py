@@ -25,6 +25,7 @@ and :func:`emulation.torchjob.recoveries.run_recoveries` runs every recovery; re
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Literal
 
@@ -222,7 +223,7 @@ def _run(req: RunRequest):
 
     if not torch_available():
         raise Refused("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, "
-                      "or .venv/bin/pip install torch==2.13.0)")
+                      f"or {sys.executable} -m pip install torch==2.13.0)")
     sc = req.scenario
     runs, capabilities = run_recoveries(sc.recovery_setup(), sc.recovery, req.out, req.progress)
     result = TrainingResult(tdf=sc.tdf, parameters=sc.job.parameters, gradient_bytes=sc.job.gradient_bytes,
