@@ -11,6 +11,8 @@ shares.
   could not be written (a full disk): what the job made removed; :data:`EXIT_FAILED` 1: the
   run failed, its logs kept; :data:`EXIT_INTERRUPTED` 130: Ctrl-C, the emulation torn down);
 - :func:`writing`: the same for a failure to write, around a script's body;
+- :func:`check_file` and :func:`write_file`: one output file (``ocslab fabric -o``), checked
+  before and written whole or not at all;
 - :class:`Refused` and :class:`Failed`: what kinds raise to say which of the two it was.
 
 Nothing here imports a backend: the backends' own errors are classified by name
@@ -126,6 +128,41 @@ def results_dir(out: Path | None, name: str, suffix: str = "", flag: str = "--ou
     return out
 
 
+def check_file(path: Path, flag: str = "-o") -> None:
+    """Refuse an output file that cannot be written, before anything is computed: ``path`` is a
+    directory, a directory of its path is a file, or its directory cannot be created or written
+    (:func:`check_dir`; nothing is left behind by the check). An existing file is overwritten.
+
+    :raises Refused: one line ``FLAG PATH: cause``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise Refused(f"{flag} {path}: is a directory, not a file")
+    try:
+        check_dir(path.parent, flag, fresh=False)
+    except Refused as e:
+        raise Refused(f"{flag} {path}:{str(e).split(':', 1)[1]}") from None
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: into a temporary file beside it, renamed
+    over ``path`` once complete (a full disk leaves ``path`` as it was). Its directory is made
+    if missing.
+
+    :raises OSError: the write failed (the temporary file is removed).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.ocslab-partial")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 def _first_new(path: Path) -> Path | None:
     """The outermost of ``path`` and its parents that does not exist yet (what making ``path``
     creates first), None if ``path`` exists."""
@@ -168,7 +205,11 @@ class _Made:
     def remove(self) -> None:
         """Remove what the command made (files it rewrote that existed before are left)."""
         if self.first_new is not None:
-            shutil.rmtree(self.first_new, ignore_errors=True)
+            if self.first_new.is_dir() and not self.first_new.is_symlink():
+                shutil.rmtree(self.first_new, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    self.first_new.unlink()
         elif self.before is not None and self.out.is_dir():
             made = [p for p in self.out.rglob("*") if p not in self.before]
             for p in sorted(made, key=lambda p: len(p.parts)):  # outermost first
