@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -226,13 +227,13 @@ def _torch(args) -> int:
     if len(sizes) < 2 or sizes != sorted(set(sizes)) or any(x % 4 or x < 4 * args.gpus for x in sizes):
         return fail(f"--sizes: need at least two ascending sizes, multiples of 4 bytes and of at least "
                      f"{4 * args.gpus} bytes, got {args.sizes}")
-    if not torch_available():
-        return fail("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, "
-                     "or .venv/bin/pip install torch==2.13.0)")
     try:
         out = results_dir(args.out, "torch-allreduce-perf")
     except Refused as e:
         return fail(str(e))
+    if not torch_available():
+        return fail("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, "
+                     "or .venv/bin/pip install torch==2.13.0)")
     return guarded(out, lambda: _show_allreduce_perf(args, out, allreduce_perf(args.gpus, args.link_mbps, sizes,
                                                                                  args.iters, out)))
 
@@ -408,7 +409,10 @@ def _write_fabric(sc, fabric, out: Path) -> int:
         print(f"  (topologies/mininet_topos.py has no --topo for a {sc.fabric.topology} fabric with these "
               f"fields: build it with its FabricTopo(Fabric.from_json(...)) from Python)")
         return 0
-    print(f"  mn --custom {_shown(root / 'topologies' / 'mininet_topos.py')} --topo {topo} "
+    # mn under this interpreter: the topology file imports ocslab's dependencies (networkx...),
+    # which the system Python that runs a distribution's mn lacks.
+    mn = shutil.which("mn") or "/usr/bin/mn"
+    print(f"  {sys.executable} {mn} --custom {_shown(root / 'topologies' / 'mininet_topos.py')} --topo {topo} "
           f"--switch ovs,datapath=user,failMode=secure,protocols=OpenFlow13 "
           f"--controller remote,ip=127.0.0.1,port={FABRIC_OFP_PORT}")
     return 0

@@ -83,31 +83,34 @@ def default_dir(name: str, suffix: str = "") -> Path:
     return Path("runs") / f"{name}{'-' + suffix if suffix else ''}-{stamp()}"
 
 
-def check_dir(out: Path, flag: str = "--out", fresh: bool = True) -> None:
+def check_dir(out: Path, flag: str = "--out", fresh: bool = True, shown: Path | None = None) -> None:
     """Refuse a results directory that cannot hold a command's files, before anything runs.
 
     ``out`` may exist (an empty directory, or any directory when ``fresh`` is false: a script
     rewriting its own earlier outputs) or not (it is made and removed again here: nothing is
     left behind by the check).
 
+    :param shown: the path the line names (default ``out``; an output file's, when ``out`` is
+        its directory).
     :raises Refused: one line ``FLAG OUT: cause``: it (or a directory in its path) is a file,
         it exists and is not empty (``fresh``), or it cannot be created or written (a read-only
         or pseudo file system, ``/proc``; a full disk that cannot take a probe file).
     """
     out = Path(out)
+    shown = out if shown is None else Path(shown)
     blocker = next((p for p in [out, *out.parents] if p.exists() and not p.is_dir()), None)
     if blocker is not None:
-        where = "" if blocker == out else " (in its path)"
-        raise Refused(f"{flag} {out}: {blocker} is a file, not a directory{where}")
+        where = "" if blocker == shown else " (in its path)"
+        raise Refused(f"{flag} {shown}: {blocker} is a file, not a directory{where}")
     if fresh and out.is_dir() and any(out.iterdir()):
-        raise Refused(f"{flag} {out}: exists and is not empty")
+        raise Refused(f"{flag} {shown}: exists and is not empty")
     first_new = _first_new(out)
     probe = out / ".ocslab-write-probe"
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe.write_text("ocslab")
     except OSError as e:
-        raise Refused(f"{flag} {out}: cannot write there: {e.strerror or e}") from None
+        raise Refused(f"{flag} {shown}: cannot write there: {e.strerror or e}") from None
     finally:  # leave nothing this check made
         if first_new is not None:
             shutil.rmtree(first_new, ignore_errors=True)
@@ -138,10 +141,7 @@ def check_file(path: Path, flag: str = "-o") -> None:
     path = Path(path)
     if path.is_dir():
         raise Refused(f"{flag} {path}: is a directory, not a file")
-    try:
-        check_dir(path.parent, flag, fresh=False)
-    except Refused as e:
-        raise Refused(f"{flag} {path}:{str(e).split(':', 1)[1]}") from None
+    check_dir(path.parent, flag, fresh=False, shown=path)
 
 
 def write_file(path: Path, text: str) -> None:
