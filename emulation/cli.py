@@ -342,8 +342,8 @@ def mn_topo(spec) -> str | None:
     switches, hosts and links as ``spec`` (a scenario's ``fabric:``, :class:`FabricSpec`); None
     when that file has no topology for it. The circuits are the controller's (``initial`` lives
     in the fabric JSON only)."""
-    if spec.topology == "ocs-star":
-        return f"ocsstar,{spec.gpus},{spec.ports_per_gpu}"
+    if spec.topology == "ocs-star":  # its builder there starts in a ring: 2 ports or more
+        return f"ocsstar,{spec.gpus},{spec.ports_per_gpu}" if spec.ports_per_gpu >= 2 else None
     if spec.topology in ("ring", "torus", "eps"):
         return f"{spec.topology},{spec.gpus}"
     if spec.topology == "rack" and spec.ports_per_gpu == 2 and spec.electrical_gbps is None:
@@ -406,8 +406,8 @@ def _write_fabric(sc, fabric, out: Path) -> int:
     print("  " + " ".join(ctl))
     topo = mn_topo(sc.fabric)
     if topo is None:
-        print(f"  (topologies/mininet_topos.py has no --topo for a {sc.fabric.topology} fabric with these "
-              f"fields: build it with its FabricTopo(Fabric.from_json(...)) from Python)")
+        print(f"  (topologies/mininet_topos.py has no --topo for this {sc.fabric.topology} fabric of "
+              f"{fabric.ports_per_gpu} port(s) per GPU: build its FabricTopo(Fabric.from_json(...)) from Python)")
         return 0
     # mn under this interpreter: the topology file imports ocslab's dependencies (networkx...),
     # which the system Python that runs a distribution's mn lacks.
