@@ -184,13 +184,13 @@ def write_error(e: BaseException, out: Path | None, flag: str = "--out") -> str 
     error)."""
     if out is None or not isinstance(e, OSError):
         return None
-    name = e.filename
-    under = name is not None and (Path(os.fsdecode(name)) == Path(out) or
-                                  Path(out) in Path(os.fsdecode(name)).parents)
+    name = None if e.filename is None else Path(os.path.abspath(os.fsdecode(e.filename)))
+    top = Path(os.path.abspath(out))
+    under = name is not None and (name == top or top in name.parents)
     if not under and not (name is None and e.errno in STORAGE_ERRNOS):
         return None
     cause = e.strerror or type(e).__name__
-    return f"{flag} {out}: {cause}" + (f" (writing {os.fsdecode(name)})" if under and Path(name) != Path(out) else "")
+    return f"{flag} {out}: {cause}" + (f" (writing {os.fsdecode(e.filename)})" if under and name != top else "")
 
 
 class _Made:

@@ -239,3 +239,18 @@ def test_a_packet_command_refuses_its_output_path_before_it_claims_the_machine(t
     err = capsys.readouterr().err.strip()
     assert err == f"ocslab: --out {afile / 'out'}: {afile} is a file, not a directory (in its path)", err
     assert claims == [] and _tree(tmp_path) == ["afile"]
+
+
+def test_write_error_names_the_output_for_its_own_files_and_for_a_full_disk_only(tmp_path):
+    import errno
+
+    from emulation.output import write_error
+
+    out = Path("runs/x")
+    assert write_error(OSError(errno.ENOSPC, "No space left on device"), out) == "--out runs/x: No space left on device"
+    inside = FileNotFoundError(errno.ENOENT, "No such file or directory", os.path.abspath("runs/x/flow/a.json"))
+    assert write_error(inside, out, "-o") == \
+        f"-o runs/x: No such file or directory (writing {os.path.abspath('runs/x/flow/a.json')})"
+    assert write_error(FileNotFoundError(errno.ENOENT, "No such file or directory", "/etc/elsewhere"), out) is None
+    assert write_error(OSError(errno.EINVAL, "Invalid argument"), out) is None  # not a storage fault: a bug
+    assert write_error(ValueError("no"), out) is None and write_error(OSError(errno.ENOSPC, "x"), None) is None
