@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from emulation import __version__, kinds
-from emulation.output import Refused, configure_logging, fail, guarded, results_dir
+from emulation.output import Refused, check_file, configure_logging, fail, guarded, results_dir, write_file
 from emulation.scenario import MAX_GPUS, ScenarioError
 from emulation.units import format_bytes, parse_bytes
 from emulation.workloads import ALGORITHMS, build, known
@@ -104,6 +105,11 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--out", type=Path, help="results directory (default runs/torch-allreduce-perf-<time>)")
     pc = sub.add_parser("pcap", help="analyse the packets captured by ocslab run --pcap (dark windows, TCP)")
     pc.add_argument("dir", type=Path, help="the run's results directory")
+    fb = sub.add_parser("fabric", help="write a collective scenario's fabric and initial circuits as the "
+                        "controller's --ocslab-fabric JSON, and print the controller and mn commands (nothing runs)")
+    fb.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/demo.yaml)")
+    fb.add_argument("-o", "--out", type=Path, metavar="FILE",
+                    help="the fabric JSON to write (default runs/<scenario>-fabric.json); overwritten if it exists")
     sc = sub.add_parser("schema", help="print the JSON Schema of a kind's result.json (or of its scenario file)")
     sc.add_argument("kind", choices=kinds.NAMES, help="the scenario kind")
     sc.add_argument("--scenario", action="store_true", help="the scenario file's schema instead of the result's")
@@ -120,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd in kinds.FILE_COMMANDS:
         return _file_command(args)
     return {"workload": _workload, "torch": _torch, "clean": lambda a: _clean(), "schema": _schema,
-            "kinds": _kinds, "pcap": lambda a: _pcap_report(a.dir)}[args.cmd](args)
+            "kinds": _kinds, "pcap": _pcap, "fabric": _fabric}[args.cmd](args)
 
 
 def _file_command(args) -> int:
@@ -221,13 +227,13 @@ def _torch(args) -> int:
     if len(sizes) < 2 or sizes != sorted(set(sizes)) or any(x % 4 or x < 4 * args.gpus for x in sizes):
         return fail(f"--sizes: need at least two ascending sizes, multiples of 4 bytes and of at least "
                      f"{4 * args.gpus} bytes, got {args.sizes}")
-    if not torch_available():
-        return fail("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, "
-                     f"or {sys.executable} -m pip install torch==2.13.0)")
     try:
         out = results_dir(args.out, "torch-allreduce-perf")
     except Refused as e:
         return fail(str(e))
+    if not torch_available():
+        return fail("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, "
+                     f"or {sys.executable} -m pip install torch==2.13.0)")
     return guarded(out, lambda: _show_allreduce_perf(args, out, allreduce_perf(args.gpus, args.link_mbps, sizes,
                                                                                  args.iters, out)))
 
@@ -291,6 +297,11 @@ def _workload(args) -> int:
     return 0
 
 
+def _pcap(args) -> int:
+    """``ocslab pcap DIR``: :func:`_pcap_report`, a failure to write into ``DIR`` one line (exit 2)."""
+    return guarded(args.dir, lambda: _pcap_report(args.dir), flag="pcap DIR")
+
+
 def _pcap_report(run_dir: Path) -> int:
     """Analyse the capture of ``run_dir`` (:mod:`emulation.pcap`): ``pcap.json``, ``pcap.png``
     and a summary; the exit status."""
@@ -318,6 +329,92 @@ def _pcap_report(run_dir: Path) -> int:
               f"{t['connections'] - len(t['connections_disagreeing'])} of {t['connections']}"
               + (f" (not on {', '.join(t['connections_disagreeing'][:4])})" if t["connections_disagreeing"] else ""))
     con.print(f"capture: {run_dir}/pcap.json, pcap.png")
+    return 0
+
+
+
+#: What ``ocslab fabric`` prints for the controller's ports (any free ones do).
+FABRIC_OFP_PORT, FABRIC_API_PORT = 6653, 8080
+
+
+def mn_topo(spec) -> str | None:
+    """The ``mn --topo`` argument of ``topologies/mininet_topos.py`` that builds the same
+    switches, hosts and links as ``spec`` (a scenario's ``fabric:``, :class:`FabricSpec`); None
+    when that file has no topology for it. The circuits are the controller's (``initial`` lives
+    in the fabric JSON only)."""
+    if spec.topology == "ocs-star":  # its builder there starts in a ring: 2 ports or more
+        return f"ocsstar,{spec.gpus},{spec.ports_per_gpu}" if spec.ports_per_gpu >= 2 else None
+    if spec.topology in ("ring", "torus", "eps"):
+        return f"{spec.topology},{spec.gpus}"
+    if spec.topology == "rack" and spec.ports_per_gpu == 2 and spec.electrical_gbps is None:
+        return f"rack,{spec.gpus},{spec.spares}"
+    return None
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory if it is below it, else absolute."""
+    full = path.resolve()
+    try:
+        return str(full.relative_to(Path.cwd()))
+    except ValueError:
+        return str(full)
+
+
+def _fabric(args) -> int:
+    """``ocslab fabric FILE [-o FILE]``: the fabric the scenario's packet run builds
+    (:attr:`Experiment.fabric`, its initial circuits included) written as the JSON the
+    controller reads (``--ocslab-fabric``, the same document the emulator writes beside its
+    controller), then the two commands that run it by hand: the controller, and ``mn`` on the
+    same topology (:func:`mn_topo`). Collective scenarios only; nothing runs."""
+    from emulation.scenario import resolve
+
+    try:
+        kind, sc = kinds.load(args.file)
+    except ScenarioError as e:
+        return fail(str(e))
+    if kind.name != "collective":
+        return fail(f"fabric: a {kind.name} scenario has no fabric file to export (it applies to collective "
+                    f"scenarios); for {kind.name}: {', '.join(f'ocslab {c}' for c in ('run', *kind.commands))}")
+    out = Path(args.out) if args.out is not None else Path("runs") / f"{sc.name}-fabric.json"
+    try:
+        check_file(out, "-o")
+    except Refused as e:
+        return fail(str(e))
+    fabric = (sc.experiment if sc.experiment is not None else resolve(sc)).fabric
+    return guarded(out, lambda: _write_fabric(sc, fabric, out), flag="-o")
+
+
+def _write_fabric(sc, fabric, out: Path) -> int:
+    """Write ``fabric``'s JSON to ``out`` and print what was written and the next commands."""
+    write_file(out, json.dumps(fabric.to_json()) + "\n")
+    circuits = sum(1 for _ in fabric.initial.all_circuits())
+    parts = [f"{fabric.gpus} GPUs x {fabric.ports_per_gpu} ports", f"{len(fabric.ocs)} OCS"]
+    parts += [f"{len(fabric.eps)} EPS"] if fabric.eps else []
+    parts += [f"{len(fabric.cables)} cables"] if fabric.cables else []
+    print(f"fabric: {out} ({', '.join(parts)}; {circuits} circuits at the start)")
+    root = Path(__file__).resolve().parents[1]
+    flags = ["--ofp-tcp-listen-port", str(FABRIC_OFP_PORT), "--ocslab-fabric", _shown(out),
+             "--ocslab-api-port", str(FABRIC_API_PORT)]
+    apps = ["circuit_switch", "routing", "api", "failover", "opus"]
+    if sc.emulation.controller == "ryu":
+        ctl = [str(root / ".venv-ryu" / "bin" / "ryu-manager"), "--user-flags", _shown(root / "controllers" / "flags.py"),
+               *flags, *[f"controllers.{a}" for a in apps]]
+        ctl = [f"PYTHONPATH={_shown(root)}", *ctl]
+    else:
+        ctl = [sys.executable, "-m", "controllers", *apps, *flags]
+    print("next, as root, in two shells (the controller first):")
+    print("  " + " ".join(ctl))
+    topo = mn_topo(sc.fabric)
+    if topo is None:
+        print(f"  (topologies/mininet_topos.py has no --topo for this {sc.fabric.topology} fabric of "
+              f"{fabric.ports_per_gpu} port(s) per GPU: build its FabricTopo(Fabric.from_json(...)) from Python)")
+        return 0
+    # mn under this interpreter: the topology file imports ocslab's dependencies (networkx...),
+    # which the system Python that runs a distribution's mn lacks.
+    mn = shutil.which("mn") or "/usr/bin/mn"
+    print(f"  {sys.executable} {mn} --custom {_shown(root / 'topologies' / 'mininet_topos.py')} --topo {topo} "
+          f"--switch ovs,datapath=user,failMode=secure,protocols=OpenFlow13 "
+          f"--controller remote,ip=127.0.0.1,port={FABRIC_OFP_PORT}")
     return 0
 
 

@@ -1,14 +1,18 @@
 """Where a command's results go, and how its failures end: the output layer every scenario kind
 shares.
 
-- :func:`results_dir`: a fresh results directory (``--out``, or ``runs/<scenario>-<UTC time>``),
-  refused in one line when it is not empty or cannot be written;
+- :func:`results_dir` and :func:`check_dir`: a fresh results directory (``--out``, or
+  ``runs/<scenario>-<UTC time>``), refused in one line (``--out DIR: cause``) when it is not
+  empty, is a file or below one, or cannot be written;
 - :func:`progress_bar`: a transient progress bar on stderr, and :data:`Progress`, the callback
   type that runs report through;
 - :func:`guarded`: runs a job and maps what it raises to the one set of exit statuses
-  (:data:`EXIT_BAD_INPUT` 2: bad input or refused before anything was measured, the results
-  directory removed if this call made it; :data:`EXIT_FAILED` 1: the run failed, its logs kept;
-  :data:`EXIT_INTERRUPTED` 130: Ctrl-C, the emulation torn down);
+  (:data:`EXIT_BAD_INPUT` 2: bad input, refused before anything was measured, or the results
+  could not be written (a full disk): what the job made removed; :data:`EXIT_FAILED` 1: the
+  run failed, its logs kept; :data:`EXIT_INTERRUPTED` 130: Ctrl-C, the emulation torn down);
+- :func:`writing`: the same for a failure to write, around a script's body;
+- :func:`check_file` and :func:`write_file`: one output file (``ocslab fabric -o``), checked
+  before and written whole or not at all;
 - :class:`Refused` and :class:`Failed`: what kinds raise to say which of the two it was.
 
 Nothing here imports a backend: the backends' own errors are classified by name
@@ -19,7 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import logging
+import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -77,29 +83,177 @@ def default_dir(name: str, suffix: str = "") -> Path:
     return Path("runs") / f"{name}{'-' + suffix if suffix else ''}-{stamp()}"
 
 
-def results_dir(out: Path | None, name: str, suffix: str = "") -> Path:
-    """The results directory of a job: ``out``, or :func:`default_dir`. It is not created here.
+def check_dir(out: Path, flag: str = "--out", fresh: bool = True, shown: Path | None = None) -> None:
+    """Refuse a results directory that cannot hold a command's files, before anything runs.
 
-    :raises Refused: ``--out: ...`` when it exists and is not empty, is a file, or cannot be
-        created or written (checked by making and removing it, or writing a probe file into it).
+    ``out`` may exist (an empty directory, or any directory when ``fresh`` is false: a script
+    rewriting its own earlier outputs) or not (it is made and removed again here: nothing is
+    left behind by the check).
+
+    :param shown: the path the line names (default ``out``; an output file's, when ``out`` is
+        its directory).
+    :raises Refused: one line ``FLAG OUT: cause``: it (or a directory in its path) is a file,
+        it exists and is not empty (``fresh``), or it cannot be created or written (a read-only
+        or pseudo file system, ``/proc``; a full disk that cannot take a probe file).
     """
-    out = Path(out) if out is not None else default_dir(name, suffix)
-    if out.exists() and not out.is_dir():
-        raise Refused(f"--out: {out} is a file, not a directory")
-    if out.is_dir() and any(out.iterdir()):
-        raise Refused(f"--out: {out} exists and is not empty")
-    first_new = next((p for p in reversed([out, *out.parents]) if not p.exists()), None)
+    out = Path(out)
+    shown = out if shown is None else Path(shown)
+    blocker = next((p for p in [out, *out.parents] if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        where = "" if blocker == shown else " (in its path)"
+        raise Refused(f"{flag} {shown}: {blocker} is a file, not a directory{where}")
+    if fresh and out.is_dir() and any(out.iterdir()):
+        raise Refused(f"{flag} {shown}: exists and is not empty")
+    first_new = _first_new(out)
+    probe = out / ".ocslab-write-probe"
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".ocslab-write-probe"
-        probe.write_text("")
-        probe.unlink()
+        probe.write_text("ocslab")
     except OSError as e:
-        raise Refused(f"--out: cannot write {out}: {e.strerror or e}") from None
-    finally:
-        if first_new is not None:  # leave nothing this check made
+        raise Refused(f"{flag} {shown}: cannot write there: {e.strerror or e}") from None
+    finally:  # leave nothing this check made
+        if first_new is not None:
             shutil.rmtree(first_new, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                probe.unlink()
+
+
+def results_dir(out: Path | None, name: str, suffix: str = "", flag: str = "--out") -> Path:
+    """The results directory of a job: ``out``, or :func:`default_dir`; checked
+    (:func:`check_dir`, which must find it empty) but not created here.
+
+    :raises Refused: ``--out DIR: ...`` (``flag``) when it exists and is not empty, is a file or
+        below one, or cannot be created or written.
+    """
+    out = Path(out) if out is not None else default_dir(name, suffix)
+    check_dir(out, flag, fresh=True)
     return out
+
+
+def check_file(path: Path, flag: str = "-o") -> None:
+    """Refuse an output file that cannot be written, before anything is computed: ``path`` is a
+    directory, a directory of its path is a file, or its directory cannot be created or written
+    (:func:`check_dir`; nothing is left behind by the check). An existing file is overwritten.
+
+    :raises Refused: one line ``FLAG PATH: cause``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise Refused(f"{flag} {path}: is a directory, not a file")
+    check_dir(path.parent, flag, fresh=False, shown=path)
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: into a temporary file beside it, renamed
+    over ``path`` once complete (a full disk leaves ``path`` as it was). Its directory is made
+    if missing.
+
+    :raises OSError: the write failed (the temporary file is removed).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.ocslab-partial")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def _first_new(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist yet (what making ``path``
+    creates first), None if ``path`` exists."""
+    return next((p for p in reversed([path, *path.parents]) if not p.exists()), None)
+
+
+#: ``errno`` values of a write that failed for want of room or a storage fault. Such an error
+#: often carries no file name (``f.write`` on a full disk): it is taken to be about the results
+#: directory the command was writing.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+
+
+def write_error(e: BaseException, out: Path | None, flag: str = "--out") -> str | None:
+    """The one line for ``e`` if it is a failure to write into ``out``: ``FLAG OUT: cause``
+    (``(writing FILE)`` added when the error names a file), else None.
+
+    It is one when ``e`` is an :class:`OSError` naming a file under ``out``, or naming no file
+    with an errno of :data:`STORAGE_ERRNOS` (a full disk, a quota, a read-only remount, an I/O
+    error)."""
+    if out is None or not isinstance(e, OSError):
+        return None
+    name = None if e.filename is None else Path(os.path.abspath(os.fsdecode(e.filename)))
+    top = Path(os.path.abspath(out))
+    under = name is not None and (name == top or top in name.parents)
+    if not under and not (name is None and e.errno in STORAGE_ERRNOS):
+        return None
+    cause = e.strerror or type(e).__name__
+    return f"{flag} {out}: {cause}" + (f" (writing {os.fsdecode(e.filename)})" if under and name != top else "")
+
+
+class _Made:
+    """What a command creates under ``out``: the outermost directory it makes, or (``out``
+    existed) the entries that were not there before; :meth:`remove` takes them away."""
+
+    def __init__(self, out: Path | None):
+        self.out = out
+        self.first_new = None if out is None else _first_new(out)
+        self.before = set(out.rglob("*")) if out is not None and self.first_new is None and out.is_dir() else None
+
+    def remove(self) -> None:
+        """Remove what the command made (files it rewrote that existed before are left)."""
+        if self.first_new is not None:
+            if self.first_new.is_dir() and not self.first_new.is_symlink():
+                shutil.rmtree(self.first_new, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    self.first_new.unlink()
+        elif self.before is not None and self.out.is_dir():
+            made = [p for p in self.out.rglob("*") if p not in self.before]
+            for p in sorted(made, key=lambda p: len(p.parts)):  # outermost first
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        p.unlink()
+
+
+@contextlib.contextmanager
+def writing(out: Path, flag: str = "--out", clear: bool = False, prog: str | None = None) -> Iterator[None]:
+    """Around a script's body that writes into ``out`` (its ``--out``, which may hold the
+    script's earlier outputs): first :func:`check_dir` (``out`` a file or below one, or not
+    writable: one line, exit 2, before anything runs); with ``clear``, ``out`` is then emptied
+    (the script's earlier outputs). On a failure to write there (:func:`write_error`, e.g. a
+    full disk) what the block made is removed (:class:`_Made`), the one line printed and the
+    process exits with status 2 (:data:`EXIT_BAD_INPUT`); anything else propagates. Lines begin
+    ``prog:`` (default: the script's file name without ``.py``).
+
+    :raises SystemExit: status 2, on a refused ``out`` or a write failure.
+    """
+    out = Path(out)
+    prog = prog or Path(sys.argv[0]).stem or "ocslab"
+
+    def refuse(line: str) -> SystemExit:
+        print(f"{prog}: {line}", file=sys.stderr)
+        return SystemExit(EXIT_BAD_INPUT)
+
+    try:
+        check_dir(out, flag, fresh=False)
+    except Refused as e:
+        raise refuse(str(e)) from None
+    if clear and out.is_dir():
+        shutil.rmtree(out)
+    made = _Made(out)
+    try:
+        yield
+    except OSError as e:
+        line = write_error(e, out, flag)
+        if line is None:
+            raise
+        made.remove()
+        raise refuse(line) from None
 
 
 class _Stderr(logging.StreamHandler):
@@ -158,17 +312,21 @@ def progress_bar(label: str, total: int = 1) -> Iterator[Progress]:
         yield progress
 
 
-def guarded(out: Path | None, job: Callable[[], int]) -> int:
+def guarded(out: Path | None, job: Callable[[], int], flag: str = "--out") -> int:
     """Run ``job()`` (which returns an exit status) and map what it raises to one line and the
-    exit statuses of the module doc. ``out``: the results directory the job writes into; it is
-    removed on a refusal if it did not exist before (nothing half-created is left), kept on a
-    failure (its logs). Exceptions neither refusals nor failures propagate (a bug: a traceback)."""
-    first_new = None if out is None else next((p for p in reversed([out, *out.parents]) if not p.exists()), None)
+    exit statuses of the module doc. ``out``: the results directory the job writes into
+    (``flag`` names it in messages).
 
-    def remove() -> None:
-        if first_new is not None and first_new.exists():
-            shutil.rmtree(first_new, ignore_errors=True)
+    - a refusal: exit 2, and what the job made under ``out`` is removed (the directory if it
+      did not exist before, else the entries it added: nothing is left half-created);
+    - a failure to write into ``out`` (:func:`write_error`: a full disk, a file where a
+      directory should be, a read-only file system): ``FLAG OUT: cause``, exit 2, and what the
+      job made is removed as for a refusal (a results directory is never left as if complete);
+    - a failure of the run: exit 1, ``out`` kept (its logs, a partial ``result.json``);
+    - Ctrl-C: exit 130.
 
+    Exceptions neither of these propagate (a bug: a traceback)."""
+    made = _Made(out)
     try:
         return job()
     except KeyboardInterrupt:
@@ -178,7 +336,7 @@ def guarded(out: Path | None, job: Callable[[], int]) -> int:
     except Exception as e:  # classified below; anything else is re-raised
         text = " ".join(str(e).split("\n")[:1]) or type(e).__name__
         if _named(e, REFUSALS):
-            remove()
+            made.remove()
             return fail(text, EXIT_BAD_INPUT)
         if _named(e, FAILURES):
             where = ""
@@ -186,7 +344,8 @@ def guarded(out: Path | None, job: Callable[[], int]) -> int:
                 partial = " and partial results (result.json, complete: false)" if (out / "result.json").exists() else ""
                 where = f" (logs{partial} in {out})"
             return fail(f"{text}{where}", EXIT_FAILED)
-        if isinstance(e, OSError) and out is not None and e.filename and str(e.filename).startswith(str(out)):
-            remove()
-            return fail(f"--out: cannot write {e.filename}: {e.strerror or e}", EXIT_BAD_INPUT)
+        line = write_error(e, out, flag)
+        if line is not None:
+            made.remove()
+            return fail(line, EXIT_BAD_INPUT)
         raise

@@ -134,25 +134,28 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_packet_ceiling: need 0 < --min-mbps <= --start-mbps <= 1000, 0 < --byte-scale <= 1, "
               "--gpus >= 2", file=sys.stderr)
         return 2
-    rates = [args.start_mbps]
-    while rates[-1] / 2 >= args.min_mbps:
-        rates.append(rates[-1] / 2)
-    from emulation.emulator.net import EmulationError
+    from emulation.output import writing
 
-    rows = []
-    for n in args.gpus:
-        try:
-            rows += measure(n, rates, nbytes, args.byte_scale, args.alpha_us * 1e-6, args.probe_s, args.out, args.mtu)
-        except EmulationError as e:
-            print(f"bench_packet_ceiling: {e}", file=sys.stderr)
-            return 2
-    where = machine()
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"machine": where, "rows": rows}, indent=1))
-    if args.markdown:
-        print(markdown(rows, args.gpus, where))
-    return 0
+    with writing(args.out):
+        rates = [args.start_mbps]
+        while rates[-1] / 2 >= args.min_mbps:
+            rates.append(rates[-1] / 2)
+        from emulation.emulator.net import EmulationError
+
+        rows = []
+        for n in args.gpus:
+            try:
+                rows += measure(n, rates, nbytes, args.byte_scale, args.alpha_us * 1e-6, args.probe_s, args.out, args.mtu)
+            except EmulationError as e:
+                print(f"bench_packet_ceiling: {e}", file=sys.stderr)
+                return 2
+        where = machine()
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"machine": where, "rows": rows}, indent=1))
+        if args.markdown:
+            print(markdown(rows, args.gpus, where))
+        return 0
 
 
 if __name__ == "__main__":

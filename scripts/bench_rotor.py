@@ -83,41 +83,44 @@ def main(argv: list[str] | None = None) -> int:
     if args.gpus < 2 or args.slots < 1 or args.slot_ms <= 0 or args.dark_ms < 0:
         print("--gpus >= 2, --slots >= 1, --slot-ms > 0, --dark-ms >= 0", file=sys.stderr)
         return 2
-    f = ocs_star(args.gpus, 1, 400.0, 0.0, "empty")
-    rows: list[dict] = []
-    with EmulatedFabric(f, args.out / "emulation", link_mbps=10.0) as emu:
-        slot, dark = args.slot_ms * 1e-3, args.dark_ms * 1e-3
-        ev = run_rotor(emu, args.slots, slot, dark, timeout_s=args.slots * (slot + dark) * 3 + 30)
-        rows += [{"slot_ms": args.slot_ms, "dark_ms": args.dark_ms, **e} for e in ev]
-        s = summary(ev)
-        err = np.abs([e["start_error_s"] for e in ev]) * 1e3
-        print(f"(1) {len(ev)} slots of {args.slot_ms:g} ms, dark {args.dark_ms:g} ms: |slot start error| median "
-              f"{s['median_s'] * 1e3:.3f} ms, p90 {s['p90_s'] * 1e3:.3f} ms, p99 {s['p99_s'] * 1e3:.3f} ms, "
-              f"max {s['max_s'] * 1e3:.3f} ms")
-        dark_meas = [(e["t_live"] - e["t_dark"]) * 1e3 for e in ev]
-        print(f"    measured dark window: median {np.median(dark_meas):.3f} ms (requested {args.dark_ms:g} ms)")
-        edges = [0, 0.25, 0.5, 0.75, 1, 2, 5, 10, float("inf")]
-        counts = np.histogram(err, bins=edges)[0]
-        for lo, hi, c in zip(edges, edges[1:], counts):
-            print(f"    {lo:>5g} - {hi:<5g} ms: {c:4d} {'#' * int(60 * c / len(err))}")
-        smallest = None
-        for ms in args.sweep_ms:
-            slot = ms * 1e-3
-            ev = run_rotor(emu, args.short_slots, slot, 0.1 * slot, timeout_s=args.short_slots * slot * 5 + 30)
-            rows += [{"slot_ms": ms, "dark_ms": 0.1 * ms, **e} for e in ev]
+    from emulation.output import writing
+
+    with writing(args.out):
+        f = ocs_star(args.gpus, 1, 400.0, 0.0, "empty")
+        rows: list[dict] = []
+        with EmulatedFabric(f, args.out / "emulation", link_mbps=10.0) as emu:
+            slot, dark = args.slot_ms * 1e-3, args.dark_ms * 1e-3
+            ev = run_rotor(emu, args.slots, slot, dark, timeout_s=args.slots * (slot + dark) * 3 + 30)
+            rows += [{"slot_ms": args.slot_ms, "dark_ms": args.dark_ms, **e} for e in ev]
             s = summary(ev)
-            frac = s["median_s"] / slot
-            ok = frac < 0.1
-            if ok:
-                smallest = ms
-            print(f"(2) slot {ms:g} ms, dark {0.1 * ms:g} ms: median error {s['median_s'] * 1e3:.3f} ms = "
-                  f"{frac:.1%} of the slot, p99 {s['p99_s'] * 1e3:.3f} ms {'ok' if ok else '> 10%'}")
-    print(f"smallest slot with median error < 10% of the slot: "
-          f"{'none of those tried' if smallest is None else f'{smallest:g} ms'}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(args.out / "slots.csv", rows)
-    print(f"wrote {args.out}/slots.csv")
-    return 0
+            err = np.abs([e["start_error_s"] for e in ev]) * 1e3
+            print(f"(1) {len(ev)} slots of {args.slot_ms:g} ms, dark {args.dark_ms:g} ms: |slot start error| median "
+                  f"{s['median_s'] * 1e3:.3f} ms, p90 {s['p90_s'] * 1e3:.3f} ms, p99 {s['p99_s'] * 1e3:.3f} ms, "
+                  f"max {s['max_s'] * 1e3:.3f} ms")
+            dark_meas = [(e["t_live"] - e["t_dark"]) * 1e3 for e in ev]
+            print(f"    measured dark window: median {np.median(dark_meas):.3f} ms (requested {args.dark_ms:g} ms)")
+            edges = [0, 0.25, 0.5, 0.75, 1, 2, 5, 10, float("inf")]
+            counts = np.histogram(err, bins=edges)[0]
+            for lo, hi, c in zip(edges, edges[1:], counts):
+                print(f"    {lo:>5g} - {hi:<5g} ms: {c:4d} {'#' * int(60 * c / len(err))}")
+            smallest = None
+            for ms in args.sweep_ms:
+                slot = ms * 1e-3
+                ev = run_rotor(emu, args.short_slots, slot, 0.1 * slot, timeout_s=args.short_slots * slot * 5 + 30)
+                rows += [{"slot_ms": ms, "dark_ms": 0.1 * ms, **e} for e in ev]
+                s = summary(ev)
+                frac = s["median_s"] / slot
+                ok = frac < 0.1
+                if ok:
+                    smallest = ms
+                print(f"(2) slot {ms:g} ms, dark {0.1 * ms:g} ms: median error {s['median_s'] * 1e3:.3f} ms = "
+                      f"{frac:.1%} of the slot, p99 {s['p99_s'] * 1e3:.3f} ms {'ok' if ok else '> 10%'}")
+        print(f"smallest slot with median error < 10% of the slot: "
+              f"{'none of those tried' if smallest is None else f'{smallest:g} ms'}")
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_csv(args.out / "slots.csv", rows)
+        print(f"wrote {args.out}/slots.csv")
+        return 0
 
 
 if __name__ == "__main__":

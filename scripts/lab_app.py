@@ -64,30 +64,33 @@ def main(argv: list[str] | None = None) -> int:
     from emulation.emulator.net import EmulatedFabric, EmulationError
 
     out = a.out or ROOT / "runs" / f"lab-{dt.datetime.now():%Y%m%d-%H%M%S}"
-    gap = 1200 * 8 / (a.mbps * 1e6)
-    try:
-        with EmulatedFabric(exp.fabric, out, link_mbps=20, apps=tuple(a.app)) as emu:
-            for s, d in floods:
-                emu.popen(s, [sys.executable, "-c",
-                              "import socket, time\n"
-                              "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-                              f"t, end = time.time(), time.time() + {a.seconds}\n"
-                              "while t < end:\n"
-                              f"    s.sendto(b'x' * 1200, ('{dpn.gpu_ip(d)}', 9)); t += {gap}\n"
-                              "    time.sleep(max(0.0, t - time.time()))\n"], out / f"flood-{s}-{d}.log")
-            seen, end = 0, time.monotonic() + a.seconds
-            while time.monotonic() < end:
-                time.sleep(0.5)
-                for ev in emu.client.events(seen):
-                    seen = ev["seq"] + 1
-                    if ev["kind"] not in ("port-status",):
-                        print(json.dumps(ev))
-            print(f"circuits at the end: {json.dumps(emu.client.circuits().to_json())}")
-    except EmulationError as e:
-        print(f"lab_app: {e}", file=sys.stderr)
-        return 1
-    print(f"logs: {out}")
-    return 0
+    from emulation.output import writing
+
+    with writing(out):
+        gap = 1200 * 8 / (a.mbps * 1e6)
+        try:
+            with EmulatedFabric(exp.fabric, out, link_mbps=20, apps=tuple(a.app)) as emu:
+                for s, d in floods:
+                    emu.popen(s, [sys.executable, "-c",
+                                  "import socket, time\n"
+                                  "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                                  f"t, end = time.time(), time.time() + {a.seconds}\n"
+                                  "while t < end:\n"
+                                  f"    s.sendto(b'x' * 1200, ('{dpn.gpu_ip(d)}', 9)); t += {gap}\n"
+                                  "    time.sleep(max(0.0, t - time.time()))\n"], out / f"flood-{s}-{d}.log")
+                seen, end = 0, time.monotonic() + a.seconds
+                while time.monotonic() < end:
+                    time.sleep(0.5)
+                    for ev in emu.client.events(seen):
+                        seen = ev["seq"] + 1
+                        if ev["kind"] not in ("port-status",):
+                            print(json.dumps(ev))
+                print(f"circuits at the end: {json.dumps(emu.client.circuits().to_json())}")
+        except EmulationError as e:
+            print(f"lab_app: {e}", file=sys.stderr)
+            return 1
+        print(f"logs: {out}")
+        return 0
 
 
 if __name__ == "__main__":

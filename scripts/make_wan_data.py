@@ -81,25 +81,28 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point (module doc)."""
     a = parser().parse_args(argv)
     if a.capacity <= 0 or a.count < 1 or a.mlu <= 0:
-        ap.error("--capacity, --count and --mlu must be positive")
-    try:
-        topo, base = from_topohub(a.key, a.capacity)
-        if a.matrices == "gravity":
-            masses = (base.sum(axis=1), base.sum(axis=0)) if base is not None else \
-                (np.bincount([u for u, _ in topo.links], minlength=topo.routers).astype(float),) * 2
-            series = gravity_series(*masses, count=a.count, seed=a.seed)
-        else:
-            series = read_matrices(Path(a.matrices), {i: i for i in range(topo.routers)}).matrices
-        tunnels = k_shortest(topo, 4)
-        mlu = solve(tunnels, series.mean(axis=0), np.array(topo.capacity), "min-mlu").value
-    except WanError as e:
-        print(f"make_wan_data: {e}", file=sys.stderr)
-        return 2
-    series = series * (a.mlu / mlu)
-    write_wan(topo, TrafficMatrices(series), a.out)
-    print(f"{a.out}: {topo.routers} routers, {len(topo.links)} links of {a.capacity:g}, "
-          f"{len(series)} matrices x {a.mlu / mlu:.4g} (mean matrix optimal MLU {a.mlu})")
-    return 0
+        parser().error("--capacity, --count and --mlu must be positive")
+    from emulation.output import writing
+
+    with writing(a.out):
+        try:
+            topo, base = from_topohub(a.key, a.capacity)
+            if a.matrices == "gravity":
+                masses = (base.sum(axis=1), base.sum(axis=0)) if base is not None else \
+                    (np.bincount([u for u, _ in topo.links], minlength=topo.routers).astype(float),) * 2
+                series = gravity_series(*masses, count=a.count, seed=a.seed)
+            else:
+                series = read_matrices(Path(a.matrices), {i: i for i in range(topo.routers)}).matrices
+            tunnels = k_shortest(topo, 4)
+            mlu = solve(tunnels, series.mean(axis=0), np.array(topo.capacity), "min-mlu").value
+        except WanError as e:
+            print(f"make_wan_data: {e}", file=sys.stderr)
+            return 2
+        series = series * (a.mlu / mlu)
+        write_wan(topo, TrafficMatrices(series), a.out)
+        print(f"{a.out}: {topo.routers} routers, {len(topo.links)} links of {a.capacity:g}, "
+              f"{len(series)} matrices x {a.mlu / mlu:.4g} (mean matrix optimal MLU {a.mlu})")
+        return 0
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shutil
 import sys
 from pathlib import Path
 
@@ -123,11 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     part1(sc)
     if not args.packet:
         return 0
-    if args.out.exists():
-        shutil.rmtree(args.out)
-    status = part2(sc, args.out)
-    part3(sc, args.out / "restart")
-    return status
+    from emulation.output import writing
+
+    with writing(args.out, clear=True):
+        status = part2(sc, args.out)
+        part3(sc, args.out / "restart")
+        return status
 
 
 if __name__ == "__main__":

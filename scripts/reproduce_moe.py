@@ -177,17 +177,20 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point (module doc)."""
     args = parser().parse_args(argv)
-    eps = load_scenario(ROOT / "experiments" / "moe_eps.yaml")
-    ocs = load_scenario(ROOT / "experiments" / "moe_ocs.yaml")
-    twohop = load_scenario(ROOT / "experiments" / "moe_twohop.yaml")
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(args.out / "flow.csv", part1(eps, ocs))
-    if args.packet:
-        write_csv(args.out / "packet.csv", part2(eps, ocs, args.out))
-    part3(ocs)
-    write_csv(args.out / "two_hop.csv", part4(twohop, args.out, args.packet))
-    print(f"wrote {args.out}/flow.csv, two_hop.csv" + (" and packet.csv" if args.packet else ""))
-    return 0
+    from emulation.output import writing
+
+    with writing(args.out):
+        eps = load_scenario(ROOT / "experiments" / "moe_eps.yaml")
+        ocs = load_scenario(ROOT / "experiments" / "moe_ocs.yaml")
+        twohop = load_scenario(ROOT / "experiments" / "moe_twohop.yaml")
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_csv(args.out / "flow.csv", part1(eps, ocs))
+        if args.packet:
+            write_csv(args.out / "packet.csv", part2(eps, ocs, args.out))
+        part3(ocs)
+        write_csv(args.out / "two_hop.csv", part4(twohop, args.out, args.packet))
+        print(f"wrote {args.out}/flow.csv, two_hop.csv" + (" and packet.csv" if args.packet else ""))
+        return 0
 
 
 if __name__ == "__main__":

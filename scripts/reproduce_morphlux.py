@@ -21,7 +21,6 @@ fails. Usage: ``.venv/bin/python scripts/reproduce_morphlux.py [--no-packet] [--
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -154,16 +153,17 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point (module doc)."""
     args = parser().parse_args(argv)
     t0 = time.monotonic()
-    if args.out.exists():
-        shutil.rmtree(args.out)
-    args.out.mkdir(parents=True)
-    part1()
-    part2(args.out, not args.packet)
-    if args.packet:
-        part3(args.out)
-        part4(args.out)
-    print(f"\n{sum(CHECKS)} of {len(CHECKS)} checks passed in {time.monotonic() - t0:.0f} s; results in {args.out}")
-    return 0 if all(CHECKS) else 1
+    from emulation.output import writing
+
+    with writing(args.out, clear=True):
+        args.out.mkdir(parents=True)
+        part1()
+        part2(args.out, not args.packet)
+        if args.packet:
+            part3(args.out)
+            part4(args.out)
+        print(f"\n{sum(CHECKS)} of {len(CHECKS)} checks passed in {time.monotonic() - t0:.0f} s; results in {args.out}")
+        return 0 if all(CHECKS) else 1
 
 
 if __name__ == "__main__":

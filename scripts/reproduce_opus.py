@@ -144,16 +144,19 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point (module doc)."""
     a = parser().parse_args(argv)
-    a.out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    part1(a.out)
-    part2(a.out)
-    part3()
-    if a.packet:
-        part4(a.out)
-    print(f"reproduce_opus: {time.perf_counter() - t0:.0f} s; " + (f"{len(FAILED)} check(s) FAILED" if FAILED
-                                                                   else "every check passed"))
-    return 1 if FAILED else 0
+    from emulation.output import writing
+
+    with writing(a.out):
+        a.out.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        part1(a.out)
+        part2(a.out)
+        part3()
+        if a.packet:
+            part4(a.out)
+        print(f"reproduce_opus: {time.perf_counter() - t0:.0f} s; " + (f"{len(FAILED)} check(s) FAILED" if FAILED
+                                                                       else "every check passed"))
+        return 1 if FAILED else 0
 
 
 if __name__ == "__main__":

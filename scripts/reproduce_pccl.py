@@ -142,26 +142,29 @@ def main(argv: list[str] | None = None) -> int:
     if (args.workers is not None and args.workers < 1) or (args.address and args.engine != "dask"):
         print("reproduce_pccl: --workers must be >= 1, and --address goes with --engine dask", file=sys.stderr)
         return 2
-    console = Console(width=160)
-    args.out.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    rows = sweep(args.gpus, sizes, sorted(r * 1e-6 for r in args.r_us), args.algorithms, model, args.gbps,
-                 args.engine, args.workers, args.address)
-    console.print(f"{len(BASES) * len(sizes) * len(args.algorithms)} points on {args.engine}"
-                  f"{f' ({args.workers} workers)' if args.workers else ''} in {time.monotonic() - t0:.1f} s")
-    print_rows(rows, console)
-    for base in BASES:
-        rs = [r for r in rows if r["base"] == base]
-        best = max(rs, key=lambda r: r["speedup"])
-        last = [r for r in rs if r["reconfiguration_delay_s"] == max(x["reconfiguration_delay_s"] for x in rs)]
-        console.print(f"{base} base: largest speedup {best['speedup']:.2f}x at {format_bytes(best['bytes'])}, "
-                      f"R = {best['reconfiguration_delay_s'] * 1e6:g} us ({best['pccl_algorithm']} under dp vs static "
-                      f"{best['static_algorithm']}); at R = {last[0]['reconfiguration_delay_s'] * 1e6:g} us: "
-                      + ", ".join(f"{r['speedup']:.2f}x" for r in last))
-    write_csv(args.out / "pccl.csv", rows)
-    plot(rows, args.out / "pccl.png")
-    console.print(f"wrote {args.out}/pccl.csv and pccl.png")
-    return 0
+    from emulation.output import writing
+
+    with writing(args.out):
+        console = Console(width=160)
+        args.out.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        rows = sweep(args.gpus, sizes, sorted(r * 1e-6 for r in args.r_us), args.algorithms, model, args.gbps,
+                     args.engine, args.workers, args.address)
+        console.print(f"{len(BASES) * len(sizes) * len(args.algorithms)} points on {args.engine}"
+                      f"{f' ({args.workers} workers)' if args.workers else ''} in {time.monotonic() - t0:.1f} s")
+        print_rows(rows, console)
+        for base in BASES:
+            rs = [r for r in rows if r["base"] == base]
+            best = max(rs, key=lambda r: r["speedup"])
+            last = [r for r in rs if r["reconfiguration_delay_s"] == max(x["reconfiguration_delay_s"] for x in rs)]
+            console.print(f"{base} base: largest speedup {best['speedup']:.2f}x at {format_bytes(best['bytes'])}, "
+                          f"R = {best['reconfiguration_delay_s'] * 1e6:g} us ({best['pccl_algorithm']} under dp vs static "
+                          f"{best['static_algorithm']}); at R = {last[0]['reconfiguration_delay_s'] * 1e6:g} us: "
+                          + ", ".join(f"{r['speedup']:.2f}x" for r in last))
+        write_csv(args.out / "pccl.csv", rows)
+        plot(rows, args.out / "pccl.png")
+        console.print(f"wrote {args.out}/pccl.csv and pccl.png")
+        return 0
 
 
 if __name__ == "__main__":

@@ -175,32 +175,35 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.gpus) < 3 or any(r < 0 for r in args.r_us):
         print("reproduce_shortcircuit: --gpus must be >= 3 and --r-us >= 0", file=sys.stderr)
         return 2
-    console = Console(width=160)
-    args.out.mkdir(parents=True, exist_ok=True)
-    rows_a = sweep_a(args.gpus, sizes, model, args.gbps)
-    print_a(rows_a, console, model.delta_s)
-    for n in args.gpus:
-        rs = [r for r in rows_a if r["gpus"] == n]
-        equal = all(abs(r["ring_prop_s"] - r["rhd_prop_s"]) < 1e-15 for r in rs)
-        losses = sum(r["rhd_s"] > r["ring_s"] for r in rs)
-        console.print(f"n = {n}: total propagation Ring {_us(rs[0]['ring_prop_s'])} us, RHD "
-                      f"{_us(rs[0]['rhd_prop_s'])} us ({'equal' if equal else 'NOT equal'}); RHD slower than "
-                      f"Ring at {losses}/{len(rs)} sizes; RHD's bandwidth term is "
-                      f"{rs[-1]['rhd_bw_s'] / rs[-1]['ring_bw_s']:.2f}x Ring's (congestion 2^k at step k)")
-    rows_b = sweep_b(args.gpus, b_sizes, [r * 1e-6 for r in args.r_us], model, args.gbps)
-    print_b(rows_b, console)
-    for n in args.gpus:
-        rs = [r for r in rows_b if r["gpus"] == n]
-        best = max(rs, key=lambda r: r["speedup_dp_over_ring"])
-        wins = sorted({r["reconfiguration_delay_s"] for r in rs if r["speedup_dp_over_ring"] > 1})
-        console.print(f"n = {n}: switched RHD (dp) beats Ring for R <= {max(wins) * 1e6:g} us at some size; "
-                      f"best {best['speedup_dp_over_ring']:.2f}x at {format_bytes(best['bytes'])}, "
-                      f"R = {best['reconfiguration_delay_s'] * 1e6:g} us" if wins else f"n = {n}: switched RHD never beats Ring")
-    write_csv(args.out / "sweep_a.csv", rows_a)
-    write_csv(args.out / "sweep_b.csv", rows_b)
-    plot(rows_a, rows_b, args.out)
-    console.print(f"wrote {args.out}/sweep_a.csv, sweep_b.csv, shortcircuit_a.png, shortcircuit_b.png")
-    return 0
+    from emulation.output import writing
+
+    with writing(args.out):
+        console = Console(width=160)
+        args.out.mkdir(parents=True, exist_ok=True)
+        rows_a = sweep_a(args.gpus, sizes, model, args.gbps)
+        print_a(rows_a, console, model.delta_s)
+        for n in args.gpus:
+            rs = [r for r in rows_a if r["gpus"] == n]
+            equal = all(abs(r["ring_prop_s"] - r["rhd_prop_s"]) < 1e-15 for r in rs)
+            losses = sum(r["rhd_s"] > r["ring_s"] for r in rs)
+            console.print(f"n = {n}: total propagation Ring {_us(rs[0]['ring_prop_s'])} us, RHD "
+                          f"{_us(rs[0]['rhd_prop_s'])} us ({'equal' if equal else 'NOT equal'}); RHD slower than "
+                          f"Ring at {losses}/{len(rs)} sizes; RHD's bandwidth term is "
+                          f"{rs[-1]['rhd_bw_s'] / rs[-1]['ring_bw_s']:.2f}x Ring's (congestion 2^k at step k)")
+        rows_b = sweep_b(args.gpus, b_sizes, [r * 1e-6 for r in args.r_us], model, args.gbps)
+        print_b(rows_b, console)
+        for n in args.gpus:
+            rs = [r for r in rows_b if r["gpus"] == n]
+            best = max(rs, key=lambda r: r["speedup_dp_over_ring"])
+            wins = sorted({r["reconfiguration_delay_s"] for r in rs if r["speedup_dp_over_ring"] > 1})
+            console.print(f"n = {n}: switched RHD (dp) beats Ring for R <= {max(wins) * 1e6:g} us at some size; "
+                          f"best {best['speedup_dp_over_ring']:.2f}x at {format_bytes(best['bytes'])}, "
+                          f"R = {best['reconfiguration_delay_s'] * 1e6:g} us" if wins else f"n = {n}: switched RHD never beats Ring")
+        write_csv(args.out / "sweep_a.csv", rows_a)
+        write_csv(args.out / "sweep_b.csv", rows_b)
+        plot(rows_a, rows_b, args.out)
+        console.print(f"wrote {args.out}/sweep_a.csv, sweep_b.csv, shortcircuit_a.png, shortcircuit_b.png")
+        return 0
 
 
 if __name__ == "__main__":

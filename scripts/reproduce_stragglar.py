@@ -193,80 +193,83 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.ns) < 3 or args.alpha_us < 0 or args.gibps <= 0:
         print("--ns: every n must be >= 3; --alpha-us >= 0; --gibps > 0", file=sys.stderr)
         return 2
-    alpha = args.alpha_us * 1e-6
-    gbps = args.gibps * 8 * 2**30 / 1e9
-    bytes_per_s = gbps * 1e9 / 8
-    args.out.mkdir(parents=True, exist_ok=True)
-    con = Console(width=max(Console().width, 120))
+    from emulation.output import writing
 
-    rows = post_barrier(args.ns, nbytes, alpha, gbps)
-    t = Table(title=f"(1) post-barrier, EPS, alpha {args.alpha_us} us, B {args.gibps} GiB/s, s {format_bytes(nbytes)} "
-                    "(flow backend; spec's model values in brackets)")
-    for c in ("n", "rounds", "StragglAR ms", "closed form ms", "Ring ms", "RHD ms", "Ring/StragglAR"):
-        t.add_column(c, justify="right")
-    for r in rows:
-        spec = SPEC.get(r["gpus"])
-        br = (lambda i: f" [{spec[i]:.3f}]") if spec else (lambda i: "")
-        t.add_row(str(r["gpus"]), str(r["rounds"]), f"{r['stragglar_s'] * 1e3:.3f}{br(0)}",
-                  f"{r['stragglar_closed_form_s'] * 1e3:.3f}", f"{r['ring_s'] * 1e3:.3f}{br(1)}",
-                  f"{r['rhd_s'] * 1e3:.3f}{br(2)}",
-                  f"{r['ring_over_stragglar']:.3f}" + (f" [{spec[3]:.2f}]" if spec else ""))
-    con.print(t)
-    write_csv(args.out / "post_barrier.csv", rows)
+    with writing(args.out):
+        alpha = args.alpha_us * 1e-6
+        gbps = args.gibps * 8 * 2**30 / 1e9
+        bytes_per_s = gbps * 1e9 / 8
+        args.out.mkdir(parents=True, exist_ok=True)
+        con = Console(width=max(Console().width, 120))
 
-    n = 8
-    f8 = eps_star(n, gbps)
-    a8 = phase_a_s(n, nbytes, alpha, bytes_per_s)
-    ds = list(np.linspace(0, 2.5 * a8, 26))
-    e2e = end_to_end(n, nbytes, alpha, gbps, ds)
-    write_csv(args.out / "end_to_end.csv", e2e)
-    x_ring = crossover(f8, n, nbytes, alpha, ("ring",), 3 * a8)
-    x_best = crossover(f8, n, nbytes, alpha, ("ring", "rhd"), 3 * a8)
-    con.print(f"(2) n = {n}: Phase A {a8 * 1e3:.3f} ms; StragglAR beats Ring from D = {x_ring * 1e3:.3f} ms "
-              f"(spec: about 0.88 ms) and the best of Ring and RHD from D = {x_best * 1e3:.3f} ms; "
-              f"at D = 2 x Phase A: StragglAR {e2e[20]['stragglar_s'] * 1e3:.3f} ms, Ring {e2e[20]['ring_s'] * 1e3:.3f} ms, "
-              f"RHD {e2e[20]['rhd_s'] * 1e3:.3f} ms")
-
-    ocs = ocs_rows(n, nbytes, alpha, gbps, [0.0, 1e-6, 10e-6, 100e-6], 10.0)
-    write_csv(args.out / "ocs.csv", ocs)
-    t = Table(title=f"(3) n = {n}, time after the straggler arrives (ms): OCS with 1 port per GPU, reconfigured "
-                    "before every step (one circuit per GPU per round), vs the EPS")
-    for c in ("R (us)", "StragglAR OCS", "StragglAR EPS", "RHD OCS", "RHD EPS", "Ring EPS"):
-        t.add_column(c, justify="right")
-    for r in ocs:
-        t.add_row(f"{r['reconfiguration_delay_s'] * 1e6:g}", *(f"{r[k] * 1e3:.3f}" for k in
-                                           ("stragglar_ocs_s", "stragglar_eps_s", "rhd_ocs_s", "rhd_eps_s", "ring_eps_s")))
-    con.print(t)
-
-    pk: list[dict] = []
-    if args.packet:
-        pk = packet(n, nbytes, alpha, gbps, args.link_mbps, args.byte_scale, args.out)
-        write_csv(args.out / "packet.csv", pk)
-        rate = f"{args.link_mbps:g} Mbit/s" if args.link_mbps else "calibrated"
-        t = Table(title=f"(4) n = {n}, EPS, packet vs flow (links {rate}, byte scale "
-                        f"{args.byte_scale:g}); end-to-end ms")
-        for c in ("fabric", "D / Phase A", "D ms", "algorithm", "packet", "flow", "error"):
+        rows = post_barrier(args.ns, nbytes, alpha, gbps)
+        t = Table(title=f"(1) post-barrier, EPS, alpha {args.alpha_us} us, B {args.gibps} GiB/s, s {format_bytes(nbytes)} "
+                        "(flow backend; spec's model values in brackets)")
+        for c in ("n", "rounds", "StragglAR ms", "closed form ms", "Ring ms", "RHD ms", "Ring/StragglAR"):
             t.add_column(c, justify="right")
-        for r in pk:
-            t.add_row(r["fabric"], f"{r['d_over_phase_a']:g}", f"{r['d_s'] * 1e3:.3f}", r["algorithm"], f"{r['packet_s'] * 1e3:.3f}",
-                      f"{r['flow_s'] * 1e3:.3f}", f"{r['error']:+.1%}")
+        for r in rows:
+            spec = SPEC.get(r["gpus"])
+            br = (lambda i: f" [{spec[i]:.3f}]") if spec else (lambda i: "")
+            t.add_row(str(r["gpus"]), str(r["rounds"]), f"{r['stragglar_s'] * 1e3:.3f}{br(0)}",
+                      f"{r['stragglar_closed_form_s'] * 1e3:.3f}", f"{r['ring_s'] * 1e3:.3f}{br(1)}",
+                      f"{r['rhd_s'] * 1e3:.3f}{br(2)}",
+                      f"{r['ring_over_stragglar']:.3f}" + (f" [{spec[3]:.2f}]" if spec else ""))
         con.print(t)
-        get = {(r["d_over_phase_a"], r["algorithm"], b): r[f"{b}_s"] for r in pk if r["fabric"] == "eps"
-               for b in ("packet", "flow")}
-        for b in ("packet", "flow"):
-            d2 = 2.0 * a8
-            ratio = (get[2.0, "ring", b] - d2) / (get[2.0, "stragglar", b] - d2)
-            d1 = 0.5 * a8
-            cross = d1 + get[0.5, "stragglar", b] - get[0.5, "ring", b]
-            con.print(f"{b:6s}: post-barrier Ring/StragglAR {ratio:.3f}; crossover D vs Ring {cross * 1e3:.3f} ms")
-        rp = (get[2.0, "ring", "packet"] - 2 * a8) / (get[2.0, "stragglar", "packet"] - 2 * a8)
-        rf = (get[2.0, "ring", "flow"] - 2 * a8) / (get[2.0, "stragglar", "flow"] - 2 * a8)
-        cp = 0.5 * a8 + get[0.5, "stragglar", "packet"] - get[0.5, "ring", "packet"]
-        con.print(f"packet vs flow: post-barrier ratio {(rp - rf) / rf:+.1%}; crossover D {(cp - x_ring) / x_ring:+.1%} "
-                  f"against the flow backend's {x_ring * 1e3:.3f} ms")
-    plot(rows, e2e, x_ring, pk, args.out / "stragglar.png")
-    con.print(f"wrote {args.out}/post_barrier.csv, end_to_end.csv, ocs.csv{', packet.csv' if pk else ''}, stragglar.png")
-    return 0
+        write_csv(args.out / "post_barrier.csv", rows)
+
+        n = 8
+        f8 = eps_star(n, gbps)
+        a8 = phase_a_s(n, nbytes, alpha, bytes_per_s)
+        ds = list(np.linspace(0, 2.5 * a8, 26))
+        e2e = end_to_end(n, nbytes, alpha, gbps, ds)
+        write_csv(args.out / "end_to_end.csv", e2e)
+        x_ring = crossover(f8, n, nbytes, alpha, ("ring",), 3 * a8)
+        x_best = crossover(f8, n, nbytes, alpha, ("ring", "rhd"), 3 * a8)
+        con.print(f"(2) n = {n}: Phase A {a8 * 1e3:.3f} ms; StragglAR beats Ring from D = {x_ring * 1e3:.3f} ms "
+                  f"(spec: about 0.88 ms) and the best of Ring and RHD from D = {x_best * 1e3:.3f} ms; "
+                  f"at D = 2 x Phase A: StragglAR {e2e[20]['stragglar_s'] * 1e3:.3f} ms, Ring {e2e[20]['ring_s'] * 1e3:.3f} ms, "
+                  f"RHD {e2e[20]['rhd_s'] * 1e3:.3f} ms")
+
+        ocs = ocs_rows(n, nbytes, alpha, gbps, [0.0, 1e-6, 10e-6, 100e-6], 10.0)
+        write_csv(args.out / "ocs.csv", ocs)
+        t = Table(title=f"(3) n = {n}, time after the straggler arrives (ms): OCS with 1 port per GPU, reconfigured "
+                        "before every step (one circuit per GPU per round), vs the EPS")
+        for c in ("R (us)", "StragglAR OCS", "StragglAR EPS", "RHD OCS", "RHD EPS", "Ring EPS"):
+            t.add_column(c, justify="right")
+        for r in ocs:
+            t.add_row(f"{r['reconfiguration_delay_s'] * 1e6:g}", *(f"{r[k] * 1e3:.3f}" for k in
+                                               ("stragglar_ocs_s", "stragglar_eps_s", "rhd_ocs_s", "rhd_eps_s", "ring_eps_s")))
+        con.print(t)
+
+        pk: list[dict] = []
+        if args.packet:
+            pk = packet(n, nbytes, alpha, gbps, args.link_mbps, args.byte_scale, args.out)
+            write_csv(args.out / "packet.csv", pk)
+            rate = f"{args.link_mbps:g} Mbit/s" if args.link_mbps else "calibrated"
+            t = Table(title=f"(4) n = {n}, EPS, packet vs flow (links {rate}, byte scale "
+                            f"{args.byte_scale:g}); end-to-end ms")
+            for c in ("fabric", "D / Phase A", "D ms", "algorithm", "packet", "flow", "error"):
+                t.add_column(c, justify="right")
+            for r in pk:
+                t.add_row(r["fabric"], f"{r['d_over_phase_a']:g}", f"{r['d_s'] * 1e3:.3f}", r["algorithm"], f"{r['packet_s'] * 1e3:.3f}",
+                          f"{r['flow_s'] * 1e3:.3f}", f"{r['error']:+.1%}")
+            con.print(t)
+            get = {(r["d_over_phase_a"], r["algorithm"], b): r[f"{b}_s"] for r in pk if r["fabric"] == "eps"
+                   for b in ("packet", "flow")}
+            for b in ("packet", "flow"):
+                d2 = 2.0 * a8
+                ratio = (get[2.0, "ring", b] - d2) / (get[2.0, "stragglar", b] - d2)
+                d1 = 0.5 * a8
+                cross = d1 + get[0.5, "stragglar", b] - get[0.5, "ring", b]
+                con.print(f"{b:6s}: post-barrier Ring/StragglAR {ratio:.3f}; crossover D vs Ring {cross * 1e3:.3f} ms")
+            rp = (get[2.0, "ring", "packet"] - 2 * a8) / (get[2.0, "stragglar", "packet"] - 2 * a8)
+            rf = (get[2.0, "ring", "flow"] - 2 * a8) / (get[2.0, "stragglar", "flow"] - 2 * a8)
+            cp = 0.5 * a8 + get[0.5, "stragglar", "packet"] - get[0.5, "ring", "packet"]
+            con.print(f"packet vs flow: post-barrier ratio {(rp - rf) / rf:+.1%}; crossover D {(cp - x_ring) / x_ring:+.1%} "
+                      f"against the flow backend's {x_ring * 1e3:.3f} ms")
+        plot(rows, e2e, x_ring, pk, args.out / "stragglar.png")
+        con.print(f"wrote {args.out}/post_barrier.csv, end_to_end.csv, ocs.csv{', packet.csv' if pk else ''}, stragglar.png")
+        return 0
 
 
 def plot(rows: list[dict], e2e: list[dict], x_ring: float, pk: list[dict], path: Path) -> None:

@@ -92,30 +92,33 @@ def main(argv: list[str] | None = None) -> int:
     if not args.scale > 0 or not 0 <= args.sd <= 0.5:
         print("reproduce_symphony: --scale must be > 0 and --sd in [0, 0.5]", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for name in BUNDLED:
-        got, blast = table(name, args.scale, args.sd)
-        rows += got
-        print(f"{name}: {len(load_bundled(name)[1])} matrices at {args.scale:g} x, views |N(0, {args.sd:g})| off; "
-              f"mean divergence-induced congestion (capacity units) / worst overload")
-        print(f"  {'objective':<10}" + "".join(f"{m:>20}" for m in METHODS))
-        for obj in OBJECTIVES:
-            cells = {r["method"]: r for r in got if r["objective"] == obj}
-            print(f"  {obj:<10}" + "".join(f"{cells[m]['mean_congestion']:>11.1f} / {cells[m]['max_overload']:>5.1%}"
-                                           for m in METHODS))
-            pr, sy = cells["per-router"]["mean_congestion"], cells["Symphony"]["mean_congestion"]
-            ratio = "inf (Symphony 0)" if sy == 0 and pr > 0 else ("-" if pr == 0 else f"{pr / sy:.1f}x")
-            print(f"  {'':<10}per-router / Symphony congestion: {ratio} (paper: 14x)")
-        print("  blast radius: " + ", ".join(f"{k} {v:.1%}" for k, v in blast.items())
-              + f"; five random slices {1 - blast['five random slices']:.0%} smaller than one central controller "
-              "(paper: 79% smaller)")
-    write_csv(args.out / "divergence.csv", rows)
-    _plot(rows, args.out / "divergence.png")
-    print(f"wrote {args.out / 'divergence.csv'}, divergence.png")
-    if args.packet:
-        return packet(args.out)
-    return 0
+    from emulation.output import writing
+
+    with writing(args.out):
+        args.out.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for name in BUNDLED:
+            got, blast = table(name, args.scale, args.sd)
+            rows += got
+            print(f"{name}: {len(load_bundled(name)[1])} matrices at {args.scale:g} x, views |N(0, {args.sd:g})| off; "
+                  f"mean divergence-induced congestion (capacity units) / worst overload")
+            print(f"  {'objective':<10}" + "".join(f"{m:>20}" for m in METHODS))
+            for obj in OBJECTIVES:
+                cells = {r["method"]: r for r in got if r["objective"] == obj}
+                print(f"  {obj:<10}" + "".join(f"{cells[m]['mean_congestion']:>11.1f} / {cells[m]['max_overload']:>5.1%}"
+                                               for m in METHODS))
+                pr, sy = cells["per-router"]["mean_congestion"], cells["Symphony"]["mean_congestion"]
+                ratio = "inf (Symphony 0)" if sy == 0 and pr > 0 else ("-" if pr == 0 else f"{pr / sy:.1f}x")
+                print(f"  {'':<10}per-router / Symphony congestion: {ratio} (paper: 14x)")
+            print("  blast radius: " + ", ".join(f"{k} {v:.1%}" for k, v in blast.items())
+                  + f"; five random slices {1 - blast['five random slices']:.0%} smaller than one central controller "
+                  "(paper: 79% smaller)")
+        write_csv(args.out / "divergence.csv", rows)
+        _plot(rows, args.out / "divergence.png")
+        print(f"wrote {args.out / 'divergence.csv'}, divergence.png")
+        if args.packet:
+            return packet(args.out)
+        return 0
 
 
 def packet(out: Path) -> int:

@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # emulation.output, when run as a file
 
 
 def junit_results(path: Path) -> dict[str, dict]:
@@ -133,25 +134,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.full < 0 or args.emulation < 0 or not (args.full or args.emulation):
         print("soak: give --full N and/or --emulation K (positive counts)", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    # Started as a background job of a script, this process has SIGINT ignored, and so would every
-    # test run it starts (an ignored signal stays ignored across exec): give them the default.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    console = Console()
-    runs: list[dict] = []
-    for i in range(args.full):
-        r = run_full(i, args.out)
-        runs.append(r)
-        console.print(f"full {i}: exit {r['rc']}, {r['wall_s']:.0f} s")
-        (args.out / "soak.json").write_text(json.dumps(runs, indent=1))
-    for i in range(args.emulation):
-        r = run_emulation(i, args.out, args.tests)
-        runs.append(r)
-        failed = [t for t, v in r["tests"].items() if v["outcome"] == "failed"]
-        console.print(f"emulation {i}: exit {r['rc']}, {r['wall_s']:.0f} s" + (f", failed {failed}" if failed else ""))
-        (args.out / "soak.json").write_text(json.dumps(runs, indent=1))
-    summary(runs, console)
-    return 0 if all(r["rc"] == 0 for r in runs) else 1
+    from emulation.output import writing
+
+    with writing(args.out):
+        args.out.mkdir(parents=True, exist_ok=True)
+        # Started as a background job of a script, this process has SIGINT ignored, and so would every
+        # test run it starts (an ignored signal stays ignored across exec): give them the default.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        console = Console()
+        runs: list[dict] = []
+        for i in range(args.full):
+            r = run_full(i, args.out)
+            runs.append(r)
+            console.print(f"full {i}: exit {r['rc']}, {r['wall_s']:.0f} s")
+            (args.out / "soak.json").write_text(json.dumps(runs, indent=1))
+        for i in range(args.emulation):
+            r = run_emulation(i, args.out, args.tests)
+            runs.append(r)
+            failed = [t for t, v in r["tests"].items() if v["outcome"] == "failed"]
+            console.print(f"emulation {i}: exit {r['rc']}, {r['wall_s']:.0f} s" + (f", failed {failed}" if failed else ""))
+            (args.out / "soak.json").write_text(json.dumps(runs, indent=1))
+        summary(runs, console)
+        return 0 if all(r["rc"] == 0 for r in runs) else 1
 
 
 if __name__ == "__main__":
