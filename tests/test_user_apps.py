@@ -65,12 +65,14 @@ def test_demand_driven_app_beats_a_static_ring_on_a_pairwise_alltoall(run_dir):
         begun = _events(emu, "collective-begin")
     ideal = simulate(f, w, make_plan("always", f, w), alpha_s=alpha).time_s
     static = simulate(f, w, plan, alpha_s=alpha).time_s
-    timing = [s.timing for s in ring.steps + app.steps]
+    wall_ms = scale.tdf * 1e3  # real-equivalent s -> the emulation's wall ms
+    planned = [s.timing["events_s"] * wall_ms for s in ring.steps]  # posting alone: nobody waits
+    owned = [(s.timing["events_s"] - s.dark_window_measured_s) * wall_ms for s in app.steps]
     print(f"pairwise alltoall 16 MiB: static ring {ring.time_s * 1e3:.4f} ms (flow {static * 1e3:.4f}), "
           f"demand app {app.time_s * 1e3:.4f} ms (flow, a circuit per step: {ideal * 1e3:.4f}), "
-          f"ratio {app.time_s / ring.time_s:.3f}; step events: round trip "
-          f"{max(t['events_s'] for t in timing) * scale.tdf * 1e3:.1f} ms max (wall), handlers "
-          f"{max(t['handlers_s'] for t in timing) * scale.tdf * 1e3:.1f} ms max (wall)")
+          f"ratio {app.time_s / ring.time_s:.3f}; step events between steps (wall ms): planned run "
+          f"{max(planned):.1f} max, app's run {max(owned):.1f} max beside its dark windows, handlers "
+          f"{max(s.timing['handlers_s'] for s in app.steps) * wall_ms:.1f} max")
     assert [(b["name"], b["owner"]) for b in begun] == [("ring", "planner"), ("app", "app")]
     assert [d["run"] for d in decided] == ["app"] * 3  # nothing while the planner owned the circuits
     assert [d["pairs"] for d in decided] == [[[a, a ^ k], [a, a ^ k], [b, b ^ k], [b, b ^ k]]
@@ -79,5 +81,6 @@ def test_demand_driven_app_beats_a_static_ring_on_a_pairwise_alltoall(run_dir):
     assert [s.action for s in ring.steps] == ["keep"] * 3 and [s.action for s in app.steps] == ["reconfigure"] * 3
     assert all(r <= s.dark_window_measured_s for s in app.steps)  # each app dark window is in the run's time
     assert app.bytes_delivered == ring.bytes_delivered == w.bytes_sent
-    # flow model: app/ring 0.68; measured on packets: (fill in) over 3 runs
-    assert app.time_s < 0.85 * ring.time_s, (app.time_s, ring.time_s)
+    # app/ring: flow model 0.640; packets 0.647-0.657 (5 runs on a 2-core machine, 2026-11;
+    # ring 0.2667-0.2682 ms, app 0.1729-0.1756 ms)
+    assert app.time_s < 0.75 * ring.time_s, (app.time_s, ring.time_s)
