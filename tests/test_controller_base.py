@@ -206,3 +206,35 @@ def test_a_malformed_posted_event_is_refused_before_anything_is_raised(record, m
     with pytest.raises(ValueError, match=message):
         cs.post([good, record])
     assert (state.owner, state.run) == ("app", None)  # the valid first record was not raised either
+
+
+class _PhaseWatcher(OcsLabApp):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen: list = []
+
+    @set_ev_cls(cev.EventPhaseRequest)
+    def _phase(self, ev):
+        self.seen.append((ev.group, ev.rank, ev.members, ev.rail, ev.mode))
+
+
+def test_an_opus_phase_request_is_an_event_apps_observe():
+    from controllers.opus import OpusApp
+    from emulation.poll import wait_until
+
+    state = FabricState(ocs_star(4, 2, 400, 0.0, "ring"))
+    opus, watcher = OpusApp(ocslab_state=state), _PhaseWatcher(ocslab_state=state)
+    app_manager.register_app(watcher)
+    opus.register_observer(cev.EventPhaseRequest, watcher.name)
+    watcher.start()
+    try:
+        assert opus.checkin("tp0", (0, 2), 0)["rail"] == "ocs0"
+        with pytest.raises(ValueError, match="disarmed"):  # not armed: raised once the request is seen
+            opus.request("tp0", 2, True)
+        with pytest.raises(ValueError, match="has not checked in"):
+            opus.request("dp9", 1, False)  # an unknown group is no phase request
+        wait_until(lambda: watcher.seen, 2.0, lambda: AssertionError("no EventPhaseRequest"))
+        assert watcher.seen == [("tp0", 2, [0, 2], "ocs0", "speculative")]
+    finally:
+        watcher.stop()
+        app_manager.unregister_app(watcher)
