@@ -24,6 +24,8 @@ network namespace on the machine):
 - ``POST /opus`` ``{"socket": path, "reconfiguration_delay_s": float, "timeout_s": float}``: serve
   the Opus protocol on that Unix socket (:meth:`controllers.opus.OpusApp.arm`): a training job's
   process groups check in and ask for their phase's rail configuration; ``{"disarm": true}`` stops.
+- ``POST /demand`` ``{"events": [...]}``: the emulator's collective and step events for the apps
+  (:meth:`controllers.circuit_switch.CircuitSwitch.post`); answers once a step's handlers are done.
 - ``GET /events?since=N``: the event log from sequence number N.
 
 A malformed request (not JSON, not an object, a missing or mistyped field, a time that is not in
@@ -173,6 +175,12 @@ class JsonApi(OcsLabApp):
                     except (KeyError, TypeError, ValueError, AttributeError, FabricError, RuntimeError) as e:
                         self.send_json(400, {"error": str(e)})
                     return
+                if url.path == "/demand":  # the emulator's collective and step events (CircuitSwitch.post)
+                    try:
+                        self.send_json(200, api._circuit_switch().post(body.get("events")))
+                    except (ValueError, RuntimeError) as e:
+                        self.send_json(400, {"error": str(e)})
+                    return
                 if url.path == "/prepare":
                     try:
                         if not isinstance(body.get("configurations"), list):
@@ -187,7 +195,7 @@ class JsonApi(OcsLabApp):
                     return
                 try:
                     config = Configuration.from_json(body["configuration"])
-                    self.send_json(200, api._circuit_switch().apply(config, dark))
+                    self.send_json(200, api._circuit_switch().apply(config, dark, by="emulator"))
                 except (KeyError, TypeError, ValueError, AttributeError, FabricError) as e:
                     self.send_json(400, {"error": str(e)})
                 except Exception as e:  # a switch that fails mid-way: report, keep serving

@@ -14,7 +14,9 @@ assumed). The replies come in through the app's one ``OFPBarrierReply`` handler.
 :class:`OcsLabApp` is the base of the ML fabric's apps (circuit switch, routing, JSON API,
 failover, Opus, and your own): an :class:`OpenFlowApp` that shares the fabric's state
 (:class:`controllers.state.FabricState`, an OS-Ken context), whose barrier table is shared too,
-so the reply a switch sends completes the wait of whichever app sent the barrier. The WAN's TE
+so the reply a switch sends completes the wait of whichever app sent the barrier; it also
+acknowledges :class:`controllers.events.EventHandled`, which tells the circuit switch that the app
+has handled the step event sent before it (``docs/controllers.md``, Events). The WAN's TE
 app (:class:`controllers.wan_te.WanTe`) stands on :class:`OpenFlowApp` alone.
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from controllers.barriers import Barriers
+from controllers.events import EventHandled
 from controllers.sdn import CONFIG_DISPATCHER, MAIN_DISPATCHER, App, ofp_event, ofproto_v1_3, set_ev_cls
 from controllers.state import FabricState
 
@@ -109,3 +112,7 @@ class OcsLabApp(OpenFlowApp):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, barriers=kwargs["ocslab_state"].barriers, **kwargs)
         self.state: FabricState = kwargs["ocslab_state"]
+
+    @set_ev_cls(EventHandled)
+    def _handled(self, ev):
+        ev.done.set()

@@ -7,19 +7,27 @@ the requested window R, and installs the new ones; every phase is acknowledged b
 barrier and timestamped with CLOCK_MONOTONIC, so the dark window is measured, not assumed.
 Unchanged circuits keep carrying traffic throughout.
 
+Who may reconfigure is arbitrated here (``by=`` of :meth:`CircuitSwitch.apply` and
+:meth:`CircuitSwitch.rewire`, :meth:`controllers.state.FabricState.may_reconfigure`): a user
+app's request while the run's planner (or the emulator) owns the circuits is refused, logged
+(``ownership-refused``) and raised as :class:`controllers.events.EventOwnershipRefused`. The
+emulator's collective and step events come in through :meth:`CircuitSwitch.post`.
+
 Spec: ``docs/architecture.md`` (packet-level backend), ``docs/mechanisms.md`` (OCS).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
 from controllers.sdn import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, app_manager, cfg, hub, ofp_event, set_ev_cls
 from controllers.base import OcsLabApp
 from controllers.ovs_datapath import DatapathCache
-from controllers.events import (ROUTING_APP, EventCircuitsChanged, EventRotorSlot, EventSwitchReady, PrepareRoutes,
-                                ProgramRoutes)
+from controllers.events import (OWNER_APP, ROUTING_APP, EventCircuitsChanged, EventCollectiveBegin, EventCollectiveEnd,
+                                EventHandled, EventOwnershipRefused, EventRotorSlot, EventStepBegin, EventStepEnd,
+                                EventSwitchReady, PrepareRoutes, ProgramRoutes, parse_posted)
 from emulation import dataplane as dpn
 from emulation.fabric import Circuit, Configuration, FabricError
 
@@ -27,19 +35,23 @@ PRIO_CIRCUIT = 100
 PRIO_DROP = 0
 PRIO_PROBE = 150  # NIC: above the routes (which match IPv4 and ARP only)
 PRIO_PROBE_DROP = 1  # OCS: below the circuits, above the counted catch-all
+#: Seconds a step waits for the apps handling its :class:`EventStepBegin` before it is released.
+HANDLER_TIMEOUT_S = 10.0
 
 
 class CircuitSwitch(OcsLabApp):
     """Holds the circuit table and applies configurations with a measured dark window; sends
     :mod:`controllers.events`' observable events to every app that handles them."""
 
-    _EVENTS = [EventSwitchReady, EventCircuitsChanged, EventRotorSlot]
+    _EVENTS = [EventSwitchReady, EventCircuitsChanged, EventRotorSlot, EventCollectiveBegin, EventCollectiveEnd,
+               EventStepBegin, EventStepEnd, EventOwnershipRefused]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._apply_lock = threading.Lock()
         ctl = cfg.CONF.ocslab.ovs_ctl
         self._datapath = DatapathCache(ctl) if ctl else None
+        self._run_dark = 0.0  # R of the run in progress, emulated s (EventCollectiveBegin)
 
     def _in_datapath(self, t_ack: float) -> float:
         """Make a change acknowledged (barrier) at ``t_ack`` hold in the datapath too: with
@@ -166,8 +178,25 @@ class CircuitSwitch(OcsLabApp):
             raise RuntimeError(f"OCS {self.state.fabric.ocs[k].name} is not connected")
         return dp
 
-    def apply(self, config: Configuration, reconfiguration_delay_s: float, live_at: float | None = None) -> dict:
-        """Reconfigure every OCS to ``config``.
+    def _refused(self, by: str, what: str, t_request: float) -> dict:
+        """Refuse ``by``'s request (:meth:`apply`, :meth:`rewire`): one log line and event
+        ``ownership-refused``, :class:`EventOwnershipRefused` to the apps; the result says so."""
+        with self.state.lock:
+            owner, run = self.state.owner, self.state.run
+        self.state.log_event("ownership-refused", logging.WARNING, by=by, owner=owner, run=run, what=what,
+                             why=f"{by} may not set circuits while the {owner} owns them"
+                                 f"{f' (run {run})' if run else ''}; nothing changed")
+        self.send_event_to_observers(EventOwnershipRefused(by, owner, run, what))
+        return {"changed": False, "refused": True, "owner": owner, "t_request": t_request, "t_live": time.monotonic(),
+                "reconfiguration_delay_s": 0.0, "dark_window_measured_s": 0.0, "removed": 0, "added": 0}
+
+    def apply(self, config: Configuration, reconfiguration_delay_s: float, live_at: float | None = None,
+              by: str = OWNER_APP) -> dict:
+        """Reconfigure every OCS to ``config``, on behalf of ``by``: ``"emulator"``, ``"rotor"``,
+        ``"failover"``, ``"opus"`` (:data:`controllers.events.PRIVILEGED`) or a user app (any
+        other name, such as the app's ``self.name``), which may reconfigure only while the user's
+        apps own the circuits (``docs/controllers.md``, Who owns the OCS when); otherwise nothing
+        changes and the result is ``{"changed": False, "refused": True, "owner", ...}``.
 
         Phases (CLOCK_MONOTONIC seconds): ``t_request``; ``t_dark`` when the removal of the
         changed circuits is acknowledged (barrier), ``t_dark_flushed`` when the datapath's cached
@@ -186,6 +215,8 @@ class CircuitSwitch(OcsLabApp):
         self.state.fabric.check_configuration(config)
         with self._apply_lock:
             t_request = time.monotonic()
+            if not self.state.may_reconfigure(by):
+                return self._refused(by, "apply", t_request)
             with self.state.lock:
                 old = self.state.circuits
             removed = {o.name: old[o.name] - config[o.name] for o in self.state.fabric.ocs}
@@ -233,7 +264,7 @@ class CircuitSwitch(OcsLabApp):
             return out
 
     def rewire(self, ocs_name: str, remove: frozenset[Circuit] | set[Circuit], add: frozenset[Circuit] | set[Circuit],
-               reconfiguration_delay_s: float, on_dark=None) -> dict:
+               reconfiguration_delay_s: float, on_dark=None, by: str = OWNER_APP) -> dict:
         """Change only some circuits of one OCS: take ``remove`` down, keep their ports dark for
         ``reconfiguration_delay_s`` (after the removal's barrier and datapath flush, as
         :meth:`apply`), bring ``add`` up. Rewires of disjoint ports run concurrently (each reads
@@ -241,6 +272,7 @@ class CircuitSwitch(OcsLabApp):
         as it is then); they must not overlap an :meth:`apply`. Used by a control plane that
         reconfigures per group of GPUs (Opus, :mod:`controllers.opus`). ``on_dark()``, if given, is
         called once ``remove`` is gone from the switch and from the circuit table (before R).
+        ``by`` as in :meth:`apply` (a refused rewire changes nothing and calls no ``on_dark``).
 
         :returns: as :meth:`apply`, plus ``"ocs"``.
         :raises FabricError: ``remove`` is not in place, or the result is not a valid configuration.
@@ -250,6 +282,8 @@ class CircuitSwitch(OcsLabApp):
             raise FabricError(f"no OCS {ocs_name!r}")
         remove, add = frozenset(remove) - frozenset(add), frozenset(add) - frozenset(remove)
         t_request = time.monotonic()
+        if not self.state.may_reconfigure(by):
+            return {**self._refused(by, "rewire", t_request), "ocs": ocs_name}
         with self.state.lock:
             cur = self.state.circuits
             if not remove <= cur[ocs_name]:
@@ -293,6 +327,86 @@ class CircuitSwitch(OcsLabApp):
             now = self.state.circuits
         self.send_event_to_observers(EventCircuitsChanged(out, now))
         return out
+
+    # ---- the emulator's events: collectives and steps, for demand-aware apps -----------------
+    def post(self, records: list) -> dict:
+        """Raise the emulator's events (``POST /demand``): ``records`` as
+        :func:`controllers.events.parse_posted` reads them, all checked before any is raised.
+
+        ``collective-begin`` hands the circuits to its ``owner`` for the run
+        (:meth:`controllers.state.FabricState.set_owner`), ``collective-end`` back to the user's
+        apps. A ``step-begin`` is sent to every app that handles :class:`EventStepBegin`; while
+        the user's apps own the circuits this waits until each has returned from its handler
+        (:class:`EventHandled`, at most :data:`HANDLER_TIMEOUT_S` s) and then applies the
+        configurations they asked for (:meth:`EventStepBegin.set_circuits`), in order.
+
+        :returns: ``{"events": records raised, "reconfigurations": [apply results],
+            "dark_window_measured_s": their sum (s), "refused": requests refused,
+            "handlers_s": seconds waiting for handlers, "circuits": the configuration in place
+            (JSON) after them}``.
+        :raises ValueError: ``records`` is not a list of valid records (nothing is raised).
+        """
+        if not isinstance(records, list):
+            raise ValueError(f"events must be a list of event objects, got {records!r}"[:200])
+        events = [parse_posted(r) for r in records]
+        out = {"events": len(events), "reconfigurations": [], "dark_window_measured_s": 0.0, "refused": 0,
+               "handlers_s": 0.0}
+        for ev in events:
+            if isinstance(ev, EventCollectiveBegin):
+                self.state.set_owner(ev.owner, ev.name)
+                self.state.log_event("collective-begin", name=ev.name, collective=ev.collective, algorithm=ev.algorithm,
+                                     bytes=ev.bytes, gpus=len(ev.gpus), steps=ev.steps, planner=ev.planner,
+                                     owner=ev.owner)
+                self._run_dark = ev.reconfiguration_delay_s
+                self.send_event_to_observers(ev)
+            elif isinstance(ev, EventCollectiveEnd):
+                self.send_event_to_observers(ev)
+                self.state.set_owner(OWNER_APP, None)
+                self.state.log_event("collective-end", name=ev.name, time_s=ev.time_s)
+            elif isinstance(ev, EventStepEnd):
+                self.send_event_to_observers(ev)
+            else:
+                self._step_begin(ev, out)
+        with self.state.lock:
+            out["circuits"] = self.state.circuits.to_json()
+        return out
+
+    def _step_begin(self, ev: EventStepBegin, out: dict) -> None:
+        """Send ``ev`` to its observers; while the user's apps own the circuits, wait for their
+        handlers and apply what they asked for (:meth:`post`)."""
+        with self.state.lock:
+            ev.owner, run = self.state.owner, self.state.run
+
+        def refused(app: str, why: str) -> None:
+            out["refused"] += 1
+            if why == "owner":
+                self._refused(app, "step", time.monotonic())
+            else:
+                self.state.log_event("step-request-late", logging.WARNING, by=app, run=run, step=ev.step,
+                                     why="asked for circuits after the step was released; nothing changed")
+
+        ev.on_refused = refused
+        marks = []
+        for name in self.get_observers(ev, None):
+            self.send_event(name, ev)
+            app = app_manager.lookup_service_brick(name)
+            if ev.owner == OWNER_APP and app is not None and app.get_handlers(EventHandled()):
+                marks.append((name, EventHandled()))
+                self.send_event(name, marks[-1][1])
+        t0 = time.monotonic()
+        for name, mark in marks:
+            if not mark.done.wait(max(0.0, t0 + HANDLER_TIMEOUT_S - time.monotonic())):
+                self.state.log_event("step-handler-late", logging.WARNING, app=name, run=run, step=ev.step,
+                                     why=f"still handling the step after {HANDLER_TIMEOUT_S:g} s; released without it")
+        out["handlers_s"] += time.monotonic() - t0
+        for app, config, dark in ev.take_requests():
+            try:
+                res = self.apply(config, self._run_dark if dark is None else dark, by=app)
+            except (FabricError, RuntimeError, TypeError, AttributeError) as e:
+                self.state.log_event("step-request-failed", logging.WARNING, by=app, run=run, step=ev.step, error=str(e))
+                continue
+            out["reconfigurations"].append(res)
+            out["dark_window_measured_s"] += res["dark_window_measured_s"]
 
     # ---- rotor: time-slotted configurations on the controller's own clock ---------------------
     def start_rotor(self, configs: list[Configuration], slots_s: list[float], reconfiguration_delay_s: float,
@@ -359,7 +473,7 @@ class CircuitSwitch(OcsLabApp):
 
     def _apply_until(self, config: Configuration, live_at: float) -> dict:
         """:meth:`apply` with the new circuits live at ``live_at`` (or, unchanged, a wait)."""
-        res = self.apply(config, 0.0, live_at=live_at)
+        res = self.apply(config, 0.0, live_at=live_at, by="rotor")
         if not res["changed"]:
             wait = live_at - time.monotonic()
             if wait > 0:

@@ -125,7 +125,7 @@ class FailoverApp(OcsLabApp):
         t_decided = time.monotonic()
         cs = app_manager.lookup_service_brick("CircuitSwitch")
         dark = 0.0 if job["mode"] == "electrical" else job["reconfiguration_delay_s"]  # electrical: nothing to light
-        res = cs.apply(fo.configuration, dark)
+        res = cs.apply(fo.configuration, dark, by="failover")
         used = set(fo.placement)
         with self._lock:
             self._job = {**job, "placement": fo.placement, "spares": tuple(s for s in job["spares"] if s not in used),

@@ -29,7 +29,8 @@ does not cross the emulated fabric), one JSON object per line each way:
 Arm with ``POST /opus {"socket", "reconfiguration_delay_s", "timeout_s"}`` (the API app);
 ``{"disarm": true}`` closes the socket. Every rewire is logged as ``opus-reconfigured`` with
 the group, rail, mask, whether a speculative request caused it, the ranks it answers and its
-dark window.
+dark window. Every request of a checked-in member is sent to the apps that observe it as
+:class:`controllers.events.EventPhaseRequest` before the rule decides.
 
 Spec: ``docs/mechanisms.md`` (Opus, arXiv 2507.08119).
 """
@@ -44,6 +45,7 @@ import time
 from dataclasses import dataclass
 
 from controllers.base import OcsLabApp
+from controllers.events import EventPhaseRequest
 from controllers.sdn import app_manager
 from emulation.fabric import FabricError, assign_ports
 from emulation.planners.opus import Grant, OpusRule
@@ -79,7 +81,10 @@ class _Rewire:
 
 
 class OpusApp(OcsLabApp):
-    """Serves the Opus protocol (module doc) and rewires rails per process group."""
+    """Serves the Opus protocol (module doc) and rewires rails per process group; raises
+    :class:`controllers.events.EventPhaseRequest` for every request."""
+
+    _EVENTS = [EventPhaseRequest]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -249,6 +254,11 @@ class OpusApp(OcsLabApp):
         t_asked = time.monotonic()
         with self._cv:
             g = self._groups.get(gid)
+        if g is not None and rank in g.members:  # for the apps that observe it; outside the lock
+            self.send_event_to_observers(EventPhaseRequest(gid, rank, list(g.members), g.rail,
+                                                           "speculative" if speculative else "on-demand", t_asked))
+        with self._cv:
+            g = self._groups.get(gid)
             if g is None:
                 raise ValueError(f"group {gid} has not checked in")
             if rank not in g.members:
@@ -327,7 +337,7 @@ class OpusApp(OcsLabApp):
 
         res, err = {}, ""
         try:
-            res = cs.rewire(g.rail, remove, add, self._dark, on_dark=dark)
+            res = cs.rewire(g.rail, remove, add, self._dark, on_dark=dark, by="opus")
         except Exception as e:  # a switch that fails: answer the waiters with the error
             err = f"{type(e).__name__}: {e}"
         with self._cv:

@@ -1,5 +1,5 @@
 """Shared controller state (an OS-Ken context): the fabric, the circuit table, connected
-datapaths, the table of outstanding barriers and the event log.
+datapaths, the table of outstanding barriers, who owns the circuits and the event log.
 
 OS-Ken's native hub runs handlers in real threads: every field is guarded by ``lock`` and
 readers take snapshots.
@@ -18,6 +18,7 @@ import time
 
 from controllers import flags  # noqa: F401 - registers --ocslab-* (also for ryu-manager)
 from controllers.barriers import Barriers
+from controllers.events import OWNER_APP, OWNERS, PRIVILEGED
 from controllers.sdn import cfg
 from emulation import dataplane as dpn
 from emulation.fabric import Configuration, Fabric
@@ -27,14 +28,17 @@ LOG = logging.getLogger("ocslab.controller")
 
 
 class FabricState:
-    """Everything the apps share. Created once by OS-Ken from ``_CONTEXTS``."""
+    """Everything the apps share. Created once by OS-Ken from ``_CONTEXTS`` (then from the file
+    of ``--ocslab-fabric``), or with ``fabric`` given (a controller-less test)."""
 
-    def __init__(self) -> None:
-        path = cfg.CONF.ocslab.fabric
-        if not path:
-            raise SystemExit("controllers: --ocslab-fabric FILE is required")
-        with open(path) as fh:
-            self.fabric = Fabric.from_json(json.load(fh))
+    def __init__(self, fabric: Fabric | None = None) -> None:
+        if fabric is None:
+            path = cfg.CONF.ocslab.fabric
+            if not path:
+                raise SystemExit("controllers: --ocslab-fabric FILE is required")
+            with open(path) as fh:
+                fabric = Fabric.from_json(json.load(fh))
+        self.fabric = fabric
         self.lock = threading.RLock()
         self.circuits: Configuration = self.fabric.initial
         self.datapaths: dict[int, object] = {}
@@ -43,6 +47,28 @@ class FabricState:
         #: outstanding barriers of every app (:class:`controllers.base.OcsLabApp`)
         self.barriers = Barriers()
         self._events: list[dict] = []
+        #: who may set the circuits now (:data:`controllers.events.OWNERS`) and the run it is
+        #: for (None between runs, when the user's apps own them)
+        self.owner: str = OWNER_APP
+        self.run: str | None = None
+
+    # ---- ownership ------------------------------------------------------------------------
+    def set_owner(self, owner: str, run: str | None) -> None:
+        """Hand the circuits to ``owner`` for run ``run`` (None: between runs).
+
+        :raises ValueError: ``owner`` is not one of :data:`controllers.events.OWNERS`.
+        """
+        if owner not in OWNERS:
+            raise ValueError(f"owner must be one of {', '.join(OWNERS)}, got {owner!r}")
+        with self.lock:
+            self.owner, self.run = owner, run
+
+    def may_reconfigure(self, by: str) -> bool:
+        """Whether caller ``by`` may change the circuits now: the emulator, the rotor, failover
+        and Opus always (:data:`controllers.events.PRIVILEGED`); any other caller, a user app,
+        only while the owner is :data:`controllers.events.OWNER_APP`."""
+        with self.lock:
+            return by in PRIVILEGED or self.owner == OWNER_APP
 
     # ---- naming ---------------------------------------------------------------------------
     def expected_dpids(self) -> dict[int, str]:
@@ -53,12 +79,13 @@ class FabricState:
         return out
 
     # ---- events ---------------------------------------------------------------------------
-    def log_event(self, kind: str, **fields: object) -> dict:
-        """Append ``{"seq", "t" (CLOCK_MONOTONIC s), "kind", ...}`` to the event log."""
+    def log_event(self, kind: str, level: int = logging.INFO, **fields: object) -> dict:
+        """Append ``{"seq", "t" (CLOCK_MONOTONIC s), "kind", ...}`` to the event log; the
+        controller's log gets one line at ``level``."""
         with self.lock:
             ev = {"seq": len(self._events), "t": time.monotonic(), "kind": kind, **fields}
             self._events.append(ev)
-        LOG.info("%s %s", kind, json.dumps(fields, default=str))
+        LOG.log(level, "%s %s", kind, json.dumps(fields, default=str))
         return ev
 
     def events(self, since: int = 0) -> list[dict]:

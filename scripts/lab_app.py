@@ -4,7 +4,7 @@ file (its ``fabric:`` section) with the built-in controller apps and yours besid
 UDP from GPU to GPU for the pairs you name, print the controller's event log as it grows, and
 tear everything down after ``--seconds``.
 
-    .venv/bin/python scripts/lab_app.py experiments/lab.yaml --app controllers/examples/demand_driven.py \\
+    .venv/bin/python scripts/lab_app.py experiments/lab.yaml --app controllers/examples/static_schedule.py \\
         --flood 0:2 --flood 1:3 --seconds 8
 
 Run as root (Open vSwitch, Mininet). Logs and the controller's log go to ``--out`` (default

@@ -1,14 +1,22 @@
-"""Example app: demand-driven circuits (a Helios/c-Through-style scheduler). Every ``POLL_S``
-seconds it reads, from every GPU's NIC bridge, the bytes each GPU sent to each destination (the
-OpenFlow flow counters of the forwarding rules matching ``in_port = host, ipv4_dst``; exact on
-fabrics with one port per GPU, whose NIC rules see only the GPU's own traffic), weighs every GPU
-pair by the bytes sent between them since the last poll, picks the maximum-weight matching
-(Edmonds' algorithm, networkx) of the pairs above ``MIN_BYTES``, and, when it differs from the
-circuits in place, reconfigures the OCS to it with a dark window of ``DARK_S``.
+"""Example app: demand-driven circuits (a Helios/c-Through-style scheduler fed by the job, not
+by counters). Before every step of a collective, the emulator tells the controller the bytes the
+step's transfers will carry between each pair of GPUs (:class:`controllers.events.EventStepBegin`);
+this app weighs every GPU pair by them (both directions), gives circuits on the first OCS to the
+heaviest pairs, one round of maximum-weight matching (Edmonds' algorithm, networkx) per port of a
+GPU, a pair's weight divided by the circuits it already has after each round, and asks for that
+configuration for the step (:meth:`~controllers.events.EventStepBegin.set_circuits`), with the
+run's dark window. The circuits are in place when the step is released, their dark window counted
+in the run's time.
 
-    .venv/bin/ocslab run experiments/lab.yaml --app controllers/examples/demand_driven.py
+It acts only while the user's apps own the circuits: runs whose scenario says ``planner: none``
+(``docs/controllers.md``, Who owns the OCS when). When the heaviest pairs would leave a pair of the
+step without a path, it keeps the circuits in place if they carry the step, or else returns to the
+fabric's initial configuration.
 
-Each decision is logged in the controller's event log (``demand-driven`` events, ``GET /events``).
+    .venv/bin/ocslab run SCENARIO.yaml --app controllers/examples/demand_driven.py
+
+Each decision is logged in the controller's event log (``demand-driven`` events, ``GET /events``):
+the step, the pairs and their weights (bytes), and ``action`` ``reconfigure`` or ``keep``.
 """
 
 from __future__ import annotations
@@ -16,96 +24,71 @@ from __future__ import annotations
 import networkx as nx
 
 from controllers.base import OcsLabApp
-from controllers.events import EventSwitchReady
-from controllers.sdn import MAIN_DISPATCHER, app_manager, hub, ofp_event, set_ev_cls
-from emulation import dataplane as dpn
-from emulation.fabric import assign_ports
+from controllers.events import OWNER_APP, EventCollectiveBegin, EventStepBegin
+from controllers.sdn import set_ev_cls
+from emulation.fabric import Configuration, assign_ports
 
-POLL_S = 0.5
+#: Dark window (seconds) when the run does not give one (its R scaled to the emulation).
 DARK_S = 0.01
-#: Pairs that exchanged fewer bytes than this in a poll are not worth a circuit.
-MIN_BYTES = 50_000
+
+
+def heaviest_pairs(demand: dict[tuple[int, int], int], ports: int) -> list[tuple[int, int]]:
+    """GPU pairs ``(a, b)``, a < b, one entry per circuit, for ``demand`` ``{(src, dst): bytes}``
+    on GPUs of ``ports`` ports each: ``ports`` rounds of maximum-weight matching, the weight of a
+    pair (bytes both ways) divided by 1 + the circuits it already has."""
+    weight: dict[tuple[int, int], float] = {}
+    for (a, b), v in demand.items():
+        if a != b and v > 0:
+            key = (min(a, b), max(a, b))
+            weight[key] = weight.get(key, 0) + v
+    given: dict[tuple[int, int], int] = {}
+    out: list[tuple[int, int]] = []
+    for _ in range(ports):
+        g = nx.Graph()
+        g.add_weighted_edges_from((a, b, w / (1 + given.get((a, b), 0))) for (a, b), w in weight.items())
+        matched = sorted(tuple(sorted(e)) for e in nx.max_weight_matching(g))
+        for e in matched:
+            given[e] = given.get(e, 0) + 1
+        out += matched
+    return sorted(out)
+
+
+def carries(config: Configuration, demand: dict[tuple[int, int], int]) -> bool:
+    """Whether the circuits of ``config`` join every pair of ``demand`` by some path."""
+    g = nx.Graph()
+    g.add_nodes_from(x for pair in demand for x in pair)
+    g.add_edges_from((c.a.gpu, c.b.gpu) for circuits in config.values() for c in circuits)
+    return all(a == b or nx.has_path(g, a, b) for a, b in demand)
 
 
 class DemandDriven(OcsLabApp):
-    """Matches circuits to measured demand (module doc)."""
+    """Sets each step's circuits from its demand (module doc)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._started = False
-        self._replies: dict[int, list] = {}
-        self._waiting: dict[int, object] = {}
-        self._last: dict[tuple[int, int], int] = {}
+        self._dark = DARK_S
 
-    @set_ev_cls(EventSwitchReady)
-    def _ready(self, ev):
-        if ev.ready and not self._started:
-            self._started = True
-            hub.spawn(self._run)
+    @set_ev_cls(EventCollectiveBegin)
+    def _collective(self, ev):
+        self._dark = ev.reconfiguration_delay_s or DARK_S
 
-    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
-    def _stats(self, ev):
-        dp = ev.msg.datapath
-        self._replies.setdefault(dp.id, []).extend(ev.msg.body)
-        if not ev.msg.flags & dp.ofproto.OFPMPF_REPLY_MORE and dp.id in self._waiting:
-            self._waiting.pop(dp.id).set()
-
-    def demand(self) -> dict[tuple[int, int], int]:
-        """Bytes each GPU sent to each other GPU since the last call: ``{(src, dst): bytes}``."""
-        f = self.state.fabric
-        gpu_of = {dpn.gpu_ip(g): g for g in range(f.gpus)}
-        with self.state.lock:
-            nics = {dpid: dp for dpid, dp in self.state.datapaths.items() if dpid - dpn.DPID_NIC in range(f.gpus)}
-        events = []
-        for dpid, dp in nics.items():
-            self._replies[dpid] = []
-            self._waiting[dpid] = ev = hub.Event()
-            events.append(ev)
-            dp.send_msg(dp.ofproto_parser.OFPFlowStatsRequest(dp))
-        for ev in events:
-            ev.wait(timeout=2.0)
-        now: dict[tuple[int, int], int] = {}
-        for dpid, body in self._replies.items():
-            src = dpid - dpn.DPID_NIC
-            for stat in body:
-                m = stat.match
-                if m.get("in_port") == dpn.NIC_HOST_PORT and m.get("ipv4_dst") in gpu_of:
-                    key = (src, gpu_of[m["ipv4_dst"]])
-                    now[key] = now.get(key, 0) + stat.byte_count
-        before = self._last
-        # a counter that went down belongs to a rule replaced since (routes follow the circuits)
-        out = {k: v - before.get(k, 0) if v >= before.get(k, 0) else v for k, v in now.items()}
-        self._last = now
-        return out
-
-    def _run(self) -> None:
-        try:
-            self._loop()
-        except Exception:  # a thread of our own: say why it stopped
-            self.logger.exception("demand-driven scheduler stopped")
-
-    def _loop(self) -> None:
+    @set_ev_cls(EventStepBegin)
+    def _step(self, ev):
+        if ev.owner != OWNER_APP or not ev.demand:
+            return
         f = self.state.fabric
         ocs = f.ocs[0].name
-        switch = app_manager.lookup_service_brick("CircuitSwitch")
-        while True:
-            hub.sleep(POLL_S)
-            sent = self.demand()
-            g = nx.Graph()
-            for (a, b), v in sent.items():
-                if a != b:
-                    w = g.get_edge_data(a, b, {"weight": 0})["weight"] + v
-                    g.add_edge(a, b, weight=w)
-            g.remove_edges_from([(a, b) for a, b, w in g.edges(data="weight") if w < MIN_BYTES])
-            pairs = sorted(tuple(sorted(e)) for e in nx.max_weight_matching(g))
-            if not pairs:
-                continue
-            with self.state.lock:
-                current = {tuple(sorted((c.a.gpu, c.b.gpu))) for c in self.state.circuits[ocs]}
-            if set(pairs) <= current:
-                continue
-            config = assign_ports(f, ocs, pairs)
-            res = switch.apply(config, DARK_S)
-            self.state.log_event("demand-driven", pairs=[list(p) for p in pairs],
-                                 weights=[g.edges[p]["weight"] for p in pairs],
-                                 dark_window_measured_s=res["dark_window_measured_s"])
+        with self.state.lock:
+            current = self.state.circuits
+        pairs = heaviest_pairs(ev.demand, f.ports_per_gpu)
+        want = Configuration({**current, ocs: assign_ports(f, ocs, pairs)[ocs]})
+        if not carries(want, ev.demand):
+            want = current if carries(current, ev.demand) else f.initial
+        action = "keep" if want == current else "reconfigure"
+        if action == "reconfigure":
+            ev.set_circuits(self.name, want, self._dark)
+        weights = {}
+        for (a, b), v in ev.demand.items():
+            weights[(min(a, b), max(a, b))] = weights.get((min(a, b), max(a, b)), 0) + v
+        self.state.log_event("demand-driven", run=ev.name, step=ev.step, action=action,
+                             pairs=[list(p) for p in pairs], weights=[weights.get(p, 0) for p in pairs])

@@ -9,6 +9,9 @@ Run it beside the built-in apps::
 
 Edit the constants, or :meth:`StaticSchedule.schedule`, to make it yours (docs/controllers.md, Your own
 controller app). Each reconfiguration is logged (``controller.log``) with its measured dark window.
+It asks in its own name (``by=self.name``): during a run whose planner owns the circuits the
+request is refused (``ownership-refused`` in the event log) and the step is logged with
+``refused`` true.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ class StaticSchedule(OcsLabApp):
         switch = app_manager.lookup_service_brick("CircuitSwitch")
         for k in range(CYCLES):
             hub.sleep(PERIOD_S)
-            res = switch.apply(configs[k % len(configs)], DARK_S)
+            res = switch.apply(configs[k % len(configs)], DARK_S, by=self.name)
             self.applied.append(res)
-            self.state.log_event("static-schedule", step=k, config=k % len(configs),
+            self.state.log_event("static-schedule", step=k, config=k % len(configs), refused=bool(res.get("refused")),
                                  dark_window_measured_s=res["dark_window_measured_s"])

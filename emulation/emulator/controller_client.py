@@ -115,6 +115,16 @@ class ControllerClient:
         """Stop serving the Opus protocol."""
         self._call("POST", "/opus", {"disarm": True})
 
+    def post_events(self, records: list[dict]) -> dict:
+        """Raise collective and step events for the controller's apps (``POST /demand``,
+        ``controllers.circuit_switch.CircuitSwitch.post``); returns once a step's handlers are
+        done and the circuits they asked for are in place: ``{"events", "reconfigurations",
+        "dark_window_measured_s", "refused", "handlers_s", "circuits"}``.
+
+        :raises ControllerError: a malformed record (400) or no answer.
+        """
+        return self._call("POST", "/demand", {"events": records})
+
     def events(self, since: int = 0) -> list[dict]:
         """Controller event log from sequence number ``since``."""
         return self._call("GET", f"/events?since={since}")

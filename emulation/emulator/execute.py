@@ -9,7 +9,7 @@ from pathlib import Path
 
 from emulation.checks import complete
 from emulation.emulator.net import EmulatedFabric
-from emulation.emulator.orchestrator import run_workload
+from emulation.emulator.orchestrator import collective_events, run_workload
 from emulation.emulator.slotted import run_slotted
 from emulation.planners.cost import CostModel
 from emulation.results import RunResult
@@ -22,14 +22,22 @@ def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostMo
     """Run ``run`` on ``emu``: a per-step plan with :func:`~emulation.emulator.orchestrator.run_workload`,
     a time-slotted one with :func:`~emulation.emulator.slotted.run_slotted`; logs under ``run_dir``.
 
+    Who owns the circuits meanwhile (user apps loaded, ``docs/controllers.md``): the user's apps
+    when the run's planner is ``none``, otherwise the planner; in a time-slotted run the rotor
+    (its collective is announced, its steps are not: the rotor runs on the controller's clock).
+
     :param arrivals_s: real time each rank arrives (default: all at 0; time-slotted runs take none).
     :raises emulation.emulator.net.EmulationError: see the two runners.
     """
     w, sched = run.workload, run.schedule
     arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * w.ranks
     if isinstance(sched, SlottedPlan):
-        res = run_slotted(emu, run.name, w, sched.schedule, scale, cost.alpha_s, run_dir, sched.planner,
-                          relay=sched.relay)
+        with collective_events(emu, run.name, w, planner=sched.planner, owner="planner", steps=0,
+                               reconfiguration_delay_s=sched.schedule.reconfiguration_delay_s * scale.tdf) as end:
+            res = run_slotted(emu, run.name, w, sched.schedule, scale, cost.alpha_s, run_dir, sched.planner,
+                              relay=sched.relay)
+            end["time_s"] = res.time_s
     else:
-        res = run_workload(emu, run.name, w, sched, scale, cost.alpha_s, run_dir, arrivals_s=arrivals)
+        res = run_workload(emu, run.name, w, sched, scale, cost.alpha_s, run_dir, arrivals_s=arrivals,
+                           owner="app" if sched.planner == "none" else "planner")
     return complete(res, run, emu.fabric, iteration, arrivals)

@@ -27,6 +27,22 @@ emulator spends between steps is its own business and is left out; each step's `
   byte after release + alpha (agents waking late: in the run's time).
 
 The release itself is at one instant for every agent (``at``, a little after the broadcast).
+
+With user apps loaded in the controller (``--app``), the run also raises the controller's
+collective and step events (``POST /demand``, :class:`controllers.events.EventStepBegin`, ...):
+``collective-begin`` before the run's set-up, which hands the circuits to the run's owner (the
+user's apps when the scenario says ``planner: none``, otherwise the planner; the emulator for a
+run it makes on its own behalf, such as the headroom probe); then, before each step is released,
+the previous step's ``step-end`` and this step's ``step-begin`` in one request, whose answer
+comes once the apps handled it and the circuits they asked for are live; ``step-end`` and
+``collective-end`` after the last. That request sits between steps, off the run's clock; each
+step's ``timing`` says what it cost: ``events_s`` (the request's round trip, apps' reconfiguration
+included) and ``handlers_s`` (waiting for the apps' handlers). An app's reconfiguration counts
+like a planner's: its measured dark window is in the run's time. In a run the apps own, every
+transfer is spread evenly over the GPU's channels (parallel circuits the app sets are used
+whatever they are), every step waits for its acknowledgements before it reports (the app may
+reconfigure before the next), and each step's link loads are routed over the circuits in place
+when it was released. Without user apps nothing is posted.
 """
 
 from __future__ import annotations
@@ -44,11 +60,12 @@ from pathlib import Path
 import numpy as np
 
 from emulation.emulator.agent_schedule import AgentSchedules
+from emulation.emulator.controller_client import ControllerError
 from emulation.emulator.net import EmulatedFabric, EmulationError
 from emulation.fabric import Configuration
 from emulation.poll import wait_until
 from emulation.results import RunResult, StepResult, TransferResult
-from emulation.routing import Routes
+from emulation.routing import Routes, RoutingError
 from emulation.scale import Scale
 from emulation.schedule import Plan
 from emulation.workloads.model import Transfer, Workload
@@ -219,9 +236,56 @@ def open_under(emu: EmulatedFabric, coord: _Coordinator, alive, config: Configur
     coord.gather("opened", 60, alive, count=len(opens))
 
 
+#: Who may own the circuits during a run (:data:`controllers.events.OWNERS`).
+OWNERS = ("app", "planner", "emulator")
+
+
+def step_demand(step) -> list[list[int]]:
+    """``[[src, dst, bytes], ...]``: the real bytes of ``step``'s transfers summed per ordered
+    GPU pair, sorted (the ``demand`` of :class:`controllers.events.EventStepBegin`)."""
+    out: dict[tuple[int, int], int] = {}
+    for a, b, nbytes in zip(step.src.tolist(), step.dst.tolist(), step.bytes.tolist()):
+        out[(a, b)] = out.get((a, b), 0) + int(nbytes)
+    return [[a, b, v] for (a, b), v in sorted(out.items())]
+
+
+def collective_record(kind: str, name: str, workload: Workload, **fields) -> dict:
+    """A ``collective-begin`` or ``collective-end`` record for ``POST /demand`` (rank r on GPU r)."""
+    return {"kind": kind, "name": name, "collective": workload.collective, "algorithm": workload.algorithm,
+            "bytes": int(workload.bytes), "gpus": list(range(workload.ranks)), **fields}
+
+
+@contextlib.contextmanager
+def collective_events(emu: EmulatedFabric, name: str, workload: Workload, *, planner: str, owner: str, steps: int,
+                      reconfiguration_delay_s: float):
+    """Post ``collective-begin`` (owner ``owner`` for the run) on entering and ``collective-end``
+    on leaving (``time_s`` from the yielded dict's ``"time_s"``, None if the run failed), when
+    the controller has user apps; nothing otherwise. Yields that dict.
+
+    :raises ValueError: ``owner`` is not one of :data:`OWNERS`.
+    """
+    if owner not in OWNERS:
+        raise ValueError(f"owner must be one of {', '.join(OWNERS)}, got {owner!r}")
+    end: dict = {"time_s": None, "records": []}
+    if not emu.user_apps:
+        yield end
+        return
+    emu.client.post_events([collective_record("collective-begin", name, workload, steps=steps, planner=planner,
+                                              owner=owner, reconfiguration_delay_s=reconfiguration_delay_s)])
+    try:
+        yield end
+    finally:
+        try:
+            emu.client.post_events([*end["records"], collective_record("collective-end", name, workload,
+                                                                       time_s=end["time_s"])])
+        except ControllerError:
+            if end["time_s"] is not None:  # a failed run is reported by its own error
+                raise
+
+
 def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan, scale: Scale,
                  alpha_s: float, run_dir: Path, arrivals_s: list[float] | None = None,
-                 step_timeout_s: float | None = None) -> RunResult:
+                 step_timeout_s: float | None = None, owner: str = "emulator") -> RunResult:
     """Execute ``workload`` under ``plan`` with real packets; return the measured result.
 
     :param alpha_s: real per-message latency; agents wait ``alpha_s x TDF`` before each transfer.
@@ -229,13 +293,43 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
         ``arrivals_s[r] x TDF`` after the first step's release.
     :param step_timeout_s: wall seconds a step may take (default: 20x its busiest link's time at
         the emulated rate, plus 30 s).
+    :param owner: who owns the circuits during the run when user apps are loaded (module doc):
+        ``"app"`` (a scenario run with ``planner: none``), ``"planner"`` or ``"emulator"`` (the
+        default: a run the emulator makes on its own behalf).
+    :raises ValueError: an unknown ``owner``, or ``owner="app"`` with a plan that reconfigures.
     :raises EmulationError: an agent, the controller or the switch daemon was lost, or a step did
         not finish in time (the message names the step).
     """
     fabric, n = emu.fabric, workload.ranks
     if n != fabric.gpus:
         raise EmulationError(f"workload has {n} ranks, fabric {fabric.gpus} GPUs")
+    if owner == "app" and any(sp.action == "reconfigure" for sp in plan.steps):
+        raise ValueError(f"owner: the user's apps own the circuits only in a run whose planner does not "
+                         f"reconfigure (planner {plan.planner!r} does)")
     tdf = scale.tdf
+    with collective_events(emu, name, workload, planner=plan.planner, owner=owner, steps=len(plan.steps),
+                           reconfiguration_delay_s=plan.reconfiguration_delay_s * tdf) as end:
+        res = _run_workload(emu, name, workload, plan, scale, alpha_s, run_dir, arrivals_s, step_timeout_s,
+                            bool(emu.user_apps), owner == "app", end["records"])
+        end["time_s"] = res.time_s
+    return res
+
+
+def _step_loads(fabric, config: Configuration, step, channels: int):
+    """Route ``step`` under ``config``: its subflows and the real bytes on every directed link."""
+    routes = Routes(fabric, config, channels)
+    sf = routes.subflow_arrays([t.src for t in step.transfers], [t.dst for t in step.transfers])
+    return routes, sf, sf.link_loads(sf.flow_bytes([t.bytes for t in step.transfers]), len(routes.links))
+
+
+def _run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan, scale: Scale, alpha_s: float,
+                  run_dir: Path, arrivals_s: list[float] | None, step_timeout_s: float | None, post: bool,
+                  app_owned: bool, tail: list[dict]) -> RunResult:
+    """:func:`run_workload` once its collective is announced; ``post``: raise step events,
+    ``app_owned``: the user's apps own the circuits; ``tail`` gets the last ``step-end`` record."""
+    fabric, n = emu.fabric, workload.ranks
+    tdf = scale.tdf
+    p = fabric.ports_per_gpu
     emu.client.apply(plan.initial, 0.0)
     run_dir.mkdir(parents=True, exist_ok=True)
 
@@ -247,11 +341,10 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
                                                              for r in range(n)])
     for si, step in enumerate(workload.steps):
         # Route the step once: the same subflows give the per-link loads and the agents' parts.
-        routes = Routes(fabric, plan.steps[si].configuration, fabric.ports_per_gpu)
-        sf = routes.subflow_arrays([t.src for t in step.transfers], [t.dst for t in step.transfers])
-        loads = sf.link_loads(sf.flow_bytes([t.bytes for t in step.transfers]), len(routes.links))
-        for i in np.flatnonzero(loads):
-            totals[routes.links[i]] = totals.get(routes.links[i], 0.0) + float(loads[i])
+        routes, sf, loads = _step_loads(fabric, plan.steps[si].configuration, step, p)
+        if not app_owned:  # an app-owned run's loads are routed over the circuits it meets (module doc)
+            for i in np.flatnonzero(loads):
+                totals[routes.links[i]] = totals.get(routes.links[i], 0.0) + float(loads[i])
         step_loads.append(float(loads.max(initial=0.0)))
         worst_link = max(worst_link, step_loads[-1])
         schedules.add_step()
@@ -259,14 +352,19 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
             tid = len(tids)
             tids.append((si, t))
             eb = scale.emulated_bytes(t.bytes)
-            mine = np.flatnonzero(sf.transfer == k)
-            parts = [[int(sf.channel[f]), int(eb * sf.fraction[f])] for f in mine]
-            parts[0][1] += eb - sum(b for _, b in parts)
+            if app_owned:  # every channel an equal share: whichever parallel circuits the app sets
+                parts = [[c, eb // p + (c < eb % p)] for c in range(p)]
+            else:
+                mine = np.flatnonzero(sf.transfer == k)
+                parts = [[int(sf.channel[f]), int(eb * sf.fraction[f])] for f in mine]
+                parts[0][1] += eb - sum(b for _, b in parts)
             schedules.transfer(si, tid, t.src, t.dst, parts)
-    # Before a reconfiguration the agents wait until their data is acknowledged (agent doc).
+    # Before a reconfiguration the agents wait until their data is acknowledged (agent doc); in a
+    # run the apps own, any step may be followed by one.
     for si, sp in enumerate(plan.steps[1:]):
-        if sp.action == "reconfigure":
+        if sp.action == "reconfigure" or app_owned:
             schedules.drain(si)
+    demands = [step_demand(step) for step in workload.steps] if post else []
     # Connections the initial configuration cannot carry (a fabric of matchings, an empty OCS)
     # are opened before the timed run, each under the first configuration that routes it.
     initial = Routes(fabric, plan.initial, fabric.ports_per_gpu)
@@ -305,10 +403,37 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
         transfers: dict[int, TransferResult] = {}
         lead = RELEASE_LEAD_S
         reported: list[dict] = []
+        step_end: list[dict] = []
         for si, sp in enumerate(plan.steps):
             rec = StepResult.of(si, workload.steps[si].phase, clock / tdf, 0.0, sp.action, max_link_bytes=step_loads[si])
             dark = 0.0
             control: dict[str, float] = {}
+            events: dict[str, float] = {}
+            if post:  # the previous step's end and this one's beginning, in one request (module doc)
+                t_post = time.monotonic()
+                ans = emu.client.post_events([*step_end, {"kind": "step-begin", "name": name, "step": si,
+                                                          "steps": len(plan.steps), "phase": workload.steps[si].phase,
+                                                          "demand": demands[si]}])
+                events = {"events_s": (time.monotonic() - t_post) / tdf, "handlers_s": ans["handlers_s"] / tdf}
+                changed = [r for r in ans["reconfigurations"] if r.get("changed")]
+                if changed:  # the apps' reconfigurations count like a planner's
+                    dark = sum(r["dark_window_measured_s"] for r in changed)
+                    rec.action = "reconfigure"
+                    rec.reconfiguration_delay_s = sum(r["reconfiguration_delay_s"] for r in changed) / tdf
+                    rec.dark_window_measured_s = dark / tdf
+                    last_rc = changed[-1]
+                    control = {"removal_s": (last_rc["t_dark"] - last_rc["t_request"]) / tdf,
+                               "commit_s": (last_rc["t_live"] - last_rc["t_install"]) / tdf,
+                               "reroute_s": (last_rc["t_routed"] - last_rc["t_dark"]) / tdf}
+                if app_owned:  # route the step's loads over the circuits it meets
+                    try:
+                        routes, _sf, loads = _step_loads(fabric, Configuration.from_json(ans["circuits"]),
+                                                         workload.steps[si], p)
+                    except RoutingError as e:
+                        raise EmulationError(f"step {si}: the circuits the apps set do not carry the step: {e}") from None
+                    for i in np.flatnonzero(loads):
+                        totals[routes.links[i]] = totals.get(routes.links[i], 0.0) + float(loads[i])
+                    rec.max_link_bytes = float(loads.max(initial=0.0))
             if sp.action == "reconfigure":
                 res = emu.client.apply(sp.configuration, plan.reconfiguration_delay_s * tdf)
                 t_reply = time.monotonic()
@@ -340,7 +465,7 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
             ends = {int(tid): t for m in reports for tid, t in m["recv"].items()}
             starts = [v[0] for m in reports for v in m["send"].values()]
             end = max(ends.values(), default=at)
-            rec.timing = {**control, "heard_lag_s": (max(m["t_heard"] for m in reports) - at) / tdf,
+            rec.timing = {**control, **events, "heard_lag_s": (max(m["t_heard"] for m in reports) - at) / tdf,
                           "drain_s": (max(m.get("t_done", end) for m in reports) - end) / tdf}
             if starts:  # how late the agents wrote their first bytes after release + alpha
                 rec.timing.update(start_lag_s=(max(starts) - at - alpha_s * tdf) / tdf,
@@ -352,6 +477,10 @@ def run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan,
                 transfers[tid] = TransferResult.of(si, t.src, t.dst, t.bytes,
                                                 (max(at, origin + arrive[t.src]) - origin) / tdf, (t_end - origin) / tdf)
             steps.append(rec)
+            if post:
+                step_end = [{"kind": "step-end", "name": name, "step": si, "phase": rec.phase, "demand": demands[si],
+                             "time_s": rec.end_s - rec.start_s, "end_s": rec.end_s}]
+        tail.extend(step_end)
         run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
     write_tcp_info(run_dir, reported)
 
