@@ -84,7 +84,7 @@ class ApiError(Exception):
 ROUTES: dict[tuple[str, str], Callable[["JsonApi", dict], object]] = {}
 
 
-def route(method: str, path: str):
+def api_route(method: str, path: str):
     """Register the decorated function as the handler of ``method path`` in :data:`ROUTES`."""
     def register(fn):
         ROUTES[(method, path)] = fn
@@ -110,7 +110,7 @@ def _configurations(body: dict) -> list[Configuration]:
     return [Configuration.from_json(c) for c in body["configurations"]]
 
 
-@route("GET", "/status")
+@api_route("GET", "/status")
 def _status(api: "JsonApi", query: dict) -> dict:
     st = api.state
     names = st.expected_dpids()
@@ -120,13 +120,13 @@ def _status(api: "JsonApi", query: dict) -> dict:
     return {"switches": sw, "ready": all(sw.values())}
 
 
-@route("GET", "/circuits")
+@api_route("GET", "/circuits")
 def _circuits(api: "JsonApi", query: dict) -> dict:
     with api.state.lock:
         return api.state.circuits.to_json()
 
 
-@route("GET", "/events")
+@api_route("GET", "/events")
 def _events(api: "JsonApi", query: dict) -> list:
     try:
         since = int(query.get("since", "0"))
@@ -137,7 +137,7 @@ def _events(api: "JsonApi", query: dict) -> list:
     return api.state.events(since)
 
 
-@route("POST", "/configuration")
+@api_route("POST", "/configuration")
 def _configuration(api: "JsonApi", body: dict) -> dict:
     if "configuration" not in body:
         raise ValueError("configuration is missing")
@@ -145,12 +145,12 @@ def _configuration(api: "JsonApi", body: dict) -> dict:
     return api._circuit_switch().apply(config, _seconds(body, "reconfiguration_delay_s", 0.0))
 
 
-@route("POST", "/prepare")
+@api_route("POST", "/prepare")
 def _prepare(api: "JsonApi", body: dict) -> dict:
     return api._circuit_switch().prepare(_configurations(body))
 
 
-@route("POST", "/rotor")
+@api_route("POST", "/rotor")
 def _rotor(api: "JsonApi", body: dict) -> dict:
     cs = api._circuit_switch()
     if body.get("stop"):
@@ -167,7 +167,7 @@ def _rotor(api: "JsonApi", body: dict) -> dict:
                           _seconds(body, "start_delay_s", 0.05))
 
 
-@route("POST", "/failover")
+@api_route("POST", "/failover")
 def _failover(api: "JsonApi", body: dict) -> dict:
     app = _brick("FailoverApp")
     if body.get("disarm"):
@@ -178,7 +178,7 @@ def _failover(api: "JsonApi", body: dict) -> dict:
                    _seconds(body, "reconfiguration_delay_s", 0.0))
 
 
-@route("POST", "/opus")
+@api_route("POST", "/opus")
 def _opus(api: "JsonApi", body: dict) -> dict:
     app = _brick("OpusApp")
     if body.get("disarm"):
