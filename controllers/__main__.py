@@ -3,8 +3,10 @@
 --ocslab-wan FILE --ocslab-api-port M`` for a WAN slice's TE controller.
 
 Leading APP names: ``circuit_switch``, ``routing``, ``api``, ``failover``, ``opus`` (default:
-these five), ``wan_te`` (alone), or the path of your own app's ``.py`` file (with no built-in name
-given, it runs beside the five). Flags use the
+these five), ``wan_te`` (alone), ``ofctl_rest`` (the framework's stock REST app,
+``<framework>.app.ofctl_rest``, with its WSGI server on ``--wsapi-host``/``--wsapi-port``; refused
+in one line where the framework lacks it, as OS-Ken 4.x does), or the path of your own app's ``.py``
+file (with no built-in name but ``ofctl_rest`` given, these run beside the five). Flags use the
 ryu-manager names; OS-Ken 4.x has no ``osken-manager``, so this loads and instantiates the apps
 with OS-Ken's ``AppManager`` on its native (threaded) hub, as ``AppManager.run_apps`` does, and
 serves until SIGTERM or SIGINT (``docs/architecture.md``, machines).
@@ -28,6 +30,8 @@ APPS = {
 }
 #: The apps of an ML fabric (the default set); ``wan_te`` runs alone.
 FABRIC_APPS = ("circuit_switch", "routing", "api", "failover", "opus")
+#: The framework's own apps loadable by name: name -> module under the framework's package.
+STOCK_APPS = {"ofctl_rest": "app.ofctl_rest"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,13 +42,27 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     n_apps = next((i for i, a in enumerate(argv) if a.startswith("-")), len(argv))
     apps, rest = argv[:n_apps], argv[n_apps:]
-    unknown = [a for a in apps if a not in APPS and not (a.endswith(".py") and os.path.isfile(a))]
+    unknown = [a for a in apps if a not in APPS and a not in STOCK_APPS and not (a.endswith(".py") and os.path.isfile(a))]
     if unknown:
-        print(f"controllers: unknown app {unknown[0]!r} (known: {', '.join(APPS)}, or a path to your app's .py file)",
-              file=sys.stderr)
+        print(f"controllers: unknown app {unknown[0]!r} (known: {', '.join([*APPS, *STOCK_APPS])}, or a path to your "
+              "app's .py file)", file=sys.stderr)
         return 2
     from controllers import flags  # noqa: F401 - registers --ocslab-*
-    from controllers.sdn import RUNTIME, app_manager, cfg
+    from controllers.sdn import RUNTIME, app_manager, cfg, hub
+
+    package = RUNTIME.replace("-", "_")
+    wsgi = None
+    if any(a in STOCK_APPS for a in apps):
+        import importlib
+        import importlib.util
+
+        missing = [f"{package}.{STOCK_APPS[a]}" for a in apps if a in STOCK_APPS
+                   if importlib.util.find_spec(f"{package}.{STOCK_APPS[a]}") is None]
+        if missing or importlib.util.find_spec(f"{package}.app.wsgi") is None:
+            print(f"controllers: this {RUNTIME} has no {(missing or [package + '.app.wsgi'])[0]}: run it under Ryu "
+                  "(ryu-manager)", file=sys.stderr)
+            return 2
+        wsgi = importlib.import_module(f"{package}.app.wsgi")  # registers --wsapi-host, --wsapi-port
 
     AppManager = app_manager.AppManager
     if "log_file" not in cfg.CONF:
@@ -56,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     if not cfg.CONF.ofp_tcp_listen_port:
         print("controllers: --ofp-tcp-listen-port is required (no default port)", file=sys.stderr)
         return 2
-    if not [a for a in apps if a in APPS]:  # only your own apps: beside the fabric's
+    if not [a for a in apps if a in APPS]:  # only your own apps (or stock ones): beside the fabric's
         apps = list(FABRIC_APPS) + apps
     if "wan_te" in apps and len(apps) > 1:
         print("controllers: wan_te runs alone", file=sys.stderr)
@@ -73,8 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     manager = AppManager.get_instance()
-    manager.load_apps([APPS.get(a, os.path.abspath(a)) for a in apps])
+    manager.load_apps([APPS[a] if a in APPS else f"{package}.{STOCK_APPS[a]}" if a in STOCK_APPS else os.path.abspath(a)
+                       for a in apps])
     manager.instantiate_apps(**manager.create_contexts())
+    if wsgi is not None:  # as the framework's manager does: the REST apps' WSGI server
+        webapp = wsgi.start_service(manager)
+        if webapp is not None:
+            hub.spawn(webapp)
     stop.wait()
     # run_apps would now kill the apps' hub threads, which the native hub cannot do (threads are
     # not killable); close the apps, then end the process with its non-daemon hub threads.

@@ -8,7 +8,8 @@ network namespace on the machine):
 - ``GET /circuits``: the current configuration ``{ocs: [[[gpu, port], [gpu, port]], ...]}``
 - ``POST /configuration`` ``{"configuration": {...}, "reconfiguration_delay_s": float}``: reconfigure;
   answers when the new circuits carry traffic, with the phase timestamps (see
-  :meth:`controllers.circuit_switch.CircuitSwitch.apply`); 400 on a bad configuration.
+  :meth:`controllers.circuit_switch.CircuitSwitch.apply`); 400 on a bad configuration, 409 while
+  an OCS it changes is not connected.
 - ``POST /prepare`` ``{"configurations": [...]}``: compute the forwarding rules of configurations
   a schedule will visit ahead of time (:meth:`controllers.circuit_switch.CircuitSwitch.prepare`),
   so that reconfiguring to them reroutes quickly inside the dark window; answers
@@ -28,17 +29,22 @@ network namespace on the machine):
   (:meth:`controllers.circuit_switch.CircuitSwitch.post`); answers once a step's handlers are done.
 - ``GET /events?since=N``: the event log from sequence number N.
 
-A malformed request (not JSON, not an object, a missing or mistyped field, a time that is not in
-[0, 600] s) gets 400 and ``{"error": ...}`` before anything is changed; the server never stops on
-one.
+The routes are the table :data:`ROUTES`; ``controllers/openapi.yaml`` is their OpenAPI 3.1
+contract (request and answer schemas, statuses; a test holds the two equal). A malformed request
+(not JSON, not an object, a missing or mistyped field, a time that is not in [0, 600] s, a
+configuration that is not valid for the fabric) gets 400 and a one-line ``{"error": ...}`` before
+anything is changed; an unknown path 404, a known path under another method 405; a valid request
+the controller's state refuses now 409 (:func:`answer`). The server never stops on one.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+from controllers.barriers import BarrierTimeout
 from controllers.http_api import JsonHandler, serve
 from controllers.sdn import app_manager, cfg
 from controllers.circuit_switch import CircuitSwitch
@@ -66,9 +72,178 @@ def _ints(body: dict, key: str) -> list[int]:
     return x
 
 
+class ApiError(Exception):
+    """A request the API refuses with HTTP ``status`` and ``{"error": message}``."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+#: The API's route table, ``(method, path) -> handler(api, request) -> JSON answer``: the one the
+#: server dispatches on and the one ``controllers/openapi.yaml`` documents (a test holds them
+#: equal). ``request`` is the body of a POST, the query of a GET (``{name: last value}``).
+ROUTES: dict[tuple[str, str], Callable[["JsonApi", dict], object]] = {}
+
+
+def api_route(method: str, path: str):
+    """Register the decorated function as the handler of ``method path`` in :data:`ROUTES`."""
+    def register(fn):
+        ROUTES[(method, path)] = fn
+        return fn
+    return register
+
+
+def _brick(name: str):
+    """The loaded app ``name`` (a service brick of the framework).
+
+    :raises ApiError: 404, that app is not loaded (so its endpoint is not served).
+    """
+    app = app_manager.lookup_service_brick(name)
+    if app is None:
+        raise ApiError(404, f"the {name} app is not loaded: this endpoint is not served")
+    return app
+
+
+def _configurations(body: dict) -> list[Configuration]:
+    """``body["configurations"]`` as configurations. :raises ValueError: not a list."""
+    if not isinstance(body.get("configurations"), list):
+        raise ValueError("configurations must be a list")
+    return [Configuration.from_json(c) for c in body["configurations"]]
+
+
+@api_route("GET", "/status")
+def _status(api: "JsonApi", query: dict) -> dict:
+    st = api.state
+    names = st.expected_dpids()
+    with st.lock:
+        up = set(st.programmed)
+    sw = {name: dpid in up for dpid, name in sorted(names.items())}
+    return {"switches": sw, "ready": all(sw.values())}
+
+
+@api_route("GET", "/circuits")
+def _circuits(api: "JsonApi", query: dict) -> dict:
+    with api.state.lock:
+        return api.state.circuits.to_json()
+
+
+@api_route("GET", "/events")
+def _events(api: "JsonApi", query: dict) -> list:
+    try:
+        since = int(query.get("since", "0"))
+    except ValueError:
+        raise ValueError(f"since must be an integer, got {query.get('since')!r}") from None
+    if since < 0:
+        raise ValueError(f"since must be >= 0, got {since}")
+    return api.state.events(since)
+
+
+@api_route("POST", "/configuration")
+def _configuration(api: "JsonApi", body: dict) -> dict:
+    if "configuration" not in body:
+        raise ValueError("configuration is missing")
+    config = Configuration.from_json(body["configuration"])
+    return api._circuit_switch().apply(config, _seconds(body, "reconfiguration_delay_s", 0.0), by="emulator")
+
+
+@api_route("POST", "/demand")
+def _demand(api: "JsonApi", body: dict) -> dict:
+    """The emulator's collective and step events (:meth:`CircuitSwitch.post`)."""
+    return api._circuit_switch().post(body.get("events"))
+
+
+@api_route("POST", "/prepare")
+def _prepare(api: "JsonApi", body: dict) -> dict:
+    return api._circuit_switch().prepare(_configurations(body))
+
+
+@api_route("POST", "/rotor")
+def _rotor(api: "JsonApi", body: dict) -> dict:
+    cs = api._circuit_switch()
+    if body.get("stop"):
+        cs.stop_rotor()
+        return {"stopped": True}
+    configs = _configurations(body)
+    if not isinstance(body.get("slots_s"), list):
+        raise ValueError("slots_s must be a list")
+    slots = [_seconds({"slot": x}, "slot", None) for x in body["slots_s"]]
+    count = body.get("count")
+    if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= 10**7:
+        raise ValueError(f"count must be an integer in [0, 1e7], got {count!r}")
+    return cs.start_rotor(configs, slots, _seconds(body, "reconfiguration_delay_s", 0.0), count,
+                          _seconds(body, "start_delay_s", 0.05))
+
+
+@api_route("POST", "/failover")
+def _failover(api: "JsonApi", body: dict) -> dict:
+    app = _brick("FailoverApp")
+    if body.get("disarm"):
+        return app.disarm()
+    if not isinstance(body.get("mode"), str):
+        raise ValueError(f"mode must be a string, got {body.get('mode')!r}"[:200])
+    return app.arm(body["mode"], _ints(body, "placement"), _ints(body, "spares"),
+                   _seconds(body, "reconfiguration_delay_s", 0.0))
+
+
+@api_route("POST", "/opus")
+def _opus(api: "JsonApi", body: dict) -> dict:
+    app = _brick("OpusApp")
+    if body.get("disarm"):
+        return app.disarm()
+    if not isinstance(body.get("socket"), str) or not body["socket"]:
+        raise ValueError("socket must be a path")
+    return app.arm(body["socket"], _seconds(body, "reconfiguration_delay_s", 0.0), _seconds(body, "timeout_s", 10.0))
+
+
+def _one_line(e: BaseException) -> str:
+    """``e``'s message on one line (a KeyError names its key), at most 300 characters."""
+    msg = f"{e.args[0]!r} is missing" if isinstance(e, KeyError) and e.args else str(e) or type(e).__name__
+    return " ".join(msg.split())[:300]
+
+
+def answer(api: "JsonApi", method: str, target: str, read_body: Callable[[], dict]) -> tuple[int, object, dict]:
+    """Dispatch one request on :data:`ROUTES`: ``(status, JSON answer, extra headers)``.
+
+    200 the handler's answer; 400 ``{"error"}`` a malformed request (not JSON, not an object, a
+    missing or mistyped field, a time outside [0, MAX_SECONDS] s in any POST body's
+    ``reconfiguration_delay_s``, a configuration that is not valid for the fabric); 404 no such
+    path (or its app is not loaded); 405 a path served under other methods (``Allow`` says
+    which); 409 a valid request the controller's state refuses now (an OCS not connected, a
+    rotor already running); 500 a switch failing mid-way (a barrier timeout) or a bug. Nothing is
+    changed before a 400, 404 or 405.
+    """
+    url = urlparse(target)
+    methods = sorted(m for m, p in ROUTES if p == url.path)
+    if not methods:
+        return 404, {"error": f"no endpoint {url.path}"}, {}
+    if method not in methods:
+        return 405, {"error": f"{url.path} answers {', '.join(methods)}, not {method}"}, {"Allow": ", ".join(methods)}
+    try:
+        if method == "POST":
+            request = read_body()
+            _seconds(request, "reconfiguration_delay_s", 0.0)
+        else:
+            request = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        return 200, ROUTES[(method, url.path)](api, request), {}
+    except ApiError as e:
+        return e.status, {"error": str(e)}, {}
+    except BarrierTimeout as e:  # a switch that fails mid-way: report, keep serving
+        LOG.exception("%s %s failed", method, url.path)
+        return 500, {"error": f"a switch did not acknowledge: {_one_line(e)}"}, {}
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError, FabricError) as e:
+        return 400, {"error": f"bad request: {_one_line(e)}"}, {}
+    except RuntimeError as e:
+        return 409, {"error": _one_line(e)}, {}
+    except Exception as e:  # a bug: report, keep serving
+        LOG.exception("%s %s failed", method, url.path)
+        return 500, {"error": f"{type(e).__name__}: {_one_line(e)}"}, {}
+
+
 class JsonApi(OcsLabApp):
     """Runs the HTTP server in a hub thread; delegates to the circuit-switch app (an OS-Ken
-    service brick, ``lookup_service_brick``)."""
+    service brick, ``lookup_service_brick``) and the failover and Opus apps, through
+    :data:`ROUTES`."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -86,120 +261,30 @@ class JsonApi(OcsLabApp):
         super().stop()
 
     def _circuit_switch(self) -> CircuitSwitch:
-        app = app_manager.lookup_service_brick("CircuitSwitch")
-        if app is None:
-            raise RuntimeError("the circuit_switch app is not loaded")
-        return app
+        return _brick("CircuitSwitch")
 
-    def _handler_class(self):
+    def _handler_class(self) -> type[JsonHandler]:
+        """The request handler class: every method goes through :func:`answer`."""
         api = self
 
         class Handler(JsonHandler):
-            def do_GET(self):  # noqa: N802 - http.server API
-                try:
-                    self._get()
-                except ValueError as e:
-                    self.send_json(400, {"error": f"bad request: {e}"})
+            def _dispatch(self, method: str) -> None:
+                code, body, headers = answer(api, method, self.path, self.read_json)
+                self.send_json(code, body, headers)
 
-            def _get(self) -> None:
-                url = urlparse(self.path)
-                st = api.state
-                if url.path == "/status":
-                    names = st.expected_dpids()
-                    with st.lock:
-                        up = set(st.programmed)
-                    sw = {name: dpid in up for dpid, name in sorted(names.items())}
-                    self.send_json(200, {"switches": sw, "ready": all(sw.values())})
-                elif url.path == "/circuits":
-                    with st.lock:
-                        self.send_json(200, st.circuits.to_json())
-                elif url.path == "/events":
-                    since = int(parse_qs(url.query).get("since", ["0"])[0])
-                    if since < 0:
-                        raise ValueError(f"since must be >= 0, got {since}")
-                    self.send_json(200, st.events(since))
-                else:
-                    self.send_json(404, {"error": f"no endpoint {url.path}"})
+            def do_GET(self):  # noqa: N802 - http.server API
+                self._dispatch("GET")
 
             def do_POST(self):  # noqa: N802
-                url = urlparse(self.path)
-                try:
-                    body = self.read_json()
-                    dark = _seconds(body, "reconfiguration_delay_s", 0.0)
-                except ValueError as e:
-                    self.send_json(400, {"error": f"bad request: {e}"})
-                    return
-                if url.path == "/failover":
-                    try:
-                        app = app_manager.lookup_service_brick("FailoverApp")
-                        if app is None:
-                            raise RuntimeError("the failover app is not loaded")
-                        if body.get("disarm"):
-                            self.send_json(200, app.disarm())
-                            return
-                        self.send_json(200, app.arm(str(body["mode"]), _ints(body, "placement"), _ints(body, "spares"),
-                                                dark))
-                    except (KeyError, TypeError, ValueError, AttributeError, FabricError, RuntimeError) as e:
-                        self.send_json(400, {"error": str(e)})
-                    return
-                if url.path == "/opus":
-                    try:
-                        app = app_manager.lookup_service_brick("OpusApp")
-                        if app is None:
-                            raise RuntimeError("the opus app is not loaded")
-                        if body.get("disarm"):
-                            self.send_json(200, app.disarm())
-                            return
-                        if not isinstance(body.get("socket"), str) or not body["socket"]:
-                            raise ValueError("socket must be a path")
-                        self.send_json(200, app.arm(body["socket"], dark, _seconds(body, "timeout_s", 10.0)))
-                    except (KeyError, TypeError, ValueError, AttributeError, FabricError, RuntimeError) as e:
-                        self.send_json(400, {"error": str(e)})
-                    return
-                if url.path == "/rotor":
-                    try:
-                        cs = api._circuit_switch()
-                        if body.get("stop"):
-                            cs.stop_rotor()
-                            self.send_json(200, {"stopped": True})
-                            return
-                        if not isinstance(body.get("configurations"), list) or not isinstance(body.get("slots_s"), list):
-                            raise ValueError("configurations and slots_s must be lists")
-                        configs = [Configuration.from_json(c) for c in body["configurations"]]
-                        slots = [_seconds({"slot": x}, "slot", None) for x in body["slots_s"]]
-                        count = body.get("count")
-                        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= 10**7:
-                            raise ValueError(f"count must be an integer in [0, 1e7], got {count!r}")
-                        self.send_json(200, cs.start_rotor(configs, slots, dark, count,
-                                                       _seconds(body, "start_delay_s", 0.05)))
-                    except (KeyError, TypeError, ValueError, AttributeError, FabricError, RuntimeError) as e:
-                        self.send_json(400, {"error": str(e)})
-                    return
-                if url.path == "/demand":  # the emulator's collective and step events (CircuitSwitch.post)
-                    try:
-                        self.send_json(200, api._circuit_switch().post(body.get("events")))
-                    except (ValueError, RuntimeError) as e:
-                        self.send_json(400, {"error": str(e)})
-                    return
-                if url.path == "/prepare":
-                    try:
-                        if not isinstance(body.get("configurations"), list):
-                            raise ValueError("configurations must be a list")
-                        configs = [Configuration.from_json(c) for c in body["configurations"]]
-                        self.send_json(200, api._circuit_switch().prepare(configs))
-                    except (KeyError, TypeError, ValueError, AttributeError, FabricError, RuntimeError) as e:
-                        self.send_json(400, {"error": str(e)})
-                    return
-                if url.path != "/configuration":
-                    self.send_json(404, {"error": f"no endpoint {url.path}"})
-                    return
-                try:
-                    config = Configuration.from_json(body["configuration"])
-                    self.send_json(200, api._circuit_switch().apply(config, dark, by="emulator"))
-                except (KeyError, TypeError, ValueError, AttributeError, FabricError) as e:
-                    self.send_json(400, {"error": str(e)})
-                except Exception as e:  # a switch that fails mid-way: report, keep serving
-                    LOG.exception("apply failed")
-                    self.send_json(500, {"error": f"{type(e).__name__}: {e}"})
+                self._dispatch("POST")
+
+            def do_PUT(self):  # noqa: N802
+                self._dispatch("PUT")
+
+            def do_DELETE(self):  # noqa: N802
+                self._dispatch("DELETE")
+
+            def do_PATCH(self):  # noqa: N802
+                self._dispatch("PATCH")
 
         return Handler

@@ -23,10 +23,12 @@ class JsonHandler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         LOG.debug(fmt, *args)
 
-    def send_json(self, code: int, body: object) -> None:
-        """Answer ``code`` with ``body`` as JSON."""
+    def send_json(self, code: int, body: object, headers: dict[str, str] | None = None) -> None:
+        """Answer HTTP status ``code`` with ``body`` as JSON, and ``headers`` (name: value)."""
         data = json.dumps(body).encode()
         self.send_response(code)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

@@ -3,9 +3,9 @@
 Commands on a scenario file (every kind: ``ocslab kinds`` lists them, :mod:`emulation.kinds`):
 
 - ``ocslab run FILE [--backend mininet|flow] [--out DIR] [--force] [--controller os-ken|ryu]
-  [--app PATH ...] [--pcap [PORTS]]``: run the scenario, write ``DIR/result.json`` (the result
-  envelope, :mod:`emulation.envelope`), ``scenario.yaml`` and the kind's tables and plots, print
-  its summary.
+  [--ofctl-rest [PORT]] [--app PATH ...] [--pcap [PORTS]]``: run the scenario, write
+  ``DIR/result.json`` (the result envelope, :mod:`emulation.envelope`), ``scenario.yaml`` and the
+  kind's tables and plots, print its summary.
 - ``ocslab compare FILE`` (collective): both backends side by side; ``ocslab plan FILE``
   (collective): each run's plan; ``ocslab te FILE`` (wan): one matrix's TE solution;
   ``ocslab train FILE`` (training, rails): the scenario's torch job on the packet backend.
@@ -64,6 +64,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="run even if the headroom probe says the CPU is the bottleneck")
     r.add_argument("--controller", choices=("os-ken", "ryu"),
                    help="the framework the controller apps run on (default: the scenario's emulation.controller)")
+    r.add_argument("--ofctl-rest", nargs="?", const=8080, type=int, metavar="PORT",
+                   help="load Ryu's stock ofctl_rest beside the controller apps, its REST API on 127.0.0.1:PORT "
+                        "(default 8080; 0: any free port); needs --controller ryu")
     r.add_argument("--app", action="append", default=[], metavar="PATH",
                    help="your own controller app (.py), loaded beside the built-in ones (repeatable)")
     r.add_argument("--pcap", nargs="?", const="ocs", metavar="PORTS",
@@ -157,6 +160,10 @@ def _run(kind: kinds.Kind, sc, args) -> int:
     bad = [a for a in args.app if not (a.endswith(".py") and Path(a).is_file())]
     if bad:
         return fail(f"--app: {bad[0]!r} is not a .py file")
+    if args.ofctl_rest is not None:  # reaches the controller's launch (emulation.emulator.net.OFCTL_REST_ENV)
+        if "apps" not in kind.options or backend != "mininet":
+            return fail("--ofctl-rest: only a collective scenario on the mininet backend starts the fabric's controller")
+        os.environ["OCSLAB_OFCTL_REST"] = str(args.ofctl_rest)
     pcap = None if not args.pcap else (["ocs"] if args.pcap == "ocs" else [p for p in args.pcap.split(",") if p])
     if pcap and backend != "mininet":
         return fail("--pcap: packets are captured on the mininet backend only")

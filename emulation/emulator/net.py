@@ -71,6 +71,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _free_port_but(taken: set) -> int:
+    """A free port on 127.0.0.1 not in ``taken`` (added to it)."""
+    port = free_port()
+    while port in taken:
+        port = free_port()
+    taken.add(port)
+    return port
+
+
 def bridge_names(fabric: Fabric) -> list[str]:
     """Names of every bridge the fabric uses."""
     return (
@@ -118,13 +127,63 @@ def ryu_unavailable() -> str | None:
     return f"no {RYU_VENV}: `OCSLAB_EXTRAS=ryu make setup` makes it where a Python 3.9 exists"
 
 
+#: The environment variable that loads the framework's stock ``ofctl_rest`` beside the apps of
+#: every command that starts a fabric's controller (``ocslab run --ofctl-rest [PORT]`` sets it):
+#: the port of its REST API on 127.0.0.1, 0 for any free one (docs/controllers.md).
+OFCTL_REST_ENV = "OCSLAB_OFCTL_REST"
+#: The port ``--ofctl-rest`` takes without one: Ryu's own default (``--wsapi-port``).
+OFCTL_REST_PORT = 8080
+
+
+def ofctl_rest_unavailable(runtime: str) -> str | None:
+    """Why the framework ``runtime`` (``os-ken`` or ``ryu``) cannot load its stock
+    ``ofctl_rest`` app here (one line), or None when it can. Ryu ships ``ryu.app.ofctl_rest``;
+    OS-Ken dropped ``os_ken.app.ofctl_rest`` and its WSGI server (4.x has neither)."""
+    if runtime == "ryu":
+        why = ryu_unavailable()
+        return f"ryu is unavailable: {why}" if why else None
+    if runtime != "os-ken":
+        return f"unknown controller runtime {runtime!r} (os-ken or ryu)"
+    try:
+        found = all(importlib.util.find_spec(m) for m in ("os_ken.app.ofctl_rest", "os_ken.app.wsgi"))
+    except ImportError:
+        found = False
+    return None if found else "this OS-Ken has no os_ken.app.ofctl_rest: run the controller on Ryu (--controller ryu)"
+
+
+def ofctl_rest_port(value: int | str | None) -> int | None:
+    """The ``ofctl_rest`` port asked for by ``value`` (an int, the text of :data:`OFCTL_REST_ENV`,
+    or None/"" for none): None (not loaded), 0 (any free port) or a port in [1, 65535].
+
+    :raises MachineUnfit: not such a port, or that port is in use on 127.0.0.1 now (refused
+        before anything starts).
+    """
+    if value is None or value == "":
+        return None
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise MachineUnfit(f"--ofctl-rest ({OFCTL_REST_ENV}): a TCP port in [0, 65535] is needed (0: any free one), "
+                           f"got {value!r}")
+    if port:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError as e:
+                raise MachineUnfit(f"--ofctl-rest: port {port} on 127.0.0.1 is not free ({e.strerror}): "
+                                   "pick another, or 0 for any free one") from None
+    return port
+
+
 def controller_command(runtime: str, apps: list[str], args: list[str]) -> tuple[list[str], dict[str, str]]:
-    """The command (and environment) that starts ``apps`` (names of :mod:`controllers`, or paths
-    of your own apps' ``.py`` files) with
-    ``args`` on ``runtime``: ``os-ken`` runs ``python -m controllers APPS ARGS`` in this
+    """The command (and environment) that starts ``apps`` (names of :mod:`controllers`,
+    ``ofctl_rest`` for the framework's stock REST app, or paths of your own apps' ``.py`` files)
+    with ``args`` on ``runtime``: ``os-ken`` runs ``python -m controllers APPS ARGS`` in this
     interpreter; ``ryu`` runs ``ryu-manager --user-flags controllers/flags.py ARGS
-    controllers.APP ...`` from the Ryu environment (:func:`ryu_venv`) with the project on
-    ``PYTHONPATH``.
+    controllers.APP ...`` (``ryu.app.ofctl_rest`` for ``ofctl_rest``) from the Ryu environment
+    (:func:`ryu_venv`) with the project on ``PYTHONPATH``.
 
     :raises EmulationError: unknown runtime, or ryu is unavailable (:func:`ryu_unavailable`).
     """
@@ -139,7 +198,8 @@ def controller_command(runtime: str, apps: list[str], args: list[str]) -> tuple[
     env = {**os.environ, "PYTHONPATH": root}
     env.pop("PYTHONHOME", None)
     return ([str(RYU_VENV / "bin" / "ryu-manager"), "--user-flags", str(Path(root) / "controllers" / "flags.py"),
-             *args, *[a if a.endswith(".py") else f"controllers.{a}" for a in apps]], env)
+             *args, *[a if a.endswith(".py") else "ryu.app.ofctl_rest" if a == "ofctl_rest" else f"controllers.{a}"
+                      for a in apps]], env)
 
 
 def claim_machine(run_dir: Path) -> registry.Registration:
@@ -217,6 +277,9 @@ class EmulatedFabric(Lifecycle):
     :param controller: ``os-ken`` (``python -m controllers``) or ``ryu`` (``ryu-manager`` of
         ``.venv-ryu``, :func:`controller_command`).
     :param apps: paths of your own controller apps (``.py``), loaded beside the built-in ones.
+    :param ofctl_rest: load the framework's stock ``ofctl_rest`` beside the apps, its REST API on
+        127.0.0.1 at this port (0: any free one; :attr:`ofctl_rest_port` says which); None: as
+        :data:`OFCTL_REST_ENV` says (unset: not loaded). Ryu only (:func:`ofctl_rest_unavailable`).
     :param mtu: MTU of every fabric interface (bytes, 1500 ... 9000). Open vSwitch's userspace
         datapath costs CPU per frame, not per byte: at 9000 a frame carries six times the payload,
         so the machine carries about that much more emulated traffic; each frame then stands for
@@ -224,13 +287,14 @@ class EmulatedFabric(Lifecycle):
         fluid link (:func:`emulation.runner.frame_warning`; docs/emulator.md, "How many GPUs this machine
         emulates faithfully").
     :raises MachineBusy: another emulation is running, or a killed one left state behind.
+    :raises MachineUnfit: ``ofctl_rest`` asked on a framework without it, or on a port in use.
     :raises EmulationError: not root, Open vSwitch not running, the controller did not start,
         or the switches did not connect in time.
     """
 
     def __init__(self, fabric: Fabric, run_dir: Path, *, link_mbps: float,
                  delay_s: float = 0.0, capabilities: Capabilities | None = None, controller: str = "os-ken",
-                 apps: tuple[str, ...] = (), mtu: int = dpn.MTU):
+                 apps: tuple[str, ...] = (), mtu: int = dpn.MTU, ofctl_rest: int | None = None):
         if not 0 < link_mbps <= 1000:
             raise EmulationError(f"link_mbps: the emulated port rate must be in (0, 1000] Mbit/s, got {link_mbps}")
         if not dpn.MTU <= mtu <= dpn.MAX_MTU:
@@ -242,6 +306,9 @@ class EmulatedFabric(Lifecycle):
         self.delay_s = delay_s
         self.controller_runtime = controller
         self.user_apps = [str(Path(a).resolve()) for a in apps]
+        self.ofctl_rest_port = ofctl_rest_port(os.environ.get(OFCTL_REST_ENV) if ofctl_rest is None else ofctl_rest)
+        if self.ofctl_rest_port is not None and ofctl_rest_unavailable(controller):
+            raise MachineUnfit(f"--ofctl-rest: {ofctl_rest_unavailable(controller)}")
         self.caps = capabilities
         self.net = None
         self.drops: DropCounters | None = None
@@ -288,6 +355,8 @@ class EmulatedFabric(Lifecycle):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         log.info("starting the %s controller (logs in %s)", self.controller_runtime, self.run_dir / "controller.log")
         self._start_controller()
+        if self.ofctl_rest_port is not None:
+            log.info("ofctl_rest serves http://127.0.0.1:%d (e.g. GET /stats/flow/<dpid>)", self.ofctl_rest_port)
         log.info("building %d GPU hosts and %d switches at %s Mbit/s per link", self.fabric.gpus,
                  len(bridge_names(self.fabric)), self.link_mbps)
         self._build_net()
@@ -299,7 +368,8 @@ class EmulatedFabric(Lifecycle):
     def _start_controller(self) -> None:
         fabric_json = self.run_dir / "fabric.json"
         fabric_json.write_text(json.dumps(self.fabric.to_json()))
-        self.ofp_port, api_port = free_port(), free_port()
+        taken = {self.ofctl_rest_port}
+        self.ofp_port, api_port = (_free_port_but(taken), _free_port_but(taken))
         log = open(self.run_dir / "controller.log", "w")
         args = ["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(self.ofp_port),
                 "--ocslab-fabric", str(fabric_json), "--ocslab-api-port", str(api_port),
@@ -307,9 +377,12 @@ class EmulatedFabric(Lifecycle):
         ctl = ovs_ctl_path()
         if ctl is not None:  # the circuit switch flushes the datapath's cache after each barrier
             args += ["--ocslab-ovs-ctl", ctl]
-        cmd, env = controller_command(self.controller_runtime,
-                                      ["circuit_switch", "routing", "api", "failover", "opus", *self.user_apps],
-                                      args)
+        apps = ["circuit_switch", "routing", "api", "failover", "opus", *self.user_apps]
+        if self.ofctl_rest_port is not None:  # the framework's WSGI server, never on ocslab's ports
+            self.ofctl_rest_port = self.ofctl_rest_port or _free_port_but(taken)
+            args += ["--wsapi-host", "127.0.0.1", "--wsapi-port", str(self.ofctl_rest_port)]
+            apps.append("ofctl_rest")
+        cmd, env = controller_command(self.controller_runtime, apps, args)
         self.controller = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=project_root(),
                                            start_new_session=True, env=env)
         self.client = ControllerClient(api_port)
