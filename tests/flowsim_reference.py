@@ -439,3 +439,51 @@ class ReferenceFluidEngine:
         self._ids, self._left, self._t_act = self._ids[keep], self._left[keep], self._t_act[keep]
         self._rate = self._rate[keep]
         self._dirty = True
+
+
+# ---- the recorded times ----------------------------------------------------------------------
+#: Where :func:`write_recorded` keeps the reference's times of the benchmark's cases.
+RECORDED = __import__("pathlib").Path(__file__).resolve().parent / "data" / "dependency_driven_reference.npz"
+
+
+def recorded_case(case: str, gpus: int, nbytes: int = 1 << 30) -> dict[str, np.ndarray]:
+    """The reference's result of one benchmark case (:mod:`emulation.flowsim.cases`),
+    dependency-driven: ``{"time", "start", "end", "max_link_bytes"}`` (seconds, bytes; one entry
+    per step) and ``"link_bytes"`` (bytes of every directed link, in the fabric's link order)."""
+    from emulation.flowsim.cases import ALPHA_S, case_arrivals, case_inputs, case_plan
+
+    f, w = case_inputs(case, gpus, nbytes)
+    p = case_plan(case, f, w)
+    r = reference_dependency_driven(f, p.workload, p, alpha_s=ALPHA_S, arrivals_s=case_arrivals(case, gpus),
+                                    record_transfers=False)
+    return {"time": np.array([r.time_s]), "start": np.array([s.start_s for s in r.steps]),
+            "end": np.array([s.end_s for s in r.steps]), "max_link_bytes": np.array([s.max_link_bytes for s in r.steps]),
+            "link_bytes": np.array([l[4] for l in r.link_bytes])}
+
+
+def write_recorded(cases: list[str], sizes: list[int]) -> None:
+    """Run the reference on ``cases`` x ``sizes`` and add their results to :data:`RECORDED`
+    (keys ``case/gpus/field``), keeping what it holds for other cases."""
+    import time
+
+    old = dict(np.load(RECORDED)) if RECORDED.exists() else {}
+    for n in sizes:
+        for c in cases:
+            t0 = time.perf_counter()
+            for k, v in recorded_case(c, n).items():
+                old[f"{c}/{n}/{k}"] = v
+            print(f"{c} at {n} GPUs: {time.perf_counter() - t0:.1f} s", flush=True)
+            RECORDED.parent.mkdir(exist_ok=True)
+            np.savez_compressed(RECORDED, **old)
+
+
+if __name__ == "__main__":  # python tests/flowsim_reference.py CASE... --gpus N...
+    import argparse
+    import sys
+
+    sys.path.insert(0, str(RECORDED.parents[2]))
+    ap = argparse.ArgumentParser(description="record the reference engine's times of the benchmark's cases")
+    ap.add_argument("cases", nargs="+")
+    ap.add_argument("--gpus", type=int, nargs="+", default=[128, 1024])
+    a = ap.parse_args()
+    write_recorded(a.cases, a.gpus)
