@@ -96,7 +96,7 @@ class _Connections:
         self.ranks, self.fingerprint = ranks, fingerprint
         self._keys = np.zeros(0, dtype=np.int64)  # sorted pair keys
         self._slot_of = np.zeros(0, dtype=np.int64)  # slot of each sorted key
-        self.last = np.zeros(0)
+        self.last = np.zeros(0)  # 0: nothing delivered yet (every time compared with it is >= 0)
         self._cache: dict[tuple, np.ndarray | None] = {}
 
     def slots(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
@@ -114,7 +114,7 @@ class _Connections:
                 slot = np.concatenate([self._slot_of, self.last.size + np.arange(new.size)])
                 order = np.argsort(keys, kind="stable")
                 self._keys, self._slot_of = keys[order], slot[order]
-                self.last = np.concatenate([self.last, np.full(new.size, -np.inf)])
+                self.last = np.concatenate([self.last, np.zeros(new.size)])
             got = self._slot_of[np.searchsorted(self._keys, key)]
         self._cache[ck] = got
         return got
@@ -128,17 +128,17 @@ def run_waves(account: RunAccount, sim: StepSimulator, arrivals: np.ndarray, mem
     :raises SimulationError: a transfer is unroutable or a flow never finishes.
     """
     w, plan = account.workload, account.plan
-    if w.ranks * w.chunks * 8 > memory:
-        raise WavesOverlap(f"the (rank, chunk) table needs {w.ranks * w.chunks * 8 / 2**30:.1f} GiB")
+    if _ChunkTable.memory(w) > memory:
+        raise WavesOverlap(f"the (rank, chunk) table needs {_ChunkTable.memory(w) / 2**30:.1f} GiB")
     delay = plan.reconfiguration_delay_s
     ep = Epochs.of(plan, sim.space)
-    arrived = np.zeros((w.ranks, w.chunks))  # latest delivery of every (rank, chunk); -inf: none
-    arrived.fill(-np.inf)
+    arrived = _ChunkTable(w)
     conn = _Connections(w.ranks, sim.fingerprint)
     finished = -np.inf  # the latest fluid end of the steps so far
     latest = 0.0  # the latest delivery so far
     starts: list[float] = []
-    written: dict[tuple, bool] = {}  # whether a step's (rank, chunk) cells are distinct, by its columns
+    one_each: dict[tuple, bool] = {}  # whether a destination column names every rank at most once
+    late = bool(arrivals.size and arrivals.max() > 0)
     cap = sim.space.fabric.port_bytes_per_s
     for i, (step, sp) in enumerate(zip(w.steps, plan.steps)):
         e = int(ep.of_step[i])
@@ -154,71 +154,108 @@ def run_waves(account: RunAccount, sim: StepSimulator, arrivals: np.ndarray, mem
         if slots is None:
             raise WavesOverlap(f"step {i} has two transfers on one connection")
         lo, k = step.chunk, step.nchunks
-        ready = np.maximum(arrivals[src], conn.last[slots])
-        np.maximum(ready, _range_max(arrived, src, lo, k), out=ready)
-        release = np.maximum(ready, t0)
-        base = float(release.min())
+        ready = arrived.read(src, lo, k)
+        np.maximum(ready, conn.last[slots], out=ready)
+        if late:
+            np.maximum(ready, arrivals[src], out=ready)
+        np.maximum(ready, t0, out=ready)  # the release
+        base = float(ready.min())
         if base + sim.alpha < finished:
             raise WavesOverlap(f"step {i} starts before step {i - 1}'s flows end")
         dark = None
         if ep.reconfigures[e] and delay > 0 and ep.dark[e].size and base < t0 + delay:
             dark = (ep.dark[e], t0 + delay - base, cap)
-        offsets = release - base
-        out = sim.run(ep.configs[e], src, dst, step.bytes, offsets if offsets.any() else None, dark)
-        deliver = base + out.deliver
-        wkey = (sim.fingerprint(dst), sim.fingerprint(lo), sim.fingerprint(k))
-        distinct = written.get(wkey)
+        offsets = None if float(ready.max()) == base else ready - base
+        out = sim.run(ep.configs[e], src, dst, step.bytes, offsets, dark)
+        deliver = out.deliver + base
+        dkey = sim.fingerprint(dst)
+        distinct = one_each.get(dkey)
         if distinct is None:
-            distinct = written[wkey] = _distinct_cells(w.chunks, dst, lo, k)
-        _range_update(arrived, dst, lo, k, deliver, distinct)
+            distinct = one_each[dkey] = unique(dst).size == dst.size
+        arrived.write(dst, lo, k, deliver, distinct)
         conn.last[slots] = deliver
         finished = max(finished, base + out.fluid_end)
         latest = max(latest, base + out.end)
         account.add_outcome_loads(out)
         account.delivered += out.bytes
         account.add_step(i, t0 if opens else base, base + out.end, out.max_link_bytes, opens)
-        account.add_transfers(i, release, deliver)
+        account.add_transfers(i, ready, deliver)
 
 
-def _range_max(table: np.ndarray, rank: np.ndarray, lo: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """(T,) the largest ``table[rank[i], lo[i]:lo[i] + k[i]]``."""
-    k0 = int(k[0])
-    if k0 == 1 and (k.strides == (0,) or (k == 1).all()):
-        return table[rank, lo]
-    if k.strides == (0,) or (k == k0).all():
-        return table[rank[:, None], lo[:, None] + np.arange(k0)].max(axis=1)
-    n = k.astype(np.int64)
-    owner = np.repeat(np.arange(rank.size), n)
-    col = np.arange(owner.size) - np.repeat(np.cumsum(n) - n, n) + lo[owner]
-    return np.maximum.reduceat(table[rank[owner], col], np.cumsum(n) - n)
+class _ChunkTable:
+    """The latest delivery of every (rank, chunk) so far (0: none yet; every time compared with
+    it is >= 0), in one of three layouts:
 
+    - *pieces*, when the workload has fewer transfers than (rank, chunk) cells (RHD, direct):
+      every rank's chunks are cut at the boundaries of the ranges it sends or receives, and a
+      cell holds one piece (RHD's halving ranges: O(log n) pieces per rank);
+    - *skewed*, for single-chunk transfers: ``[(chunk - rank) mod C, rank]``, so a Ring step
+      (rank r sends chunk r - t) reads and writes one contiguous row;
+    - *dense*, ``[rank, chunk]``, otherwise.
+    """
 
-def _cells(chunks: int, rank: np.ndarray, lo: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(rows, cols, owner)``: every (rank, chunk) cell of the ranges ``[lo[i], lo[i] + k[i])``
-    at ``rank[i]``, with its range i."""
-    if k.strides == (0,) and int(k[0]) == 1 or (k == 1).all():
-        return rank, lo, np.arange(rank.size)
-    n = k.astype(np.int64)
-    owner = np.repeat(np.arange(rank.size), n)
-    return rank[owner], np.arange(owner.size) - np.repeat(np.cumsum(n) - n, n) + lo[owner], owner
+    def __init__(self, workload):
+        self.ranks, self.chunks = workload.ranks, workload.chunks
+        self.bounds = None
+        if 4 * workload.transfer_count < self.ranks * self.chunks:
+            c = transfer_columns(workload)
+            self.span = int((c["chunk"] + c["nchunks"]).max()) + 1 if c["chunk"].size else 1
+            hi = c["chunk"] + c["nchunks"]
+            self.bounds = unique(np.concatenate([c["src"] * self.span + c["chunk"], c["src"] * self.span + hi,
+                                                 c["dst"] * self.span + c["chunk"], c["dst"] * self.span + hi]))
+            self.table = np.zeros(max(self.bounds.size, 1))
+            self.skewed = False
+            return
+        self.skewed = all(s.nchunks.strides == (0,) and (not len(s) or int(s.nchunks[0]) == 1) or (s.nchunks == 1).all()
+                          for s in workload.steps)
+        self.table = np.zeros(self.ranks * self.chunks)  # untouched pages cost nothing until written
 
+    @staticmethod
+    def memory(workload) -> int:
+        """Bytes the table of ``workload`` takes."""
+        t = workload.transfer_count
+        return 8 * 8 * t if 4 * t < workload.ranks * workload.chunks else 8 * workload.ranks * workload.chunks
 
-def _distinct_cells(chunks: int, rank: np.ndarray, lo: np.ndarray, k: np.ndarray) -> bool:
-    """Whether no two ranges write one (rank, chunk) cell."""
-    rows, cols, _ = _cells(chunks, rank, lo, k)
-    return unique(rows * chunks + cols).size == rows.size
+    def _cells(self, rank: np.ndarray, lo: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Cells of the ranges, and the cells of each range (None: one cell each)."""
+        if self.bounds is not None:
+            a = np.searchsorted(self.bounds, rank * self.span + lo)
+            b = np.searchsorted(self.bounds, rank * self.span + lo + k)
+            n = b - a
+            return (a, None) if (n == 1).all() else (_expand(a, b), n)
+        if self.skewed:
+            d = lo - rank  # in (-ranks, chunks)
+            if self.ranks <= self.chunks:
+                d += self.chunks * (d < 0)
+            else:
+                d %= self.chunks
+            d *= self.ranks
+            d += rank
+            return d, None
+        first = rank * self.chunks + lo
+        if k.strides == (0,) or (k == k[0]).all():
+            k0 = int(k[0])
+            if k0 == 1:
+                return first, None
+            return (first[:, None] + np.arange(k0)).ravel(), np.full(rank.size, k0)
+        n = k.astype(np.int64)
+        return _expand(first, first + n), n
 
+    def read(self, rank: np.ndarray, lo: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """(T,) the latest delivery of any chunk of the ranges ``[lo[i], lo[i] + k[i])`` at ``rank[i]``."""
+        cells, n = self._cells(rank, lo, k)
+        got = self.table[cells]
+        return got if n is None else np.maximum.reduceat(got, np.cumsum(n) - n)
 
-def _range_update(table: np.ndarray, rank: np.ndarray, lo: np.ndarray, k: np.ndarray, when: np.ndarray,
-                  distinct: bool) -> None:
-    """``table[rank[i], lo[i]:lo[i] + k[i]] = max(table, when[i])`` for every i; ``distinct``:
-    no two ranges share a cell (:func:`_distinct_cells`)."""
-    rows, cols, owner = _cells(table.shape[1], rank, lo, k)
-    vals = when[owner]
-    if distinct:
-        table[rows, cols] = np.maximum(table[rows, cols], vals)
-    else:
-        np.maximum.at(table, (rows, cols), vals)
+    def write(self, rank: np.ndarray, lo: np.ndarray, k: np.ndarray, when: np.ndarray, distinct: bool) -> None:
+        """Deliveries ``when`` ((T,) s) of the ranges at ``rank``; ``distinct``: no two ranges
+        share a cell (then one vectorised assignment, else an unbuffered maximum)."""
+        cells, n = self._cells(rank, lo, k)
+        vals = when if n is None else np.repeat(when, n)
+        if distinct:
+            self.table[cells] = np.maximum(self.table[cells], vals)
+        else:
+            np.maximum.at(self.table, cells, vals)
 
 
 def event_memory(transfers: int, pairs_per_transfer: float) -> float:

@@ -28,39 +28,41 @@ from emulation.routing import RoutingError, SubflowArrays
 
 class Fingerprints:
     """Content keys of array columns, for recognising equal steps. A constant column is keyed by
-    its value; any other by a digest of its contents. Columns of the workload (alive for the
-    whole run) are remembered by their buffer, strides and shape, so a column that steps share
-    is keyed once; a window of an array found constant is constant without a scan (a Ring
-    AllReduce's byte columns are windows of one array)."""
+    its value; any other by a digest of its contents. Workload columns are immutable and alive
+    for the whole run, so a column is remembered by the array that holds its data (kept
+    referenced here) and its place in it: steps whose columns are views of one array (a Ring
+    AllReduce's steps share their rank columns) are keyed once, and a window of an array found
+    constant (its byte columns are windows of one array) is constant without a scan."""
 
     def __init__(self):
-        self._seen: dict[tuple, tuple] = {}
+        self._seen: dict[tuple, tuple[np.ndarray, tuple]] = {}  # place -> (root, key)
         self._roots: dict[int, tuple[np.ndarray, object]] = {}  # id -> (root, constant value or None)
 
     def __call__(self, col: np.ndarray, remember: bool = True) -> tuple:
-        """The key of ``col`` (any 1-D array). ``remember``: ``col`` outlives this object (a
-        workload column); False for a temporary array, whose address may be reused."""
-        where = (col.__array_interface__["data"][0], col.strides, col.shape, col.dtype.str)
-        key = self._seen.get(where) if remember else None
-        if key is None:
-            value = self._root_constant(col) if remember else None
-            if value is not None:
-                key = ("const", col.size, value)
-            elif col.size and col.min() == col.max():
-                key = ("const", col.size, col.flat[0].item())
-            else:
-                key = ("digest", col.size, col.dtype.str,
-                       hashlib.blake2b(np.ascontiguousarray(col).data, digest_size=16).digest())
-            if remember:
-                self._seen[where] = key
-        return key
-
-    def _root_constant(self, col: np.ndarray):
+        """The key of ``col`` (any 1-D array). ``remember``: ``col`` is a workload column
+        (immutable while the run lasts); False for a temporary array."""
+        if not remember:
+            return self._key(col)
         root = col
         while isinstance(root.base, np.ndarray):
             root = root.base
-        if root is col or not col.size:
-            return None
+        place = (id(root), col.__array_interface__["data"][0] - root.__array_interface__["data"][0], col.shape,
+                 col.strides, col.dtype.str)
+        got = self._seen.get(place)
+        if got is not None and got[0] is root:
+            return got[1]
+        value = self._root_constant(root) if root is not col and col.size else None
+        key = ("const", col.size, value) if value is not None else self._key(col)
+        self._seen[place] = (root, key)
+        return key
+
+    @staticmethod
+    def _key(col: np.ndarray) -> tuple:
+        if col.size and col.min() == col.max():
+            return ("const", col.size, col.flat[0].item())
+        return ("digest", col.size, col.dtype.str, hashlib.blake2b(np.ascontiguousarray(col).data, digest_size=16).digest())
+
+    def _root_constant(self, root: np.ndarray):
         got = self._roots.get(id(root))
         if got is None or got[0] is not root:
             flat = root.ravel()

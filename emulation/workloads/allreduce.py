@@ -44,12 +44,12 @@ def ring_allreduce(ranks: int, nbytes: int) -> Workload:
     src = np.arange(n, dtype=np.int64)
     dst = (src + 1) % n
     ids = np.concatenate([src, src])  # ids[o + r] = (o + r) mod n
-    size = w.chunk_bytes(ids)
+    size = w.chunk_bytes(ids)  # >= 0: every column below is a window of these arrays
     steps = []
     for phase, op, first in (("reduce-scatter", "reduce", 0), ("all-gather", "copy", 1)):
         for t in range(n - 1):
             o = (n + first - t) % n  # chunk of rank r: (r + first - t) mod n = ids[o + r]
-            steps.append(Step.columns(phase, src, dst, size[o:o + n], ids[o:o + n], 1, op))
+            steps.append(Step.columns(phase, src, dst, size[o:o + n], ids[o:o + n], 1, op, checked=True))
     return replace(w, steps=tuple(steps))
 
 

@@ -75,11 +75,14 @@ class Step:
         self._transfers = ts
 
     @classmethod
-    def columns(cls, phase: str, src, dst, nbytes, chunk, nchunks=1, op: Op = "reduce") -> Step:
+    def columns(cls, phase: str, src, dst, nbytes, chunk, nchunks=1, op: Op = "reduce", *,
+                checked: bool = False) -> Step:
         """A step from columns: ``src``, ``dst``, ``nbytes`` (bytes on the wire), ``chunk``,
         ``nchunks``: (T,) integer arrays or scalars (broadcast, without copying); ``op``: one of
         :data:`OPS` for every transfer, or a (T,) array of their codes.
 
+        :param checked: the caller has checked the columns (a generator whose steps are windows
+            of arrays it checked once: a Ring AllReduce's 2(n-1) steps); they are not scanned again.
         :raises ValueError: columns of different lengths, a negative rank or size, or an unknown op.
         """
         self = cls.__new__(cls)
@@ -87,13 +90,18 @@ class Step:
             if op not in OPS:
                 raise ValueError(f"op: unknown {op!r} (known: {', '.join(OPS)})")
             op = OPS.index(op)
-        cols = [np.asarray(c) for c in (src, dst, nbytes, chunk, nchunks, op)]
+        cols = [c if isinstance(c, np.ndarray) else np.asarray(c) for c in (src, dst, nbytes, chunk, nchunks, op)]
         size = max((c.size for c in cols if c.ndim), default=0)
         if any(c.ndim and c.shape != (size,) for c in cols):
             raise ValueError(f"step {phase!r}: columns of different lengths {[c.shape for c in cols]}")
-        cols = [np.broadcast_to(c.astype(np.int8 if k == 5 else np.int64, copy=False), (size,)) for k, c in enumerate(cols)]
-        if size and (min(int(cols[0].min()), int(cols[1].min()), int(cols[2].min()), int(cols[3].min())) < 0
-                     or int(cols[4].min()) < 1 or int(cols[5].max()) >= len(OPS)):
+        for k, c in enumerate(cols):
+            want = np.int8 if k == 5 else np.int64
+            if c.dtype != want:
+                c = c.astype(want)
+            cols[k] = c if c.shape == (size,) else np.broadcast_to(c, (size,))
+        if size and not checked and (
+                min(int(cols[0].min()), int(cols[1].min()), int(cols[2].min()), int(cols[3].min())) < 0
+                or int(cols[4].min()) < 1 or int(cols[5].max()) >= len(OPS)):
             raise ValueError(f"step {phase!r}: negative rank, bytes or chunk, nchunks < 1, or unknown op code")
         self._set(phase, *cols)
         self._transfers = None
@@ -222,8 +230,29 @@ class Workload:
 
     @property
     def bytes_sent(self) -> int:
-        """Total bytes on the wire over all steps."""
-        return sum(int(s.bytes.sum()) for s in self.steps)
+        """Total bytes on the wire over all steps. A byte column that is a window of a larger
+        array (a Ring AllReduce's) is summed from that array's prefix sums, once per array."""
+        prefix: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        total = 0
+        for st in self.steps:
+            col = st.bytes
+            if not col.size:
+                continue
+            if col.strides == (0,):
+                total += int(col[0]) * col.size
+                continue
+            root = col
+            while isinstance(root.base, np.ndarray):
+                root = root.base
+            if root is col or root.ndim != 1 or root.dtype != col.dtype or col.strides != root.strides:
+                total += int(col.sum())
+                continue
+            got = prefix.get(id(root))
+            if got is None or got[0] is not root:
+                got = prefix[id(root)] = (root, np.concatenate([[0], np.cumsum(root)]))
+            lo = (col.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // root.itemsize
+            total += int(got[1][lo + col.size] - got[1][lo])
+        return total
 
     def to_json(self) -> dict:
         """``{"collective", "algorithm", "ranks", "bytes", "chunks", "owner", "steps": [{"phase",
