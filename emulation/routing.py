@@ -33,7 +33,45 @@ class RoutingError(RuntimeError):
     """No path between two GPUs under the current configuration."""
 
 
+def _expand(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Every integer of every range ``[lo[i], hi[i])``, ranges in order."""
+    n = hi - lo
+    if not n.size:
+        return np.zeros(0, dtype=np.int64)
+    return np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n - lo, n)
+
+
 @dataclass(frozen=True)
+class LinkRuns:
+    """Paths as runs of consecutive positions in a *lane* order of the links: subflow
+    ``flow[i]`` crosses the links ``lane[start[i]:start[i] + length[i]]``, in path order. A
+    path of h hops on a ring of links is one or two runs, whatever h, where (subflow, link) pairs
+    would be h entries.
+
+    :ivar flow: (R,) subflow of each run (runs of one subflow in path order).
+    :ivar start: (R,) first lane position. :ivar length: (R,) links in the run (>= 1).
+    :ivar lane: (P,) link index at each lane position (each link at most once).
+    """
+
+    flow: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+    lane: np.ndarray
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(pair_flow, pair_link)``: the runs as (subflow, link) pairs, (N,) each, in path order."""
+        return np.repeat(self.flow, self.length), self.lane[_expand(self.start, self.start + self.length)]
+
+    def link_loads(self, flow_weight: np.ndarray, links: int) -> np.ndarray:
+        """(links,) the sum of ``flow_weight`` ((F,), e.g. bytes) over the subflows crossing each
+        link (exact for integer or half-integer weights below 2^53: a prefix sum over the lanes)."""
+        p = self.lane.size
+        w = flow_weight[self.flow]
+        edge = (np.bincount(self.start, weights=w, minlength=p + 1)
+                - np.bincount(self.start + self.length, weights=w, minlength=p + 1))
+        return np.bincount(self.lane, weights=np.cumsum(edge)[:p], minlength=links)
+
+
 class SubflowArrays:
     """How a batch of T transfers is spread over the fabric, as flat arrays.
 
@@ -45,14 +83,38 @@ class SubflowArrays:
     :ivar hops: (F,) links on the path.
     :ivar pair_flow: (N,) subflow of each (subflow, link) pair.
     :ivar pair_link: (N,) link index (into :attr:`Routes.links`) of each pair.
+    :ivar runs: the same paths as :class:`LinkRuns` where the routes made them (a ring of links),
+        else None; the pairs are then made from them on first use.
     """
 
-    transfer: np.ndarray
-    channel: np.ndarray
-    fraction: np.ndarray
-    hops: np.ndarray
-    pair_flow: np.ndarray
-    pair_link: np.ndarray
+    def __init__(self, transfer: np.ndarray, channel: np.ndarray, fraction: np.ndarray, hops: np.ndarray,
+                 pair_flow: np.ndarray | None = None, pair_link: np.ndarray | None = None,
+                 runs: LinkRuns | None = None):
+        if (pair_flow is None) == (runs is None):
+            raise ValueError("give either (subflow, link) pairs or link runs")
+        self.transfer, self.channel, self.fraction, self.hops = transfer, channel, fraction, hops
+        self._pairs = None if runs is not None else (pair_flow, pair_link)
+        self.runs = runs
+
+    @property
+    def pair_flow(self) -> np.ndarray:
+        """(N,) subflow of each (subflow, link) pair."""
+        return self._pair_arrays()[0]
+
+    @property
+    def pair_link(self) -> np.ndarray:
+        """(N,) link index of each pair."""
+        return self._pair_arrays()[1]
+
+    def _pair_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._pairs is None:
+            self._pairs = self.runs.pairs()
+        return self._pairs
+
+    @property
+    def pair_count(self) -> int:
+        """N, the (subflow, link) pairs (= the sum of ``hops``), without making them."""
+        return int(self.hops.sum())
 
     def flow_bytes(self, nbytes: np.ndarray) -> np.ndarray:
         """(F,) bytes of every subflow, given the transfers' bytes ``nbytes`` (T,)."""
@@ -62,6 +124,10 @@ class SubflowArrays:
         """(links,) bytes every directed link carries, given every subflow's bytes (F,)
         (:meth:`flow_bytes`); ``link_ids`` maps this batch's link indices to another index
         space of ``links`` links (the flow simulator's links of all configurations)."""
+        if self._pairs is None:
+            if link_ids is None:
+                return self.runs.link_loads(flow_bytes, links)
+            return np.bincount(link_ids, weights=self.runs.link_loads(flow_bytes, link_ids.size), minlength=links)
         ids = self.pair_link if link_ids is None else link_ids[self.pair_link]
         return np.bincount(ids, weights=flow_bytes[self.pair_flow], minlength=links)
 
@@ -98,6 +164,74 @@ class Routes:
         # Links sorted by (u, v, ...): the links from u to v are a contiguous run of _order.
         self._uv = (self.link_u * nodes + self.link_v)[self._order]
         self._tables: dict[int, np.ndarray] = {}
+        self._component: np.ndarray | None = None
+        self._ring: tuple[np.ndarray, np.ndarray, np.ndarray] | None | bool = False  # False: not looked at yet
+        self._star: tuple[np.ndarray, np.ndarray] | None | bool = False
+
+    def component(self) -> np.ndarray:
+        """(nodes,) int: the connected component of every node (every link has its reverse, so a
+        GPU reaches exactly the GPUs of its component)."""
+        if self._component is None:
+            from scipy.sparse.csgraph import connected_components
+
+            self._component = connected_components(self._rev, directed=True, connection="weak")[1]
+        return self._component
+
+    def ring(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(order, position, lane)`` if the links form one ring through every GPU (no switch,
+        every GPU one link to each of two distinct neighbours, in each direction), else None:
+        ``order[i]`` is the GPU at position i around the ring (GPU 0 first, then its lower-id
+        neighbour), ``position[g]`` its inverse, and ``lane`` (2n,) the link index of the link
+        from position i to i+1 at lane i and of the link from position p to p-1 at lane
+        ``n + (n - p) mod n``, so every shortest path is one or two runs of lanes."""
+        if self._ring is not False:
+            return self._ring
+        self._ring = None
+        n = self.fabric.gpus
+        if self.fabric.nodes != n or n < 3 or len(self.links) != 2 * n or (np.diff(self._start) != 2).any():
+            return None
+        outs = self.link_v[self._order].reshape(n, 2)  # each GPU's two neighbours, ascending
+        if (outs[:, 0] == outs[:, 1]).any():
+            return None
+        order = np.empty(n, dtype=np.int64)
+        order[0], order[1] = 0, outs[0, 0]
+        for i in range(2, n):  # walk the ring: the neighbour that is not where we came from
+            a, b = outs[order[i - 1]]
+            order[i] = b if a == order[i - 2] else a
+        if outs[order[-1], 0] != 0 and outs[order[-1], 1] != 0:
+            return None
+        position = np.full(n, -1, dtype=np.int64)
+        position[order] = np.arange(n)
+        if (position < 0).any():
+            return None
+        nxt = np.roll(order, -1)
+        fwd = self._link_index(order, nxt)
+        back = self._link_index(nxt, order)  # the link from position i+1 to i, at lane n + (n - i - 1) mod n
+        lane = np.empty(2 * n, dtype=np.int64)
+        lane[:n] = fwd
+        lane[n + (n - np.arange(1, n + 1)) % n] = back
+        self._ring = (order, position, lane)
+        return self._ring
+
+    def star(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(up, down)`` if every GPU has exactly one link, to one packet switch, and back (a
+        non-blocking switch, one port per GPU), else None: ``up[g]`` and ``down[g]`` are the
+        indices of GPU g's links to and from the switch; every path is ``[up[src], down[dst]]``."""
+        if self._star is not False:
+            return self._star
+        self._star = None
+        n = self.fabric.gpus
+        if self.fabric.nodes != n + 1 or len(self.links) != 2 * n or (np.diff(self._start)[:n] != 1).any():
+            return None
+        g = np.arange(n, dtype=np.int64)
+        if (self.link_v[self._order[self._start[:n]]] != n).any():
+            return None
+        self._star = (self._link_index(g, np.full(n, n)), self._link_index(np.full(n, n), g))
+        return self._star
+
+    def _link_index(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Index of the (first, canonical order) link from ``u[i]`` to ``v[i]``; every pair joined."""
+        return self._order[np.searchsorted(self._uv, u * self.fabric.nodes + v)]
 
     def _hops(self, nodes: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Hops from ``nodes`` to GPUs ``dst`` (arrays of one shape; -1: unreachable).
@@ -248,6 +382,7 @@ class Routes:
         """
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
+        self._check_reachable(src, dst)
         hops = self._hops(src, dst)
         bad = np.flatnonzero(hops < 0)
         if bad.size:
@@ -267,13 +402,37 @@ class Routes:
             cur = self.link_v[link]
         return out, hops
 
+    def _check_reachable(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """:raises RoutingError: some ``dst[i]`` is in another component than ``src[i]``."""
+        if not src.size:
+            return
+        comp = self.component()
+        bad = np.flatnonzero(comp[src] != comp[dst])
+        if bad.size:
+            i = bad[0]
+            raise RoutingError(f"no path from GPU {src[i]} to GPU {dst[i]} in this configuration")
+
     def subflow_arrays(self, src: np.ndarray, dst: np.ndarray) -> SubflowArrays:
-        """Spread T transfers over their distinct channel paths (see :meth:`subflows`).
+        """Spread T transfers over their distinct channel paths (see :meth:`subflows`). On a
+        ring of links (:meth:`ring`) the paths are given as :class:`LinkRuns`, computed from
+        the positions around the ring: the same paths as the tables give, in O(T) whatever
+        their length.
 
         :raises RoutingError: unreachable.
         """
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
+        if self.ring() is not None:
+            return self._ring_subflows(src, dst)
+        if self.star() is not None and self.channels == 1:
+            self._check_reachable(src, dst)
+            up, down = self._star
+            t = np.arange(src.size, dtype=np.int64)
+            hops = np.where(src == dst, 0, 2)
+            moves = np.flatnonzero(hops)
+            pf = np.repeat(moves, 2)
+            pl = np.stack([up[src[moves]], down[dst[moves]]], 1).ravel()
+            return SubflowArrays(t, np.zeros(src.size, dtype=np.int64), np.ones(src.size), hops, pf, pl)
         t = src.size
         per = [self.paths(src, dst, c) for c in range(self.channels)]
         hops = per[0][1]
@@ -306,6 +465,43 @@ class Routes:
         else:
             pf = pl = np.zeros(0, dtype=np.int64)
         return SubflowArrays(transfer, channel, fraction, fhops, pf, pl)
+
+    def _ring_subflows(self, src: np.ndarray, dst: np.ndarray) -> SubflowArrays:
+        """:meth:`subflow_arrays` on a ring: a pair f positions ahead (and n - f behind) takes
+        the shorter way round; at f = n - f (one tie, at the source only) channel c takes the
+        ``c mod 2``-th of the two first links in canonical order (the lower neighbour id first),
+        as the tables do."""
+        order, position, lane = self._ring
+        n = order.size
+        ps, pd = position[src], position[dst]
+        ahead = (pd - ps) % n
+        behind = n - ahead
+        tie = (ahead == behind) if self.channels > 1 else np.zeros(src.size, dtype=bool)
+        lower_ahead = order[(ps + 1) % n] < order[(ps - 1) % n]  # channel 0's way at a tie
+        fwd0 = np.where(ahead == behind, lower_ahead, ahead < behind)
+        hop0 = np.minimum(ahead, behind)
+        # subflows: (transfer, channel 0 way) for all, (transfer, channel 1 way) for ties
+        tr = np.concatenate([np.arange(src.size), np.flatnonzero(tie)])
+        ch = np.concatenate([np.zeros(src.size, dtype=np.int64), np.ones(int(tie.sum()), dtype=np.int64)])
+        fwd = np.concatenate([fwd0, ~fwd0[tie]])
+        even, odd = (self.channels + 1) // 2 / self.channels, self.channels // 2 / self.channels
+        frac = np.concatenate([np.where(tie, even, 1.0), np.full(int(tie.sum()), odd)])
+        srt = np.lexsort((ch, tr))
+        tr, ch, fwd, frac = tr[srt], ch[srt], fwd[srt], frac[srt]
+        hops = hop0[tr]
+        first = np.where(fwd, ps[tr], (n - ps[tr]) % n)  # lane offset within its direction's block
+        base = np.where(fwd, 0, n)
+        cut = np.minimum(hops, n - first)  # the part before the lanes wrap round
+        rest = hops - cut
+        flow = np.arange(tr.size)
+        two = np.flatnonzero(rest > 0)
+        rflow = np.concatenate([flow, two])
+        rstart = np.concatenate([base + first, base[two]])
+        rlen = np.concatenate([cut, rest[two]])
+        keep = rlen > 0
+        rflow, rstart, rlen = rflow[keep], rstart[keep], rlen[keep]
+        o = np.argsort(rflow, kind="stable")
+        return SubflowArrays(tr, ch, frac, hops, runs=LinkRuns(rflow[o], rstart[o], rlen[o], lane))
 
     def path(self, src: int, dst: int, channel: int = 0) -> list[Link]:
         """Directed links from GPU ``src`` to GPU ``dst`` on ``channel``.

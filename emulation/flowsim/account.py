@@ -16,6 +16,10 @@ from emulation.schedule import Plan
 from emulation.workloads.model import Workload
 
 
+#: Distinct step outcomes whose loads are counted before they are added up.
+PENDING = 64
+
+
 class RunAccount:
     """The records of one run of ``workload`` under ``plan`` over the links of ``space``.
 
@@ -51,12 +55,20 @@ class RunAccount:
 
     def add_outcome_loads(self, outcome) -> None:
         """Add the loads of a step outcome (an object with ``link_ids`` and ``link_bytes``, as
-        :class:`~emulation.flowsim.steps.StepOutcome`); equal outcomes are counted, not added."""
+        :class:`~emulation.flowsim.steps.StepOutcome`); a repeated outcome is counted and added
+        once with its count (the counts are flushed every :data:`PENDING` distinct outcomes)."""
         got = self._counted.get(id(outcome))
-        if got is None:
-            self._counted[id(outcome)] = [outcome, 1]
-        else:
+        if got is not None and got[0] is outcome:
             got[1] += 1
+            return
+        if len(self._counted) >= PENDING:
+            self._flush()
+        self._counted[id(outcome)] = [outcome, 1]
+
+    def _flush(self) -> None:
+        for outcome, times in self._counted.values():
+            self.add_loads(outcome.link_ids, outcome.link_bytes * times)
+        self._counted.clear()
 
     def add_transfers(self, index: int, release: np.ndarray, deliver: np.ndarray) -> None:
         """Record step ``index``'s transfers released at ``release`` and delivered at ``deliver``
@@ -69,10 +81,9 @@ class RunAccount:
 
     def link_totals(self) -> np.ndarray:
         """(L,) bytes every global link carried over the run."""
+        self._flush()
         total = np.zeros(len(self.space.links))
         total[:self._dense.size] += self._dense
-        for outcome, times in self._counted.values():
-            total[outcome.link_ids] += outcome.link_bytes * times
         return total
 
     def result(self, name: str, semantics: str) -> RunResult:

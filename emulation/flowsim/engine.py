@@ -8,6 +8,11 @@ recomputed at every event, so the allocation is exact for piecewise-constant dem
 Only live flows are kept in the working arrays (they are compacted as flows finish), so the
 cost of an event is proportional to the flows in the network, not to the flows of the run.
 
+A flow's path is given as (flow, link) pairs or, when a *lane* order of the links makes paths
+contiguous (a ring of links: :class:`~emulation.routing.LinkRuns`), as runs of lanes: then an
+event costs O(flows + links) whatever the paths' lengths
+(:func:`~emulation.flowsim.maxmin.max_min_rates_runs`).
+
 Spec: ``docs/architecture.md`` (flow-level backend).
 """
 
@@ -17,7 +22,7 @@ import heapq
 
 import numpy as np
 
-from emulation.flowsim.maxmin import max_min_rates
+from emulation.flowsim.maxmin import max_min_rates, max_min_rates_runs
 
 #: Relative tolerance under which flows finishing together are finished in one event.
 SAME_TIME = 1e-12
@@ -36,17 +41,22 @@ class FluidEngine:
 
     :param capacity: (L,) capacity of every link, bytes/s.
     :param now: start time, seconds.
+    :param lane: (P,) link at each lane position (each link at most once), for flows added as
+        runs (:meth:`add_runs`); None: the lanes are the links.
     """
 
-    def __init__(self, capacity: np.ndarray, now: float = 0.0):
+    def __init__(self, capacity: np.ndarray, now: float = 0.0, lane: np.ndarray | None = None):
         self.capacity = np.asarray(capacity, dtype=float).copy()
         self.now = float(now)
+        self.lane = None if lane is None else np.asarray(lane, dtype=np.int64)
         self._next_id = 0
         self._ids = np.zeros(0, dtype=np.int64)  # global id of each live flow
         self._left = np.zeros(0)  # bytes left
         self._t_act = np.zeros(0)  # activation time
-        self._pf = np.zeros(0, dtype=np.int64)  # pairs: live-flow position
-        self._pl = np.zeros(0, dtype=np.int64)  # pairs: link
+        self._pf = np.zeros(0, dtype=np.int64)  # runs: live-flow position
+        self._ps = np.zeros(0, dtype=np.int64)  # runs: first lane (the link, for a pair)
+        self._pn = np.zeros(0, dtype=np.int64)  # runs: lanes in the run
+        self._unit = True  # every run is one link and the lanes are the links: plain pairs
         self._rate = np.zeros(0)
         self._dirty = True
         self._changes: list[tuple[float, int, np.ndarray, float]] = []  # heap (t, seq, links, cap)
@@ -63,6 +73,26 @@ class FluidEngine:
         :returns: (F,) flow ids, increasing, unique over the engine's life.
         :raises ValueError: a flow starts in the past or has no bytes.
         """
+        pair_link = np.asarray(pair_link, dtype=np.int64)
+        if self.lane is not None:
+            where = np.full(self.capacity.size, -1, dtype=np.int64)
+            where[self.lane] = np.arange(self.lane.size)
+            pair_link = where[pair_link]
+        return self._add(nbytes, t_active, pair_flow, pair_link, np.ones(pair_link.size, dtype=np.int64))
+
+    def add_runs(self, nbytes: np.ndarray, t_active: np.ndarray, run_flow: np.ndarray, run_start: np.ndarray,
+                 run_length: np.ndarray) -> np.ndarray:
+        """Add F flows whose paths are runs of lanes: flow ``run_flow[i]`` crosses the links
+        ``lane[run_start[i]:run_start[i] + run_length[i]]`` (the engine's ``lane``).
+
+        :param nbytes: (F,) bytes. :param t_active: (F,) activation times, s.
+        :returns: (F,) flow ids. :raises ValueError: as :meth:`add`.
+        """
+        if self.lane is None:
+            raise ValueError("runs need the engine's lane order")
+        return self._add(nbytes, t_active, run_flow, run_start, run_length)
+
+    def _add(self, nbytes, t_active, run_flow, run_start, run_length) -> np.ndarray:
         nbytes = np.asarray(nbytes, dtype=float)
         t_active = np.asarray(t_active, dtype=float)
         if nbytes.size and (nbytes.min() <= 0 or t_active.min() < self.now):
@@ -70,11 +100,14 @@ class FluidEngine:
         ids = np.arange(self._next_id, self._next_id + nbytes.size)
         self._next_id += nbytes.size
         base = self._ids.size
+        run_length = np.asarray(run_length, dtype=np.int64)
+        self._unit = self._unit and self.lane is None and bool((run_length == 1).all())
         self._ids = np.concatenate([self._ids, ids])
         self._left = np.concatenate([self._left, nbytes])
         self._t_act = np.concatenate([self._t_act, t_active])
-        self._pf = np.concatenate([self._pf, np.asarray(pair_flow, dtype=np.int64) + base])
-        self._pl = np.concatenate([self._pl, np.asarray(pair_link, dtype=np.int64)])
+        self._pf = np.concatenate([self._pf, np.asarray(run_flow, dtype=np.int64) + base])
+        self._ps = np.concatenate([self._ps, np.asarray(run_start, dtype=np.int64)])
+        self._pn = np.concatenate([self._pn, run_length])
         self._rate = np.concatenate([self._rate, np.zeros(nbytes.size)])
         self._dirty = True
         return ids
@@ -98,7 +131,11 @@ class FluidEngine:
         local[pos] = np.arange(pos.size)
         sel = active[self._pf]
         self._rate = np.zeros(self._ids.size)
-        self._rate[pos] = max_min_rates(local[self._pf[sel]], self._pl[sel], self.capacity, pos.size)
+        if self._unit:
+            self._rate[pos] = max_min_rates(local[self._pf[sel]], self._ps[sel], self.capacity, pos.size)
+        else:
+            self._rate[pos] = max_min_rates_runs(local[self._pf[sel]], self._ps[sel], self._pn[sel], self.lane,
+                                                 self.capacity, pos.size)
         self._dirty = False
 
     def step(self) -> tuple[float, np.ndarray] | None:
@@ -152,7 +189,7 @@ class FluidEngine:
         newpos = np.cumsum(keep) - 1
         pkeep = keep[self._pf]
         self._pf = newpos[self._pf[pkeep]]
-        self._pl = self._pl[pkeep]
+        self._ps, self._pn = self._ps[pkeep], self._pn[pkeep]
         self._ids, self._left, self._t_act = self._ids[keep], self._left[keep], self._t_act[keep]
         self._rate = self._rate[keep]
         self._dirty = True

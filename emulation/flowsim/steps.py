@@ -91,6 +91,40 @@ class StepOutcome:
     bytes: float
 
 
+class _Routed:
+    """A step's routing, kept for its next use: the subflows, the global ids of the
+    configuration's links and, once known, each subflow's path capacity if no link carries two
+    subflows (``alone``; None: they share links or one is dark)."""
+
+    __slots__ = ("sf", "gid", "alone", "single", "size")
+
+    def __init__(self, sf: SubflowArrays, gid: np.ndarray):
+        self.sf, self.gid = sf, gid
+        self.alone: np.ndarray | None | bool = False  # False: not looked at yet
+        self.single = bool(sf.transfer.size == 0 or (sf.transfer.size == int(sf.transfer[-1]) + 1))
+        self.size = sf.transfer.size + (sf.runs.flow.size if sf.runs is not None else 2 * sf.hops.size)
+
+
+class _Bounded(dict):
+    """A dict that forgets its oldest entries once their sizes add up to more than ``limit``."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit, self.total = limit, 0
+
+    def keep(self, key, value, size: int) -> None:
+        self[key] = (value, size)
+        self.total += size
+        while self.total > self.limit and len(self) > 1:
+            oldest = next(iter(self))
+            self.total -= self.pop(oldest)[1]
+
+
+#: Array entries the caches of a :class:`StepSimulator` may hold (routes and outcomes; a Ring
+#: AllReduce reuses one of each, RHD one per level, back 2 log2 n steps).
+CACHE_ENTRIES = 1 << 25
+
+
 class StepSimulator:
     """Simulates steps alone on the links of ``space`` (module doc).
 
@@ -102,9 +136,9 @@ class StepSimulator:
     def __init__(self, space: LinkSpace, alpha: float, delta: float, reuse: bool = True):
         self.space, self.alpha, self.delta, self.reuse = space, alpha, delta, reuse
         self.fingerprint = Fingerprints()
-        self._routed: dict[tuple, tuple[SubflowArrays, np.ndarray]] = {}
-        self._done: dict[tuple, StepOutcome] = {}
-        self.simulated = 0  # steps that ran the fluid engine
+        self._routed = _Bounded(CACHE_ENTRIES // 2)
+        self._done = _Bounded(CACHE_ENTRIES // 2)
+        self.simulated = 0  # steps that ran the fluid engine (or its closed form)
 
     def route(self, config: Configuration, src: np.ndarray, dst: np.ndarray) -> tuple[SubflowArrays, np.ndarray]:
         """``(subflows, global link ids of the configuration's links)`` of transfers ``src`` ->
@@ -112,15 +146,21 @@ class StepSimulator:
 
         :raises SimulationError: a transfer is unroutable.
         """
+        got = self._route(config, src, dst)
+        return got.sf, got.gid
+
+    def _route(self, config: Configuration, src: np.ndarray, dst: np.ndarray) -> _Routed:
         key = (config, self.fingerprint(src), self.fingerprint(dst))
         got = self._routed.get(key)
         if got is None:
             routes, gid = self.space.routes(config)
             try:
-                got = self._routed[key] = (routes.subflow_arrays(src, dst), gid)
+                r = _Routed(routes.subflow_arrays(src, dst), gid)
             except RoutingError as e:
                 raise SimulationError(str(e)) from None
-        return got
+            self._routed.keep(key, r, r.size)
+            return r
+        return got[0]
 
     def run(self, config: Configuration, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
             offsets: np.ndarray | None = None, dark: tuple[np.ndarray, float, float] | None = None) -> StepOutcome:
@@ -132,51 +172,91 @@ class StepSimulator:
             still open when the step starts). A step with one is not reused.
         :raises SimulationError: a transfer is unroutable, or a flow never finishes.
         """
-        sf, gid = self.route(config, src, dst)
+        routed = self._route(config, src, dst)
         key = None
         if self.reuse and dark is None:
             okey = ("const", 0) if offsets is None else self.fingerprint(offsets, remember=False)
             key = (config, self.fingerprint(src), self.fingerprint(dst), self.fingerprint(nbytes), okey)
             got = self._done.get(key)
             if got is not None:
-                return got
-        out = self._simulate(sf, gid, np.asarray(nbytes, dtype=float), offsets, dark)
+                return got[0]
+        out = self._simulate(routed, np.asarray(nbytes, dtype=float), offsets, dark)
         if key is not None:
-            self._done[key] = out
+            self._done.keep(key, out, out.deliver.size + 2 * out.link_ids.size)
         return out
 
-    def _simulate(self, sf: SubflowArrays, gid: np.ndarray, nb: np.ndarray, offsets: np.ndarray | None,
+    def _alone(self, routed: _Routed, moving: np.ndarray) -> np.ndarray | None:
+        """Each moving subflow's path capacity (bytes/s) if no link carries two of them and none
+        is dark (every flow then moves at that rate from start to end: the max-min allocation of
+        flows that share nothing), else None. Kept on the route when every subflow moves."""
+        sf, gid = routed.sf, routed.gid
+        every = moving.size == sf.transfer.size
+        if every and routed.alone is not False:
+            return routed.alone
+        caps = None
+        if sf.runs is None and sf.pair_flow.size <= 4 * moving.size:
+            if every:
+                pf, pl = sf.pair_flow, sf.pair_link
+            else:
+                sel = np.isin(sf.pair_flow, moving)
+                pf, pl = sf.pair_flow[sel], sf.pair_link[sel]
+            if not np.bincount(pl, minlength=gid.size).max(initial=0) > 1:
+                cap = self.space.capacity(gid)[pl]
+                k = pl.size // max(moving.size, 1)
+                if cap.size and cap.min() > 0 and k * moving.size == pl.size and (sf.hops[moving] == k).all():
+                    caps = cap.reshape(-1, k).min(axis=1)  # every path k links long (a switch: 2)
+                elif cap.size and cap.min() > 0:
+                    first = np.flatnonzero(np.concatenate([[True], pf[1:] != pf[:-1]]))
+                    if first.size == moving.size:
+                        caps = np.minimum.reduceat(cap, first)
+        if every:
+            routed.alone = caps
+        return caps
+
+    def _simulate(self, routed: _Routed, nb: np.ndarray, offsets: np.ndarray | None,
                   dark: tuple[np.ndarray, float, float] | None) -> StepOutcome:
         self.simulated += 1
+        sf, gid = routed.sf, routed.gid
         fbytes = sf.flow_bytes(nb)
         fin = (np.zeros(sf.transfer.size) if offsets is None else offsets[sf.transfer]) + self.alpha
         moving = np.flatnonzero(fbytes > 0)
         fluid_end = -np.inf
-        if moving.size:
-            cap = self.space.capacity(gid)
-            eng = FluidEngine(cap)
+        alone = self._alone(routed, moving) if dark is None and moving.size else None
+        if alone is not None:  # no link carries two flows: each moves at its path's capacity
+            fin[moving] += fbytes[moving] / alone
+            fluid_end = float(fin[moving].max())
+        elif moving.size:
+            runs = sf.runs
+            eng = FluidEngine(self.space.capacity(gid), lane=None if runs is None else runs.lane)
             if dark is not None:
                 links, until, restore = dark
                 local = np.flatnonzero(np.isin(gid, links))
                 if local.size:
                     eng.capacity[local] = 0.0
                     eng.set_capacity(local, restore, until)
-            sel = np.isin(sf.pair_flow, moving) if moving.size < fbytes.size else slice(None)
             local = np.full(fbytes.size, -1, dtype=np.int64)
             local[moving] = np.arange(moving.size)
             try:
-                ids = eng.add(fbytes[moving], fin[moving], local[sf.pair_flow[sel]], sf.pair_link[sel])
+                if runs is not None:
+                    sel = np.isin(runs.flow, moving) if moving.size < fbytes.size else slice(None)
+                    ids = eng.add_runs(fbytes[moving], fin[moving], local[runs.flow[sel]], runs.start[sel],
+                                       runs.length[sel])
+                else:
+                    sel = np.isin(sf.pair_flow, moving) if moving.size < fbytes.size else slice(None)
+                    ids = eng.add(fbytes[moving], fin[moving], local[sf.pair_flow[sel]], sf.pair_link[sel])
                 while (ev := eng.step()) is not None:
                     t, finished = ev
                     fin[moving[finished - ids[0]]] = t
             except DeadlockError as e:
                 raise SimulationError(str(e)) from None
             fluid_end = float(fin[moving].max())
-        deliver = fin + sf.hops * self.delta
-        first = np.flatnonzero(np.r_[True, sf.transfer[1:] != sf.transfer[:-1]])
-        deliver = np.maximum.reduceat(deliver, first) if deliver.size else deliver
-        if sf.pair_link.size:
-            loads = np.bincount(sf.pair_link, weights=fbytes[sf.pair_flow], minlength=gid.size)
+        deliver = fin + sf.hops * self.delta if self.delta else fin
+        if not routed.single and deliver.size:
+            deliver = np.maximum.reduceat(deliver, np.flatnonzero(np.r_[True, sf.transfer[1:] != sf.transfer[:-1]]))
+        if alone is not None and moving.size == fbytes.size:  # every link carries one subflow's bytes
+            link_ids, link_bytes = gid[sf.pair_link], fbytes[sf.pair_flow]
+        elif sf.pair_count:
+            loads = sf.link_loads(fbytes, gid.size)
             nz = np.flatnonzero(loads)
             link_ids, link_bytes = gid[nz], loads[nz]
         else:

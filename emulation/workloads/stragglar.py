@@ -80,61 +80,81 @@ def stragglar_rounds(ranks: int) -> tuple[tuple[Move, ...], ...]:
     return min((_matching_rounds(ranks, w) for w in weightings), key=len)
 
 
-def _doubling_rounds(n: int) -> tuple[tuple[Move, ...], ...]:
-    """The pipelined-doubling construction for n a power of two (module doc)."""
+#: Kinds of a Phase B transfer, by code (:func:`doubling_columns`).
+KINDS: tuple[Kind, ...] = ("exchange", "forward", "swap")
+
+
+def doubling_columns(n: int):
+    """The pipelined-doubling construction for n a power of two (module doc), one round at a
+    time, as arrays: yields ``(src, dst, chunk, kind)`` per round, each (M,) int64 (``kind``:
+    codes into :data:`KINDS`), transfers in the order :func:`stragglar_rounds` lists them.
+    O(n) array operations per round; the construction ends after ``n - 2 + log2 n`` rounds.
+
+    :raises ValueError: n not a power of two >= 2.
+    """
+    if n < 2 or n & (n - 1):
+        raise ValueError(f"ranks: the doubling construction needs a power of two, got {n}")
     levels = n.bit_length() - 1
     s = n - 1
-    active: dict[int, int] = {}  # non-straggler -> its one active chunk
-    holds = [set() for _ in range(n)]
-    rounds: list[tuple[Move, ...]] = []
-    r = 0
-    while not all(len(h) == n - 1 for h in holds):
-        moves: list[Move] = []
+    active = np.full(s, -1, dtype=np.int64)  # every non-straggler's one active chunk (-1: none)
+    ranks = np.arange(s, dtype=np.int64)
+    for r in range(lower_bound_rounds(n)):
+        parts: list[tuple[np.ndarray, ...]] = []
         if r <= n - 2:
-            moves += [Move(r, s, r, "exchange"), Move(s, r, r, "exchange")]
-        if r < levels:
-            if r >= 1:
-                senders = sorted((u for u in active if u != r), key=lambda u: (active[u], u))
-                empty = [x for x in range(2 * levels - 1, n - 1) if x not in active]
-                pairs = []
-                if r - 1 + levels <= n - 2:
-                    pairs.append((r - 1, r - 1 + levels))
-                    senders.remove(r - 1)
-                pairs += zip(senders, empty)
-                moves += [Move(a, b, active[a], "forward") for a, b in pairs]
-        else:
+            parts.append((np.array([r, s]), np.array([s, r]), np.array([r, r]), np.array([0, 0])))
+        if 1 <= r < levels:
+            holders = ranks[(active >= 0) & (ranks != r)]
+            senders = holders[np.lexsort((holders, active[holders]))]
+            empty = np.arange(2 * levels - 1, n - 1)
+            empty = empty[active[empty] < 0]
+            a0, b0 = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            if r - 1 + levels <= n - 2:
+                a0, b0 = np.array([r - 1]), np.array([r - 1 + levels])
+                senders = senders[senders != r - 1]
+            m = min(senders.size, empty.size)
+            a, b = np.concatenate([a0, senders[:m]]), np.concatenate([b0, empty[:m]])
+            chunk = active[a]
+            parts.append((a, b, chunk, np.ones(a.size, dtype=np.int64)))
+            active[b] = chunk
+        elif r >= levels:
             oldest = r - levels
-            group = sorted(u for u, c in active.items() if c == oldest and u != r)
-            newer: dict[int, list[int]] = {}
-            for u in sorted(active):
-                if u != r and active[u] > oldest:
-                    newer.setdefault(active[u], []).append(u)
+            group = ranks[(active == oldest) & (ranks != r)]
+            newer = ranks[(active > oldest) & (ranks != r)]
+            newer = newer[np.lexsort((newer, active[newer]))]  # by chunk, then rank
+            chunks = active[newer]
+            # rank u meets the straggler in round u holding chunk u - L: it takes that chunk's last holder
+            eligible = (group > r) & (group <= n - 2)
+            last = np.searchsorted(chunks, group - levels, "right") - 1
+            found = eligible & (last >= 0) & (chunks[np.maximum(last, 0)] == group - levels)
+            taken = np.zeros(newer.size, dtype=bool)
+            taken[last[found]] = True
+            pool = newer[~taken]
             if r >= n - 1:
-                newer.setdefault(n - 2, []).append(s)
-            pairs, rest = [], []
-            for u in group:
-                need = u - levels  # rank u meets the straggler in round u holding chunk u - L
-                if r < u <= n - 2 and newer.get(need):
-                    pairs.append((u, newer[need].pop()))
-                else:
-                    rest.append(u)
-            pool = [v for c in sorted(newer) for v in newer[c]]
-            if len(pool) != len(rest):
+                pool = np.append(pool, s)
+            rest = group[~found]
+            if pool.size != rest.size:
                 raise AssertionError(f"doubling construction broke at n={n}, round {r}")
-            pairs += zip(rest, pool)
-            for u, v in pairs:
-                if v != s:
-                    moves.append(Move(u, v, oldest, "swap"))
-                moves.append(Move(v, u, n - 2 if v == s else active[v], "swap" if v != s else "forward"))
-        for m in moves:
-            if m.kind != "exchange" and m.dst != s and m.chunk != r - levels:
-                active[m.dst] = m.chunk
+            u = np.concatenate([group[found], rest])
+            v = np.concatenate([newer[last[found]], pool])
+            back = np.where(v == s, n - 2, active[np.minimum(v, s - 1)])
+            both = v != s
+            src = np.stack([u, v], 1).ravel()
+            dst = np.stack([v, u], 1).ravel()
+            chunk = np.stack([np.full(u.size, oldest), back], 1).ravel()
+            kind = np.stack([np.full(u.size, 2), np.where(both, 2, 1)], 1).ravel()
+            keep = np.stack([both, np.ones(u.size, dtype=bool)], 1).ravel()
+            parts.append((src[keep], dst[keep], chunk[keep], kind[keep]))
+            active[u] = back
         if r <= n - 2:
             active[r] = r
-        _apply(holds, moves)
-        rounds.append(tuple(moves))
-        r += 1
-    return tuple(rounds)
+        yield tuple(np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+                    for i in range(4))
+
+
+def _doubling_rounds(n: int) -> tuple[tuple[Move, ...], ...]:
+    """:func:`doubling_columns` as :class:`Move` tuples."""
+    return tuple(tuple(Move(int(a), int(b), int(c), KINDS[k]) for a, b, c, k in zip(*(x.tolist() for x in cols)))
+                 for cols in doubling_columns(n))
 
 
 def _matching_rounds(n: int, weighting: str) -> tuple[tuple[Move, ...], ...]:
@@ -196,11 +216,22 @@ def stragglar_allreduce(ranks: int, nbytes: int) -> Workload:
     n = ranks
     k = n - 1
     w = Workload("allreduce", "stragglar", n, nbytes, k)
-    steps = [Step("A", tuple(w.transfer(g, (g + 1) % k, (g - t - 1) % k) for g in range(k)))
-             for t in range(k - 1)]
-    for rnd in stragglar_rounds(n):
-        steps.append(Step("B", tuple(
-            w.transfer(m.src, m.dst, m.chunk, op="reduce" if m.kind == "exchange" else "copy") for m in rnd)))
+    # Phase A as a Ring: every step shares the rank columns and windows one chunk array.
+    src = np.arange(k, dtype=np.int64)
+    dst = (src + 1) % k
+    ids = np.concatenate([src, src])  # ids[o + g] = (o + g) mod k
+    size = w.chunk_bytes(ids)
+    steps = [Step.columns("A", src, dst, size[o:o + k], ids[o:o + k], 1, "reduce", checked=True)
+             for o in ((k - t - 1) % k for t in range(k - 1))]
+    if n >= 2 and n & (n - 1) == 0:
+        size_of = w.chunk_bytes(np.arange(k, dtype=np.int64))
+        for a, b, c, kind in doubling_columns(n):
+            steps.append(Step.columns("B", a, b, size_of[c], c, 1, np.where(kind == 0, 0, 1).astype(np.int8),
+                                      checked=True))
+    else:
+        for rnd in stragglar_rounds(n):
+            steps.append(Step("B", tuple(
+                w.transfer(m.src, m.dst, m.chunk, op="reduce" if m.kind == "exchange" else "copy") for m in rnd)))
     return replace(w, steps=tuple(steps))
 
 
