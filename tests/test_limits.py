@@ -1,30 +1,46 @@
-"""Size limits decided before anything is built: the flow backend's memory model (transfers fitted
-from small builds) and the packet backend's headroom model."""
+"""Size limits decided before anything is built: the flow backend's memory model (column bytes,
+steps, largest step and configurations fitted from small builds) and the packet backend's
+headroom model."""
 
 from __future__ import annotations
 
 import pytest
 
 from emulation.emulator.limits import packet_gpu_limit
-from emulation.flowsim.limits import BYTES_PER_TRANSFER, check_memory, transfer_estimate
+from emulation.flowsim.limits import check_memory, fitted_shape, need, shape_of, transfer_estimate
 from emulation.workloads import ALGORITHMS, build
 
 
 @pytest.mark.parametrize("collective,algorithm", [(c, a) for c, algs in ALGORITHMS.items() for a in algs])
-def test_the_transfer_fit_from_8_to_64_gpus_predicts_256(collective, algorithm):
-    def count_at(k: int) -> int:
-        return build(algorithm, k, 1 << 20, collective).transfer_count
+def test_the_shape_fit_from_8_to_128_gpus_predicts_512(collective, algorithm):
+    """Every quantity the memory model uses (column bytes, steps, largest step, transfers,
+    chunks), fitted from 8-128 GPUs, at 512 GPUs: within 1% of the workload built there."""
+    def shape_at(k: int):
+        return shape_of(build(algorithm, k, 1 << 20, collective))
 
-    actual = count_at(256)
-    assert transfer_estimate(count_at, 256) == pytest.approx(actual, rel=0.01, abs=1.0)
+    got, want = fitted_shape(shape_at, 512), shape_at(512)
+    for name in ("stored", "steps", "largest", "transfers", "chunks"):
+        assert getattr(got, name) == pytest.approx(getattr(want, name), rel=0.01, abs=1.0), name
+    ring = lambda k: build("ring", k, 1 << 20).transfer_count  # noqa: E731
+    assert transfer_estimate(ring, 4096) == pytest.approx(2 * 4096 * 4095)
+
+
+def test_a_ring_holds_columns_of_n_entries_not_its_transfers():
+    """131,072-GPU Ring AllReduce: 34 G transfers, but its steps are windows of arrays of 2n
+    entries, so the model asks for steps and GPUs, not transfers (about 1 GiB here)."""
+    shape = fitted_shape(lambda k: shape_of(build("ring", k, 1 << 30)), 131072)
+    assert shape.transfers == pytest.approx(2 * 131072 * 131071)
+    assert shape.stored < 8 << 20 and shape.steps == pytest.approx(2 * 131071)
+    assert need(shape, 131072) < 2 << 30
 
 
 def test_memory_refusal_names_the_field_and_the_largest_size_that_fits():
-    ring = lambda k: build("ring", k, 1 << 20).transfer_count  # noqa: E731 - 2k(k-1)
-    memory = int(2 * 1000 * 999 * BYTES_PER_TRANSFER / 0.75) + 1  # room for exactly 1000 GPUs
-    assert check_memory([ring], 1000, memory=memory) is None
-    msg = check_memory([ring], 4096, memory=memory)
+    direct = lambda k: shape_of(build("direct", k, 1 << 20, "alltoall"))  # noqa: E731 - n(n-1) transfers
+    memory = int(need(fitted_shape(direct, 1000), 1000) / 0.75) + 1  # room for exactly 1000 GPUs
+    assert check_memory([direct], 1000, memory=memory) is None
+    msg = check_memory([direct], 4096, memory=memory)
     assert msg.startswith("fabric.gpus: 4096 GPUs need about") and msg.endswith("at most about 1000 GPUs")
+    assert "\n" not in msg
 
 
 def test_packet_limit_is_set_by_cpu_or_memory():

@@ -211,10 +211,9 @@ class _ChunkTable:
         self.table = np.zeros(self.ranks * self.chunks)  # untouched pages cost nothing until written
 
     @staticmethod
-    def memory(workload) -> int:
-        """Bytes the table of ``workload`` takes."""
-        t = workload.transfer_count
-        return 8 * 8 * t if 4 * t < workload.ranks * workload.chunks else 8 * workload.ranks * workload.chunks
+    def memory(workload) -> float:
+        """Bytes the table of ``workload`` takes (:func:`waves_memory`)."""
+        return waves_memory(workload.ranks, workload.chunks, workload.transfer_count)
 
     def _cells(self, rank: np.ndarray, lo: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Cells of the ranges, and the cells of each range (None: one cell each)."""
@@ -256,6 +255,13 @@ class _ChunkTable:
             self.table[cells] = np.maximum(self.table[cells], vals)
         else:
             np.maximum.at(self.table, cells, vals)
+
+
+def waves_memory(ranks: float, chunks: float, transfers: float) -> float:
+    """Bytes of the waves engine's (rank, chunk) table for a workload of ``transfers`` transfers
+    of ``chunks`` chunks on ``ranks`` ranks: cut pieces (8 words per transfer) when transfers are
+    fewer than cells, else one float per cell."""
+    return 64.0 * transfers if 4 * transfers < ranks * chunks else 8.0 * ranks * chunks
 
 
 def event_memory(transfers: int, pairs_per_transfer: float) -> float:

@@ -35,6 +35,7 @@ class Fingerprints:
     constant (its byte columns are windows of one array) is constant without a scan."""
 
     def __init__(self):
+        self._by_id: dict[int, tuple[np.ndarray, tuple]] = {}  # id -> (column, key)
         self._seen: dict[tuple, tuple[np.ndarray, tuple]] = {}  # place -> (root, key)
         self._roots: dict[int, tuple[np.ndarray, object]] = {}  # id -> (root, constant value or None)
 
@@ -43,6 +44,9 @@ class Fingerprints:
         (immutable while the run lasts); False for a temporary array."""
         if not remember:
             return self._key(col)
+        got = self._by_id.get(id(col))
+        if got is not None and got[0] is col:
+            return got[1]
         root = col
         while isinstance(root.base, np.ndarray):
             root = root.base
@@ -50,10 +54,12 @@ class Fingerprints:
                  col.strides, col.dtype.str)
         got = self._seen.get(place)
         if got is not None and got[0] is root:
-            return got[1]
-        value = self._root_constant(root) if root is not col and col.size else None
-        key = ("const", col.size, value) if value is not None else self._key(col)
-        self._seen[place] = (root, key)
+            key = got[1]
+        else:
+            value = self._root_constant(root) if root is not col and col.size else None
+            key = ("const", col.size, value) if value is not None else self._key(col)
+            self._seen[place] = (root, key)
+        self._by_id[id(col)] = (col, key)
         return key
 
     @staticmethod
@@ -102,11 +108,14 @@ class _Routed:
         self.sf, self.gid = sf, gid
         self.alone: np.ndarray | None | bool = False  # False: not looked at yet
         self.single = bool(sf.transfer.size == 0 or (sf.transfer.size == int(sf.transfer[-1]) + 1))
-        self.size = sf.transfer.size + (sf.runs.flow.size if sf.runs is not None else 2 * sf.hops.size)
+        arrays = [sf.transfer, sf.channel, sf.fraction, sf.hops]
+        arrays += [sf.runs.flow, sf.runs.start, sf.runs.length] if sf.runs is not None else [sf.pair_flow, sf.pair_link]
+        self.size = sum(a.nbytes for a in arrays)  # bytes (the alone capacities may add one array)
 
 
 class _Bounded(dict):
-    """A dict that forgets its oldest entries once their sizes add up to more than ``limit``."""
+    """A dict that forgets its oldest entries once their sizes (bytes) add up to more than
+    ``limit``."""
 
     def __init__(self, limit: int):
         super().__init__()
@@ -120,9 +129,9 @@ class _Bounded(dict):
             self.total -= self.pop(oldest)[1]
 
 
-#: Array entries the caches of a :class:`StepSimulator` may hold (routes and outcomes; a Ring
-#: AllReduce reuses one of each, RHD one per level, back 2 log2 n steps).
-CACHE_ENTRIES = 1 << 25
+#: Bytes the caches of a :class:`StepSimulator` may hold (routes and outcomes; a Ring AllReduce
+#: reuses one of each, RHD one per level, back 2 log2 n steps).
+CACHE_BYTES = 256 << 20
 
 
 class StepSimulator:
@@ -136,8 +145,8 @@ class StepSimulator:
     def __init__(self, space: LinkSpace, alpha: float, delta: float, reuse: bool = True):
         self.space, self.alpha, self.delta, self.reuse = space, alpha, delta, reuse
         self.fingerprint = Fingerprints()
-        self._routed = _Bounded(CACHE_ENTRIES // 2)
-        self._done = _Bounded(CACHE_ENTRIES // 2)
+        self._routed = _Bounded(CACHE_BYTES // 2)
+        self._done = _Bounded(CACHE_BYTES // 2)
         self.simulated = 0  # steps that ran the fluid engine (or its closed form)
 
     def route(self, config: Configuration, src: np.ndarray, dst: np.ndarray) -> tuple[SubflowArrays, np.ndarray]:
@@ -182,7 +191,7 @@ class StepSimulator:
                 return got[0]
         out = self._simulate(routed, np.asarray(nbytes, dtype=float), offsets, dark)
         if key is not None:
-            self._done.keep(key, out, out.deliver.size + 2 * out.link_ids.size)
+            self._done.keep(key, out, out.deliver.nbytes + out.link_ids.nbytes + out.link_bytes.nbytes)
         return out
 
     def _alone(self, routed: _Routed, moving: np.ndarray) -> np.ndarray | None:

@@ -125,19 +125,20 @@ def check_experiment(sc: Scenario) -> Experiment:
 
 
 def _check_memory(exp: Experiment) -> None:
-    """Refuse a scenario whose largest workload would not fit in memory (:mod:`emulation.flowsim.limits`)."""
-    from emulation.flowsim.limits import check_memory
+    """Refuse a scenario whose largest run would not fit in memory (:mod:`emulation.flowsim.limits`)."""
+    from emulation.flowsim.limits import check_memory, shape_of
 
-    counters = []
+    shapes = []
     for size, r in exp.jobs:
-        def count_at(k: int, r=r, size=size) -> int:
-            return exp.workload(r, size, k).transfer_count
+        def shape_at(k: int, r=r, size=size):
+            w = exp.workload(r, size, k)
+            return shape_of(w, 1 if r.planner == "none" and r.schedule == "none" else len(w.steps) + 1)
 
         try:
-            count_at(8)
+            shape_at(8)
         except ValueError:
             continue  # not buildable at the fitting sizes: planning itself will say what is wrong
-        counters.append(count_at)
-    msg = check_memory(counters, exp.fabric.gpus) if counters else None
+        shapes.append(shape_at)
+    msg = check_memory(shapes, exp.fabric.gpus, semantics=exp.semantics) if shapes else None
     if msg:
         raise ScenarioError(msg)

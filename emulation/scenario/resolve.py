@@ -6,13 +6,13 @@ cost model, the emulation's scale parameters, every iteration's arrival times an
 fabric does over it (a :data:`~emulation.schedule.FabricSchedule`), planned here and nowhere
 else. Backends consume these and never read the scenario's schema.
 
-Runs are resolved one at a time, as the backends ask for them: a 1,024-GPU ring's workload holds
-millions of transfers, and a scenario's jobs are not held in memory together. Loading
+Runs are resolved one at a time, as the backends ask for them: a direct exchange on thousands of
+GPUs holds millions of transfers, and a scenario's jobs are not held in memory together. Loading
 (:func:`emulation.scenario.load.load_experiment`) resolves each run at its first size to refuse a
-scenario that cannot be planned before anything starts, and keeps those descriptions (when they
-are small, :data:`KEEP_TRANSFERS`) for the first pass of :meth:`Experiment.runs`: a job is planned
-once. A large one is planned again when its turn comes (deterministically: the same plan), so that
-memory holds one large job at a time.
+scenario that cannot be planned before anything starts, and keeps those descriptions (while they
+hold little memory, :data:`KEEP_BYTES`) for the first pass of :meth:`Experiment.runs`: a job is
+planned once. A large one is planned again when its turn comes (deterministically: the same
+plan), so that memory holds one large job at a time.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from emulation.fabric import Fabric
+from emulation.flowsim.limits import held_bytes
 from emulation.planners import CostModel, make_plan
 from emulation.planners.slotted import plan_slotted
 from emulation.output import Progress
@@ -37,9 +38,9 @@ from emulation.workloads.model import Workload
 from emulation.workloads.moe import MoELayer, moe_workload, route
 from emulation.workloads.stragglar import with_straggler
 
-#: Runs resolved while loading are kept for the backend up to this many transfers in all (about
-#: 1 KiB each, :mod:`emulation.flowsim.limits`).
-KEEP_TRANSFERS = 200_000
+#: Runs resolved while loading are kept for the backend while they hold this much memory in all
+#: (their workloads' column arrays and step records, :func:`emulation.flowsim.limits.held_bytes`).
+KEEP_BYTES = 256 << 20
 
 
 class RunError(ValueError):
@@ -99,8 +100,8 @@ class Experiment:
         return RunDescription(run.name, size, sched, self._padding(run, sched.workload))
 
     def check(self) -> None:
-        """Resolve every run at its first size (module doc), keeping the small descriptions for
-        :meth:`runs`.
+        """Resolve every run at its first size (module doc), keeping for :meth:`runs` the
+        description of the first job (whatever its size: it runs next) and the small ones.
 
         :raises RunError: naming the run (``runs.<i>``) that cannot be planned or built.
         """
@@ -114,10 +115,10 @@ class Experiment:
                 desc = self.resolve(run, size)
             except (PlanError, ValueError) as e:
                 raise RunError(f"runs.{i}: {e}") from None
-            count = desc.workload.transfer_count
-            if kept + count <= KEEP_TRANSFERS:
+            held = held_bytes(desc.workload)
+            if (size, run) == self.jobs[0] or kept + held <= KEEP_BYTES:
                 self._kept[(run.name, size)] = desc
-                kept += count
+                kept += held
 
     def runs(self, progress: Progress | None = None) -> Iterator[RunDescription]:
         """Every job resolved, one at a time (those :meth:`check` kept are handed over, once),

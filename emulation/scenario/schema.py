@@ -58,7 +58,7 @@ from topologies import BUILDERS
 
 #: The largest fabric a scenario describes (GPUs); the flow backend runs it, the packet backend
 #: is bounded by the machine (:mod:`emulation.emulator.limits`).
-MAX_GPUS = 4096
+MAX_GPUS = 131072
 
 
 class ScenarioError(ValueError):

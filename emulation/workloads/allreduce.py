@@ -24,7 +24,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from emulation.workloads.model import Step, Workload
+from emulation.workloads.model import OPS, Step, Workload
 
 
 def ring_allreduce(ranks: int, nbytes: int) -> Workload:
@@ -45,11 +45,15 @@ def ring_allreduce(ranks: int, nbytes: int) -> Workload:
     dst = (src + 1) % n
     ids = np.concatenate([src, src])  # ids[o + r] = (o + r) mod n
     size = w.chunk_bytes(ids)  # >= 0: every column below is a window of these arrays
+    one = np.broadcast_to(np.int64(1), (n,))
+    for col in (src, dst, ids, size):
+        col.flags.writeable = False  # read-only: every step holds these very arrays, not views of them
     steps = []
     for phase, op, first in (("reduce-scatter", "reduce", 0), ("all-gather", "copy", 1)):
+        code = np.broadcast_to(np.int8(OPS.index(op)), (n,))
         for t in range(n - 1):
             o = (n + first - t) % n  # chunk of rank r: (r + first - t) mod n = ids[o + r]
-            steps.append(Step.columns(phase, src, dst, size[o:o + n], ids[o:o + n], 1, op, checked=True))
+            steps.append(Step.columns(phase, src, dst, size[o:o + n], ids[o:o + n], one, code, checked=True))
     return replace(w, steps=tuple(steps))
 
 
