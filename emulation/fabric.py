@@ -44,9 +44,10 @@ class Circuit:
     @staticmethod
     def of(x: PortRef, y: PortRef) -> Circuit:
         """Normalised circuit between ``x`` and ``y``; raises :class:`FabricError` if x == y."""
-        if x == y:
+        kx, ky = (x.gpu, x.port), (y.gpu, y.port)
+        if kx == ky:
             raise FabricError(f"circuit from {x} to itself")
-        return Circuit(min(x, y), max(x, y))
+        return Circuit(x, y) if kx < ky else Circuit(y, x)
 
     def __str__(self) -> str:
         return f"{self.a}<->{self.b}"
@@ -258,19 +259,38 @@ class Fabric:
         """All directed links under ``config`` (default: the initial configuration), sorted.
 
         Each circuit and cable gives two links; each EPS port gives GPU->EPS and EPS->GPU.
+        (Pure Python: ``mn --custom`` builds topologies with the system Python, without numpy.)
         """
         config = self.initial if config is None else config
-        out: list[Link] = []
-        pairs = list(self.cables) + [c for _, c in config.all_circuits()]
-        for c in pairs:
-            out.append(Link(c.a.gpu, c.a.port, c.b.gpu, c.b.port))
-            out.append(Link(c.b.gpu, c.b.port, c.a.gpu, c.a.port))
+        rows = [r for c in [c for name in config for c in config[name]]
+                for r in ((c.a.gpu, c.a.port, c.b.gpu, c.b.port), (c.b.gpu, c.b.port, c.a.gpu, c.a.port))]
+        rows += self._fixed_tuples
+        rows.sort()
+        return [Link(*r) for r in rows]
+
+    def link_rows(self, config: Configuration | None = None):
+        """:meth:`links` as an (L, 4) int64 numpy array of ``(u, up, v, vp)`` rows, in the same
+        order, without making Link objects (a 131,072-GPU ring of circuits has 262,144 links)."""
+        import numpy as np
+
+        config = self.initial if config is None else config
+        circuits = [c for name in config for c in config[name]]
+        ends = np.array([(c.a.gpu, c.a.port, c.b.gpu, c.b.port) for c in circuits], dtype=np.int64).reshape(-1, 4)
+        fixed = np.array(self._fixed_tuples, dtype=np.int64).reshape(-1, 4)
+        both = np.concatenate([ends, ends[:, [2, 3, 0, 1]], fixed])
+        return both[np.lexsort((both[:, 3], both[:, 2], both[:, 1], both[:, 0]))]
+
+    @cached_property
+    def _fixed_tuples(self) -> list[tuple[int, int, int, int]]:
+        """The links every configuration has: cables both ways, every EPS port both ways."""
+        rows = []
+        for c in self.cables:
+            rows += [(c.a.gpu, c.a.port, c.b.gpu, c.b.port), (c.b.gpu, c.b.port, c.a.gpu, c.a.port)]
         for k, e in enumerate(self.eps):
             node = self.eps_node(k)
             for sp, ref in enumerate(e.ports):
-                out.append(Link(ref.gpu, ref.port, node, sp))
-                out.append(Link(node, sp, ref.gpu, ref.port))
-        return sorted(out, key=lambda l: (l.u, l.up, l.v, l.vp))
+                rows += [(ref.gpu, ref.port, node, sp), (node, sp, ref.gpu, ref.port)]
+        return rows
 
     def to_json(self) -> dict:
         """Plain-JSON form, read back by :meth:`from_json` (used to hand the fabric to the
@@ -343,7 +363,8 @@ def assign_ports(
         key = (min(u, v), max(u, v))
         want[key] = want.get(key, 0) + 1
     cabled = ocs._numbers
-    reusable = sorted(c for c in keep if c.a in cabled and c.b in cabled)
+    reusable = sorted((c for c in keep if c.a in cabled and c.b in cabled),
+                      key=lambda c: (c.a.gpu, c.a.port, c.b.gpu, c.b.port))  # Circuit order, compared as tuples
 
     def take(c: Circuit) -> bool:
         if c.a.port not in free.get(c.a.gpu, ()) or c.b.port not in free.get(c.b.gpu, ()):
@@ -355,10 +376,16 @@ def assign_ports(
         count[key] = count.get(key, 0) + 1
         return True
 
-    def place(u: int, v: int) -> bool:
-        if not free.get(u) or not free.get(v):
+    def place(u: int, v: int) -> bool:  # u < v: the circuit between the lowest free ports
+        fu, fv = free.get(u), free.get(v)
+        if not fu or not fv:
             return False
-        return take(Circuit.of(PortRef(u, min(free[u])), PortRef(v, min(free[v]))))
+        pu, pv = min(fu), min(fv)
+        fu.discard(pu)
+        fv.discard(pv)
+        circuits.append(Circuit(PortRef(u, pu), PortRef(v, pv)))
+        count[(u, v)] = count.get((u, v), 0) + 1
+        return True
 
     def reuse(limit: dict[tuple[int, int], int]) -> None:
         for c in reusable:

@@ -145,28 +145,41 @@ class Routes:
             raise ValueError("channels must be >= 1")
         self.fabric = fabric
         self.channels = channels
-        self.links: list[Link] = fabric.links(config)
-        self.index: dict[Link, int] = {l: i for i, l in enumerate(self.links)}
         nodes, gpus = fabric.nodes, fabric.gpus
-        self.link_u = np.array([l.u for l in self.links], dtype=np.int64)
-        self.link_v = np.array([l.v for l in self.links], dtype=np.int64)
+        self.rows = fabric.link_rows(config)  # (L, 4): u, up, v, vp of every link, in links order
+        self.link_u, self.link_up, self.link_v, self.link_vp = (np.ascontiguousarray(self.rows[:, k]) for k in range(4))
+        self._links: list[Link] | None = None
         # Out-links of each node, contiguous, in canonical order (v, up, vp).
-        order = sorted(range(len(self.links)),
-                       key=lambda i: (self.links[i].u, self.links[i].v, self.links[i].up, self.links[i].vp))
-        self._order = np.array(order, dtype=np.int64)
+        self._order = np.lexsort((self.link_vp, self.link_up, self.link_v, self.link_u)).astype(np.int64)
         self._start = np.searchsorted(self.link_u[self._order], np.arange(nodes + 1))
         # Hop counts to GPU destinations, one column per destination, computed on first use by
         # a BFS over the reversed graph (a fabric of n GPUs would need n^2 of them at once; a
         # run needs the columns of the destinations it sends to, and the paths touch few rows).
-        self._rev = csr_matrix((np.ones(len(self.links)), (self.link_v, self.link_u)), shape=(nodes, nodes))
+        self._rev = csr_matrix((np.ones(self.rows.shape[0]), (self.link_v, self.link_u)), shape=(nodes, nodes))
         self._cols: np.ndarray | None = None  # (nodes, gpus), allocated at the first BFS
         self._known = np.zeros(gpus, dtype=bool)
         # Links sorted by (u, v, ...): the links from u to v are a contiguous run of _order.
         self._uv = (self.link_u * nodes + self.link_v)[self._order]
         self._tables: dict[int, np.ndarray] = {}
         self._component: np.ndarray | None = None
+        self._index: dict[Link, int] | None = None
         self._ring: tuple[np.ndarray, np.ndarray, np.ndarray] | None | bool = False  # False: not looked at yet
         self._star: tuple[np.ndarray, np.ndarray] | None | bool = False
+
+    @property
+    def links(self) -> list[Link]:
+        """Every directed link of the configuration (:meth:`Fabric.links` order), made on first
+        use (the array methods work on :attr:`rows`)."""
+        if self._links is None:
+            self._links = [Link(*r) for r in self.rows.tolist()]
+        return self._links
+
+    @property
+    def index(self) -> dict[Link, int]:
+        """``{Link: its index in links}`` (built on first use)."""
+        if self._index is None:
+            self._index = {l: i for i, l in enumerate(self.links)}
+        return self._index
 
     def component(self) -> np.ndarray:
         """(nodes,) int: the connected component of every node (every link has its reverse, so a
@@ -188,7 +201,7 @@ class Routes:
             return self._ring
         self._ring = None
         n = self.fabric.gpus
-        if self.fabric.nodes != n or n < 3 or len(self.links) != 2 * n or (np.diff(self._start) != 2).any():
+        if self.fabric.nodes != n or n < 3 or self.rows.shape[0] != 2 * n or (np.diff(self._start) != 2).any():
             return None
         outs = self.link_v[self._order].reshape(n, 2)  # each GPU's two neighbours, ascending
         if (outs[:, 0] == outs[:, 1]).any():
@@ -221,7 +234,7 @@ class Routes:
             return self._star
         self._star = None
         n = self.fabric.gpus
-        if self.fabric.nodes != n + 1 or len(self.links) != 2 * n or (np.diff(self._start)[:n] != 1).any():
+        if self.fabric.nodes != n + 1 or self.rows.shape[0] != 2 * n or (np.diff(self._start)[:n] != 1).any():
             return None
         g = np.arange(n, dtype=np.int64)
         if (self.link_v[self._order[self._start[:n]]] != n).any():
@@ -282,7 +295,7 @@ class Routes:
             self._cols = np.full((nodes, gpus), -2, dtype=np.int16 if nodes < 2 ** 15 - 1 else np.int32)
         for k in range(0, need.size, 256):
             block = need[k:k + 256]
-            if self.links:
+            if self.rows.shape[0]:
                 d = shortest_path(self._rev, unweighted=True, indices=block)  # (B, nodes)
                 self._cols[:, block] = np.where(np.isinf(d), -1, d).T
             else:

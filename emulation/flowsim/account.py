@@ -49,8 +49,8 @@ class RunAccount:
     def add_loads(self, link_ids: np.ndarray, link_bytes: np.ndarray) -> None:
         """Add ``link_bytes`` bytes to the global links ``link_ids`` ((K,) each, distinct ids)."""
         if link_ids.size:
-            if self._dense.size < len(self.space.links):
-                self._dense = np.concatenate([self._dense, np.zeros(len(self.space.links) - self._dense.size)])
+            if self._dense.size < self.space.count:
+                self._dense = np.concatenate([self._dense, np.zeros(self.space.count - self._dense.size)])
             self._dense[link_ids] += link_bytes
 
     def add_outcome_loads(self, outcome) -> None:
@@ -82,7 +82,7 @@ class RunAccount:
     def link_totals(self) -> np.ndarray:
         """(L,) bytes every global link carried over the run."""
         self._flush()
-        total = np.zeros(len(self.space.links))
+        total = np.zeros(self.space.count)
         total[:self._dense.size] += self._dense
         return total
 
@@ -90,7 +90,8 @@ class RunAccount:
         """The run's :class:`~emulation.results.RunResult` (``backend="flow"``)."""
         w = self.workload
         totals = self.link_totals()
-        links = [[l.u, l.up, l.v, l.vp, float(b)] for l, b in zip(self.space.links, totals) if b > 0]
+        nz = np.flatnonzero(totals > 0)
+        links = [[u, up, v, vp, b] for (u, up, v, vp), b in zip(self.space.rows[nz].tolist(), totals[nz].tolist())]
         return RunResult(
             name=name, collective=w.collective, algorithm=w.algorithm, planner=self.plan.planner,
             ranks=w.ranks, bytes=w.bytes, backend="flow",

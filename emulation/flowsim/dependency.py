@@ -337,9 +337,9 @@ def run_events(account: RunAccount, sim: StepSimulator, arrivals: np.ndarray) ->
     n_ep = len(ep.configs)
     epoch = ep.of_step[step_of] if total else np.zeros(0, dtype=np.int64)
     rt = _Routed(space, ep, epoch, src, dst, nb)
-    eng = FluidEngine(space.capacity(np.arange(len(space.links))))
+    eng = FluidEngine(space.capacity(np.arange(space.count)))
     cap = space.fabric.port_bytes_per_s
-    n_links = len(space.links)
+    n_links = space.count
     # Bytes per link, and per (step, link) for every step's busiest link: known before any time.
     pair_sub = rt.pair_sub()
     pair_bytes = rt.bytes[pair_sub]

@@ -23,45 +23,103 @@ class LinkSpace:
 
     The fluid engine (:class:`~emulation.flowsim.engine.FluidEngine`) takes capacities per
     global id, so flows routed over different configurations (or different tenants' flows over
-    one) share a link exactly when they cross the same physical link. Used by :func:`~emulation.flowsim.simulate.simulate`
-    and :func:`emulation.flowsim.tenants.simulate_tenants`.
+    one) share a link exactly when they cross the same physical link. Used by
+    :func:`~emulation.flowsim.simulate.simulate` and :func:`emulation.flowsim.tenants.simulate_tenants`.
 
-    Attributes: ``fabric``; ``ids`` (``{Link: global id}``); ``links`` (global id -> Link).
+    Attributes: ``fabric``; ``rows`` ((G, 4) int64: ``u, up, v, vp`` of every global link);
+    ``count`` (G); ``links`` (global id -> :class:`~emulation.fabric.Link`, made on first use)
+    and ``ids`` (``{Link: global id}``, likewise).
     """
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
-        self.ids: dict[Link, int] = {}
-        self.links: list[Link] = []
-        self._cap: list[float] = []  # bytes/s of each global link
-        self._cap_array = np.zeros(0)
+        self._parts: list[np.ndarray] = []  # rows of the links numbered so far, by batch
+        self._rows = np.zeros((0, 4), dtype=np.int64)
+        self._caps: list[np.ndarray] = []
+        self._cap = np.zeros(0)
+        self._links: list[Link] = []
+        self.count = 0
+        self._keys = np.zeros(0, dtype=np.int64)  # sorted keys of the links numbered so far
+        self._gids = np.zeros(0, dtype=np.int64)  # their global ids
         self._routes: dict[Configuration, tuple[Routes, np.ndarray]] = {}
+        f = fabric
+        self._offset = np.concatenate([[0], np.cumsum([len(e.ports) for e in f.eps])]).astype(np.int64) \
+            + f.gpus * f.ports_per_gpu
+        self._eps_gbps = np.array([np.nan if e.port_gbps is None else e.port_gbps for e in f.eps] + [np.nan])
 
     def routes(self, config: Configuration) -> tuple[Routes, np.ndarray]:
         """``(routes, gid)``: the :class:`~emulation.routing.Routes` over ``config`` (computed
-        once per configuration) and ``gid``, an int64 array of shape ``(len(routes.links),)``:
+        once per configuration) and ``gid``, an int64 array of shape ``(len(routes.rows),)``:
         the global id of each of its links. ``config`` is not checked against the fabric
         (:meth:`~emulation.fabric.Fabric.check_configuration` does that)."""
         got = self._routes.get(config)
         if got is None:
             r = Routes(self.fabric, config, self.fabric.ports_per_gpu)
-            gid = np.array([self._id(l) for l in r.links], dtype=np.int64)
-            got = self._routes[config] = (r, gid)
+            got = self._routes[config] = (r, self._ids_of(r.rows))
         return got
 
-    def _id(self, link: Link) -> int:
-        i = self.ids.get(link)
-        if i is None:
-            i = self.ids[link] = len(self.links)
-            self.links.append(link)
-            self._cap.append(self.fabric.link_gbps(link) * 1e9 / 8)
-        return i
+    def _port(self, node: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """Every port of the fabric numbered once: GPU ports, then each EPS's."""
+        g = self.fabric.gpus
+        return np.where(node < g, node * self.fabric.ports_per_gpu + p, self._offset[np.maximum(node - g, 0)] + p)
+
+    def _ids_of(self, rows: np.ndarray) -> np.ndarray:
+        """Global ids of the links ``rows`` ((L, 4)), new links numbered in their order."""
+        key = self._port(rows[:, 0], rows[:, 1]) * int(self._offset[-1]) + self._port(rows[:, 2], rows[:, 3])
+        gid = np.empty(key.size, dtype=np.int64)
+        found = np.zeros(key.size, dtype=bool)
+        if self._keys.size:
+            pos = np.minimum(np.searchsorted(self._keys, key), self._keys.size - 1)
+            found = self._keys[pos] == key
+            gid[found] = self._gids[pos[found]]
+        new = np.flatnonzero(~found)
+        if new.size:
+            gid[new] = self.count + np.arange(new.size)
+            self.count += new.size
+            self._parts.append(rows[new])
+            self._caps.append(self._capacity_of(rows[new]))
+            keys = np.concatenate([self._keys, key[new]])
+            gids = np.concatenate([self._gids, gid[new]])
+            order = np.argsort(keys, kind="stable")
+            self._keys, self._gids = keys[order], gids[order]
+        return gid
+
+    def _capacity_of(self, rows: np.ndarray) -> np.ndarray:
+        """Bytes/s of links ``rows``: an EPS's own rate if one end is an EPS that sets it, else
+        the fabric's port rate (:meth:`~emulation.fabric.Fabric.link_gbps`)."""
+        g, n_eps = self.fabric.gpus, len(self.fabric.eps)
+        gbps = np.full(rows.shape[0], float(self.fabric.port_gbps))
+        for col in (2, 0):  # the head's rate first, as Fabric.link_gbps looks at u then v
+            node = rows[:, col]
+            rate = self._eps_gbps[np.where(node >= g, node - g, n_eps)]
+            gbps = np.where(np.isnan(rate), gbps, rate)
+        return gbps * 1e9 / 8
+
+    @property
+    def rows(self) -> np.ndarray:
+        """(G, 4) int64: ``u, up, v, vp`` of every global link."""
+        if self._rows.shape[0] != self.count:
+            self._rows = np.concatenate([self._rows] + self._parts)
+            self._cap = np.concatenate([self._cap] + self._caps)
+            self._parts, self._caps = [], []
+        return self._rows
+
+    @property
+    def links(self) -> list[Link]:
+        """Global id -> :class:`~emulation.fabric.Link` (made on first use)."""
+        if len(self._links) != self.count:
+            self._links += [Link(*r) for r in self.rows[len(self._links):].tolist()]
+        return self._links
+
+    @property
+    def ids(self) -> dict[Link, int]:
+        """``{Link: global id}`` (made on each use)."""
+        return {l: i for i, l in enumerate(self.links)}
 
     def capacity(self, gid: np.ndarray) -> np.ndarray:
         """Capacity of the global links ``gid`` (an int array of any shape): a float array of
         the same shape, bytes/s (each link's Gbit/s x 1e9 / 8).
 
         :raises IndexError: an id not yet given out by :meth:`routes`."""
-        if self._cap_array.size != len(self._cap):
-            self._cap_array = np.asarray(self._cap, dtype=float)
-        return self._cap_array[gid]
+        self.rows  # noqa: B018 - gathers the capacities of the links numbered since
+        return self._cap[gid]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import ConfigDict
 
+from emulation.arrays import unique
 from emulation.fabric import Configuration, Fabric
 from emulation.routing import Routes, RoutingError
 from emulation.workloads.model import Step
@@ -93,8 +94,9 @@ def max_peers(step: Step) -> int:
     """Most distinct peers (sent to or received from) any GPU has in ``step``."""
     if not len(step):
         return 0
-    ends = np.unique(np.concatenate([np.stack([step.src, step.dst], 1), np.stack([step.dst, step.src], 1)]), axis=0)
-    return int(np.bincount(ends[:, 0]).max())
+    span = int(max(step.src.max(), step.dst.max())) + 1
+    ends = unique(np.concatenate([step.src * span + step.dst, step.dst * span + step.src]))  # distinct (GPU, peer)
+    return int(np.bincount(ends // span).max())
 
 
 class StepCoster:
@@ -140,7 +142,7 @@ class StepCoster:
             s = routes.subflow_arrays(rows[:, 0], rows[:, 1])
         except RoutingError:
             return UNROUTABLE
-        loads = s.link_loads(s.flow_bytes(rows[:, 2]), len(routes.links))
+        loads = s.link_loads(s.flow_bytes(rows[:, 2]), routes.rows.shape[0])
         congestion = float(loads.max()) if loads.size else 0.0
         dilation = int(s.hops.max()) if s.hops.size else 0
         m = self.model

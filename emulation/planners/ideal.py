@@ -14,6 +14,9 @@ ceil(n/p) groups for p = 2 (each group the union of the shifts ±d), close to th
 
 from __future__ import annotations
 
+import numpy as np
+
+from emulation.arrays import unique
 from emulation.fabric import Configuration, Fabric, FabricError, assign_ports
 from emulation.planners.cost import max_peers
 from emulation.schedule import PlanError
@@ -35,7 +38,9 @@ def ideal_configuration(fabric: Fabric, step: Step) -> Configuration:
         :func:`ideal_configurations`).
     """
     name = single_ocs(fabric)
-    pairs = sorted({(min(t.src, t.dst), max(t.src, t.dst)) for t in step.transfers})
+    lo, hi = np.minimum(step.src, step.dst), np.maximum(step.src, step.dst)
+    key = unique(lo * fabric.gpus + hi)
+    pairs = list(zip(*(x.tolist() for x in np.divmod(key, fabric.gpus)))) if key.size else []
     try:
         return assign_ports(fabric, name, pairs, fill=True)
     except FabricError as e:
