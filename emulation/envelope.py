@@ -23,6 +23,7 @@ from typing import Generic, Literal, Optional, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from emulation import __version__
+from emulation.bulk import gc_paused
 
 #: Version of the envelope's form; a reader refuses another one.
 SCHEMA_VERSION = 1
@@ -105,12 +106,14 @@ def write_result(out: Path, env: ResultEnvelope, scenario_yaml: str | None = Non
     if scenario_yaml is not None:
         (out / "scenario.yaml").write_text(scenario_yaml)
     path = out / "result.json"
-    data = dump(env)
+    with gc_paused():  # a large result is millions of small dicts and lists (emulation.bulk)
+        data = dump(env)
     # indented for reading; a large result (a 131,072-GPU Ring: 262,142 steps) in one line, which
     # the C encoder writes ten times faster
     runs = getattr(env.result, "runs", None) or []
     small = sum(len(getattr(r, "steps", ())) + len(getattr(r, "transfers", ())) for r in runs) <= LARGE_RESULT
-    path.write_text(json.dumps(data, indent=1 if small else None))
+    with gc_paused():
+        path.write_text(json.dumps(data, indent=1 if small else None))
     return path
 
 

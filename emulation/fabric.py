@@ -104,10 +104,26 @@ class EPS:
 
 
 class Configuration(Mapping[str, frozenset[Circuit]]):
-    """The circuits of every OCS at one time: ``{ocs name: frozenset of Circuit}`` (immutable)."""
+    """The circuits of every OCS at one time: ``{ocs name: frozenset of Circuit}`` (immutable).
+
+    :meth:`circuit_rows` gives one OCS's circuits as an array (made once), which the flow
+    simulator and the planners use instead of the objects at cluster scale.
+    """
 
     def __init__(self, circuits: Mapping[str, Iterable[Circuit]] | None = None):
         self._c = {k: frozenset(v) for k, v in (circuits or {}).items() if v}
+        self._rows: dict = {}
+
+    def circuit_rows(self, name: str):
+        """The circuits of OCS ``name`` as a (K, 4) int64 numpy array of ``(a.gpu, a.port,
+        b.gpu, b.port)`` rows, sorted (made on first use)."""
+        got = self._rows.get(name)
+        if got is None:
+            import numpy as np
+
+            rows = np.array([(c.a.gpu, c.a.port, c.b.gpu, c.b.port) for c in self[name]], dtype=np.int64).reshape(-1, 4)
+            got = self._rows[name] = rows[np.lexsort(rows.T[::-1])]
+        return got
 
     def __getitem__(self, key: str) -> frozenset[Circuit]:
         return self._c.get(key, frozenset())
@@ -274,8 +290,7 @@ class Fabric:
         import numpy as np
 
         config = self.initial if config is None else config
-        circuits = [c for name in config for c in config[name]]
-        ends = np.array([(c.a.gpu, c.a.port, c.b.gpu, c.b.port) for c in circuits], dtype=np.int64).reshape(-1, 4)
+        ends = np.concatenate([np.zeros((0, 4), dtype=np.int64)] + [config.circuit_rows(name) for name in config])
         fixed = np.array(self._fixed_tuples, dtype=np.int64).reshape(-1, 4)
         both = np.concatenate([ends, ends[:, [2, 3, 0, 1]], fixed])
         return both[np.lexsort((both[:, 3], both[:, 2], both[:, 1], both[:, 0]))]
@@ -351,17 +366,22 @@ def assign_ports(
     :raises FabricError: a GPU would need more ports than it has on that OCS.
     """
     ocs = fabric.ocs_by_name(ocs_name)
+    want: dict[tuple[int, int], int] = {}
+    for u, v in pairs:
+        if u == v:
+            raise FabricError(f"GPU {u} cannot have a circuit to itself")
+        key = (u, v) if u < v else (v, u)
+        want[key] = want.get(key, 0) + 1
+    if want and len({g for k in want for g in k}) == 2 * len(want):
+        try:
+            return _assign_matching(ocs, want, fill, keep)
+        except ImportError:  # no numpy (mn --custom under the system Python): the loop below
+            pass
     free: dict[int, set[int]] = {}
     for ref in ocs.ports:
         free.setdefault(ref.gpu, set()).add(ref.port)
     circuits: list[Circuit] = []
     count: dict[tuple[int, int], int] = {}
-    want: dict[tuple[int, int], int] = {}
-    for u, v in pairs:
-        if u == v:
-            raise FabricError(f"GPU {u} cannot have a circuit to itself")
-        key = (min(u, v), max(u, v))
-        want[key] = want.get(key, 0) + 1
     cabled = ocs._numbers
     reusable = sorted((c for c in keep if c.a in cabled and c.b in cabled),
                       key=lambda c: (c.a.gpu, c.a.port, c.b.gpu, c.b.port))  # Circuit order, compared as tuples
@@ -411,3 +431,108 @@ def assign_ports(
                 if place(*key):
                     progress = True
     return Configuration({ocs_name: circuits})
+
+
+def _assign_matching(ocs: OCS, want: dict[tuple[int, int], int], fill: bool, keep: Iterable[Circuit]) -> Configuration:
+    """:func:`assign_ports` when no GPU is in two of the demanded pairs (a step of RHD, a
+    matching), with array operations: the same circuits as its loop (the asked circuits take
+    kept circuits first, then each GPU's lowest free ports; ``fill`` then reuses the other kept
+    circuits whose ports are still free and adds parallel circuits on the lowest free ports).
+
+    :raises FabricError: a GPU would need more ports than it has on that OCS (the first pair,
+        in sorted order, that lacks one; the loop's message).
+    :raises ImportError: numpy is not installed.
+    """
+    import numpy as np
+
+    keys = sorted(want)
+    u = np.array([k[0] for k in keys], dtype=np.int64)
+    v = np.array([k[1] for k in keys], dtype=np.int64)
+    need = np.array([want[k] for k in keys], dtype=np.int64)
+    refs = ocs.ports
+    pg = np.array([r.gpu for r in refs], dtype=np.int64)
+    pp = np.array([r.port for r in refs], dtype=np.int64)
+    span = int(pp.max()) + 1
+    order = np.lexsort((pp, pg))  # OCS ports by (GPU, port)
+    pkey = (pg * span + pp)[order]
+    n_gpus = int(max(pg.max(), u.max(), v.max())) + 1
+    first = np.searchsorted(pkey // span, np.arange(n_gpus + 1))  # each GPU's ports: first[g]:first[g + 1]
+    used = np.zeros(order.size, dtype=bool)
+    kept = list(keep)
+    krow = np.array([(c.a.gpu, c.a.port, c.b.gpu, c.b.port) for c in kept], dtype=np.int64).reshape(-1, 4)
+
+    def cabled(g: np.ndarray, p: np.ndarray) -> np.ndarray:
+        k = g * span + p
+        i = np.minimum(np.searchsorted(pkey, k), pkey.size - 1)
+        return (pkey[i] == k) & (p < span)
+
+    ok = np.flatnonzero(cabled(krow[:, 0], krow[:, 1]) & cabled(krow[:, 2], krow[:, 3]))
+    ok = ok[np.lexsort(krow[ok].T[::-1])]  # circuit order
+    kept, krow = [kept[i] for i in ok.tolist()], krow[ok]
+    code = np.minimum(krow[:, 0], krow[:, 2]) * n_gpus + np.maximum(krow[:, 0], krow[:, 2])
+    kc = u * n_gpus + v  # sorted: keys are
+    at = np.minimum(np.searchsorted(kc, code), max(kc.size - 1, 0))
+    mine = kc[at] == code if kc.size else np.zeros(code.size, dtype=bool)
+    kpos = [np.searchsorted(pkey, krow[:, 0] * span + krow[:, 1]), np.searchsorted(pkey, krow[:, 2] * span + krow[:, 3])]
+    # kept circuits, in order: rank among those of the same pair
+    idx = np.flatnonzero(mine)
+    rank = np.zeros(code.size, dtype=np.int64)
+    if idx.size:  # kept circuits of one pair need not be adjacent in circuit order
+        grp = at[idx]
+        o = np.argsort(grp, kind="stable")
+        rank[idx[o]] = np.arange(idx.size) - np.searchsorted(grp[o], grp[o])
+    take1 = mine & (rank < need[at])
+    used[kpos[0][take1]] = used[kpos[1][take1]] = True
+    have = np.bincount(at[take1], minlength=len(keys))
+
+    def free_ports(g: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The lowest ``count[i]`` unused ports of GPU ``g[i]`` (as positions in port order),
+        with their pair i, and how many each GPU has free."""
+        free = np.zeros(order.size, dtype=np.int64)
+        free[~used] = 1
+        csum = np.concatenate([[0], np.cumsum(free)])
+        avail = csum[first[g + 1]] - csum[first[g]]
+        take = np.minimum(count, avail)
+        pair = np.repeat(np.arange(g.size), take)
+        j = np.arange(pair.size) - np.repeat(np.cumsum(take) - take, take)  # j-th free port of its GPU
+        target = csum[first[g]][pair] + j  # positions whose prefix count of free ports equals target
+        pos = np.searchsorted(csum[1:], target + 1)
+        return pair, pos, avail
+
+    new_u: list[np.ndarray] = []
+    new_v: list[np.ndarray] = []
+    more = need - have
+    pu, posu, au = free_ports(u, more)
+    pv, posv, av = free_ports(v, more)
+    short = np.flatnonzero((au < more) | (av < more))
+    if short.size:
+        i = int(short[0])
+        placed = min(int(au[i]), int(av[i]))
+        gpu = keys[i][0] if au[i] - placed == 0 else keys[i][1]
+        raise FabricError(f"GPU {gpu} has no free port on {ocs.name} for a circuit {keys[i][0]}<->{keys[i][1]} "
+                          f"(degree exceeds ports)")
+    used[posu] = used[posv] = True
+    new_u.append(posu)
+    new_v.append(posv)
+    take3 = np.zeros(code.size, dtype=bool)
+    if fill:
+        take3 = mine & ~take1 & ~used[kpos[0]] & ~used[kpos[1]]
+        used[kpos[0][take3]] = used[kpos[1][take3]] = True
+        pu, posu, au = free_ports(u, np.full(len(keys), n_gpus + order.size))
+        pv, posv, av = free_ports(v, np.full(len(keys), n_gpus + order.size))
+        extra = np.minimum(au, av)
+        ku = np.concatenate([[0], np.cumsum(au)])
+        kv = np.concatenate([[0], np.cumsum(av)])
+        pair = np.repeat(np.arange(len(keys)), extra)
+        j = np.arange(pair.size) - np.repeat(np.cumsum(extra) - extra, extra)
+        new_u.append(posu[ku[pair] + j])
+        new_v.append(posv[kv[pair] + j])
+    a_pos, b_pos = np.concatenate(new_u), np.concatenate(new_v)
+    circuits = [kept[i] for i in np.flatnonzero(take1 | take3).tolist()]
+    objs = [refs[i] for i in order.tolist()]
+    circuits += [Circuit(objs[a], objs[b]) for a, b in zip(a_pos.tolist(), b_pos.tolist())]
+    config = Configuration({ocs.name: circuits})
+    rows = np.concatenate([krow[take1 | take3], np.stack([pg[order][a_pos], pp[order][a_pos], pg[order][b_pos],
+                                                            pp[order][b_pos]], 1)])
+    config._rows[ocs.name] = rows[np.lexsort(rows.T[::-1])] if rows.size else rows
+    return config

@@ -38,6 +38,7 @@ from typing import Literal
 
 import numpy as np
 
+from emulation.bulk import gc_paused
 from emulation.fabric import Fabric
 from emulation.flowsim.account import RunAccount
 from emulation.flowsim.dependency import WavesOverlap, event_memory, run_events, run_waves
@@ -93,6 +94,13 @@ def simulate(fabric: Fabric, workload: Workload, plan: Plan, *, alpha_s: float =
     arr = np.zeros(n) if arrivals_s is None else np.asarray(arrivals_s, dtype=float)
     if arr.shape != (n,) or (arr < 0).any():
         raise SimulationError(f"arrivals_s must be {n} non-negative times")
+    with gc_paused():  # millions of step records and circuits, no cycles (emulation.bulk)
+        return _simulate(fabric, workload, plan, alpha_s, delta_s, semantics, arr, name, record_transfers,
+                         reuse_steps, waves)
+
+
+def _simulate(fabric, workload, plan, alpha_s, delta_s, semantics, arr, name, record_transfers, reuse_steps,
+              waves) -> RunResult:
     space = LinkSpace(fabric)
     sim = StepSimulator(space, alpha_s, delta_s, reuse_steps)
     account = RunAccount(space, workload, plan, record_transfers)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from emulation.bulk import gc_paused
 from emulation.fabric import Fabric
 from emulation.planners.basic import plan_always, plan_none
 from emulation.planners.cost import CostModel, StepCoster, plan_cost, topology_key
@@ -44,7 +45,8 @@ def make_plan(planner: str, fabric: Fabric, workload: Workload, model: CostModel
         fn = PLANNERS[planner]
     except KeyError:
         raise KeyError(f"unknown planner {planner!r} (known: {', '.join(PLANNERS)})") from None
-    return fn(fabric, workload, model)
+    with gc_paused():  # a plan of 131,072 GPUs makes millions of circuits (emulation.bulk)
+        return fn(fabric, workload, model)
 
 
 __all__ = ["PLANNERS", "CostModel", "StepCoster", "ideal_configuration", "ideal_substeps", "make_plan",

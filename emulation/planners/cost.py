@@ -79,15 +79,25 @@ def topology_key(config: Configuration) -> TopologyKey:
     (immutable) configuration."""
     key = getattr(config, "_topology_key", None)
     if key is None:
-        key = tuple(sorted((name, min(c.a.gpu, c.b.gpu), max(c.a.gpu, c.b.gpu)) for name in config for c in config[name]))
+        key = ()
+        for name in sorted(config):
+            key += tuple(zip([name] * len(config.circuit_rows(name)), *_pairs(config, name)))
         config._topology_key = key
     return key
+
+
+def _pairs(config: Configuration, ocs: str) -> tuple[list[int], list[int]]:
+    """``(lower GPUs, higher GPUs)`` of ``config``'s circuits on ``ocs``, sorted by pair."""
+    rows = config.circuit_rows(ocs)
+    lo, hi = np.minimum(rows[:, 0], rows[:, 2]), np.maximum(rows[:, 0], rows[:, 2])
+    order = np.lexsort((hi, lo))
+    return lo[order].tolist(), hi[order].tolist()
 
 
 def gpu_pairs(config: Configuration, ocs: str) -> list[tuple[int, int]]:
     """GPU pairs ``(u, v)`` of ``config``'s circuits on ``ocs``, one per circuit (parallel
     circuits repeat), sorted."""
-    return sorted((min(c.a.gpu, c.b.gpu), max(c.a.gpu, c.b.gpu)) for c in config[ocs])
+    return list(zip(*_pairs(config, ocs)))
 
 
 def max_peers(step: Step) -> int:
