@@ -125,3 +125,47 @@ def test_doubling_columns_are_the_per_move_construction():
         assert _doubling_rounds(n) == reference_doubling_rounds(n), n
     for n in list(range(2, 25)) + [32, 64, 128, 256]:
         assert stragglar_allreduce(n, 10**6 + 7) == reference_stragglar_allreduce(n, 10**6 + 7), n
+
+
+def test_circuits_for_a_matching_are_the_loops_circuits(monkeypatch):
+    """assign_ports on pairs that form a matching (array operations) against its loop: the same
+    circuits, or the same one-line error, on random matchings with repeated pairs, kept circuits
+    (some on demanded pairs) and fill, on 1 to 4 ports per GPU."""
+    import random
+
+    import emulation.fabric as fabric_module
+    from emulation.fabric import FabricError, assign_ports
+
+    fast = fabric_module._assign_matching
+
+    def loop(*args, **kwargs):
+        raise ImportError  # as without numpy: assign_ports takes its loop
+
+    rng = random.Random(3)
+    seen = {"error": 0, "kept": 0, "fill": 0}
+    for _ in range(400):
+        n, p = rng.choice([4, 6, 8, 10, 16]), rng.choice([1, 2, 3, 4])
+        f = ocs_star(n, p, 400.0, 0.0, "empty")
+        gpus = rng.sample(range(n), n)
+        k = rng.randint(1, n // 2)
+        pairs = [(gpus[2 * i], gpus[2 * i + 1]) for i in range(k) for _ in range(rng.randint(1, p + 1))]
+        rng.shuffle(pairs)
+        same = [(gpus[2 * i], gpus[2 * i + 1]) for i in range(k) if rng.random() < 0.5]  # circuits that stay
+        rest = [g for g in range(n) if not any(g in q for q in same)]
+        rng.shuffle(rest)
+        old = same + [(rest[2 * i], rest[2 * i + 1]) for i in range(rng.randint(0, len(rest) // 2))]
+        monkeypatch.setattr(fabric_module, "_assign_matching", loop)
+        keep = assign_ports(f, "ocs0", old)["ocs0"] if old and rng.random() < 0.8 else frozenset()
+        fill = rng.random() < 0.5
+        got = []
+        for impl in (fast, loop):
+            monkeypatch.setattr(fabric_module, "_assign_matching", impl)
+            try:
+                got.append(assign_ports(f, "ocs0", pairs, fill=fill, keep=keep)["ocs0"])
+            except FabricError as e:
+                got.append(str(e))
+        assert got[0] == got[1]
+        seen["error"] += isinstance(got[0], str)
+        seen["kept"] += bool(keep) and not isinstance(got[0], str) and bool(got[0] & keep)
+        seen["fill"] += fill
+    assert min(seen.values()) > 20, seen
