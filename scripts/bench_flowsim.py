@@ -21,7 +21,8 @@ and checks that the rows are equal.
 
 Usage: ``.venv/bin/python scripts/bench_flowsim.py [--gpus 1024 16384 131072] [--bytes 1GiB]
 [--cases ring rhd ...] [--opus-gpus 2048 16384] [--semantics round-synchronous|dependency-driven]
-[--sweep 131072] [--workers 2] [--json runs/bench_flowsim.json] [--markdown]``. ``--markdown``
+[--sweep 131072] [--workers 2] [--wait-load 1.2 [--wait-max 1200]] [--json runs/bench_flowsim.json]
+[--markdown]``. ``--markdown``
 prints the table as docs/flow-backend.md has it. ``--case NAME N`` runs one case in this process
 and prints its JSON (what the parent calls).
 """
@@ -143,6 +144,14 @@ def run_sweep(n: int, workers: int) -> dict:
     return out
 
 
+def wait_for_load(limit: float | None, patience_s: float = 1200.0) -> None:
+    """Wait until the 1-minute load average is below ``limit`` (None: do not wait), polling every
+    10 s, at most ``patience_s``; the case records the load it started at either way."""
+    end = time.monotonic() + patience_s
+    while limit is not None and os.getloadavg()[0] >= limit and time.monotonic() < end:
+        time.sleep(10)
+
+
 def machine() -> str:
     """One line describing this machine (CPU model, cores, memory, Python)."""
     cpu = platform.processor() or platform.machine()
@@ -183,6 +192,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--semantics", default="round-synchronous", choices=["round-synchronous", "dependency-driven"])
     p.add_argument("--sweep", type=int, metavar="GPUS", help="also run the 8-point sweep at GPUS, serially and on Dask")
     p.add_argument("--workers", type=int, default=2, help="local Dask workers of the sweep")
+    p.add_argument("--wait-load", type=float, metavar="LOAD",
+                   help="before each case, wait until the 1-minute load average is below LOAD")
+    p.add_argument("--wait-max", type=float, default=1200.0, metavar="SECONDS",
+                   help="the longest wait for --wait-load before a case runs anyway (its row records the load)")
     p.add_argument("--json", type=Path, help="also write the figures here (e.g. runs/bench_flowsim.json)")
     p.add_argument("--markdown", action="store_true", help="print the table as docs/flow-backend.md has it")
     p.add_argument("--case", nargs=2, metavar=("NAME", "GPUS"), help=argparse.SUPPRESS)
@@ -209,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     todo += [(n, "opus") for n in args.opus_gpus if "opus" in args.cases]
     rows = []
     for n, case in todo:
+        wait_for_load(args.wait_load, args.wait_max)
         done = subprocess.run([sys.executable, __file__, "--bytes", args.bytes, "--semantics", args.semantics,
                                "--case", case, str(n)], capture_output=True, text=True)
         if done.returncode:
@@ -224,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
               f"simulated {row['time_s'] * 1e3:10.3f} ms  load {row['load']:.2f}", flush=True)
     sweep = None
     if args.sweep:
+        wait_for_load(args.wait_load, args.wait_max)
         sweep = run_sweep(args.sweep, args.workers)
         print(f"sweep of {sweep['points']} points at {args.sweep} GPUs: serial {sweep['serial_s']:.1f} s, Dask "
               f"{args.workers} workers {sweep['dask_s']:.1f} s, same rows: {sweep['same_rows']} "

@@ -477,13 +477,69 @@ def write_recorded(cases: list[str], sizes: list[int]) -> None:
             np.savez_compressed(RECORDED, **old)
 
 
-if __name__ == "__main__":  # python tests/flowsim_reference.py CASE... --gpus N...
+def compare(sizes: list[int]) -> None:
+    """Print the old-versus-new table of the benchmark's cases at ``sizes`` GPUs: the recorded
+    reference's time against the columnar engine's, the largest difference of a step's start or
+    end (relative to the run's time), whether every step's busiest link and every link's bytes
+    are equal, the engine the run took and its wall time here."""
+    import time
+
+    from emulation.flowsim import simulate
+    from emulation.flowsim.account import RunAccount
+    from emulation.flowsim.cases import ALPHA_S, CASES, case_arrivals, case_inputs, case_plan
+    from emulation.flowsim.dependency import WavesOverlap, run_waves
+    from emulation.flowsim.links import LinkSpace
+    from emulation.flowsim.steps import StepSimulator
+
+    rec = dict(np.load(RECORDED)) if RECORDED.exists() else {}
+    print("| case | GPUs | transfers | old time (s) | new time (s) | max rel. diff (step starts, ends) | "
+          "busiest links equal | link bytes equal | engine | new wall (s) |")
+    print("|---|--:|--:|--:|--:|--:|:-:|:-:|---|--:|")
+    for n in sizes:
+        for c in CASES:
+            f, w = case_inputs(c, n, 1 << 30)
+            p = case_plan(c, f, w)
+            arr = case_arrivals(c, n)
+            t0 = time.perf_counter()
+            r = simulate(f, p.workload, p, alpha_s=ALPHA_S, semantics="dependency-driven", arrivals_s=arr,
+                         record_transfers=False)
+            wall = time.perf_counter() - t0
+            space = LinkSpace(f)
+            try:
+                run_waves(RunAccount(space, p.workload, p, False), StepSimulator(space, ALPHA_S, 0.0),
+                          np.zeros(n) if arr is None else arr, 1 << 34)
+                engine = "waves"
+            except WavesOverlap as e:
+                engine = f"event-driven ({e})"
+            key = f"{c}/{n}/"
+            head = f"| {c} | {n:,} | {p.workload.transfer_count:,} |"
+            if key + "time" not in rec:
+                print(f"{head} not recorded | {r.time_s:.9f} | | | | {engine} | {wall:.2f} |", flush=True)
+                continue
+            start = np.array([s.start_s for s in r.steps])
+            end = np.array([s.end_s for s in r.steps])
+            busiest = np.array([s.max_link_bytes for s in r.steps])
+            links = np.array([l[4] for l in r.link_bytes])
+            old = rec[key + "time"][0]
+            diff = max(np.abs(start - rec[key + "start"]).max(), np.abs(end - rec[key + "end"]).max()) / old
+            same_links = links.shape == rec[key + "link_bytes"].shape and (links == rec[key + "link_bytes"]).all()
+            print(f"{head} {old:.9f} | {r.time_s:.9f} | {diff:.1e} | "
+                  f"{'yes' if (busiest == rec[key + 'max_link_bytes']).all() else 'NO'} | "
+                  f"{'yes' if same_links else 'NO'} | {engine} | {wall:.2f} |", flush=True)
+
+
+if __name__ == "__main__":  # python tests/flowsim_reference.py [CASE...] [--gpus N...] [--compare]
     import argparse
     import sys
 
     sys.path.insert(0, str(RECORDED.parents[2]))
-    ap = argparse.ArgumentParser(description="record the reference engine's times of the benchmark's cases")
-    ap.add_argument("cases", nargs="+")
+    ap = argparse.ArgumentParser(description="record the reference engine's times of the benchmark's cases, "
+                                             "or compare the columnar engine with them")
+    ap.add_argument("cases", nargs="*")
     ap.add_argument("--gpus", type=int, nargs="+", default=[128, 1024])
+    ap.add_argument("--compare", action="store_true", help="print the old-versus-new table instead")
     a = ap.parse_args()
-    write_recorded(a.cases, a.gpus)
+    if a.compare:
+        compare(a.gpus)
+    else:
+        write_recorded(a.cases, a.gpus)

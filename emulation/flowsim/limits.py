@@ -31,8 +31,9 @@ import numpy as np
 
 from emulation.machine import available_memory
 
-#: Peak memory of an empty run: the interpreter, numpy, scipy, pydantic (bytes, measured).
-BASE_BYTES = 110 << 20
+#: Peak memory of an empty run: the interpreter, numpy, scipy, pydantic (about 90 MiB measured)
+#: and the step simulator's caches (at most :data:`~emulation.flowsim.steps.CACHE_BYTES`).
+BASE_BYTES = 160 << 20
 #: Memory per byte of the arrays the workload's columns are views of (the arrays and what is
 #: derived from them per step).
 BYTES_PER_STORED_BYTE = 1.4
@@ -41,7 +42,7 @@ BYTES_PER_STEP = 1600
 #: Working memory per transfer of the largest step: routes, subflows, the fluid engine's arrays.
 BYTES_PER_STEP_TRANSFER = 380
 #: Memory per GPU and configuration held: ports, circuits, directed links, routes (bytes).
-BYTES_PER_GPU_CONFIGURATION = 1800
+BYTES_PER_GPU_CONFIGURATION = 1200
 #: Share of the available memory a scenario may plan for.
 MEMORY_SHARE = 0.75
 _FIT_AT = (8, 16, 32, 64, 128)

@@ -130,8 +130,9 @@ class _Bounded(dict):
 
 
 #: Bytes the caches of a :class:`StepSimulator` may hold (routes and outcomes; a Ring AllReduce
-#: reuses one of each, RHD one per level, back 2 log2 n steps).
-CACHE_BYTES = 256 << 20
+#: reuses one of each, RHD one per level, back 2 log2 n steps: at 131,072 GPUs some of those no
+#: longer fit and are simulated again, a few milliseconds each).
+CACHE_BYTES = 64 << 20
 
 
 class StepSimulator:
