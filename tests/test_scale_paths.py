@@ -92,8 +92,8 @@ def test_max_min_over_runs_equals_max_min_over_pairs():
 @pytest.mark.parametrize("make, alg, size", [
     (lambda: static_ring(64), "rhd", 10**8 + 7),  # ring runs through the fluid engine
     (lambda: ocs_star(48, 2, 400.0, 0.0), "rhd", 1 << 26),  # fold/unfold on a ring of circuits
-    (lambda: eps_star(64), "stragglar", 10**8 + 7),  # matchings on a switch: closed form
-    (lambda: eps_star(64), "ring", 10**8 + 7),
+    (lambda: eps_star(32), "stragglar", 10**8 + 7),  # matchings on a switch: closed form
+    (lambda: eps_star(32), "ring", 10**8 + 7),
 ])
 def test_fast_steps_equal_the_fluid_engine(monkeypatch, make, alg, size):
     """Round-synchronous and dependency-driven runs with the fast paths (ring runs, flows alone
@@ -118,12 +118,12 @@ def test_fast_steps_equal_the_fluid_engine(monkeypatch, make, alg, size):
 
 
 def test_doubling_columns_are_the_per_move_construction():
-    """StragglAR's rounds for n a power of two up to 1,024, and its whole workload (phase A as
-    windows of one chunk array) for every n up to 24 and powers of two to 256: equal to the
+    """StragglAR's rounds for n a power of two up to 512, and its whole workload (phase A as
+    windows of one chunk array) for every n up to 20 and powers of two to 128: equal to the
     first construction (phase B of other n is the unchanged greedy matching)."""
-    for n in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
+    for n in (2, 4, 8, 16, 32, 64, 128, 256, 512):
         assert _doubling_rounds(n) == reference_doubling_rounds(n), n
-    for n in list(range(2, 25)) + [32, 64, 128, 256]:
+    for n in list(range(2, 21)) + [32, 64, 128]:
         assert stragglar_allreduce(n, 10**6 + 7) == reference_stragglar_allreduce(n, 10**6 + 7), n
 
 
