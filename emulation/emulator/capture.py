@@ -36,10 +36,13 @@ class Capture:
     (:mod:`emulation.emulator.probe`) only, into ``probe-<device>.pcap``. :meth:`start` and
     :meth:`stop`; the processes are ours, ended by pid. ``filters`` narrows what a device keeps to
     the frames that also match its pcap-filter expression (tcpdump syntax, e.g. the foreign-traffic
-    filter of :func:`emulation.emulator.tenants.foreign_filter`)."""
+    filter of :func:`emulation.emulator.tenants.foreign_filter`). ``gpu_of`` names, for an OCS
+    input port, the GPU whose NIC feeds it (recorded in ``clock.json``: the analysis counts a
+    connection's retransmissions where its segments enter the fabric)."""
 
     def __init__(self, devices: list[str], out_dir: Path, probe_devices: list[str] = (),
-                 filters: dict[str, str] | None = None):
+                 filters: dict[str, str] | None = None, gpu_of: dict[str, int] | None = None):
+        self.gpu_of = {d: g for d, g in (gpu_of or {}).items() if d in devices}
         self.devices = list(devices)
         self.filters = dict(filters or {})
         self.probe_devices = list(probe_devices)
@@ -83,7 +86,8 @@ class Capture:
             offsets.append((b - a, r - (a + b) / 2))
         (self.out_dir / "clock.json").write_text(json.dumps({"realtime_minus_monotonic_s": min(offsets)[1],
                                                               "devices": self.devices,
-                                                              "probe_devices": self.probe_devices}))
+                                                              "probe_devices": self.probe_devices,
+                                                              "gpu_of_device": self.gpu_of}))
 
     def stop(self) -> None:
         """End every tcpdump (SIGTERM: it flushes its file), by pid."""

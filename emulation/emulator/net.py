@@ -368,12 +368,14 @@ class EmulatedFabric(Lifecycle):
     def _start_controller(self) -> None:
         fabric_json = self.run_dir / "fabric.json"
         fabric_json.write_text(json.dumps(self.fabric.to_json()))
+        (self.run_dir / dpn.EVENTS_FILE).write_text("")  # this controller's events only
         taken = {self.ofctl_rest_port}
         self.ofp_port, api_port = (_free_port_but(taken), _free_port_but(taken))
         log = open(self.run_dir / "controller.log", "w")
         args = ["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(self.ofp_port),
                 "--ocslab-fabric", str(fabric_json), "--ocslab-api-port", str(api_port),
-                "--log-file", str(self.run_dir / "controller.log")]
+                "--log-file", str(self.run_dir / "controller.log"),
+                "--ocslab-events", str(self.run_dir / dpn.EVENTS_FILE)]
         ctl = ovs_ctl_path()
         if ctl is not None:  # the circuit switch flushes the datapath's cache after each barrier
             args += ["--ocslab-ovs-ctl", ctl]
