@@ -103,8 +103,8 @@ class FabricSession:
 
     # ---- circuits -------------------------------------------------------------------------
     def circuits(self) -> str:
-        """The controller's configuration now: per OCS its circuits (``g0.p0<->g1.p1``) and the
-        GPU pairs they join."""
+        """The controller's configuration now: per OCS its circuits (``g0.p0<->g1.p1``, with the
+        OpenFlow port numbers they join on the OCS bridge) and the GPU pairs they join."""
         config = self.emu.client.circuits()
         lines = []
         for ocs in self.emu.fabric.ocs:
@@ -115,7 +115,7 @@ class FabricSession:
                 pairs[key] = pairs.get(key, 0) + 1
             joined = " ".join(f"{a}-{b}" + (f"x{k}" if k > 1 else "") for (a, b), k in sorted(pairs.items()))
             lines.append(f"{ocs.name}: {len(cs)} circuits joining {len(pairs)} GPU pairs: {joined or '(none)'}")
-            lines += [f"  {c}" for c in cs]
+            lines += [f"  {c}   (OCS ports {ocs.port_number(c.a)}<->{ocs.port_number(c.b)})" for c in cs]
         return "\n".join(lines) if lines else "this fabric has no OCS (static links only)"
 
     def configuration(self, words: list[str]) -> Configuration:

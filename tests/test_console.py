@@ -98,3 +98,51 @@ def test_a_scripted_session_pings_reconfigures_runs_a_ring_like_ocslab_run_and_l
     print(f"ring 25MiB: ocslab up {ring['time_s'] * 1e3:.3f} ms, ocslab run {ref['time_s'] * 1e3:.3f} ms "
           f"({ring['time_s'] / ref['time_s'] - 1:+.1%})")
     assert abs(ring["time_s"] / ref["time_s"] - 1) < 0.05
+
+
+def _session(out: Path, scen: Path) -> subprocess.Popen:
+    """``ocslab up`` on ``scen`` with a standard input kept open, once its prompt is up."""
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "emulation.cli", "up", str(scen), "--out", str(out)], cwd=ROOT,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 120
+    seen = ""
+    while "ocslab> " not in seen:
+        assert p.poll() is None and time.monotonic() < deadline, seen
+        seen += os.read(p.stdout.fileno(), 4096).decode(errors="replace")
+    return p
+
+
+@pytest.mark.emulation
+def test_a_session_ends_cleanly_on_sigterm_and_after_a_sigkill_ocslab_clean_removes_it(run_dir):
+    """SIGTERM at the prompt tears the fabric down (exit 130, nothing left); a SIGKILLed session
+    holds the run lock like a run: the next one is refused naming ``ocslab clean``, which removes
+    what it left."""
+    import signal
+
+    scen = run_dir / "demo.yaml"
+    scen.write_text((ROOT / "experiments" / "demo.yaml").read_text().replace("link_mbps: auto", "link_mbps: 10")
+                    .replace("byte_scale: 0.1", "byte_scale: 0.1\n  headroom: skip"))
+    def left() -> dict:  # the sessions are other processes: this one's descriptors are not theirs
+        return {k: v for k, v in census.take().diff(before).items() if k != "fds"}
+
+    before = census.take()
+    p = _session(run_dir / "term", scen)
+    p.send_signal(signal.SIGTERM)
+    text = p.communicate(timeout=120)[0]
+    assert p.returncode == 130, text[-2000:]
+    assert left() == {}
+
+    p = _session(run_dir / "kill", scen)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait(10)
+    p.stdin.close()
+    p.stdout.close()
+    assert "bridges" in left()
+    again = _cli("up", str(scen), "--out", str(run_dir / "again"), stdin="exit\n", timeout=120)
+    assert again.returncode == 2 and "ocslab clean" in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    cleaned = _cli("clean", timeout=120)
+    assert cleaned.returncode == 0 and "removed bridge ocl-o0" in cleaned.stdout, cleaned.stdout + cleaned.stderr
+    assert left() == {}
