@@ -32,6 +32,7 @@ COMMANDS = [
     ("train-rails", ["-m", "emulation.cli", "train", str(EXP / "rails_torch.yaml")], "--out"),
     ("torch", ["-m", "emulation.cli", "torch", "allreduce-perf"], "--out"),
     ("fabric", ["-m", "emulation.cli", "fabric", str(EXP / "demo.yaml")], "-o"),
+    ("up", ["-m", "emulation.cli", "up", str(EXP / "demo.yaml")], "--out"),
 ]
 #: Every script that takes ``--out``, with the arguments it needs besides.
 SCRIPTS = {
@@ -218,6 +219,7 @@ PACKET = [
     ["train", str(EXP / "rails_torch.yaml")],
     ["compare", str(EXP / "demo.yaml")],
     ["torch", "allreduce-perf"],
+    ["up", str(EXP / "demo.yaml")],
 ]
 
 
