@@ -271,6 +271,7 @@ def start_capture(emu, out: Path, ports: list[str]):
     probes = [emu.popen(g, [sys.executable, "-m", "emulation.emulator.probe", emu.host(g).defaultIntf().name,
                             str(g), str(PROBE_INTERVAL_S)], pcap_dir / f"probe-g{g}.log")
               for g in range(emu.fabric.gpus)]
+    emu.drops.probes = probes  # paused by quiet snapshots, and balanced apart in the drop accounting
     return capture, probes
 
 

@@ -162,6 +162,8 @@ def test_a_captured_run_shows_every_dark_window_and_the_agents_retransmissions(r
     for w in windows:
         assert w["frames_in_dark"] == 0
         assert w["requested_s"] <= w["measured_s"] <= w["wire_gap_min_s"], w
+    # the wire probes balance apart in the drop accounting: the runs' checks hold (no emulator drops)
+    assert all(run["checks"]["ok"] for run in res["runs"]), [run["checks"] for run in res["runs"]]
     # every reconfiguration with a dark window, as the controller recorded it, is analysed on the wire
     assert len(windows) == len([e for e in made if e["reconfiguration_delay_s"] > 0])
     assert rep["tcp"]["retransmissions"] == rep["tcp"]["retransmissions_tcp_info"]
