@@ -162,9 +162,8 @@ class FabricSession:
         if not res.get("changed"):
             return "no circuit changed (no dark window)"
         dark = res["dark_window_measured_s"]
-        return (f"reconfigured: {len(res.get('rewired', []))} GPU ports rewired; dark window requested "
-                f"{delay * 1e6:.1f} us, measured {dark / tdf * 1e6:.1f} us (emulated {delay * tdf * 1e3:.2f} / "
-                f"{dark * 1e3:.2f} ms)")
+        return (f"{len(res.get('rewired', []))} GPU ports rewired; dark window requested {delay * 1e6:.1f} us, "
+                f"measured {dark / tdf * 1e6:.1f} us ({delay * tdf * 1e3:.1f}/{dark * 1e3:.1f} ms emulated)")
 
     def rotor(self, words: list[str], delay: float) -> str:
         """``reconfigure rotor SLOT [TURNS]``: the controller cycles the round-robin matchings
@@ -315,9 +314,10 @@ class FabricSession:
             f"ocslab: {f.name}: {f.gpus} GPUs ({hosts}), {f.ports_per_gpu} ports each, {len(f.ocs)} OCS; "
             f"controller {self.exp.emulation.controller}",
             f"scale: {s.link_mbps:g} Mbit/s per link emulated = {s.port_gbps:g} Gbit/s real (byte scale "
-            f"{s.byte_scale:g}, time dilation {s.tdf:g}); R = {delay * 1e6:g} us real = {delay * s.tdf * 1e3:g} ms emulated",
-            "ocslab commands: circuits, reconfigure, allreduce, capture (help NAME); Mininet's: pingall, "
-            "iperf g0 g1, g0 CMD, xterm g0, ...",
+            f"{s.byte_scale:g}, time dilation {s.tdf:g})",
+            f"       R = {delay * 1e6:g} us real = {delay * s.tdf * 1e3:g} ms emulated",
+            "ocslab's commands: circuits, reconfigure, allreduce, capture (help NAME)",
+            "Mininet's: pingall, iperf g0 g1, g0 CMD, xterm g0, ...",
             "exit or Ctrl-D tears the fabric down",
         ] + ([f"ofctl_rest: http://127.0.0.1:{self.emu.ofctl_rest_port}/stats/flow/<dpid>"]
              if self.emu.ofctl_rest_port is not None else []))

@@ -78,8 +78,8 @@ def test_a_scripted_session_pings_reconfigures_runs_a_ring_like_ocslab_run_and_l
     listings = re.findall(r"ocs0: (\d+) circuits joining (\d+) GPU pairs: ([0-9x -]+)", text)
     assert listings[0][:2] == ("8", "8") and "0-1 0-7 1-2" in listings[0][2]  # the demo's ring
     assert listings[1] == ("8", "4", "0-4x2 1-5x2 2-6x2 3-7x2")  # every port of a GPU on its partner
-    darks = [(float(a), float(b)) for a, b in re.findall(r"dark window requested ([\d.]+) us, measured ([\d.]+) us",
-                                                         text)]
+    darks = [(float(a), float(b)) for a, b in re.findall(r"rewired; dark window requested ([\d.]+) us, measured "
+                                                         r"([\d.]+) us", text)]
     assert len(darks) == 2 and all(req == 10.0 and req <= meas < 3 * req for req, meas in darks), darks
     assert "*** reconfigure: ring | torus | empty | matching" in text  # the bad command: one line, session goes on
     session = json.loads((out / "result.json").read_text())["result"]
