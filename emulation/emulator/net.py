@@ -219,6 +219,9 @@ def claim_machine(run_dir: Path) -> registry.Registration:
     if shutil.which("ovs-vsctl") is None or subprocess.run(["ovs-vsctl", "--timeout=5", "show"],
                                                            capture_output=True).returncode:
         raise MachineUnfit("Open vSwitch is not running (make setup installs and starts it)")
+    problem = mnexec_problem()
+    if problem:
+        raise MachineUnfit(problem)
     try:
         reg = registry.Registration(run_dir)
     except registry.Busy as e:
@@ -229,6 +232,38 @@ def claim_machine(run_dir: Path) -> registry.Registration:
         raise MachineBusy(f"an ocslab run that was killed left {left.summary()} behind; "
                           "`ocslab clean` removes them (and nothing else)")
     return reg
+
+
+def mnexec_problem(cwd: str | None = None) -> str | None:
+    """Why Mininet cannot run a GPU host here, or None: ``mnexec -n`` (a host's namespaces; it
+    makes ``/`` private, so ``/`` must be a mount point) and ``mnexec -a`` (how every command enters
+    a host; its setns() moves the caller to the mount namespace's root, so under a chroot it lands
+    outside it). Either one failing left Mininet waiting for a prompt forever, or every agent
+    failing to find its directory."""
+    cwd = cwd or project_root()
+    try:
+        host = subprocess.Popen(["mnexec", "-cdnp", "sleep", "30"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    except OSError as e:
+        return f"Mininet's mnexec does not run ({e})"
+    try:
+        line = host.stdout.readline()
+        if not line.startswith("\x01"):
+            host.wait(timeout=5)
+            return (f"Mininet cannot make a host's namespaces here (mnexec -n: "
+                    f"{host.stderr.read().strip() or 'exit ' + str(host.returncode)}); "
+                    "a chroot whose root is not a mount point does this")
+        r = subprocess.run(["mnexec", "-a", line[1:].strip(), "test", "-d", cwd], capture_output=True,
+                           text=True, timeout=10)
+        if r.returncode:
+            return (f"Mininet cannot enter a host's namespaces here (mnexec -a: "
+                    f"{r.stderr.strip() or 'exit ' + str(r.returncode)}): in a chroot, entering a mount "
+                    "namespace leaves the chroot; use a container or pivot_root instead")
+        return None
+    finally:
+        if host.poll() is None:
+            host.kill()
+        host.wait()
 
 
 def stop_net(net) -> None:
