@@ -353,6 +353,8 @@ def mn_topo(spec) -> str | None:
         return f"ocsstar,{spec.gpus},{spec.ports_per_gpu}" if spec.ports_per_gpu >= 2 else None
     if spec.topology in ("ring", "torus", "eps"):
         return f"{spec.topology},{spec.gpus}"
+    if spec.topology == "parallel-ocs":
+        return f"parallelocs,{spec.gpus},{spec.switches}"
     if spec.topology == "rack" and spec.ports_per_gpu == 2 and spec.electrical_gbps is None:
         return f"rack,{spec.gpus},{spec.spares}"
     return None
