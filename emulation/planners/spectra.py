@@ -22,16 +22,20 @@ each cycle split into matchings (an even cycle into 2 of w/2, an odd cycle of le
 w/(L-1)). Both kinds travel in the neutral form as directed pairs (a duplex circuit as both
 directions).
 
-**Step 1, decompose** (:func:`decompose`). Candidates: the bottleneck Birkhoff-von Neumann
-decomposition of the stuffed matrix (:func:`emulation.planners.bvn.bvn_decompose`; total weight
-= the busiest line, fewest bytes), and the *cyclic* cover (n - 1 configurations: directed, the
-shifts i -> i + k mod n; duplex, the round-robin matchings of K_n; each held for the largest
-demand among its pairs: fewest configurations, more bytes). Circuits that carry no demand are
-dropped, a configuration left with none is dropped, so are terms under 1e-6 of the heaviest
-(decomposition leftovers, which would cost a dark window each), and every pair's shortfall
-(those terms' bytes, the decomposition's tolerance) is added to the heaviest term holding the
-pair (to a new one-circuit term if none does). Finding the fewest permutations is
-NP-hard; the planner runs steps 2-3 on both candidates and keeps the shorter schedule.
+**Step 1, decompose** (:func:`decompose`). Three candidates, between fewest bytes and fewest
+configurations: ``bvn``, the bottleneck Birkhoff-von Neumann decomposition of the stuffed matrix
+(:func:`emulation.planners.bvn.bvn_decompose`; total weight = the busiest line, the fewest bytes,
+but up to n^2 terms); ``colouring``, the classes of an edge colouring of D's support, each held
+for its heaviest demand (directed: exactly N permutations by König's theorem, N the largest
+number of nonzeros in a row or column, the fewest any decomposition can have; duplex: a greedy
+colouring, at most 2N - 1 matchings); ``cyclic``, n - 1 configurations (directed: the shifts
+i -> i + k mod n; duplex: the round-robin matchings of K_n), each held for its largest demand.
+Circuits that carry no demand are dropped, a configuration left with none is dropped, so are
+terms under 1e-6 of the heaviest (decomposition leftovers, which would cost a dark window each),
+and every pair's shortfall (those terms' bytes, the decomposition's tolerance) is added to the
+heaviest term holding the pair (to a new one-circuit term if none does). The planner runs steps
+2-3 on every candidate and keeps the shortest schedule (the choice follows delta: ``bvn`` when
+dark windows are cheap, ``colouring`` or ``cyclic`` when they are not).
 
 **Step 2, schedule** (:func:`assign`): longest processing time first: terms in decreasing
 weight, each onto the OCS with the least load ``sum(delta + w / B)``.
@@ -49,7 +53,7 @@ bytes served in time order by every OCS holding its circuit) can be earlier than
 OCS's sequence there. Spectra and the baseline return trimmed schedules, so a schedule's makespan
 is when its last byte arrives (the flow backend reproduces it, :mod:`emulation.flowsim.parallel_ocs`).
 
-**Baseline** (:func:`baseline`): one single-switch decomposition (the same two candidates,
+**Baseline** (:func:`baseline`): one single-switch decomposition (the same three candidates,
 the one whose baseline schedule is shorter) spread over the switches: every OCS holds every term
 for w / (s B), all in lockstep, as if the s OCSes were one OCS of rate s B. Makespan
 ``K delta + W / (s B)`` before trimming, K terms of total weight W. (The paper's baseline is
@@ -106,7 +110,7 @@ class SpectraError(ValueError):
     """Bad input to the planner (the message starts with the field's name)."""
 
 
-class ScheduleError(ValueError):
+class ParallelScheduleError(ValueError):
     """A schedule that does not serve its demand matrix or holds an impossible configuration."""
 
 
@@ -123,7 +127,7 @@ class Term:
 @dataclass(frozen=True)
 class Planned:
     """A planner's answer: the ``schedule`` (seconds), which decomposition it used
-    (``decomposition``: ``bvn`` or ``cyclic``), its ``terms`` before steps 2-3 and the
+    (``decomposition``: one of :data:`METHODS`), its ``terms`` before steps 2-3 and the
     configurations that equalize split (``splits``)."""
 
     schedule: ParallelSchedule
@@ -207,7 +211,7 @@ def _colouring(s: np.ndarray, circuits: Circuits) -> list[tuple[float, tuple]]:
         while rest.max() > 0.5:
             rows, cols = linear_sum_assignment(np.where(rest > 0.5, -weight, big * 10))
             if (rest[rows, cols] < 0.5).any():  # cannot happen for a regular bipartite multigraph
-                raise ScheduleError("colouring: the stuffed support has no perfect matching")
+                raise ParallelScheduleError("colouring: the stuffed support has no perfect matching")
             rest[rows, cols] -= 1
             pairs = tuple((int(i), int(j)) for i, j in zip(rows, cols) if support[i, j])
             weight[rows, cols] = 0.0
@@ -230,8 +234,9 @@ def _colouring(s: np.ndarray, circuits: Circuits) -> list[tuple[float, tuple]]:
 
 def decompose(d, circuits: Circuits = "duplex", method: Literal["bvn", "colouring", "cyclic"] = "bvn") -> list[Term]:
     """Step 1 (module doc): ``bvn`` (the bottleneck Birkhoff-von Neumann decomposition of the
-    stuffed matrix; duplex: of S, cycles split into matchings) or ``cyclic`` (n - 1
-    configurations each held for its largest demand), terms in decreasing weight, circuits
+    stuffed matrix; duplex: of S, cycles split into matchings), ``colouring`` (the classes of an
+    edge colouring of the support, each held for its heaviest demand) or ``cyclic`` (n - 1
+    configurations each held for its largest demand); terms in decreasing weight, circuits
     without demand dropped.
 
     :param d: (n, n) demand, bytes, zero diagonal. :returns: terms whose circuit time covers
@@ -405,11 +410,11 @@ def trim(schedule: ParallelSchedule, d, rate: float) -> ParallelSchedule:
     would start later are dropped, the ones running then are shortened. Its makespan is then
     the completion time (within that margin).
 
-    :raises ScheduleError: the schedule never serves some demand of ``d``.
+    :raises ParallelScheduleError: the schedule never serves some demand of ``d``.
     """
     t_end = completion_s(schedule, d, rate)
     if math.isinf(t_end):
-        raise ScheduleError("the schedule never completes the demand (a pair without enough circuit time)")
+        raise ParallelScheduleError("the schedule never completes the demand (a pair without enough circuit time)")
     seqs = []
     t_cut = t_end * (1 + CLOCK_MARGIN)
     for k, seq in enumerate(schedule.ocs):
@@ -425,7 +430,7 @@ def trim(schedule: ParallelSchedule, d, rate: float) -> ParallelSchedule:
     return ParallelSchedule(tuple(seqs), schedule.reconfiguration_delay_s)
 
 
-def check(schedule: ParallelSchedule, d, switches: int, rate: float, delta: float,
+def check_schedule(schedule: ParallelSchedule, d, switches: int, rate: float, delta: float,
           circuits: Circuits = "duplex") -> float:
     """Verify that ``schedule`` is a valid schedule of ``d`` (module doc): ``switches`` OCSes,
     dark windows of ``delta``; every slot a partial permutation (each GPU sends at most once and
@@ -434,29 +439,29 @@ def check(schedule: ParallelSchedule, d, switches: int, rate: float, delta: floa
     ``max(d[i, j], d[j, i])``).
 
     :returns: the smallest coverage slack, ``min (held - needed) / max(needed)`` (>= 0 within
-        rounding). :raises ScheduleError: the first violation, in one line.
+        rounding). :raises ParallelScheduleError: the first violation, in one line.
         :raises SpectraError: bad input.
     """
     m = _validate(d, switches, rate, delta, circuits)
     n = m.shape[0]
     if len(schedule.ocs) != switches:
-        raise ScheduleError(f"the schedule has {len(schedule.ocs)} OCSes, not {switches}")
+        raise ParallelScheduleError(f"the schedule has {len(schedule.ocs)} OCS(es), not {switches}")
     if not math.isclose(schedule.reconfiguration_delay_s, delta, rel_tol=TOLERANCE, abs_tol=1e-15):
-        raise ScheduleError(f"the schedule's dark window is {schedule.reconfiguration_delay_s} s, not {delta} s")
+        raise ParallelScheduleError(f"the schedule's dark window is {schedule.reconfiguration_delay_s} s, not {delta} s")
     held = np.zeros((n, n))
     for k, seq in enumerate(schedule.ocs):
         for c, (pairs, dur) in enumerate(zip(seq.configs, seq.slots_s)):
             where = f"OCS {k} slot {c}"
             if dur <= 0:
-                raise ScheduleError(f"{where}: duration {dur} s is not positive")
+                raise ParallelScheduleError(f"{where}: duration {dur} s is not positive")
             src = [a for a, _ in pairs]
             dst = [b for _, b in pairs]
             if any(not (0 <= a < n and 0 <= b < n) or a == b for a, b in pairs):
-                raise ScheduleError(f"{where}: a circuit that is not a pair of {n} GPUs")
+                raise ParallelScheduleError(f"{where}: a circuit that is not a pair of {n} GPUs")
             if len(set(src)) != len(src) or len(set(dst)) != len(dst):
-                raise ScheduleError(f"{where}: not a permutation (a GPU sends or receives on two circuits)")
+                raise ParallelScheduleError(f"{where}: not a permutation (a GPU sends or receives on two circuits)")
             if circuits == "duplex" and set(pairs) != {(b, a) for a, b in pairs}:
-                raise ScheduleError(f"{where}: not a matching of duplex circuits (a circuit one way only)")
+                raise ParallelScheduleError(f"{where}: not a matching of duplex circuits (a circuit one way only)")
             for a, b in pairs:
                 held[a, b] += dur * rate
     need = served_matrix(m, circuits)
@@ -467,7 +472,7 @@ def check(schedule: ParallelSchedule, d, switches: int, rate: float, delta: floa
     slack = float(gap.min() / scale)
     if slack < -TOLERANCE:
         i, j = (int(x) for x in np.argwhere((held - need) == gap.min())[0])
-        raise ScheduleError(f"pair {i}->{j}: {held[i, j]:.6g} bytes of circuit time for {need[i, j]:.6g} bytes of demand")
+        raise ParallelScheduleError(f"pair {i}->{j}: {held[i, j]:.6g} bytes of circuit time for {need[i, j]:.6g} bytes of demand")
     return slack
 
 
@@ -481,13 +486,13 @@ def _plan(m: np.ndarray, terms: list[Term], switches: int, rate: float, delta: f
 def spectra(d, switches: int, rate: float, delta: float, circuits: Circuits = "duplex",
             equalized: bool = True) -> Planned:
     """Spectra's schedule of ``d`` on ``switches`` parallel OCSes (module doc: decompose,
-    schedule by load, equalize by splitting; both decompositions tried, the shorter kept;
-    trimmed).
+    schedule by load, equalize by splitting; every decomposition of :data:`METHODS` tried, the
+    shortest schedule kept; trimmed).
 
     :param d: (n, n) demand, bytes, zero diagonal. :param rate: port rate B, bytes/s.
     :param delta: reconfiguration delay, seconds. :param equalized: False skips step 3 (an
         ablation).
-    :returns: :class:`Planned`; its schedule passes :func:`check`.
+    :returns: :class:`Planned`; its schedule passes :func:`check_schedule`.
     :raises SpectraError: bad input.
     """
     m = _validate(d, switches, rate, delta, circuits)
@@ -502,8 +507,8 @@ def spectra(d, switches: int, rate: float, delta: float, circuits: Circuits = "d
 
 
 def baseline(d, switches: int, rate: float, delta: float, circuits: Circuits = "duplex") -> Planned:
-    """The baseline (module doc): one single-switch decomposition (of the two candidates, the
-    one whose lockstep schedule is shorter) with every term held on every OCS for
+    """The baseline (module doc): one single-switch decomposition (of :data:`METHODS`, the one
+    whose lockstep schedule is shortest) with every term held on every OCS for
     ``weight / (s B)``, all OCSes in lockstep; trimmed.
 
     :param d: (n, n) demand, bytes, zero diagonal. :param rate: port rate B, bytes/s.
