@@ -1,6 +1,6 @@
 """Flow-level backend: an event-driven fluid simulator of (Workload, Plan) on a fabric.
 
-:func:`execute` runs one resolved run (:func:`simulate`: per-step plans, :mod:`emulation.flowsim.slotted`: time-slotted ones); :mod:`emulation.flowsim.engine` holds the fluid engine
+:func:`execute` runs one resolved run (:func:`simulate`: per-step plans, :mod:`emulation.flowsim.slotted`: time-slotted ones; :mod:`emulation.flowsim.parallel_ocs`: a schedule of parallel OCSes, each on its own clock); :mod:`emulation.flowsim.engine` holds the fluid engine
 and :mod:`emulation.flowsim.maxmin` the max-min fair allocation.
 
 Spec: ``docs/architecture.md`` (flow-level backend).

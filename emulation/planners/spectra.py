@@ -84,7 +84,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-
 from scipy.optimize import linear_sum_assignment
 
 from emulation.planners.bvn import bidirectional_decompose, bvn_decompose, stuff, weighted_round_robin
@@ -240,7 +239,7 @@ def decompose(d, circuits: Circuits = "duplex", method: Literal["bvn", "colourin
     without demand dropped.
 
     :param d: (n, n) demand, bytes, zero diagonal. :returns: terms whose circuit time covers
-        :func:`served_matrix` (:func:`coverage`).
+        :func:`served_matrix` exactly (plus :data:`CLOCK_MARGIN`).
     :raises SpectraError: bad input.
     """
     m = _validate(d, 1, 1.0, 0.0, circuits)
