@@ -263,7 +263,8 @@ def start_capture(emu, out: Path, ports: list[str]):
         raise EmulationError(f"--pcap: {unknown[0]} is not a port of this fabric "
                              f"(e.g. {', '.join(emu.ocs_input_ports()[:3])})")
     pcap_dir = out / "emulation" / "pcap"
-    capture = Capture(devices, pcap_dir, emu.host_link_ports(), gpu_of=emu.ocs_input_gpus())
+    probe_ports = [(emu.host(g).defaultIntf().name, emu.host(g).pid) for g in range(emu.fabric.gpus)]
+    capture = Capture(devices, pcap_dir, probe_ports, gpu_of=emu.ocs_input_gpus())
     try:
         capture.start()
     except CaptureError as e:

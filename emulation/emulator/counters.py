@@ -7,7 +7,8 @@ those of :mod:`emulation.drops`).
   exactly what it drops there (``ovs-appctl dpctl/show -s``);
 - ``veth``: ``tx_dropped``/``rx_dropped`` of our root-namespace devices;
 - ``backlog``: ``/proc/net/softnet_stat``;
-- ``ovs_rx``: drops of Open vSwitch's receive packet sockets on our ports (``ss -f link -m``);
+- ``ovs_rx``: drops of Open vSwitch's receive packet sockets on our ports (``ss -f link -m``),
+  and of the XDP sockets of ports polled over AF_XDP (:mod:`emulation.emulator.pmd`);
 - ``datapath``: upcalls lost (``ovs-appctl dpctl/show``);
 - ``ovs_tx``: conservation over the whole run: packets the GPUs sent (their interfaces'
   counters) that neither arrived nor appear in any counter above. The wire probes of a captured
@@ -110,6 +111,8 @@ class DropCounters:
         #: the wire probe processes of a captured run (:mod:`emulation.emulator.probe`): a quiet
         #: snapshot pauses them (SIGSTOP) while it waits for quiet and counts them apart
         self.probes: list = []
+        #: our AF_XDP ports (:mod:`emulation.emulator.pmd`): their XDP sockets' drops count as ``ovs_rx``
+        self.xsk_ports: list[str] = []
         self.ports = ports
         self.misdelivered_is_dark = misdelivered_is_dark
         self._ovs_set = set(ports.ovs_ports)
@@ -148,6 +151,11 @@ class DropCounters:
                 continue
             d = re.search(r"\bd(\d+)", m.group(2))
             out[m.group(1)] = out.get(m.group(1), 0) + (int(d.group(1)) if d else 0)
+        if self.xsk_ports:
+            from emulation.emulator.pmd import xsk_drops
+
+            for dev, n in xsk_drops(self.xsk_ports).items():
+                out[dev] = out.get(dev, 0) + n
         return out
 
     def _datapath(self) -> tuple[dict[str, int], int]:

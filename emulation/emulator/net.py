@@ -28,6 +28,7 @@ from pathlib import Path
 from controllers.ovs_datapath import DatapathCache, DatapathError
 from emulation import dataplane as dpn
 from emulation.emulator.capabilities import Capabilities, detect
+from emulation.emulator import pmd as pmd_ports
 from emulation.emulator import registry, shaper
 from emulation.emulator.controller_client import ControllerClient
 from emulation.emulator.counters import DropCounters, Ports
@@ -321,6 +322,9 @@ class EmulatedFabric(Lifecycle):
         ``mtu / byte_scale`` real bytes, and a transfer ends about one frame time early against a
         fluid link (:func:`emulation.runner.frame_warning`; docs/emulator.md, "How many GPUs this machine
         emulates faithfully").
+    :param pmd: poll the GPUs' own links with a PMD thread over AF_XDP, on a core of its own
+        (:mod:`emulation.emulator.pmd`); None: wherever this machine can (the userspace datapath,
+        ``afxdp`` ports, two cores or more) and the MTU is 1500. :attr:`pmd` says whether it is.
     :raises MachineBusy: another emulation is running, or a killed one left state behind.
     :raises MachineUnfit: ``ofctl_rest`` asked on a framework without it, or on a port in use.
     :raises EmulationError: not root, Open vSwitch not running, the controller did not start,
@@ -329,7 +333,8 @@ class EmulatedFabric(Lifecycle):
 
     def __init__(self, fabric: Fabric, run_dir: Path, *, link_mbps: float,
                  delay_s: float = 0.0, capabilities: Capabilities | None = None, controller: str = "os-ken",
-                 apps: tuple[str, ...] = (), mtu: int = dpn.MTU, ofctl_rest: int | None = None):
+                 apps: tuple[str, ...] = (), mtu: int = dpn.MTU, ofctl_rest: int | None = None,
+                 pmd: bool | None = None):
         if not 0 < link_mbps <= 1000:
             raise EmulationError(f"link_mbps: the emulated port rate must be in (0, 1000] Mbit/s, got {link_mbps}")
         if not dpn.MTU <= mtu <= dpn.MAX_MTU:
@@ -345,6 +350,8 @@ class EmulatedFabric(Lifecycle):
         if self.ofctl_rest_port is not None and ofctl_rest_unavailable(controller):
             raise MachineUnfit(f"--ofctl-rest: {ofctl_rest_unavailable(controller)}")
         self.caps = capabilities
+        self.pmd = pmd
+        self._pmd_mask_set = False
         self.net = None
         self.drops: DropCounters | None = None
         self.socket_buffers: SocketBuffers | None = None
@@ -379,6 +386,9 @@ class EmulatedFabric(Lifecycle):
             self._delete_leftovers()
         stop_pid(self.controller)
         self.controller = None
+        if self._pmd_mask_set:  # our ports are gone: give Open vSwitch its PMD core mask back
+            pmd_ports.set_mask(self.registration.entry.pmd_mask[0])
+            self._pmd_mask_set = False
         if self.socket_buffers is not None:
             self.socket_buffers.restore()
             self.socket_buffers = None
@@ -397,6 +407,10 @@ class EmulatedFabric(Lifecycle):
         self._build_net()
         self.client.wait_ready(timeout=60)
         log.info("every switch connected to the controller")
+        if self.pmd is None:
+            self.pmd = self.caps.afxdp and self.mtu <= pmd_ports.MAX_MTU
+        if self.pmd:
+            self._poll_with_pmd()
         if not self.caps.ovs_kernel_datapath:
             self._size_ovs_sockets()
 
@@ -528,6 +542,25 @@ class EmulatedFabric(Lifecycle):
                     scale = eps.port_gbps / f.port_gbps if eps.port_gbps is not None else 1.0
                 out.append(shaper.Shaped(me.name, rate * scale, None, delay_ms, self.mtu))
         return out
+
+    def _poll_with_pmd(self) -> None:
+        """Pin Open vSwitch's PMD thread to a core of its own (the previous mask recorded in the
+        run's record, put back at teardown) and make every GPU's own link an AF_XDP port
+        (:mod:`emulation.emulator.pmd`).
+
+        :raises EmulationError: Open vSwitch refused (the message has its answer)."""
+        ports = self.host_link_ports()
+        self.registration.entry.pmd_mask = [pmd_ports.current_mask()]
+        self.registration.save()
+        self._pmd_mask_set = True
+        pmd_ports.set_mask(pmd_ports.pmd_mask())
+        log.info("AF_XDP on %d GPU ports, polled by a PMD thread on core mask 0x%s", len(ports), pmd_ports.pmd_mask())
+        try:
+            pmd_ports.poll_ports(ports)
+        except pmd_ports.PmdError as e:
+            raise EmulationError(str(e)) from None
+        self.drops.xsk_ports = ports
+        self.client.wait_ready(timeout=60)
 
     def _size_ovs_sockets(self) -> None:
         """Raise the buffers of Open vSwitch's packet sockets for our ports and of its shared
