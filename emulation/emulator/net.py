@@ -546,9 +546,8 @@ class EmulatedFabric(Lifecycle):
     def _poll_with_pmd(self) -> None:
         """Pin Open vSwitch's PMD thread to a core of its own (the previous mask recorded in the
         run's record, put back at teardown) and make every GPU's own link an AF_XDP port
-        (:mod:`emulation.emulator.pmd`).
-
-        :raises EmulationError: Open vSwitch refused (the message has its answer)."""
+        (:mod:`emulation.emulator.pmd`). Where Open vSwitch refuses, the ports go back to packet
+        sockets, with a warning, and :attr:`pmd` is False."""
         ports = self.host_link_ports()
         self.registration.entry.pmd_mask = [pmd_ports.current_mask()]
         self.registration.save()
@@ -558,8 +557,13 @@ class EmulatedFabric(Lifecycle):
         try:
             pmd_ports.poll_ports(ports)
         except pmd_ports.PmdError as e:
-            raise EmulationError(str(e)) from None
-        self.drops.xsk_ports = ports
+            log.warning("%s: the GPUs' ports stay on packet sockets", e)
+            pmd_ports.unpoll_ports(ports)
+            pmd_ports.set_mask(self.registration.entry.pmd_mask[0])
+            self._pmd_mask_set = False
+            self.pmd = False
+        else:
+            self.drops.xsk_ports = ports
         self.client.wait_ready(timeout=60)
 
     def _size_ovs_sockets(self) -> None:

@@ -114,6 +114,15 @@ def poll_ports(ports: list[str], timeout_s: float = 60.0) -> None:
                interval_s=0.05)
 
 
+def unpoll_ports(ports: list[str]) -> None:
+    """Give ``ports`` back to packet sockets (the netdev default type). Raises nothing."""
+    args: list[str] = []
+    for p in ports:
+        args += ["--", "set", "Interface", p, 'type=""']
+    if args:
+        _vsctl(*args[1:], timeout=60)
+
+
 def xsk_drops(ports: list[str]) -> dict[str, int]:
     """``{port: frames its XDP socket's receive ring dropped}`` (Open vSwitch's
     ``xsk_queue_*_rx_dropped`` statistics) of the AF_XDP ports among ``ports``."""
