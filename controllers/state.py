@@ -31,8 +31,9 @@ class FabricState:
     """Everything the apps share. Created once by OS-Ken from ``_CONTEXTS`` (then from the file
     of ``--ocslab-fabric``), or with ``fabric`` given (a controller-less test)."""
 
-    def __init__(self, fabric: Fabric | None = None) -> None:
+    def __init__(self, fabric: Fabric | None = None, events_file: str | None = None) -> None:
         if fabric is None:
+            events_file = events_file or cfg.CONF.ocslab.events
             path = cfg.CONF.ocslab.fabric
             if not path:
                 raise SystemExit("controllers: --ocslab-fabric FILE is required")
@@ -47,6 +48,8 @@ class FabricState:
         #: outstanding barriers of every app (:class:`controllers.base.OcsLabApp`)
         self.barriers = Barriers()
         self._events: list[dict] = []
+        #: where every event is also appended as one JSON line (``--ocslab-events``), or None
+        self.events_file = events_file
         #: who may set the circuits now (:data:`controllers.events.OWNERS`) and the run it is
         #: for (None between runs, when the user's apps own them)
         self.owner: str = OWNER_APP
@@ -80,11 +83,16 @@ class FabricState:
 
     # ---- events ---------------------------------------------------------------------------
     def log_event(self, kind: str, level: int = logging.INFO, **fields: object) -> dict:
-        """Append ``{"seq", "t" (CLOCK_MONOTONIC s), "kind", ...}`` to the event log; the
-        controller's log gets one line at ``level``."""
+        """Append ``{"seq", "t" (CLOCK_MONOTONIC s), "kind", ...}`` to the event log and, with an
+        events file (``--ocslab-events``), as one JSON line to it, flushed at once (so that it
+        holds every event up to a crash, whichever framework's log format the controller runs
+        under); the controller's log gets one line at ``level``."""
         with self.lock:
             ev = {"seq": len(self._events), "t": time.monotonic(), "kind": kind, **fields}
             self._events.append(ev)
+            if self.events_file:
+                with open(self.events_file, "a") as fh:
+                    fh.write(json.dumps(ev, default=str) + "\n")
         LOG.log(level, "%s %s", kind, json.dumps(fields, default=str))
         return ev
 

@@ -8,7 +8,8 @@ Commands on a scenario file (every kind: ``ocslab kinds`` lists them, :mod:`emul
   kind's tables and plots, print its summary.
 - ``ocslab compare FILE`` (collective): both backends side by side; ``ocslab plan FILE``
   (collective): each run's plan; ``ocslab te FILE`` (wan): one matrix's TE solution;
-  ``ocslab train FILE`` (training, rails): the scenario's torch job on the packet backend.
+  ``ocslab train FILE`` (training, rails): the scenario's torch job on the packet backend;
+  ``ocslab up FILE`` (collective): the fabric at Mininet's prompt (:mod:`emulation.console`).
 
 Other commands: ``ocslab workload`` (a workload's steps), ``ocslab torch allreduce-perf``
 (gloo's AllReduce on emulated GPUs), ``ocslab pcap DIR`` (analyse a ``--pcap`` run),
@@ -49,6 +50,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
+def _controller_flags(p: argparse.ArgumentParser) -> None:
+    """The packet backend's flags of a command that starts a fabric's controller: ``--force``,
+    ``--controller``, ``--ofctl-rest [PORT]``, ``--app PATH``."""
+    p.add_argument("--force", action="store_true", help="go on even if the headroom probe says the CPU is the bottleneck")
+    p.add_argument("--controller", choices=("os-ken", "ryu"),
+                   help="the framework the controller apps run on (default: the scenario's emulation.controller)")
+    p.add_argument("--ofctl-rest", nargs="?", const=8080, type=int, metavar="PORT",
+                   help="load Ryu's stock ofctl_rest beside the controller apps, its REST API on 127.0.0.1:PORT "
+                        "(default 8080; 0: any free port); needs --controller ryu")
+    p.add_argument("--app", action="append", default=[], metavar="PATH",
+                   help="your own controller app (.py), loaded beside the built-in ones (repeatable)")
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser of ``ocslab`` (every command and flag; the CLI reference is made from it)."""
     p = _Parser(prog="ocslab", description="Emulate reconfigurable (optical circuit switched) ML fabrics.")
@@ -61,14 +75,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/demo.yaml)")
     r.add_argument("--backend", choices=BACKENDS, help="override the scenario's backend")
     r.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-<time>)")
-    r.add_argument("--force", action="store_true", help="run even if the headroom probe says the CPU is the bottleneck")
-    r.add_argument("--controller", choices=("os-ken", "ryu"),
-                   help="the framework the controller apps run on (default: the scenario's emulation.controller)")
-    r.add_argument("--ofctl-rest", nargs="?", const=8080, type=int, metavar="PORT",
-                   help="load Ryu's stock ofctl_rest beside the controller apps, its REST API on 127.0.0.1:PORT "
-                        "(default 8080; 0: any free port); needs --controller ryu")
-    r.add_argument("--app", action="append", default=[], metavar="PATH",
-                   help="your own controller app (.py), loaded beside the built-in ones (repeatable)")
+    _controller_flags(r)
     r.add_argument("--pcap", nargs="?", const="ocs", metavar="PORTS",
                    help="capture packets during the runs: every OCS input port, or these comma-separated "
                         "interfaces; analysed into pcap.json and pcap.png (ocslab pcap DIR)")
@@ -91,6 +98,12 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/lumion.yaml, experiments/rails_torch.yaml)")
     tr.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-<time>)")
     tr.add_argument("--recovery", help="training scenarios: comma-separated subset of the recoveries to run")
+    u = sub.add_parser("up", help="build a collective scenario's fabric and open Mininet's prompt on it, with ocslab's "
+                       "commands (circuits, reconfigure, allreduce, capture); exit tears it down")
+    u.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/demo.yaml)")
+    u.add_argument("--out", type=Path, help="session directory: logs, captures, result.json of its collectives "
+                   "(default runs/<scenario>-up-<time>)")
+    _controller_flags(u)
     s = sub.add_parser("workload", help="print a workload's steps (a collective's transfers, step by step)")
     s.add_argument("algorithm", help="an algorithm of the collective (allreduce: "
                    f"{known('allreduce')}), or COLLECTIVE-ALGORITHM (e.g. alltoall-rotor)")
@@ -318,23 +331,10 @@ def _pcap_report(run_dir: Path) -> int:
         rep = pcap.analyse(run_dir, run_dir / "pcap.png")
     except pcap.PcapError as e:
         return fail(str(e))
-    rep = rep.model_dump()
-    (run_dir / "pcap.json").write_text(json.dumps(rep, indent=1))
+    (run_dir / "pcap.json").write_text(json.dumps(rep.model_dump(), indent=1))
     con = Console()
-    for w, p in zip(rep["dark_windows"], rep["probe_windows"]):
-        wire = "-" if p["wire_s"] is None else (f"{p['wire_s'] * 1e3:.2f} ms ({p['wire_min_s'] * 1e3:.2f}-"
-                                               f"{p['wire_max_s'] * 1e3:.2f} over {p['ports']} rewired ports, "
-                                               f"+-{p['resolution_s'] * 1e3 / 2:.2f} ms)")
-        con.print(f"dark window at {w['t_dark']:.3f}: requested {w['requested_s'] * 1e3:.2f} ms, controller "
-                  f"{w['measured_s'] * 1e3:.2f} ms, wire (probes) {wire}"
-                  f"{', agrees' if p['agrees'] else ', DISAGREES'} (frame time {rep['frame_s'] * 1e3:.2f} ms + 1 ms); "
-                  f"{w['frames_in_dark']} data frames sent into it")
-    t = rep["tcp"]
-    con.print(f"TCP: {t['connections']} connections, {t['retransmissions']} retransmitted segments on the wire "
-              f"(agents' TCP_INFO: {t['retransmissions_tcp_info']}), {t['dup_acks']} duplicate ACKs, largest "
-              f"silence {t['largest_gap_s'] * 1e3:.1f} ms; per connection, the wire and TCP_INFO agree on "
-              f"{t['connections'] - len(t['connections_disagreeing'])} of {t['connections']}"
-              + (f" (not on {', '.join(t['connections_disagreeing'][:4])})" if t["connections_disagreeing"] else ""))
+    for line in pcap.summary_lines(rep):
+        con.print(line, highlight=False)
     con.print(f"capture: {run_dir}/pcap.json, pcap.png")
     return 0
 
@@ -353,6 +353,8 @@ def mn_topo(spec) -> str | None:
         return f"ocsstar,{spec.gpus},{spec.ports_per_gpu}" if spec.ports_per_gpu >= 2 else None
     if spec.topology in ("ring", "torus", "eps"):
         return f"{spec.topology},{spec.gpus}"
+    if spec.topology == "parallel-ocs":
+        return f"parallelocs,{spec.gpus},{spec.switches}"
     if spec.topology == "rack" and spec.ports_per_gpu == 2 and spec.electrical_gbps is None:
         return f"rack,{spec.gpus},{spec.spares}"
     return None

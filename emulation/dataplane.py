@@ -70,6 +70,11 @@ def wire_per_payload(mtu: int = MTU) -> float:
 #: First characters of every bridge and root-namespace interface ocslab creates.
 PREFIX = "ocl-"
 
+#: The controller's structured event log, in the directory of its ``controller.log``: one JSON
+#: object per line, ``{"seq", "t" (CLOCK_MONOTONIC s), "kind", ...}``, written the same way under
+#: OS-Ken and Ryu (``--ocslab-events``; ``controllers.state.FabricState.log_event``).
+EVENTS_FILE = "events.jsonl"
+
 
 def host_name(gpu: int) -> str:
     """Mininet host name of GPU ``gpu`` (its interfaces live in its own namespace)."""

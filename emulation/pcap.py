@@ -1,8 +1,10 @@
 """What the captured packets say (``ocslab pcap RUN_DIR``; :mod:`emulation.emulator.capture`
 wrote them during ``ocslab run --pcap``), read with scapy.
 
-- Dark windows on the wire: for every reconfiguration the controller logged (``t_dark`` when the
-  old circuits were gone, ``t_live`` when the new ones carried traffic), the silence of the wire
+- Dark windows on the wire: for every reconfiguration the controller recorded in its event file
+  (``emulation/events.jsonl``, the same under OS-Ken and Ryu; checked against the reconfigurations
+  its log mentions: ``t_dark`` when the old circuits were gone, ``t_live`` when the new ones
+  carried traffic), the silence of the wire
   probes of every rewired GPU port across it (:func:`probe_windows`), next to the controller's
   measured window and the one requested; and on every captured fabric port the last data frame
   that entered it before ``t_dark``, the first at or after ``t_live``, and the frames that entered
@@ -11,6 +13,9 @@ wrote them during ``ocslab run --pcap``), read with scapy.
   on the same port), duplicate ACKs (a pure ACK repeating the previous one's number and window),
   and the largest silence between two of its frames; beside each, the agents' own count of the
   connection's retransmissions (TCP_INFO), and the total beside the runs' (``result.json``).
+  Where segments enter the fabric (each sender's OCS input ports), the retransmissions counted
+  here and by a second reader, Wireshark's dissector (``tshark``, :data:`TSHARK_FILTER`), side by
+  side with the agents' TCP_INFO total.
 - Throughput of every captured port in :data:`BIN_S` bins (``pcap.png``), dark windows shaded.
 
 Times are real seconds of the emulation (CLOCK_MONOTONIC, like the controller's); divide by the
@@ -38,15 +43,49 @@ class PcapError(ValueError):
     """A run directory without a capture, or one that cannot be read (one line)."""
 
 
-def reconfigurations(controller_log: Path) -> list[dict]:
-    """The ``reconfigured`` events (with a change) of a controller log, in order."""
+#: A reconfiguration in a controller log, whatever the framework's line prefix (OS-Ken's
+#: ``INFO ocslab.controller``, Ryu's bare message): the word at the start or after a blank, not
+#: inside another event's name (``opus-reconfigured``).
+_LOGGED = re.compile(r"(?:^|\s)reconfigured (\{.*\})\s*$")
+
+
+def logged_reconfigurations(controller_log: Path) -> list[dict]:
+    """The ``reconfigured`` events (with a change) a controller's log text holds, in order;
+    :func:`reconfigurations` checks its structured event file against them."""
     out = []
     for line in Path(controller_log).read_text(errors="replace").splitlines():
-        m = re.search(r" reconfigured (\{.*\})\s*$", line)
+        m = _LOGGED.search(line)
         if m:
             ev = json.loads(m.group(1))
             if ev.get("changed"):
                 out.append(ev)
+    return out
+
+
+def reconfigurations(emulation_dir: Path) -> list[dict]:
+    """The ``reconfigured`` events (with a change) of a run's controller, in order: from its
+    structured event file (``events.jsonl``, :data:`emulation.dataplane.EVENTS_FILE`), or from
+    its log text for a run made before the controller wrote one.
+
+    :raises PcapError: the controller's log holds more reconfigurations than the events read
+        (the analysis would miss some and report too few dark windows), or neither file exists.
+    """
+    emulation_dir = Path(emulation_dir)
+    log_path, events_path = emulation_dir / "controller.log", emulation_dir / dpn.EVENTS_FILE
+    if not log_path.exists() and not events_path.exists():
+        raise PcapError(f"{emulation_dir}: no controller log or event file")
+    logged = logged_reconfigurations(log_path) if log_path.exists() else []
+    if not events_path.exists():
+        return logged
+    out = []
+    for line in events_path.read_text(errors="replace").splitlines():
+        if line.strip():
+            ev = json.loads(line)
+            if ev.get("kind") == "reconfigured" and ev.get("changed"):
+                out.append(ev)
+    if len(logged) > len(out):
+        raise PcapError(f"{events_path}: holds {len(out)} reconfigurations, but the controller logged {len(logged)} "
+                        f"in {log_path}: the analysis cannot see them all")
     return out
 
 
@@ -202,6 +241,61 @@ def tcp_connections(frames: dict[str, list[tuple]]) -> list[dict]:
     return sorted(out, key=lambda c: c["first_s"])
 
 
+def first_hop_ports(pcap_dir: Path) -> dict[str, str]:
+    """``{captured OCS input port: the fabric IPv4 address of the GPU whose NIC feeds it}``
+    (``clock.json``'s ``gpu_of_device``; empty for a capture made before it was recorded or of
+    other ports). A connection's segments enter the fabric once, on a port of its sender's NIC:
+    counted there, a retransmission is counted once, as the sender's TCP counts it."""
+    clock = json.loads((Path(pcap_dir) / "clock.json").read_text())
+    return {dev: dpn.gpu_ip(int(g)) for dev, g in clock.get("gpu_of_device", {}).items()}
+
+
+def first_hop_retransmissions(frames: dict[str, list[tuple]], first_hop: dict[str, str]) -> int:
+    """Retransmitted TCP segments where they entered the fabric: on every port of ``first_hop``
+    (:func:`first_hop_ports`), the data segments sent by that port's GPU that the port saw
+    before (same connection, sequence number and length), one per repeat."""
+    total = 0
+    for dev, ip in first_hop.items():
+        seen: set = set()
+        for _t, _len, key, seq, _ack, payload, _flags, _win in frames.get(dev, ()):
+            if key is None or payload <= 0 or key[0] != ip:
+                continue
+            seg = (key, seq, payload)
+            total += seg in seen
+            seen.add(seg)
+    return total
+
+
+#: Wireshark's display filter of a retransmitted segment (its TCP analysis: a segment carrying
+#: data below the highest sequence number already seen on its stream; fast and spurious
+#: retransmissions included).
+TSHARK_FILTER = "tcp.analysis.retransmission"
+
+
+def tshark_retransmissions(pcap_dir: Path, first_hop: dict[str, str]) -> int | None:
+    """Retransmitted segments as Wireshark's dissector counts them (``tshark``, a second reader
+    of the same captures): frames matching :data:`TSHARK_FILTER` sent by the port's own GPU, over
+    every port of ``first_hop`` and its capture files; None when ``tshark`` is not installed.
+
+    :raises PcapError: tshark failed on a capture file.
+    """
+    import shutil
+    import subprocess
+
+    tshark = shutil.which("tshark")
+    if tshark is None:
+        return None
+    total = 0
+    for dev, ip in sorted(first_hop.items()):
+        for path in sorted(Path(pcap_dir).glob(f"{dev}.pcap*")):
+            r = subprocess.run([tshark, "-n", "-r", str(path), "-Y", f"{TSHARK_FILTER} && ip.src == {ip}",
+                                "-T", "fields", "-e", "frame.number"], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise PcapError(f"{path}: tshark failed: {r.stderr.strip().splitlines()[-1:] or r.returncode}")
+            total += sum(1 for line in r.stdout.splitlines() if line.strip())
+    return total
+
+
 def agents_retransmissions(emulation_dir: Path) -> dict[str, int]:
     """Retransmitted segments per TCP connection as the agents counted them (TCP_INFO), over
     every run of ``emulation_dir`` (``<run>/tcp_info.json``,
@@ -265,11 +359,16 @@ class Connection(_Model):
 class TcpSummary(_Model):
     """Every connection's totals: retransmitted segments on the wire and by TCP_INFO (the
     agents'; None without a ``result.json``), the connections where the two disagree, duplicate
-    ACKs, the largest silence (s), and each connection."""
+    ACKs, the largest silence (s), and each connection. Where segments enter the fabric (the
+    senders' OCS input ports, :func:`first_hop_ports`), the retransmissions counted by this
+    analysis (``retransmissions_first_hop``, every repeat) and by Wireshark's dissector
+    (``retransmissions_tshark``, None without tshark), beside the agents' TCP_INFO total."""
 
     connections: int
     retransmissions: int
     retransmissions_tcp_info: Optional[int]
+    retransmissions_first_hop: int = 0
+    retransmissions_tshark: Optional[int] = None
     connections_disagreeing: list[str]
     dup_acks: int
     largest_gap_s: float
@@ -299,7 +398,7 @@ def analyse(run_dir: Path, png: Path | None = None) -> PcapReport:
         raise PcapError(f"{run_dir}: no capture (run with ocslab run --pcap)")
     try:
         frames = read_frames(pcap_dir)
-        recon = reconfigurations(run_dir / "emulation" / "controller.log")
+        recon = reconfigurations(run_dir / "emulation")
     except (OSError, ValueError, KeyError) as e:
         raise PcapError(f"{pcap_dir}: {e}") from None
     conns = tcp_connections(frames)
@@ -314,15 +413,42 @@ def analyse(run_dir: Path, png: Path | None = None) -> PcapReport:
         c["retransmissions_tcp_info"] = tcp_info.pop(c["connection"], 0)
     disagree = [c["connection"] for c in conns if c["retransmissions"] != c["retransmissions_tcp_info"]]
     disagree += sorted(k for k, n in tcp_info.items() if n)  # retransmitted, yet not on the wire
+    first_hop = first_hop_ports(pcap_dir)
     report = {"ports": {d: len(rows) for d, rows in frames.items()}, "dark_windows": dark_windows(frames, recon),
               "frame_s": frame_s, "probe_windows": probe_windows(read_probes(pcap_dir), recon, frame_s),
               "tcp": {"connections": len(conns), "retransmissions": sum(c["retransmissions"] for c in conns),
                       "retransmissions_tcp_info": agents, "connections_disagreeing": disagree,
+                      "retransmissions_first_hop": first_hop_retransmissions(frames, first_hop),
+                      "retransmissions_tshark": tshark_retransmissions(pcap_dir, first_hop),
                       "dup_acks": sum(c["dup_acks"] for c in conns),
                       "largest_gap_s": max((c["largest_gap_s"] for c in conns), default=0.0), "per_connection": conns}}
     if png is not None:
         plot(frames, report, png, run_dir.name)
     return PcapReport.model_validate(report)
+
+
+def summary_lines(rep: PcapReport) -> list[str]:
+    """What ``ocslab pcap`` prints of a :class:`PcapReport`: a line per dark window (requested,
+    the controller's, the wire probes'), the TCP totals, and the retransmissions where segments
+    enter the fabric by this analysis, tshark and the agents' TCP_INFO."""
+    out = []
+    for w, p in zip(rep.dark_windows, rep.probe_windows):
+        wire = "-" if p.wire_s is None else (f"{p.wire_s * 1e3:.2f} ms ({p.wire_min_s * 1e3:.2f}-{p.wire_max_s * 1e3:.2f} "
+                                             f"over {p.ports} rewired ports, +-{p.resolution_s * 1e3 / 2:.2f} ms)")
+        out.append(f"dark window at {w.t_dark:.3f}: requested {w.requested_s * 1e3:.2f} ms, controller "
+                   f"{w.measured_s * 1e3:.2f} ms, wire (probes) {wire}{', agrees' if p.agrees else ', DISAGREES'} "
+                   f"(frame time {rep.frame_s * 1e3:.2f} ms + 1 ms); {w.frames_in_dark} data frames sent into it")
+    t = rep.tcp
+    out.append(f"TCP: {t.connections} connections, {t.retransmissions} retransmitted segments on the wire (agents' "
+               f"TCP_INFO: {t.retransmissions_tcp_info}), {t.dup_acks} duplicate ACKs, largest silence "
+               f"{t.largest_gap_s * 1e3:.1f} ms; per connection, the wire and TCP_INFO agree on "
+               f"{t.connections - len(t.connections_disagreeing)} of {t.connections}"
+               + (f" (not on {', '.join(t.connections_disagreeing[:4])})" if t.connections_disagreeing else ""))
+    tshark = "not installed" if t.retransmissions_tshark is None else t.retransmissions_tshark
+    out.append(f"retransmitted segments where they enter the fabric (the senders' OCS inputs): scapy "
+               f"{t.retransmissions_first_hop}, tshark ({TSHARK_FILTER}) {tshark}, agents' TCP_INFO "
+               f"{t.retransmissions_tcp_info}")
+    return out
 
 
 def plot(frames: dict[str, list[tuple]], report: dict, path: Path, title: str) -> None:

@@ -5,6 +5,7 @@ Spec: ``docs/architecture.md`` (data flow, results).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import sys
@@ -81,7 +82,7 @@ def run_flow(exp: Experiment | Scenario, progress: Progress | None = None) -> Re
         for it, arr in enumerate(exp.arrivals_s):
             runs.append(execute(exp.fabric, run, exp.cost, semantics=exp.semantics, arrivals_s=arr, iteration=it))
         wall[run.label] = time.perf_counter() - t0
-    return _result(exp, "flow", runs, {"simulation_wall_s": wall, "warnings": _warnings(runs)})
+    return collective_envelope(exp, "flow", runs, {"simulation_wall_s": wall, "warnings": _warnings(runs)})
 
 
 def _warnings(runs: list[RunResult]) -> list[str]:
@@ -123,9 +124,8 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
                 pcap: list[str] | None = None) -> ResultEnvelope:
     """Run every job of ``exp`` with real packets; return its result.
 
-    First the link rate is calibrated (:mod:`emulation.emulator.calibration`): ``auto`` takes
-    the highest rate whose headroom probe reaches the target; a given rate is probed and, if it
-    misses, refused (policy ``refuse``, unless ``force``) or used with a warning (``warn``).
+    First the link rate is calibrated (:func:`calibrate_link`), then every run executes on the
+    one emulated fabric, captured if ``pcap`` says so (:func:`start_capture`).
 
     :raises HeadroomError: the given rate misses the target and the policy is ``refuse``.
     :raises emulation.emulator.calibration.CalibrationError: no rate reaches the target.
@@ -133,17 +133,60 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
         run failed (an agent or the controller died, a step timed out): ``out/result.json`` then
         holds the runs measured so far with ``"complete": false`` and the ``error``.
     """
-    from emulation.emulator.calibration import GUARD_FLOOR_S, AUTO_START_MBPS, calibrate, slotted_rate_cap
-    from emulation.emulator.capabilities import detect
     from emulation.emulator.controller_client import ControllerError
-    from emulation.emulator.net import EmulatedFabric, EmulationError
     from emulation.emulator.execute import execute
+    from emulation.emulator.net import EmulationError
+
+    em = exp.emulation
+    runs: list[RunResult] = []
+    with emulated_fabric(exp, out, force) as (emu, meta):
+        rate = calibrate_link(emu, exp, out, force, meta, progress)
+        scale = exp.scale(rate)
+        capture = None
+        try:
+            if pcap:
+                capture, _probes = start_capture(emu, out, pcap)
+            for run in exp.runs(progress):
+                for it, arr in enumerate(exp.arrivals_s):
+                    tag = f"-it{it}" if len(exp.arrivals_s) > 1 else ""
+                    run_dir = out / "emulation" / f"{run.name}-{format_bytes(run.size_bytes)}{tag}"
+                    log.info("run %s (logs in %s)", run_dir.name, run_dir)
+                    runs.append(execute(emu, run, scale, exp.cost, run_dir, arrivals_s=arr, iteration=it))
+                warning = frame_warning(run, em.byte_scale, em.mtu)
+                if warning:
+                    meta["warnings"].append(warning)
+        except (EmulationError, ControllerError, KeyboardInterrupt) as e:
+            # what was measured so far, marked incomplete, then the teardown and the error
+            error = str(e) if not isinstance(e, KeyboardInterrupt) else "interrupted"
+            partial = collective_envelope(exp, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": False,
+                                                                "error": error})
+            write_result(out, partial)
+            raise
+        finally:
+            if capture is not None:
+                capture.stop()
+    meta["warnings"] += _warnings(runs)
+    return collective_envelope(exp, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": True})
+
+
+@contextlib.contextmanager
+def emulated_fabric(exp: Experiment, out: Path, force: bool = False, ofctl_rest: int | None = None):
+    """The emulated fabric of ``exp`` (:class:`emulation.emulator.net.EmulatedFabric`, logs in
+    ``out/emulation``) at its starting rate (the given ``emulation.link_mbps``, or the
+    calibration's first probe), with the result's packet-backend record begun: yields ``(emu,
+    meta)``, ``meta`` holding the machine's capabilities, warnings, controller, apps and MTU.
+
+    :raises HeadroomError: a time-slotted run's guard band is shorter than the emulated switch's
+        precision at the given rate (unless ``force``).
+    :raises emulation.emulator.net.EmulationError: see :class:`~emulation.emulator.net.EmulatedFabric`.
+    """
+    from emulation.emulator.calibration import AUTO_START_MBPS, GUARD_FLOOR_S, slotted_rate_cap
+    from emulation.emulator.capabilities import detect
+    from emulation.emulator.net import EmulatedFabric
 
     em = exp.emulation
     requested = None if em.link_mbps == "auto" else float(em.link_mbps)
-    arrivals = exp.arrivals_s
     caps = detect()
-    runs: list[RunResult] = []
     meta: dict = {"capabilities": caps.to_json(), "warnings": [], "controller": em.controller,
                   "apps": list(em.apps), "mtu": em.mtu}
     if not caps.netem and exp.cost.delta_s > 0:
@@ -161,68 +204,79 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
     start = requested if requested is not None else min(AUTO_START_MBPS, cap or AUTO_START_MBPS)
     with EmulatedFabric(exp.fabric, out / "emulation", link_mbps=start,
                         delay_s=exp.cost.delta_s * exp.scale(start).tdf, capabilities=caps,
-                        controller=em.controller, apps=em.apps, mtu=em.mtu) as emu:
-        rate = start
-        if em.headroom != "skip":
-            if progress:
-                progress("calibrating the link rate", 0, len(exp.jobs))
-            cal = calibrate(emu, requested, em.byte_scale, out / "emulation" / "calibration", em.headroom_target,
-                            max_mbps=cap)
-            meta["calibration"] = cal.to_json()
-            meta["headroom"] = cal.chosen
-            rate = cal.link_mbps
-            log.info("calibrated: %g Mbit/s per link (%s)", rate,
-                     ", ".join(f"{q['link_mbps']:g} Mbit/s {q['efficiency']:.0%}" for q in cal.probes))
-            if not cal.requested_ok:
-                if em.headroom == "refuse" and not force:
-                    raise HeadroomError(cal.refusal())
-                meta["warnings"].append(cal.refusal() + " (run anyway)")
-                meta["headroom"] = next(p for p in cal.probes if p["link_mbps"] == requested)
-                rate = requested
-                emu.set_link_mbps(rate)
-        scale = exp.scale(rate)
-        capture = None
-        try:
-            if pcap:
-                from emulation.emulator.capture import Capture, CaptureError
-
-                devices = emu.ocs_input_ports() if pcap == ["ocs"] else pcap
-                unknown = sorted(set(devices) - set(emu.drops.ports.ovs_ports))
-                if unknown:
-                    raise EmulationError(f"--pcap: {unknown[0]} is not a port of this fabric "
-                                         f"(e.g. {', '.join(emu.ocs_input_ports()[:3])})")
-                capture = Capture(devices, out / "emulation" / "pcap", emu.host_link_ports())
-                try:
-                    capture.start()
-                except CaptureError as e:
-                    raise EmulationError(str(e)) from None
-                for g in range(exp.fabric.gpus):  # wire probes (emulation.emulator.probe), ended with the fabric
-                    emu.popen(g, [sys.executable, "-m", "emulation.emulator.probe", emu.host(g).defaultIntf().name,
-                                  str(g), str(PROBE_INTERVAL_S)], out / "emulation" / "pcap" / f"probe-g{g}.log")
-            for run in exp.runs(progress):
-                for it, arr in enumerate(arrivals):
-                    tag = f"-it{it}" if len(arrivals) > 1 else ""
-                    run_dir = out / "emulation" / f"{run.name}-{format_bytes(run.size_bytes)}{tag}"
-                    log.info("run %s (logs in %s)", run_dir.name, run_dir)
-                    runs.append(execute(emu, run, scale, exp.cost, run_dir, arrivals_s=arr, iteration=it))
-                warning = frame_warning(run, em.byte_scale, em.mtu)
-                if warning:
-                    meta["warnings"].append(warning)
-        except (EmulationError, ControllerError, KeyboardInterrupt) as e:
-            # what was measured so far, marked incomplete, then the teardown and the error
-            error = str(e) if not isinstance(e, KeyboardInterrupt) else "interrupted"
-            partial = _result(exp, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": False,
-                                                    "error": error})
-            write_result(out, partial)
-            raise
-        finally:
-            if capture is not None:
-                capture.stop()
-    meta["warnings"] += _warnings(runs)
-    return _result(exp, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": True})
+                        controller=em.controller, apps=em.apps, mtu=em.mtu, ofctl_rest=ofctl_rest) as emu:
+        yield emu, meta
 
 
-def _result(exp: Experiment, backend: str, runs: list[RunResult], extra: dict) -> ResultEnvelope:
+def calibrate_link(emu, exp: Experiment, out: Path, force: bool, meta: dict,
+                   progress: Progress | None = None) -> float:
+    """Calibrate ``emu``'s link rate for ``exp`` (:mod:`emulation.emulator.calibration`) and
+    return it (Mbit/s): ``auto`` takes the highest rate whose headroom probe reaches the target;
+    a given rate is probed and, if it misses, refused (policy ``refuse``, unless ``force``) or
+    used with a warning (``warn``); ``skip`` keeps the given rate unprobed. Records the
+    calibration in ``meta`` (probes under ``out/emulation/calibration``).
+
+    :raises HeadroomError: the given rate misses the target and the policy is ``refuse``.
+    :raises emulation.emulator.calibration.CalibrationError: no rate reaches the target.
+    """
+    from emulation.emulator.calibration import calibrate
+
+    em = exp.emulation
+    requested = None if em.link_mbps == "auto" else float(em.link_mbps)
+    rate = emu.link_mbps
+    if em.headroom == "skip":
+        return rate
+    if progress:
+        progress("calibrating the link rate", 0, len(exp.jobs))
+    cal = calibrate(emu, requested, em.byte_scale, out / "emulation" / "calibration", em.headroom_target,
+                    max_mbps=meta.get("slotted_rate_cap_mbps"))
+    meta["calibration"] = cal.to_json()
+    meta["headroom"] = cal.chosen
+    rate = cal.link_mbps
+    log.info("calibrated: %g Mbit/s per link (%s)", rate,
+             ", ".join(f"{q['link_mbps']:g} Mbit/s {q['efficiency']:.0%}" for q in cal.probes))
+    if not cal.requested_ok:
+        if em.headroom == "refuse" and not force:
+            raise HeadroomError(cal.refusal())
+        meta["warnings"].append(cal.refusal() + " (run anyway)")
+        meta["headroom"] = next(p for p in cal.probes if p["link_mbps"] == requested)
+        rate = requested
+        emu.set_link_mbps(rate)
+    return rate
+
+
+def start_capture(emu, out: Path, ports: list[str]):
+    """Capture ``ports`` of ``emu`` (``["ocs"]``: every OCS input) into ``out/emulation/pcap``
+    with a wire probe on every GPU (:mod:`emulation.emulator.probe`). Returns ``(capture,
+    probes)``: the started :class:`~emulation.emulator.capture.Capture` and the probe processes
+    (children of ``emu``, ended with it, or earlier by :func:`emulation.emulator.net.stop_pid`).
+
+    :raises emulation.emulator.net.EmulationError: a port that is not the fabric's, or tcpdump
+        did not start.
+    """
+    from emulation.emulator.capture import Capture, CaptureError
+    from emulation.emulator.net import EmulationError
+
+    devices = emu.ocs_input_ports() if ports == ["ocs"] else ports
+    unknown = sorted(set(devices) - set(emu.drops.ports.ovs_ports))
+    if unknown:
+        raise EmulationError(f"--pcap: {unknown[0]} is not a port of this fabric "
+                             f"(e.g. {', '.join(emu.ocs_input_ports()[:3])})")
+    pcap_dir = out / "emulation" / "pcap"
+    probe_ports = [(emu.host(g).defaultIntf().name, emu.host(g).pid) for g in range(emu.fabric.gpus)]
+    capture = Capture(devices, pcap_dir, probe_ports, gpu_of=emu.ocs_input_gpus())
+    try:
+        capture.start()
+    except CaptureError as e:
+        raise EmulationError(str(e)) from None
+    probes = [emu.popen(g, [sys.executable, "-m", "emulation.emulator.probe", emu.host(g).defaultIntf().name,
+                            str(g), str(PROBE_INTERVAL_S)], pcap_dir / f"probe-g{g}.log")
+              for g in range(emu.fabric.gpus)]
+    emu.drops.probes = probes  # paused by quiet snapshots, and balanced apart in the drop accounting
+    return capture, probes
+
+
+def collective_envelope(exp: Experiment, backend: str, runs: list[RunResult], extra: dict) -> ResultEnvelope:
     """The envelope of a collective result (``extra``: its packet-backend fields and the
     envelope's ``warnings``, ``complete`` and ``error``)."""
     extra = dict(extra)

@@ -8,6 +8,10 @@ planner that made them (``.planner``):
   whether reaching it needs a reconfiguration (``reconfigure``: the changed circuits go dark for
   the reconfiguration delay R first) or not (``keep``). Made by :mod:`emulation.planners`
   (``none``, ``always``, ``greedy``, ``dp``; PCCL, arXiv 2509.15450).
+- :class:`ParallelSchedule` (*parallel OCSes*): s OCSes, each GPU with one port on every one,
+  each OCS running its own one-shot sequence of configurations on its own clock (a dark window
+  of R before each), never waiting for traffic; a GPU pair's bytes move on every OCS whose
+  current circuit joins them (Spectra, arXiv 2603.07373; :mod:`emulation.planners.spectra`).
 - :class:`SlottedPlan` (*time-slotted*): the OCS cycles on its own clock through the
   configurations of a :class:`SlotSchedule` (a dark window of R before every slot) and never
   waits for traffic; hosts send while a circuit to their destination is up, directly or, with a
@@ -198,6 +202,84 @@ class SlotSchedule:
         until then at ``port_gbps`` (the denominator of slot utilisation)."""
         rate = bytes_per_s(port_gbps)
         return sum(len(self.configs[k]) * rate * (min(t_off, until) - t_on) for t_on, t_off, k in self.windows(until))
+
+
+# ---- parallel OCSes ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OcsSequence:
+    """One OCS's configurations in the order it holds them: ``configs[k]`` (:data:`Pairs`,
+    directed circuits; a duplex circuit {a, b} appears as both ``(a, b)`` and ``(b, a)``) held
+    ``slots_s[k]`` seconds, each after a dark window of R. Empty: the OCS is never used.
+
+    :raises ValueError: lengths differ, a slot not positive.
+    """
+
+    configs: tuple[Pairs, ...]
+    slots_s: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.configs) != len(self.slots_s):
+            raise ValueError(f"slots_s: one slot length per configuration ({len(self.configs)} configurations, "
+                             f"{len(self.slots_s)} slots)")
+        if self.slots_s and min(self.slots_s) <= 0:
+            raise ValueError(f"slots_s: every slot must be positive, got {min(self.slots_s):.3g} s")
+
+
+@dataclass(frozen=True)
+class ParallelSchedule:
+    """Independent one-shot slot sequences of s parallel OCSes (Spectra, arXiv 2603.07373).
+
+    ``ocs[k]`` is OCS k's :class:`OcsSequence` (OCS k of :func:`topologies.builders.parallel_ocs`,
+    the one every GPU's port k is cabled to). Each OCS runs on its own clock from t = 0: a dark
+    window of ``reconfiguration_delay_s`` (R), ``configs[0]`` for ``slots_s[0]``, a dark window,
+    ``configs[1]``, ... and after its last slot it holds no circuit. A directed GPU pair (i, j)
+    carries up to B bytes/s on every OCS whose current configuration holds (i, j), so its
+    capacity at time t is B times the number of such OCSes. The makespan is
+    ``max_k sum(R + slots_s)`` (seconds). The packet backend would apply each OCS's sequence on
+    that OCS's own clock (one controller timer per OCS, as the rotor mode does for one).
+
+    :raises ValueError: no OCS, R < 0.
+    """
+
+    ocs: tuple[OcsSequence, ...]
+    reconfiguration_delay_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.ocs:
+            raise ValueError("ocs: a parallel schedule needs at least one OCS")
+        if self.reconfiguration_delay_s < 0:
+            raise ValueError(f"reconfiguration_delay_s: must be >= 0, got {self.reconfiguration_delay_s}")
+
+    def end_s(self, k: int) -> float:
+        """When OCS ``k`` finishes its last slot, seconds: ``sum(R + slots_s)``."""
+        seq = self.ocs[k]
+        return float(sum(seq.slots_s)) + len(seq.configs) * self.reconfiguration_delay_s
+
+    @property
+    def makespan_s(self) -> float:
+        """``max_k`` :meth:`end_s`, seconds."""
+        return max(self.end_s(k) for k in range(len(self.ocs)))
+
+    @property
+    def reconfigurations(self) -> int:
+        """Configurations over all OCSes (each paid one dark window of R)."""
+        return sum(len(seq.configs) for seq in self.ocs)
+
+    def windows(self, k: int):
+        """Yield ``(t_on, t_off, index)`` for every slot of OCS ``k`` (seconds)."""
+        t = 0.0
+        seq = self.ocs[k]
+        for i, d in enumerate(seq.slots_s):
+            t_on = t + self.reconfiguration_delay_s
+            yield t_on, t_on + d, i
+            t = t_on + d
+
+    def to_json(self) -> dict:
+        """``{"reconfiguration_delay_s", "makespan_s", "ocs": [[{"circuits": [[src, dst], ...],
+        "slot_s"}, ...], ...]}`` (one list per OCS, directed circuits)."""
+        return {"reconfiguration_delay_s": self.reconfiguration_delay_s, "makespan_s": self.makespan_s,
+                "ocs": [[{"circuits": [list(p) for p in c], "slot_s": d} for c, d in zip(seq.configs, seq.slots_s)]
+                        for seq in self.ocs]}
 
 
 @dataclass(frozen=True)

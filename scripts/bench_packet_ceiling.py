@@ -18,9 +18,13 @@ The first rate (from the top) where the probe reaches 90% and Ring is within 10%
 ceiling at n; lower rates are not tried. A count whose every rate down to ``--min-mbps`` fails
 has no ceiling ("none"): this machine cannot emulate n GPUs faithfully.
 
+Each count is measured on both datapaths in turn (``--datapath both``, the default): every port on
+a packet socket served by ovs-vswitchd's one main thread (before), and the GPUs' ports polled
+by a PMD thread over AF_XDP on a core of its own (after, :mod:`emulation.emulator.pmd`).
+
 Usage (root, Open vSwitch running): ``.venv/bin/python scripts/bench_packet_ceiling.py
-[--gpus 8 16 32 64] [--start-mbps 20] [--min-mbps 0.625] [--mtu 1500|9000] [--json runs/ceiling.json]
-[--markdown]``. Results and logs under ``runs/bench_packet_ceiling/``.
+[--gpus 8 16 32 64] [--start-mbps 20] [--min-mbps 0.625] [--mtu 1500|9000] [--datapath both|packet|pmd]
+[--json runs/ceiling.json] [--markdown]``. Results and logs under ``runs/bench_packet_ceiling/``.
 """
 
 from __future__ import annotations
@@ -42,10 +46,10 @@ RING_TOLERANCE = 0.10
 
 
 def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s: float, probe_s: float,
-            out: Path, mtu: int) -> list[dict]:
+            out: Path, mtu: int, datapath: str = "pmd") -> list[dict]:
     """Probe and Ring at each of ``rates`` (descending) on n GPUs until one passes; every row."""
     from emulation.emulator.calibration import measure_headroom
-    from emulation.emulator.net import EmulatedFabric
+    from emulation.emulator.net import EmulatedFabric, EmulationError
     from emulation.emulator.orchestrator import run_workload
     from emulation.flowsim import simulate
     from emulation.planners import make_plan
@@ -59,41 +63,55 @@ def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s:
     flow = simulate(f, w, plan, alpha_s=alpha_s, record_transfers=False).time_s
     rows = []
     t0 = time.monotonic()
-    with EmulatedFabric(f, out / f"gpus{n}", link_mbps=rates[0], mtu=mtu) as emu:
+    where = out / f"gpus{n}-{datapath}"
+    with EmulatedFabric(f, where, link_mbps=rates[0], mtu=mtu, pmd=datapath == "pmd") as emu:
         setup_s = time.monotonic() - t0
+        if datapath == "pmd" and not emu.pmd:
+            raise EmulationError("--datapath pmd: this machine cannot poll its ports with a PMD thread over AF_XDP")
         for rate in rates:
             emu.set_link_mbps(rate)
             scale = Scale(rate, byte_scale, f.port_gbps)
-            head = measure_headroom(emu, scale, out / f"gpus{n}" / f"probe-{rate:g}", probe_s)
-            pkt = run_workload(emu, "ring", w, plan, scale, alpha_s, out / f"gpus{n}" / f"ring-{rate:g}")
-            row = {"gpus": n, "mtu": mtu, "link_mbps": rate, "tdf": scale.tdf, "probe_efficiency": head["efficiency"],
+            head = measure_headroom(emu, scale, where / f"probe-{rate:g}", probe_s)
+            pkt = run_workload(emu, "ring", w, plan, scale, alpha_s, where / f"ring-{rate:g}")
+            row = {"gpus": n, "datapath": datapath, "mtu": mtu, "link_mbps": rate, "tdf": scale.tdf, "probe_efficiency": head["efficiency"],
                    "ring_packet_s": pkt.time_s, "ring_flow_s": flow, "ring_error": (pkt.time_s - flow) / flow,
                    "retransmissions": sum(s.retransmissions or 0 for s in pkt.steps), "setup_s": setup_s}
             row["ok"] = row["probe_efficiency"] >= PROBE_TARGET and abs(row["ring_error"]) <= RING_TOLERANCE
             rows.append(row)
-            print(f"{n:>3} GPUs {rate:>7g} Mbit/s: probe {head['efficiency']:6.1%}  ring {pkt.time_s * 1e3:8.3f} ms "
+            print(f"{n:>3} GPUs {datapath:>6} {rate:>7g} Mbit/s: probe {head['efficiency']:6.1%}  ring {pkt.time_s * 1e3:8.3f} ms "
                   f"vs {flow * 1e3:8.3f} ms ({row['ring_error']:+6.1%})  {'ok' if row['ok'] else 'no'}", flush=True)
             if row["ok"]:
                 break
     return rows
 
 
+def _cell(rows: list[dict]) -> tuple[str, float | None]:
+    """One datapath's cell of the table (its highest passing rate, probe and Ring error) and the rate."""
+    ok = [r for r in rows if r["ok"]]
+    if not ok:
+        tried = ", ".join(f"{r['link_mbps']:g}" for r in rows)
+        return (f"none (tried {tried})" if rows else "-"), None
+    r = ok[0]
+    return f"{r['link_mbps']:g} Mbit/s, probe {r['probe_efficiency']:.1%}, Ring {r['ring_error']:+.1%}", r["link_mbps"]
+
+
 def markdown(rows: list[dict], gpus: list[int], where: str) -> str:
-    """The README's ceiling table."""
-    out = [f"{where}; OCS star, 2 ports per GPU, ring of circuits; Ring AllReduce within 10% of alpha-beta and the "
-           "headroom probe at 90% or more.", "",
-           "| GPUs | highest link rate (Mbit/s) | TDF | probe efficiency | Ring: packets / flow (ms) | error | "
-           "rates tried |", "|--:|--:|--:|--:|--:|--:|---|"]
+    """The ceiling table: per GPU count, the highest link rate on each datapath measured (packet
+    sockets only: before; a PMD thread over AF_XDP: after) and the gain."""
+    paths = [d for d in ("packet", "pmd") if any(r["datapath"] == d for r in rows)]
+    names = {"packet": "before: packet sockets, one thread", "pmd": "after: PMD thread over AF_XDP + main thread"}
+    mtu = rows[0]["mtu"] if rows else 1500
+    out = [f"{where}; MTU {mtu}; OCS star, 2 ports per GPU, ring of circuits; the highest link rate at which the "
+           "headroom probe reaches 90% and Ring AllReduce is within 10% of alpha-beta.", "",
+           "| GPUs | " + " | ".join(names[d] for d in paths) + (" | gain |" if len(paths) == 2 else " |"),
+           "|--:|" + "---|" * len(paths) + ("--:|" if len(paths) == 2 else "")]
     for n in gpus:
-        mine = [r for r in rows if r["gpus"] == n]
-        ok = [r for r in mine if r["ok"]]
-        tried = ", ".join(f"{r['link_mbps']:g}" for r in mine)
-        if not ok:
-            out.append(f"| {n} | none | | | | | {tried} |")
-            continue
-        r = ok[0]
-        out.append(f"| {n} | {r['link_mbps']:g} | {r['tdf']:,.0f} | {r['probe_efficiency']:.1%} | "
-                   f"{r['ring_packet_s'] * 1e3:.3f} / {r['ring_flow_s'] * 1e3:.3f} | {r['ring_error']:+.1%} | {tried} |")
+        cells = [_cell([r for r in rows if r["gpus"] == n and r["datapath"] == d]) for d in paths]
+        line = f"| {n} | " + " | ".join(c for c, _ in cells) + " |"
+        if len(paths) == 2:
+            a, b = cells[0][1], cells[1][1]
+            line += f" {b / a:g}x |" if a and b else " - |"
+        out.append(line)
     return "\n".join(out)
 
 
@@ -108,6 +126,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha-us", type=float, default=5.0)
     p.add_argument("--probe-s", type=float, default=1.0)
     p.add_argument("--mtu", type=int, default=1500, help="MTU of the fabric's interfaces (1500 ... 9000 bytes)")
+    p.add_argument("--datapath", choices=("both", "packet", "pmd"), default="both",
+                   help="packet: every port on packet sockets, one ovs-vswitchd thread (before); pmd: the GPUs' "
+                        "ports polled by a PMD thread over AF_XDP (after, MTU 1500 only); both: each in turn")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_packet_ceiling")
     p.add_argument("--json", type=Path)
     p.add_argument("--markdown", action="store_true")
@@ -143,9 +164,14 @@ def main(argv: list[str] | None = None) -> int:
         from emulation.emulator.net import EmulationError
 
         rows = []
+        paths = ["packet", "pmd"] if args.datapath == "both" else [args.datapath]
+        if args.mtu > dpn.MTU and "pmd" in paths:
+            paths.remove("pmd")  # jumbo frames do not fit an XDP socket's frames
         for n in args.gpus:
             try:
-                rows += measure(n, rates, nbytes, args.byte_scale, args.alpha_us * 1e-6, args.probe_s, args.out, args.mtu)
+                for d in paths:
+                    rows += measure(n, rates, nbytes, args.byte_scale, args.alpha_us * 1e-6, args.probe_s, args.out,
+                                    args.mtu, d)
             except EmulationError as e:
                 print(f"bench_packet_ceiling: {e}", file=sys.stderr)
                 return 2

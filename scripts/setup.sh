@@ -5,7 +5,8 @@
 #     Debian's mininet does not depend on it and a minimal Debian lacks it), ethtool (veth
 #     offloads off on the userspace datapath), iputils-ping (the emulation tests' reachability
 #     probes), tcpdump (ocslab run --pcap), python3-venv and make; with the test extra, vagrant
-#     (the tests validate the Vagrantfile).
+#     (the tests validate the Vagrantfile) and tshark (Wireshark's dissector, the capture
+#     analysis's second reader of retransmissions; ocslab pcap uses it wherever it is installed).
 #   .venv (or $OCSLAB_VENV): made from the system python3 with system site packages (so `import
 #          mininet` works), with ocslab installed editable and its Python dependencies.
 #   .venv-ryu (or $OCSLAB_RYU_VENV; when OCSLAB_EXTRAS has ryu, and a Python 3.9 is found, or on
@@ -32,7 +33,7 @@ fi
 
 pkgs=(mininet openvswitch-switch iproute2 ethtool iputils-ping tcpdump python3-venv make)
 # the tests also validate the lab VMs' Vagrantfile (`vagrant validate`, no provider needed)
-case ",${OCSLAB_EXTRAS:-}," in *,test,*) pkgs+=(vagrant) ;; esac
+case ",${OCSLAB_EXTRAS:-}," in *,test,*) pkgs+=(vagrant tshark) ;; esac
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

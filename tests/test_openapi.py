@@ -154,7 +154,7 @@ def test_the_document_is_a_well_formed_openapi_3_1_document():
             assert set(op.responses) <= {"200", "400", "404", "405", "409", "500"}, (path, op.responses)
             assert "200" in op.responses
     ids = [op.operationId for item in parsed.paths.values() for op in item.values()]
-    assert len(ids) == len(set(ids)) == 8
+    assert len(ids) == len(set(ids)) == 9
     pointers = _schema_pointers(doc)
     assert len(pointers) > 20
     for p in pointers:  # every schema is a JSON Schema 2020-12 schema
@@ -178,7 +178,7 @@ def test_the_document_has_exactly_the_routes_the_server_dispatches_on():
     assert served, "the route table is empty"
     assert documented - served == set(), f"documented but not served: {sorted(documented - served)}"
     assert served - documented == set(), f"served but not documented: {sorted(served - documented)}"
-    assert len(served) == 8
+    assert len(served) == 9
 
 
 def test_the_schemas_refuse_what_the_controller_refuses():
@@ -200,6 +200,9 @@ def test_the_schemas_refuse_what_the_controller_refuses():
     assert body("/failover").is_valid({"mode": "optical", "placement": [0, 1, 2], "spares": [3]})
     assert not body("/failover").is_valid({"mode": "teleport", "placement": [0, 1, 2], "spares": [3]})
     assert not body("/opus").is_valid({"socket": ""})
+    assert body("/demand").is_valid({"events": [{"kind": "step-end", "name": "r", "demand": [[0, 1, 8]]}]})
+    assert not body("/demand").is_valid({"events": [{"kind": "step-sideways", "name": "r"}]})
+    assert not body("/demand").is_valid({"events": [{"kind": "step-end", "name": "r", "demand": [[0, 1]]}]})
 
 
 def _call(port: int, method: str, target: str, body: dict | None = None) -> tuple[int, dict[str, str], object]:
@@ -232,6 +235,17 @@ CASES = [
     ("POST", "/rotor", {"configurations": ["{circuits}"], "slots_s": [0.01], "count": 1, "start_delay_s": 0.0}, 200),
     ("POST", "/rotor", {"stop": True}, 200),
     ("POST", "/rotor", {"configurations": [CONF], "slots_s": [0.01]}, 400),
+    ("POST", "/demand", {"events": [{"kind": "collective-begin", "name": "r", "collective": "allreduce",
+                                     "algorithm": "ring", "bytes": 1024, "gpus": [0, 1, 2, 3], "steps": 1,
+                                     "planner": "none", "owner": "app", "reconfiguration_delay_s": 0.0},
+                                    {"kind": "step-begin", "name": "r", "step": 0, "steps": 1, "phase": "x",
+                                     "demand": [[0, 1, 1024]]},
+                                    {"kind": "step-end", "name": "r", "step": 0, "phase": "x",
+                                     "demand": [[0, 1, 1024]], "time_s": 0.001, "end_s": 0.001},
+                                    {"kind": "collective-end", "name": "r", "collective": "allreduce",
+                                     "algorithm": "ring", "bytes": 1024, "gpus": [0, 1, 2, 3], "time_s": 0.001}]}, 200),
+    ("POST", "/demand", {"events": [{"kind": "step-sideways", "name": "r"}]}, 400),
+    ("POST", "/demand", {"events": "all of them"}, 400),
     ("GET", "/configuration", None, 405), ("POST", "/status", {}, 405), ("GET", "/nowhere", None, 404),
 ]
 

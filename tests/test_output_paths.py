@@ -32,13 +32,14 @@ COMMANDS = [
     ("train-rails", ["-m", "emulation.cli", "train", str(EXP / "rails_torch.yaml")], "--out"),
     ("torch", ["-m", "emulation.cli", "torch", "allreduce-perf"], "--out"),
     ("fabric", ["-m", "emulation.cli", "fabric", str(EXP / "demo.yaml")], "-o"),
+    ("up", ["-m", "emulation.cli", "up", str(EXP / "demo.yaml")], "--out"),
 ]
 #: Every script that takes ``--out``, with the arguments it needs besides.
 SCRIPTS = {
     "bench_packet_ceiling": [], "bench_rotor": [], "lab_app": [str(EXP / "lab.yaml")],
     "make_wan_data": ["abilene"], "reproduce_lumion": [], "reproduce_moe": [], "reproduce_morphlux": [],
     "reproduce_opus": [], "reproduce_pccl": [], "reproduce_shortcircuit": [], "reproduce_stragglar": [],
-    "reproduce_symphony": [], "soak": ["--full", "1"],
+    "reproduce_spectra": [], "reproduce_symphony": [], "soak": ["--full", "1"],
 }
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 #: ``ocslab train`` of a rails file asks for PyTorch before it looks at --out.
@@ -218,6 +219,7 @@ PACKET = [
     ["train", str(EXP / "rails_torch.yaml")],
     ["compare", str(EXP / "demo.yaml")],
     ["torch", "allreduce-perf"],
+    ["up", str(EXP / "demo.yaml")],
 ]
 
 

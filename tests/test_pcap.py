@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 
 import numpy as np
 
-from emulation.pcap import dark_windows, probe_windows, tcp_connections
+from emulation.pcap import (PcapError, dark_windows, first_hop_retransmissions, probe_windows, reconfigurations,
+                            read_frames, tcp_connections, tshark_retransmissions)
 
 ROOT = Path(__file__).resolve().parents[1]
 A, B = ("10.0.0.1", 40000, "10.0.0.2", 5001), ("10.0.0.2", 5001, "10.0.0.1", 40000)
@@ -59,16 +61,98 @@ def test_a_probe_window_is_the_midpoints_of_the_lost_probes_brackets():
     assert not w["agrees"]  # the wire shows less than the requested window: undercut
 
 
+def _reconfigured(seq: int, changed: bool = True) -> dict:
+    return {"seq": seq, "t": 1.0 + seq, "kind": "reconfigured", "changed": changed, "t_dark": 1.0 + seq,
+            "t_live": 1.01 + seq, "reconfiguration_delay_s": 0.01, "dark_window_measured_s": 0.0101, "rewired": []}
+
+
+def test_reconfigurations_come_from_the_event_file_whatever_the_log_format_and_a_shortfall_fails(tmp_path):
+    """The event file (the same under OS-Ken and Ryu) is what the analysis reads; the log is the
+    check. Ryu's log lines carry no OS-Ken prefix: the bare ``reconfigured {...}`` counts too, an
+    Opus ``opus-reconfigured`` does not; a log that mentions more than the file holds fails."""
+    evs = [_reconfigured(0), _reconfigured(1, changed=False), _reconfigured(2),
+           {"seq": 3, "t": 4.0, "kind": "opus-reconfigured", "changed": True}]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
+    fields = lambda e: json.dumps({k: v for k, v in e.items() if k not in ("seq", "t", "kind")})  # noqa: E731
+    ryu = [f"reconfigured {fields(e)}" for e in evs[:3]] + [f"opus-reconfigured {fields(evs[3])}"]
+    (tmp_path / "controller.log").write_text("\n".join(["loading app controllers.circuit_switch", *ryu]) + "\n")
+    assert [e["seq"] for e in reconfigurations(tmp_path)] == [0, 2]
+    osken = [f"2026-11-26 03:00:00,000 INFO ocslab.controller reconfigured {fields(e)}" for e in evs[:3]]
+    (tmp_path / "controller.log").write_text("\n".join(osken + ryu[:1]) + "\n")  # one more than the file
+    with pytest.raises(PcapError, match="holds 2 reconfigurations, but the controller logged 3"):
+        reconfigurations(tmp_path)
+    (tmp_path / "events.jsonl").unlink()  # a run from before the event file: its log is read
+    assert len(reconfigurations(tmp_path)) == 3
+
+
+def _capture(tmp_path: Path) -> Path:
+    """A capture of two OCS inputs: ``p1`` fed by GPU 0 (10.0.0.1), ``p2`` by GPU 1. GPU 0's
+    segment 1001 is resent on p1 (one retransmission); GPU 2's segments cross p1 in transit and one
+    is seen twice there (a transit repeat is not where it entered the fabric); p2 carries only
+    ACKs."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
+    from emulation.dataplane import gpu_ip
+
+    def seg(t, src, dst, sport, dport, seq, ack, n, flags="A"):
+        pkt = Ether() / IP(src=src, dst=dst) / TCP(sport=sport, dport=dport, seq=seq, ack=ack, flags=flags,
+                                                   window=500) / (b"x" * n)
+        pkt.time = t
+        return pkt
+
+    g0, g1, g2 = gpu_ip(0), gpu_ip(1), gpu_ip(2)
+    p1 = [seg(1.0, g0, g1, 40000, 5001, 1, 1, 1000), seg(1.1, g0, g1, 40000, 5001, 1001, 1, 1000),
+          seg(1.2, g0, g1, 40000, 5001, 2001, 1, 1000), seg(1.5, g0, g1, 40000, 5001, 1001, 1, 1000),
+          seg(1.6, g2, g1, 41000, 5001, 1, 1, 800), seg(1.7, g2, g1, 41000, 5001, 1, 1, 800)]
+    p2 = [seg(1.05, g1, g0, 5001, 40000, 1, 1001, 0), seg(1.15, g1, g0, 5001, 40000, 1, 1001, 0)]
+    d = tmp_path / "pcap"
+    d.mkdir()
+    wrpcap(str(d / "p1.pcap0"), p1)
+    wrpcap(str(d / "p2.pcap0"), p2)
+    (d / "clock.json").write_text(json.dumps({"realtime_minus_monotonic_s": 0.0, "devices": ["p1", "p2"],
+                                              "probe_devices": [], "gpu_of_device": {"p1": 0, "p2": 1}}))
+    return d
+
+
+def test_retransmissions_where_segments_enter_the_fabric_count_each_resent_segment_once(tmp_path):
+    d = _capture(tmp_path)
+    first_hop = {"p1": "10.0.0.1", "p2": "10.0.0.2"}
+    assert first_hop_retransmissions(read_frames(d), first_hop) == 1
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed (make test installs it)")
+def test_wiresharks_dissector_counts_the_same_retransmissions_as_the_analysis(tmp_path):
+    """A second reader of the same capture: tshark's ``tcp.analysis.retransmission`` on the
+    senders' ports finds GPU 0's resent segment and nothing else."""
+    d = _capture(tmp_path)
+    first_hop = {"p1": "10.0.0.1", "p2": "10.0.0.2"}
+    assert tshark_retransmissions(d, first_hop) == first_hop_retransmissions(read_frames(d), first_hop) == 1
+    assert tshark_retransmissions(d, {}) == 0
+
+
 @pytest.mark.emulation
-def test_a_captured_run_shows_every_dark_window_and_the_agents_retransmissions(tmp_path):
-    """``experiments/lab.yaml`` (4 GPUs, RHD with a reconfiguration per step) with ``--pcap``:
-    every reconfiguration the controller logged has a silence on the wire at least as long as the
-    controller's measured window (itself at least the requested one), nothing is sent into a dark
-    circuit, and the wire's retransmissions equal the agents' TCP_INFO count."""
-    out = tmp_path / "lab-pcap"
-    r = subprocess.run([sys.executable, "-m", "emulation.cli", "run", "experiments/lab.yaml", "--pcap", "--out", str(out)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+@pytest.mark.parametrize("controller", ["os-ken", "ryu"])
+def test_a_captured_run_shows_every_dark_window_and_the_agents_retransmissions(run_dir, controller):
+    """``experiments/lab.yaml`` (4 GPUs, RHD with a reconfiguration per step) with ``--pcap``,
+    under either framework: every reconfiguration the controller made has a silence on the wire at
+    least as long as the controller's measured window (itself at least the requested one), nothing
+    is sent into a dark circuit, and the wire's retransmissions equal the agents' TCP_INFO count,
+    counted by this analysis and by Wireshark's dissector alike."""
+    from emulation.emulator.net import ryu_unavailable
+
+    if controller == "ryu" and ryu_unavailable():
+        pytest.skip(f"Ryu: {ryu_unavailable()}")
+    out = run_dir / "lab-pcap"
+    r = subprocess.run([sys.executable, "-m", "emulation.cli", "run", "experiments/lab.yaml", "--pcap", "--out", str(out),
+                        "--controller", controller], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, (r.stdout[-1500:], r.stderr[-1500:])
+    print(r.stdout[-2500:])
+    events = [json.loads(x) for x in (out / "emulation" / "events.jsonl").read_text().splitlines()]
+    logged = (out / "emulation" / "controller.log").read_text()
+    made = [e for e in events if e["kind"] == "reconfigured" and e["changed"]]
+    assert len(made) >= 2 and logged.count("reconfigured {") >= len(made)
     rep = json.loads((out / "pcap.json").read_text())
     res = json.loads((out / "result.json").read_text())["result"]
     steps = [s for run in res["runs"] for s in run["steps"] if s["action"] == "reconfigure"]
@@ -78,7 +162,13 @@ def test_a_captured_run_shows_every_dark_window_and_the_agents_retransmissions(t
     for w in windows:
         assert w["frames_in_dark"] == 0
         assert w["requested_s"] <= w["measured_s"] <= w["wire_gap_min_s"], w
+    # the wire probes balance apart in the drop accounting: the runs' checks hold (no emulator drops)
+    assert all(run["checks"]["ok"] for run in res["runs"]), [run["checks"] for run in res["runs"]]
+    # every reconfiguration with a dark window, as the controller recorded it, is analysed on the wire
+    assert len(windows) == len([e for e in made if e["reconfiguration_delay_s"] > 0])
     assert rep["tcp"]["retransmissions"] == rep["tcp"]["retransmissions_tcp_info"]
+    assert rep["tcp"]["retransmissions_tshark"] == rep["tcp"]["retransmissions_first_hop"] \
+        == rep["tcp"]["retransmissions_tcp_info"], rep["tcp"]
     assert rep["tcp"]["connections_disagreeing"] == []  # per connection too
     assert sum(c["retransmissions_tcp_info"] for c in rep["tcp"]["per_connection"]) == rep["tcp"]["retransmissions"]
     assert (out / "pcap.png").stat().st_size > 10_000

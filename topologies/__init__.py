@@ -9,6 +9,7 @@ from topologies.builders import (
     BUILDERS,
     eps_star,
     ocs_star,
+    parallel_ocs,
     rack,
     rails,
     ring_pairs,
@@ -18,4 +19,4 @@ from topologies.builders import (
     torus_pairs,
 )
 
-__all__ = ["BUILDERS", "eps_star", "ocs_star", "rack", "rails", "ring_pairs", "static_ring", "static_torus", "torus_dims", "torus_pairs"]
+__all__ = ["BUILDERS", "eps_star", "ocs_star", "parallel_ocs", "rack", "rails", "ring_pairs", "static_ring", "static_torus", "torus_dims", "torus_pairs"]

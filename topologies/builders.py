@@ -79,6 +79,33 @@ def ocs_star(
     raise FabricError(f"initial: unknown configuration {initial!r} (known: {', '.join(OCS_INITIAL)})")
 
 
+def parallel_ocs(
+    gpus: int,
+    switches: int = 2,
+    port_gbps: float = 400.0,
+    reconfiguration_delay_s: float = 0.0,
+) -> Fabric:
+    """``switches`` (s) optical circuit switches in parallel, ``ocs0 .. ocs<s-1>``: every GPU has
+    s fabric ports, port ``k`` on OCS ``k`` (its OCS port ``1 + gpu``). Each OCS holds its own
+    configuration and reconfigures on its own clock (Spectra, arXiv 2603.07373). No circuits at
+    the start (the first configuration of every OCS costs a reconfiguration delay).
+
+    :param gpus: GPUs n (>= 2). :param switches: OCSes s (>= 1), the ports of every GPU.
+    :param port_gbps: rate B of every port, Gbit/s. :param reconfiguration_delay_s: delta, the
+        dark window of every OCS's reconfiguration, seconds (>= 0).
+    :returns: a fabric of ``gpus`` GPUs with ``switches`` ports each, ``switches`` OCSes of
+        ``gpus`` ports each, an empty initial configuration.
+    :raises FabricError: fewer than 2 GPUs or 1 switch, a rate not positive, a negative delay.
+    """
+    if switches < 1:
+        raise FabricError(f"switches: a parallel-OCS fabric needs at least 1 switch, got {switches}")
+    if reconfiguration_delay_s < 0:
+        raise FabricError(f"reconfiguration_delay_s: must be >= 0, got {reconfiguration_delay_s}")
+    ocs = tuple(OCS(f"ocs{k}", tuple(PortRef(g, k) for g in range(gpus)), reconfiguration_delay_s)
+                for k in range(switches))
+    return Fabric(f"parallel-ocs-{gpus}x{switches}", gpus, switches, port_gbps, ocs=ocs)
+
+
 def redirection_fabrics(port_gbps: float) -> tuple[Fabric, dict[str, Configuration]]:
     """Morphlux's bandwidth redirection (arXiv 2508.03674): a 2x2x1 slice's 4 accelerators with 6
     ports each (``port_gbps`` each) on one OCS, and its two configurations: ``torus`` (a ring on
@@ -241,4 +268,5 @@ BUILDERS = {
     "torus": static_torus,
     "eps": eps_star,
     "rack": rack,
+    "parallel-ocs": parallel_ocs,
 }

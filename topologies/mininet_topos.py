@@ -29,7 +29,7 @@ from mininet.topo import Topo  # noqa: E402
 
 from emulation import dataplane as dpn  # noqa: E402
 from emulation.fabric import Fabric  # noqa: E402
-from topologies.builders import eps_star, ocs_star, rack, rails, static_ring, static_torus  # noqa: E402
+from topologies.builders import eps_star, ocs_star, parallel_ocs, rack, rails, static_ring, static_torus  # noqa: E402
 from topologies.torus_rack import TorusRack  # noqa: E402
 
 
@@ -111,6 +111,13 @@ def rails_topo(servers: int = 2, gpus_per_server: int = 4, rail: str = "ocs", li
     return FabricTopo(rails(servers, gpus_per_server, rail=rail), link_mbps=link_mbps)
 
 
+def parallel_ocs_topo(gpus: int = 8, switches: int = 2, link_mbps: float | None = None) -> FabricTopo:
+    """``--topo parallelocs[,GPUS[,SWITCHES[,MBPS]]]``: GPUs with one port on each of SWITCHES
+    parallel OCSes (:func:`topologies.builders.parallel_ocs`; Spectra, arXiv 2603.07373), no
+    circuits."""
+    return FabricTopo(parallel_ocs(gpus, switches), link_mbps=link_mbps)
+
+
 def torus_rack_topo(x: int = 4, y: int = 4, z: int = 4, link_mbps: float | None = None) -> FabricTopo:
     """``--topo torusrack[,X[,Y[,Z[,MBPS]]]]``: the electrical 3-D torus of a multi-tenant rack
     (:meth:`topologies.torus_rack.TorusRack.fabric`, servers of 2x2x1), 6 ports per accelerator.
@@ -120,4 +127,4 @@ def torus_rack_topo(x: int = 4, y: int = 4, z: int = 4, link_mbps: float | None 
 
 
 topos = {"ocsstar": ocs_star_topo, "ring": ring_topo, "torus": torus_topo, "eps": eps_topo, "rack": rack_topo,
-         "rails": rails_topo, "torusrack": torus_rack_topo}
+         "rails": rails_topo, "torusrack": torus_rack_topo, "parallelocs": parallel_ocs_topo}

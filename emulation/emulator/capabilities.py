@@ -12,6 +12,8 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 
+from emulation.emulator import pmd
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -21,6 +23,8 @@ class Capabilities:
         ``datapath_type=netdev``, with offloads off on every veth).
     :param netem: ``sch_netem`` works (propagation delay can be emulated).
     :param htb: HTB rate limiting works.
+    :param afxdp: the userspace datapath can poll the GPUs' ports with a PMD thread over AF_XDP on
+        a core of its own (:mod:`emulation.emulator.pmd`).
     """
 
     ovs_kernel_datapath: bool
@@ -29,6 +33,7 @@ class Capabilities:
     ovs_version: str
     mininet_version: str
     kernel: str
+    afxdp: bool = False
 
     @property
     def datapath(self) -> str:
@@ -80,4 +85,5 @@ def detect() -> Capabilities:
         ovs_version=ovs,
         mininet_version=mn,
         kernel=os.uname().release,
+        afxdp=not kernel_dp and ovs != "absent" and pmd.available(),
     )

@@ -32,14 +32,20 @@ class CaptureError(RuntimeError):
 
 class Capture:
     """tcpdump on ``devices`` (root-namespace interface names) into ``out_dir`` (module doc),
-    and on ``probe_devices`` (the GPUs' host links, frames toward the GPU) the wire probes
-    (:mod:`emulation.emulator.probe`) only, into ``probe-<device>.pcap``. :meth:`start` and
+    and on ``probe_devices`` (``(interface, pid)``: each GPU's own interface, in the network
+    namespace of process ``pid``, frames arriving at the GPU) the wire probes
+    (:mod:`emulation.emulator.probe`) only, into ``probe-<interface>.pcap``. The probes are
+    captured where the GPU receives them, inside its namespace: an AF_XDP port
+    (:mod:`emulation.emulator.pmd`) hands frames to the GPU past any capture at the NIC's end. :meth:`start` and
     :meth:`stop`; the processes are ours, ended by pid. ``filters`` narrows what a device keeps to
     the frames that also match its pcap-filter expression (tcpdump syntax, e.g. the foreign-traffic
-    filter of :func:`emulation.emulator.tenants.foreign_filter`)."""
+    filter of :func:`emulation.emulator.tenants.foreign_filter`). ``gpu_of`` names, for an OCS
+    input port, the GPU whose NIC feeds it (recorded in ``clock.json``: the analysis counts a
+    connection's retransmissions where its segments enter the fabric)."""
 
-    def __init__(self, devices: list[str], out_dir: Path, probe_devices: list[str] = (),
-                 filters: dict[str, str] | None = None):
+    def __init__(self, devices: list[str], out_dir: Path, probe_devices: list[tuple[str, int]] = (),
+                 filters: dict[str, str] | None = None, gpu_of: dict[str, int] | None = None):
+        self.gpu_of = {d: g for d, g in (gpu_of or {}).items() if d in devices}
         self.devices = list(devices)
         self.filters = dict(filters or {})
         self.probe_devices = list(probe_devices)
@@ -56,17 +62,18 @@ class Capture:
             raise CaptureError("--pcap: tcpdump is not installed (make setup installs it)")
         self.out_dir.mkdir(parents=True, exist_ok=True)
         probe = ["ether", "proto", f"{PROBE_ETHERTYPE:#06x}"]
-        jobs = [(dev, dev, "in", ["not", *probe] + (["and", "(", self.filters[dev], ")"] if dev in self.filters else []))
+        jobs = [(dev, None, dev, ["not", *probe] + (["and", "(", self.filters[dev], ")"] if dev in self.filters else []))
                 for dev in self.devices]
-        jobs += [(dev, f"probe-{dev}", "out", probe) for dev in self.probe_devices]
-        for dev, name, direction, bpf in jobs:
+        jobs += [(dev, pid, f"probe-{dev}", probe) for dev, pid in self.probe_devices]
+        for dev, pid, name, bpf in jobs:
             log = open(self.out_dir / f"{name}.log", "w")
+            enter = ["nsenter", f"--net=/proc/{pid}/ns/net"] if pid is not None else []
             self.procs.append(subprocess.Popen(
-                [tcpdump, "-i", dev, "-Q", direction, "-s", str(SNAPLEN), "-n", "-U", "--immediate-mode",
+                [*enter, tcpdump, "-i", dev, "-Q", "in", "-s", str(SNAPLEN), "-n", "-U", "--immediate-mode",
                  "-Z", "root", "--time-stamp-precision=micro", "-C", str(FILE_MB), "-W", str(FILES),
                  "-w", str(self.out_dir / f"{name}.pcap"), *bpf],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        names = [name for _, name, _, _ in jobs]
+        names = [name for _, _, name, _ in jobs]
 
         def listening() -> bool:
             for name, p in zip(names, self.procs):
@@ -83,7 +90,8 @@ class Capture:
             offsets.append((b - a, r - (a + b) / 2))
         (self.out_dir / "clock.json").write_text(json.dumps({"realtime_minus_monotonic_s": min(offsets)[1],
                                                               "devices": self.devices,
-                                                              "probe_devices": self.probe_devices}))
+                                                              "probe_devices": [d for d, _ in self.probe_devices],
+                                                              "gpu_of_device": self.gpu_of}))
 
     def stop(self) -> None:
         """End every tcpdump (SIGTERM: it flushes its file), by pid."""

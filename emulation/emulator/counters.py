@@ -7,10 +7,17 @@ those of :mod:`emulation.drops`).
   exactly what it drops there (``ovs-appctl dpctl/show -s``);
 - ``veth``: ``tx_dropped``/``rx_dropped`` of our root-namespace devices;
 - ``backlog``: ``/proc/net/softnet_stat``;
-- ``ovs_rx``: drops of Open vSwitch's receive packet sockets on our ports (``ss -f link -m``);
+- ``ovs_rx``: drops of Open vSwitch's receive packet sockets on our ports (``ss -f link -m``),
+  and of the XDP sockets of ports polled over AF_XDP (:mod:`emulation.emulator.pmd`);
 - ``datapath``: upcalls lost (``ovs-appctl dpctl/show``);
 - ``ovs_tx``: conservation over the whole run: packets the GPUs sent (their interfaces'
-  counters) that neither arrived nor appear in any counter above.
+  counters) that neither arrived nor appear in any counter above. The wire probes of a captured
+  run (:mod:`emulation.emulator.probe`) are taken out of both sides: a NIC sends a copy of its
+  GPU's probe out of every fabric port and an OCS drops, uncounted, those of a port without a
+  circuit, so the GPUs' counters do not balance for them. The probes sent are the packet count
+  of the NICs' rule for them; the probe copies a GPU received are the frames its stack did not
+  take (no protocol handles their EtherType: the receive ``drop`` of ``/proc/net/dev``). A quiet
+  snapshot pauses the probes while it reads (:attr:`DropCounters.probes`).
 
 Everything but ``ovs_tx`` is read at every step boundary; ``ovs_tx`` needs the fabric to be quiet
 (no packet in flight), which it is before the first step and after the last. Every counter is
@@ -87,6 +94,8 @@ class Snapshot:
     datapath_lost: int
     host_tx: int
     host_rx: int
+    host_rx_unhandled: int = 0
+    probes_tx: int | None = None
 
 
 class DropCounters:
@@ -99,6 +108,11 @@ class DropCounters:
     """
 
     def __init__(self, ports: Ports, misdelivered_is_dark: bool = False):
+        #: the wire probe processes of a captured run (:mod:`emulation.emulator.probe`): a quiet
+        #: snapshot pauses them (SIGSTOP) while it waits for quiet and counts them apart
+        self.probes: list = []
+        #: our AF_XDP ports (:mod:`emulation.emulator.pmd`): their XDP sockets' drops count as ``ovs_rx``
+        self.xsk_ports: list[str] = []
         self.ports = ports
         self.misdelivered_is_dark = misdelivered_is_dark
         self._ovs_set = set(ports.ovs_ports)
@@ -137,6 +151,11 @@ class DropCounters:
                 continue
             d = re.search(r"\bd(\d+)", m.group(2))
             out[m.group(1)] = out.get(m.group(1), 0) + (int(d.group(1)) if d else 0)
+        if self.xsk_ports:
+            from emulation.emulator.pmd import xsk_drops
+
+            for dev, n in xsk_drops(self.xsk_ports).items():
+                out[dev] = out.get(dev, 0) + n
         return out
 
     def _datapath(self) -> tuple[dict[str, int], int]:
@@ -152,8 +171,11 @@ class DropCounters:
                     sunk[port] = int(tx.group(1)) + int(tx.group(2))
         return sunk, lost
 
-    def _hosts(self) -> tuple[int, int]:
-        tx = rx = 0
+    def _hosts(self) -> tuple[int, int, int]:
+        """Frames the GPUs sent and received on their injection links, and the received ones no
+        protocol of theirs took (``/proc/net/dev``'s receive ``drop``: a wire probe, whose
+        EtherType no GPU handles)."""
+        tx = rx = unhandled = 0
         for pid, intf in self.ports.hosts.items():
             try:
                 text = Path(f"/proc/{pid}/net/dev").read_text()
@@ -164,20 +186,50 @@ class DropCounters:
                 if name.strip() == intf:
                     v = rest.split()
                     rx += int(v[1])
+                    unhandled += int(v[3])
                     tx += int(v[9])
-        return tx, rx
+        return tx, rx, unhandled
+
+    def _probes_sent(self) -> int:
+        """Probes the GPUs sent: the packet count of every NIC's rule for its GPU's probes
+        (``controllers.circuit_switch``, the probe rule matching the GPU's port). Open vSwitch
+        credits a rule with its cached datapath flows' packets when they are revalidated: they are
+        flushed first (on a quiet fabric nothing is lost by it)."""
+        _run(["ovs-appctl", "revalidator/purge"])
+        sent = 0
+        for br in self.ports.forwarding_bridges:
+            if dpn.node_kind(br) == "n":
+                flows = _run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", br,
+                              f"dl_type={dpn.PROBE_ETHERTYPE:#06x},in_port={dpn.NIC_HOST_PORT}"])
+                sent += sum(int(n) for n in re.findall(r"n_packets=(\d+)", flows))
+        return sent
 
     # ---- snapshots -------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """Read every counter now."""
-        tx, rx = self._hosts()
+        tx, rx, unhandled = self._hosts()
         sunk, lost = self._datapath()
         return Snapshot(time.monotonic(), self._qdisc_drops(), self._veth_drops(), self._softnet_drops(),
-                        self._ovs_socket_drops(), sunk, lost, tx, rx)
+                        self._ovs_socket_drops(), sunk, lost, tx, rx, unhandled)
 
     def quiet_snapshot(self, settle_s: float = 0.25, timeout_s: float = 5.0) -> Snapshot:
         """A snapshot once no GPU has sent or received a packet for ``settle_s`` (longer than
-        TCP's delayed-ACK timer, so that nothing is in flight), or after ``timeout_s``."""
+        TCP's delayed-ACK timer, so that nothing is in flight), or after ``timeout_s``. The wire
+        probes of a captured run are paused meanwhile and their counts read with the rest."""
+        import os
+        import signal
+
+        live = [p for p in self.probes if p.poll() is None]
+        for p in live:
+            os.kill(p.pid, signal.SIGSTOP)
+        try:
+            return self._quiet_snapshot(settle_s, timeout_s)
+        finally:
+            for p in live:
+                if p.poll() is None:
+                    os.kill(p.pid, signal.SIGCONT)
+
+    def _quiet_snapshot(self, settle_s: float, timeout_s: float) -> Snapshot:
         seen = {"hosts": self._hosts(), "since": time.monotonic()}
 
         def quiet() -> bool:
@@ -188,7 +240,10 @@ class DropCounters:
             return time.monotonic() - seen["since"] >= settle_s
 
         poll_until(quiet, timeout_s, interval_s=0.02)
-        return self.snapshot()
+        snap = self.snapshot()
+        if self.probes:
+            snap.probes_tx = self._probes_sent()
+        return snap
 
     def drops(self, a: Snapshot, b: Snapshot, quiet: bool = False) -> dict:
         """Packets lost between ``a`` and ``b`` by category (module doc), with ``where``: the
@@ -212,6 +267,9 @@ class DropCounters:
         where.update({f"no_route {br}": v for br, v in dsunk.items() if v and br not in dark_at})
         if quiet:
             sent, received = b.host_tx - a.host_tx, b.host_rx - a.host_rx
+            if None not in (a.probes_tx, b.probes_tx):  # the wire probes balance apart (module doc)
+                sent -= b.probes_tx - a.probes_tx
+                received -= b.host_rx_unhandled - a.host_rx_unhandled
             counted = sum(v for k, v in out.items() if k not in ("backlog",))
             out["ovs_tx"] = max(0, sent - received - counted)
             out["sent"], out["received"] = sent, received

@@ -28,6 +28,7 @@ from pathlib import Path
 from controllers.ovs_datapath import DatapathCache, DatapathError
 from emulation import dataplane as dpn
 from emulation.emulator.capabilities import Capabilities, detect
+from emulation.emulator import pmd as pmd_ports
 from emulation.emulator import registry, shaper
 from emulation.emulator.controller_client import ControllerClient
 from emulation.emulator.counters import DropCounters, Ports
@@ -219,6 +220,9 @@ def claim_machine(run_dir: Path) -> registry.Registration:
     if shutil.which("ovs-vsctl") is None or subprocess.run(["ovs-vsctl", "--timeout=5", "show"],
                                                            capture_output=True).returncode:
         raise MachineUnfit("Open vSwitch is not running (make setup installs and starts it)")
+    problem = mnexec_problem()
+    if problem:
+        raise MachineUnfit(problem)
     try:
         reg = registry.Registration(run_dir)
     except registry.Busy as e:
@@ -229,6 +233,38 @@ def claim_machine(run_dir: Path) -> registry.Registration:
         raise MachineBusy(f"an ocslab run that was killed left {left.summary()} behind; "
                           "`ocslab clean` removes them (and nothing else)")
     return reg
+
+
+def mnexec_problem(cwd: str | None = None) -> str | None:
+    """Why Mininet cannot run a GPU host here, or None: ``mnexec -n`` (a host's namespaces; it
+    makes ``/`` private, so ``/`` must be a mount point) and ``mnexec -a`` (how every command enters
+    a host; its setns() moves the caller to the mount namespace's root, so under a chroot it lands
+    outside it). Either one failing left Mininet waiting for a prompt forever, or every agent
+    failing to find its directory."""
+    cwd = cwd or project_root()
+    try:
+        host = subprocess.Popen(["mnexec", "-cdnp", "sleep", "30"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    except OSError as e:
+        return f"Mininet's mnexec does not run ({e})"
+    try:
+        line = host.stdout.readline()
+        if not line.startswith("\x01"):
+            host.wait(timeout=5)
+            return (f"Mininet cannot make a host's namespaces here (mnexec -n: "
+                    f"{host.stderr.read().strip() or 'exit ' + str(host.returncode)}); "
+                    "a chroot whose root is not a mount point does this")
+        r = subprocess.run(["mnexec", "-a", line[1:].strip(), "test", "-d", cwd], capture_output=True,
+                           text=True, timeout=10)
+        if r.returncode:
+            return (f"Mininet cannot enter a host's namespaces here (mnexec -a: "
+                    f"{r.stderr.strip() or 'exit ' + str(r.returncode)}): in a chroot, entering a mount "
+                    "namespace leaves the chroot; use a container or pivot_root instead")
+        return None
+    finally:
+        if host.poll() is None:
+            host.kill()
+        host.wait()
 
 
 def stop_net(net) -> None:
@@ -286,6 +322,9 @@ class EmulatedFabric(Lifecycle):
         ``mtu / byte_scale`` real bytes, and a transfer ends about one frame time early against a
         fluid link (:func:`emulation.runner.frame_warning`; docs/emulator.md, "How many GPUs this machine
         emulates faithfully").
+    :param pmd: poll the GPUs' own links with a PMD thread over AF_XDP, on a core of its own
+        (:mod:`emulation.emulator.pmd`); None: wherever this machine can (the userspace datapath,
+        ``afxdp`` ports, two cores or more) and the MTU is 1500. :attr:`pmd` says whether it is.
     :raises MachineBusy: another emulation is running, or a killed one left state behind.
     :raises MachineUnfit: ``ofctl_rest`` asked on a framework without it, or on a port in use.
     :raises EmulationError: not root, Open vSwitch not running, the controller did not start,
@@ -294,7 +333,8 @@ class EmulatedFabric(Lifecycle):
 
     def __init__(self, fabric: Fabric, run_dir: Path, *, link_mbps: float,
                  delay_s: float = 0.0, capabilities: Capabilities | None = None, controller: str = "os-ken",
-                 apps: tuple[str, ...] = (), mtu: int = dpn.MTU, ofctl_rest: int | None = None):
+                 apps: tuple[str, ...] = (), mtu: int = dpn.MTU, ofctl_rest: int | None = None,
+                 pmd: bool | None = None):
         if not 0 < link_mbps <= 1000:
             raise EmulationError(f"link_mbps: the emulated port rate must be in (0, 1000] Mbit/s, got {link_mbps}")
         if not dpn.MTU <= mtu <= dpn.MAX_MTU:
@@ -310,6 +350,8 @@ class EmulatedFabric(Lifecycle):
         if self.ofctl_rest_port is not None and ofctl_rest_unavailable(controller):
             raise MachineUnfit(f"--ofctl-rest: {ofctl_rest_unavailable(controller)}")
         self.caps = capabilities
+        self.pmd = pmd
+        self._pmd_mask_set = False
         self.net = None
         self.drops: DropCounters | None = None
         self.socket_buffers: SocketBuffers | None = None
@@ -344,6 +386,9 @@ class EmulatedFabric(Lifecycle):
             self._delete_leftovers()
         stop_pid(self.controller)
         self.controller = None
+        if self._pmd_mask_set:  # our ports are gone: give Open vSwitch its PMD core mask back
+            pmd_ports.set_mask(self.registration.entry.pmd_mask[0])
+            self._pmd_mask_set = False
         if self.socket_buffers is not None:
             self.socket_buffers.restore()
             self.socket_buffers = None
@@ -362,18 +407,24 @@ class EmulatedFabric(Lifecycle):
         self._build_net()
         self.client.wait_ready(timeout=60)
         log.info("every switch connected to the controller")
+        if self.pmd is None:
+            self.pmd = self.caps.afxdp and self.mtu <= pmd_ports.MAX_MTU
+        if self.pmd:
+            self._poll_with_pmd()
         if not self.caps.ovs_kernel_datapath:
             self._size_ovs_sockets()
 
     def _start_controller(self) -> None:
         fabric_json = self.run_dir / "fabric.json"
         fabric_json.write_text(json.dumps(self.fabric.to_json()))
+        (self.run_dir / dpn.EVENTS_FILE).write_text("")  # this controller's events only
         taken = {self.ofctl_rest_port}
         self.ofp_port, api_port = (_free_port_but(taken), _free_port_but(taken))
         log = open(self.run_dir / "controller.log", "w")
         args = ["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(self.ofp_port),
                 "--ocslab-fabric", str(fabric_json), "--ocslab-api-port", str(api_port),
-                "--log-file", str(self.run_dir / "controller.log")]
+                "--log-file", str(self.run_dir / "controller.log"),
+                "--ocslab-events", str(self.run_dir / dpn.EVENTS_FILE)]
         ctl = ovs_ctl_path()
         if ctl is not None:  # the circuit switch flushes the datapath's cache after each barrier
             args += ["--ocslab-ovs-ctl", ctl]
@@ -491,6 +542,29 @@ class EmulatedFabric(Lifecycle):
                     scale = eps.port_gbps / f.port_gbps if eps.port_gbps is not None else 1.0
                 out.append(shaper.Shaped(me.name, rate * scale, None, delay_ms, self.mtu))
         return out
+
+    def _poll_with_pmd(self) -> None:
+        """Pin Open vSwitch's PMD thread to a core of its own (the previous mask recorded in the
+        run's record, put back at teardown) and make every GPU's own link an AF_XDP port
+        (:mod:`emulation.emulator.pmd`). Where Open vSwitch refuses, the ports go back to packet
+        sockets, with a warning, and :attr:`pmd` is False."""
+        ports = self.host_link_ports()
+        self.registration.entry.pmd_mask = [pmd_ports.current_mask()]
+        self.registration.save()
+        self._pmd_mask_set = True
+        pmd_ports.set_mask(pmd_ports.pmd_mask())
+        log.info("AF_XDP on %d GPU ports, polled by a PMD thread on core mask 0x%s", len(ports), pmd_ports.pmd_mask())
+        try:
+            pmd_ports.poll_ports(ports)
+        except pmd_ports.PmdError as e:
+            log.warning("%s: the GPUs' ports stay on packet sockets", e)
+            pmd_ports.unpoll_ports(ports)
+            pmd_ports.set_mask(self.registration.entry.pmd_mask[0])
+            self._pmd_mask_set = False
+            self.pmd = False
+        else:
+            self.drops.xsk_ports = ports
+        self.client.wait_ready(timeout=60)
 
     def _size_ovs_sockets(self) -> None:
         """Raise the buffers of Open vSwitch's packet sockets for our ports and of its shared

@@ -118,6 +118,8 @@ class Entry:
     run_dir: str
     started_at: float
     send_socket: list[list[int]] = field(default_factory=list)  # [[ovs pid, fd, bytes before], ...]
+    #: Open vSwitch's pmd-cpu-mask before the run set its own ([] while untouched; [None]: unset)
+    pmd_mask: list = field(default_factory=list)
     boot: str = ""  # kernel boot id when written ('' in records of older ocslab: taken as this boot)
 
     @property
@@ -253,7 +255,7 @@ def leftovers(own: str | None = None) -> Leftovers:
 def clean() -> list[str]:
     """Remove every leftover (:func:`leftovers`): end marked processes of dead runs by pid
     (SIGTERM, then SIGKILL after 2 s), delete our bridges and interfaces, give Open vSwitch's send
-    socket its recorded size back, drop dead runs' records. Returns one line per thing removed.
+    socket its recorded size back (and its PMD core mask), drop dead runs' records. Returns one line per thing removed.
 
     :raises Busy: an emulation is running (nothing is then removed).
     """
@@ -291,6 +293,11 @@ def _remove(left: Leftovers) -> list[str]:
     for e in left.entries:
         for pid, fd, size in restore_send_buffers(e.send_socket):
             done.append(f"Open vSwitch send socket (pid {pid} fd {fd}) back to {size} bytes")
+        if e.pmd_mask:
+            from emulation.emulator.pmd import set_mask
+
+            set_mask(e.pmd_mask[0])
+            done.append(f"Open vSwitch's pmd-cpu-mask back to {e.pmd_mask[0] or 'unset'}")
         (REGISTRY_DIR / f"{e.run_id}.json").unlink(missing_ok=True)
         done.append(f"run record of {e.describe()}")
     return done

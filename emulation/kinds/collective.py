@@ -3,7 +3,8 @@
 Scenario: :class:`emulation.scenario.Scenario` (fabric, cost, sizes, runs, moe, emulation,
 backend, semantics, straggler, iterations). Result: :class:`emulation.results.CollectiveResult`.
 Runs on both backends (:mod:`emulation.runner`); also answers ``ocslab compare`` (both backends
-side by side, :mod:`emulation.compare`) and ``ocslab plan`` (each run's plan, nothing runs).
+side by side, :mod:`emulation.compare`), ``ocslab plan`` (each run's plan, nothing runs) and
+``ocslab up`` (the fabric at Mininet's prompt, :mod:`emulation.console`).
 """
 
 from __future__ import annotations
@@ -39,22 +40,32 @@ def _experiment(sc: Scenario):
     return sc.experiment if sc.experiment is not None else resolve(sc)
 
 
-def _run(req: RunRequest):
-    """Run the scenario on ``req.backend`` (:func:`emulation.runner.run`), with ``req``'s
-    controller framework, apps and capture."""
-    from emulation import runner
+def _with_controller(sc: Scenario, controller: str | None, apps: tuple[str, ...], packets: bool):
+    """The experiment of ``sc`` with ``--controller`` and ``--app`` applied.
 
-    sc, exp = req.scenario, _experiment(req.scenario)
-    if req.controller or req.apps:
-        em = sc.emulation.model_copy(update={"controller": req.controller or sc.emulation.controller,
-                                             "apps": tuple(sc.emulation.apps) + tuple(req.apps)})
+    :raises Refused: Ryu asked for (by the flag or the scenario) on the packet backend where its
+        environment is missing."""
+    exp = _experiment(sc)
+    if controller or apps:
+        em = sc.emulation.model_copy(update={"controller": controller or sc.emulation.controller,
+                                             "apps": tuple(sc.emulation.apps) + tuple(apps)})
         exp = dataclasses.replace(exp, emulation=em)
-    if req.backend == "mininet" and exp.emulation.controller == "ryu":
+    if packets and exp.emulation.controller == "ryu":
         from emulation.emulator.net import ryu_unavailable
 
         why = ryu_unavailable()
         if why:
             raise Refused(f"--controller: ryu is unavailable here: {why}")
+    return exp
+
+
+def _run(req: RunRequest):
+    """Run the scenario on ``req.backend`` (:func:`emulation.runner.run`), with ``req``'s
+    controller framework, apps and capture."""
+    from emulation import runner
+
+    sc = req.scenario
+    exp = _with_controller(sc, req.controller, req.apps, req.backend == "mininet")
     if req.pcap and req.backend != "mininet":
         raise Refused("--pcap: packets are captured on the mininet backend only")
     return runner.run(sc, req.backend, req.out, req.progress, force=req.force, experiment=exp, pcap=req.pcap)
@@ -151,9 +162,40 @@ def _plan(sc: Scenario, args, path: Path) -> int:
     return 0
 
 
+def _up(sc: Scenario, args, path: Path) -> int:
+    """``ocslab up``: the scenario's fabric at Mininet's prompt with ocslab's commands
+    (:func:`emulation.console.up`); on leaving, the session's collectives are its
+    ``result.json`` (with ``steps.csv`` and ``timeline.png`` when it ran any)."""
+    from emulation.emulator.limits import check_packet_size
+
+    bad = [a for a in args.app if not (a.endswith(".py") and Path(a).is_file())]
+    if bad:
+        return fail(f"--app: {bad[0]!r} is not a .py file")
+    exp = _with_controller(sc, args.controller, tuple(args.app), True)
+    too_big = check_packet_size(exp.fabric.gpus, exp.fabric.ports_per_gpu, mtu=exp.emulation.mtu)
+    if too_big:
+        return fail(too_big)
+    if not exp.fabric.ocs:
+        return fail(f"fabric.topology: {sc.fabric.topology} has no OCS to reconfigure (ocslab up needs one: ocs-star "
+                    f"or rack)")
+    out = results_dir(args.out, sc.name, "up")
+
+    def job() -> int:
+        from emulation.console import up
+
+        env = up(exp, out, force=args.force, ofctl_rest=args.ofctl_rest)
+        write_result(out, env, sc.to_yaml())
+        files = report.write(env, out) if env.result.runs else []
+        Console().print(f"session: {len(env.result.runs)} collective(s) in {out}/result.json"
+                        f"{''.join(', ' + f for f in files)}", highlight=False)
+        return 0
+
+    return guarded(out, job)
+
+
 KIND = Kind(
     name="collective", scenario=Scenario, result=CollectiveResult, backends=("mininet", "flow"), load=_load, run=_run,
     show=report.print_summary, write=_write, options=frozenset({"controller", "apps", "pcap", "force"}),
-    commands={"compare": _compare, "plan": _plan})
+    commands={"compare": _compare, "plan": _plan, "up": _up})
 
 __all__ = ["KIND", "ScenarioError"]

@@ -89,7 +89,8 @@ class FabricSpec(StrictModel):
     topology: str
     """The base topology, the name of a builder of ``topologies.BUILDERS``: ``ocs-star`` (every
     port of every GPU on one OCS), ``ring`` or ``torus`` (static cables), ``eps`` (one electrical
-    packet switch) or ``rack`` (working and spare GPUs on one OCS; training scenarios)."""
+    packet switch), ``rack`` (working and spare GPUs on one OCS; training scenarios) or
+    ``parallel-ocs`` (``switches`` OCSes in parallel, one port of every GPU on each)."""
     gpus: int = Field(ge=2, le=MAX_GPUS)
     """Number of GPUs (a rack's working GPUs, besides its spares)."""
     ports_per_gpu: int = Field(default=2, ge=1, le=16)
@@ -100,6 +101,9 @@ class FabricSpec(StrictModel):
     reconfiguration_delay_s: float = Field(default=0.0, ge=0)
     """R: how long the OCS is dark while it changes circuits, real seconds (``ocs-star``,
     ``rack``)."""
+    switches: int = Field(default=2, ge=1, le=16)
+    """OCSes in parallel, each GPU with one port on every one (``parallel-ocs`` only; its
+    ``ports_per_gpu`` is this number)."""
     initial: str = "ring"
     """The OCS's circuits at the start (the base topology): ``ring`` (GPU i to i+1 mod n, 2
     ports per GPU), ``torus`` (``ocs-star`` only, 4 ports per GPU) or ``empty`` (no circuit)."""

@@ -1,0 +1,415 @@
+"""``ocslab up FILE``: a collective scenario's fabric at Mininet's own prompt.
+
+The fabric is built, and its link rate calibrated, exactly as ``ocslab run`` builds it
+(:func:`emulation.runner.emulated_fabric`, :func:`emulation.runner.calibrate_link`): the controller
+with the scenario's runtime and any ``--app``, Open vSwitch bridges for the OCS and the NICs, one
+Mininet host per GPU (``g0``, ``g1``, ...). Then Mininet's CLI (:class:`FabricCLI`, a subclass of
+``mininet.cli.CLI``) takes over, so ``pingall``, ``iperf g0 g1``, ``g0 tcpdump -ni g0-eth0`` and
+``xterm g0`` work as under ``mn``, with ocslab's commands beside them (:class:`FabricSession`):
+
+- ``circuits``: the OCS configuration the controller holds now;
+- ``reconfigure ring|torus|empty|matching A-B,C-D,...|rotor SLOT [TURNS]`` (optionally
+  ``R=10us``): the new circuits, with the dark window the controller measured;
+- ``allreduce ALGORITHM SIZE [PLANNER]``: one collective run by the agents on the circuits in
+  place (planner ``none`` by default), printed as a row of ``ocslab run``'s table;
+- ``capture start [PORTS]`` / ``capture stop``: tcpdump on the OCS inputs (or the ports named)
+  with wire probes, analysed on stop as ``ocslab pcap`` does.
+
+Times are real-equivalent (divided by the time-dilation factor) unless they say "emulated".
+Leaving the prompt (``exit``, ``quit``, Ctrl-D) or a SIGTERM tears everything down as a run does;
+the session holds the run lock meanwhile, and ``ocslab clean`` removes what a killed one left.
+The session's collectives are its result (:func:`up` returns the envelope).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from pathlib import Path
+
+from mininet.cli import CLI
+from mininet.log import error, output, setLogLevel
+
+from emulation import dataplane as dpn
+from emulation.envelope import ResultEnvelope, write_result
+from emulation.fabric import Configuration, FabricError
+from emulation.results import RunResult
+from emulation.scale import Scale
+from emulation.scenario import Experiment
+from emulation.units import format_bytes, parse_bytes
+
+
+class SessionError(ValueError):
+    """A console command that cannot be done as typed (one line; the session goes on)."""
+
+
+#: Time units a console argument may carry (``R=10us``, a rotor's ``SLOT``).
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_time(text: str, what: str) -> float:
+    """Seconds of ``text`` (``10us``, ``2.5ms``, ``1e-5``; a bare number is seconds).
+
+    :raises SessionError: not a time >= 0, naming ``what``."""
+    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([a-zµ]*)\s*", text)
+    try:
+        value = float(m.group(1)) * _TIME_UNITS[m.group(2) or "s"] if m else -1.0
+    except (ValueError, KeyError):
+        value = -1.0
+    if not value >= 0:
+        raise SessionError(f"{what}: {text!r} is not a time (e.g. 10us, 2ms)")
+    return value
+
+
+def parse_matching(text: str, gpus: int) -> list[tuple[int, int]]:
+    """GPU pairs of ``A-B,C-D,...`` (a pair repeated asks for parallel circuits).
+
+    :raises SessionError: a malformed pair or a GPU outside ``0..gpus-1``."""
+    pairs = []
+    for item in text.split(","):
+        m = re.fullmatch(r"\s*g?(\d+)\s*-\s*g?(\d+)\s*", item)
+        if not m:
+            raise SessionError(f"matching: {item!r} is not a GPU pair A-B (e.g. 0-4,1-5)")
+        a, b = int(m.group(1)), int(m.group(2))
+        if max(a, b) >= gpus or a == b:
+            raise SessionError(f"matching: {item.strip()}: GPUs are 0..{gpus - 1}, two different ones")
+        pairs.append((a, b))
+    return pairs
+
+
+class FabricSession:
+    """What ocslab's console commands act on: a running emulation ``emu``
+    (:class:`~emulation.emulator.net.EmulatedFabric`) of experiment ``exp`` at ``scale``, its
+    session directory ``out`` and the packet backend's record ``meta``
+    (:func:`emulation.runner.emulated_fabric`). Each method raises :class:`SessionError` for input
+    it cannot act on, and the emulator's own errors for a failed emulation."""
+
+    def __init__(self, emu, exp: Experiment, scale: Scale, out: Path, meta: dict):
+        self.emu, self.exp, self.scale, self.out, self.meta = emu, exp, scale, Path(out), meta
+        self.runs: list[RunResult] = []
+        self.capture = None
+        self._probes: list = []
+        self._captured = False
+
+    @property
+    def ocs(self) -> str:
+        """The name of the fabric's only OCS.
+
+        :raises SessionError: the fabric has none, or several."""
+        if len(self.emu.fabric.ocs) != 1:
+            raise SessionError(f"reconfigure: needs a fabric with one OCS (this one has {len(self.emu.fabric.ocs)})")
+        return self.emu.fabric.ocs[0].name
+
+    # ---- circuits -------------------------------------------------------------------------
+    def circuits(self) -> str:
+        """The controller's configuration now: per OCS its circuits (``g0.p0<->g1.p1``, with the
+        OpenFlow port numbers they join on the OCS bridge) and the GPU pairs they join."""
+        config = self.emu.client.circuits()
+        lines = []
+        for ocs in self.emu.fabric.ocs:
+            cs = sorted(config[ocs.name])
+            pairs: dict[tuple[int, int], int] = {}
+            for c in cs:
+                key = (c.a.gpu, c.b.gpu)
+                pairs[key] = pairs.get(key, 0) + 1
+            joined = " ".join(f"{a}-{b}" + (f"x{k}" if k > 1 else "") for (a, b), k in sorted(pairs.items()))
+            lines.append(f"{ocs.name}: {len(cs)} circuits joining {len(pairs)} GPU pairs: {joined or '(none)'}")
+            lines += [f"  {c}   (OCS ports {ocs.port_number(c.a)}<->{ocs.port_number(c.b)})" for c in cs]
+        return "\n".join(lines) if lines else "this fabric has no OCS (static links only)"
+
+    def configuration(self, words: list[str]) -> Configuration:
+        """The configuration ``reconfigure`` asks for (``ring``, ``torus``, ``empty`` or
+        ``matching A-B,...``), reusing the circuits in place where they serve.
+
+        :raises SessionError: an unknown form, or GPUs without the ports it needs."""
+        from topologies.builders import ring_pairs, torus_pairs
+
+        from emulation.fabric import assign_ports
+
+        fabric, ocs = self.emu.fabric, self.ocs
+        form = words[0] if words else ""
+        if form == "ring":
+            pairs = ring_pairs(fabric.gpus)
+        elif form == "torus":
+            pairs = torus_pairs(fabric.gpus)
+        elif form == "empty":
+            return Configuration({})
+        elif form == "matching" and len(words) == 2:
+            pairs = parse_matching(words[1], fabric.gpus)
+        else:
+            raise SessionError("reconfigure: ring | torus | empty | matching A-B,C-D,... | rotor SLOT [TURNS] "
+                               "(then R=TIME to override the fabric's reconfiguration delay)")
+        try:
+            return assign_ports(fabric, ocs, pairs, fill=form == "matching", keep=self.emu.client.circuits()[ocs])
+        except FabricError as e:
+            raise SessionError(f"reconfigure {form}: {e}") from None
+
+    def reconfigure(self, line: str) -> str:
+        """``reconfigure FORM [ARGS] [R=TIME]``: apply the configuration (:meth:`configuration`)
+        with the reconfiguration delay R (real seconds; default the fabric's) and say what
+        changed and the dark window the controller measured; ``rotor SLOT [TURNS]`` cycles the
+        round-robin matchings instead (:meth:`rotor`)."""
+        words = line.split()
+        delay = max((o.reconfiguration_delay_s for o in self.emu.fabric.ocs), default=0.0)
+        if words and words[-1].startswith("R="):
+            delay = parse_time(words.pop()[2:], "R")
+        if words[:1] == ["rotor"]:
+            return self.rotor(words[1:], delay)
+        config = self.configuration(words)
+        tdf = self.scale.tdf
+        res = self.emu.client.apply(config, delay * tdf)
+        if not res.get("changed"):
+            return "no circuit changed (no dark window)"
+        dark = res["dark_window_measured_s"]
+        return (f"{len(res.get('rewired', []))} GPU ports rewired; dark window requested {delay * 1e6:.1f} us, "
+                f"measured {dark / tdf * 1e6:.1f} us ({delay * tdf * 1e3:.1f}/{dark * 1e3:.1f} ms emulated)")
+
+    def rotor(self, words: list[str], delay: float) -> str:
+        """``reconfigure rotor SLOT [TURNS]``: the controller cycles the round-robin matchings
+        of the GPUs (:func:`emulation.workloads.matchings.round_robin_matchings`, every port of a
+        GPU on its partner) for ``TURNS`` turns (default 1) of ``SLOT`` real seconds per slot,
+        each slot after a dark window of R, on its own clock; returns when it is done, with the
+        slots' measured dark windows.
+
+        :raises SessionError: bad arguments, or an odd GPU count (no perfect matchings)."""
+        from emulation.fabric import assign_ports
+        from emulation.poll import wait_until
+        from emulation.workloads.matchings import round_robin_matchings
+
+        if not 1 <= len(words) <= 2:
+            raise SessionError("reconfigure rotor SLOT [TURNS] (e.g. rotor 50us 2)")
+        slot = parse_time(words[0], "SLOT")
+        if slot <= 0:
+            raise SessionError("SLOT: must be longer than 0")
+        try:
+            turns = int(words[1]) if len(words) == 2 else 1
+        except ValueError:
+            turns = 0
+        if turns < 1:
+            raise SessionError(f"TURNS: {words[1]!r} is not a positive whole number")
+        n = self.emu.fabric.gpus
+        if n % 2:
+            raise SessionError(f"reconfigure rotor: {n} GPUs have no perfect matchings (an even count does)")
+        configs = [assign_ports(self.emu.fabric, self.ocs, list(m), fill=True) for m in round_robin_matchings(n)]
+        tdf = self.scale.tdf
+        since = len(self.emu.client.events())
+        count = turns * len(configs)
+        self.emu.client.start_rotor(configs, [slot * tdf] * len(configs), delay * tdf, count)
+        budget = count * (slot + delay) * tdf * 3 + 30
+
+        def done() -> bool:
+            return any(e["kind"] == "rotor-done" for e in self.emu.client.events(since))
+
+        wait_until(done, budget, lambda: SessionError(f"reconfigure rotor: not done within {budget:.0f} s"),
+                   interval_s=0.1)
+        slots = [e for e in self.emu.client.events(since) if e["kind"] == "rotor-slot"]
+        darks = [(e["t_live"] - e["t_dark"]) / tdf for e in slots if e.get("t_live") and e.get("t_dark")]
+        text = f"rotor: {len(slots)} slots of {slot * 1e6:g} us over {len(configs)} matchings"
+        if darks:
+            text += (f"; dark windows requested {delay * 1e6:.1f} us, measured {min(darks) * 1e6:.1f}-"
+                     f"{max(darks) * 1e6:.1f} us (median {sorted(darks)[len(darks) // 2] * 1e6:.1f})")
+        return text + "; circuits now: the last slot's"
+
+    # ---- collectives ----------------------------------------------------------------------
+    def allreduce(self, line: str) -> ResultEnvelope:
+        """``allreduce ALGORITHM SIZE [PLANNER]``: one AllReduce on the circuits in place
+        (the planner, default ``none``, starts from them), run by the agents as ``ocslab run``
+        runs it; the envelope of that one run (printed as its table's row).
+
+        :raises SessionError: a bad algorithm, size or planner, or a run the circuits cannot
+            carry (a GPU unreachable)."""
+        from emulation.emulator.execute import execute
+        from emulation.runner import collective_envelope
+        from emulation.scenario.schema import RunSpec
+        from emulation.schedule import PlanError
+
+        words = line.split()
+        if len(words) not in (2, 3):
+            raise SessionError("allreduce ALGORITHM SIZE [PLANNER] (e.g. allreduce ring 25MiB)")
+        try:
+            size = parse_bytes(words[1])
+        except ValueError as e:
+            raise SessionError(f"SIZE: {e}") from None
+        try:
+            run = RunSpec(name=words[0], algorithm=words[0], planner=words[2] if len(words) == 3 else "none")
+        except ValueError as e:  # pydantic's ValidationError is one
+            first = e.errors()[0] if hasattr(e, "errors") else {"msg": str(e)}
+            raise SessionError(f"allreduce: {first['msg'].removeprefix('Value error, ')}") from None
+        fabric = dataclasses.replace(self.emu.fabric, initial=self.emu.client.circuits())
+        exp = dataclasses.replace(self.exp, fabric=fabric)
+        try:
+            desc = exp.resolve(run, size)
+        except (PlanError, ValueError, KeyError) as e:
+            raise SessionError(f"allreduce {words[0]} {words[1]}: {e}") from None
+        k = len(self.runs)
+        run_dir = self.out / "emulation" / f"{run.name}-{format_bytes(size)}-{k}"
+        res = execute(self.emu, desc, self.scale, self.exp.cost, run_dir)
+        self.runs.append(res)
+        return collective_envelope(exp, "mininet", [res], {**self.meta, "scale": self.scale.to_json(), "complete": True})
+
+    # ---- capture --------------------------------------------------------------------------
+    def capture_start(self, ports: str | None) -> str:
+        """Start capturing the OCS inputs (or the comma-separated ``ports``) with wire probes
+        (:func:`emulation.runner.start_capture`).
+
+        :raises SessionError: a capture runs already, or this session captured once."""
+        from emulation.runner import start_capture
+
+        if self.capture is not None:
+            raise SessionError("capture: already capturing (capture stop first)")
+        if self._captured:
+            raise SessionError(f"capture: this session captured into {self.out / 'emulation' / 'pcap'} already "
+                               f"(one capture per session: leave and ocslab up again for another)")
+        self.capture, self._probes = start_capture(self.emu, self.out, ["ocs"] if not ports else ports.split(","))
+        self._captured = True
+        return f"capturing {len(self.capture.devices)} ports into {self.out / 'emulation' / 'pcap'}"
+
+    def capture_stop(self) -> list[str]:
+        """Stop the capture and its probes, write the session's ``result.json`` so far and
+        analyse the capture (:func:`emulation.pcap.analyse`: ``pcap.json``, ``pcap.png``); the
+        analysis' summary lines.
+
+        :raises SessionError: no capture runs."""
+        import json
+
+        from emulation import pcap
+        from emulation.emulator.net import stop_pid
+
+        if self.capture is None:
+            raise SessionError("capture: not capturing (capture start first)")
+        self.capture.stop()
+        for p in self._probes:
+            stop_pid(p)
+            if p in self.emu.children:
+                self.emu.children.remove(p)
+        self.capture, self._probes = None, []
+        write_result(self.out, self.envelope())
+        try:
+            rep = pcap.analyse(self.out, self.out / "pcap.png")
+        except pcap.PcapError as e:
+            raise SessionError(f"capture: {e}") from None
+        (self.out / "pcap.json").write_text(json.dumps(rep.model_dump(), indent=1))
+        return [*pcap.summary_lines(rep), f"capture: {self.out}/pcap.json, pcap.png"]
+
+    def envelope(self) -> ResultEnvelope:
+        """The session's result: every collective run so far."""
+        from emulation.runner import collective_envelope
+
+        return collective_envelope(self.exp, "mininet", self.runs, {**self.meta, "scale": self.scale.to_json(),
+                                                                  "complete": True})
+
+    def close(self) -> None:
+        """Stop a capture still running (before the fabric is torn down)."""
+        if self.capture is not None:
+            self.capture.stop()
+            self.capture = None
+
+    def banner(self) -> str:
+        """What the prompt starts with: the fabric, the scale model, the commands."""
+        f, s = self.emu.fabric, self.scale
+        delay = max((o.reconfiguration_delay_s for o in f.ocs), default=0.0)
+        hosts = ", ".join(dpn.host_name(g) for g in range(min(f.gpus, 3))) + (", ..." if f.gpus > 3 else "")
+        return "\n".join([
+            f"ocslab: {f.name}: {f.gpus} GPUs ({hosts}), {f.ports_per_gpu} ports each, {len(f.ocs)} OCS; "
+            f"controller {self.exp.emulation.controller}",
+            f"scale: {s.link_mbps:g} Mbit/s per link emulated = {s.port_gbps:g} Gbit/s real (byte scale "
+            f"{s.byte_scale:g}, time dilation {s.tdf:g})",
+            f"       R = {delay * 1e6:g} us real = {delay * s.tdf * 1e3:g} ms emulated",
+            "ocslab's commands: circuits, reconfigure, allreduce, capture (help NAME)",
+            "Mininet's: pingall, iperf g0 g1, g0 CMD, xterm g0, ...",
+            "exit or Ctrl-D tears the fabric down",
+        ] + ([f"ofctl_rest: http://127.0.0.1:{self.emu.ofctl_rest_port}/stats/flow/<dpid>"]
+             if self.emu.ofctl_rest_port is not None else []))
+
+
+class FabricCLI(CLI):
+    """Mininet's CLI on the emulation's network, with ocslab's commands (module doc). A SIGTERM
+    (which the emulation turns into an interrupt) ends the prompt; Ctrl-C only stops the command
+    in progress, as in Mininet."""
+
+    prompt = "ocslab> "
+
+    def __init__(self, session: FabricSession, stdin=sys.stdin, **kwargs):
+        self.session = session
+        super().__init__(session.emu.net, stdin=stdin, **kwargs)
+
+    def run(self) -> None:
+        """Mininet's loop, except that an interrupt raised for a signal (SIGTERM) ends it."""
+        while True:
+            try:
+                self.cmdloop()
+                return
+            except KeyboardInterrupt as e:
+                if e.args and str(e.args[0]).startswith("signal"):
+                    raise
+                output("\nInterrupt\n")
+
+    def _do(self, fn, *args) -> None:
+        from emulation.emulator.controller_client import ControllerError
+        from emulation.emulator.net import EmulationError
+
+        try:
+            out = fn(*args)
+        except (SessionError, ControllerError, EmulationError) as e:
+            error(f"*** {e}\n")
+            return
+        for line in ([out] if isinstance(out, str) else out):
+            output(line + "\n")
+
+    def do_circuits(self, _line: str) -> None:
+        """Print the OCS's circuits now.
+           Usage: circuits"""
+        self._do(self.session.circuits)
+
+    def do_reconfigure(self, line: str) -> None:
+        """Set new circuits; prints the measured dark window.
+           Usage: reconfigure ring | torus | empty | matching A-B,C-D,... [R=TIME]
+                  reconfigure rotor SLOT [TURNS] [R=TIME]  (round-robin matchings)"""
+        self._do(self.session.reconfigure, line)
+
+    def do_allreduce(self, line: str) -> None:
+        """Run one AllReduce with the agents on the circuits in place; prints its row.
+           Usage: allreduce ALGORITHM SIZE [PLANNER]  (e.g. allreduce ring 25MiB)"""
+        from emulation import report
+
+        def run() -> list[str]:
+            env = self.session.allreduce(line)
+            report.print_summary(env)
+            return []
+
+        self._do(run)
+
+    def do_capture(self, line: str) -> None:
+        """Capture packets on the OCS inputs (or PORTS), analysed on stop.
+           Usage: capture start [PORTS] | capture stop"""
+        words = line.split()
+        if words[:1] == ["start"] and len(words) <= 2:
+            self._do(self.session.capture_start, words[1] if len(words) == 2 else None)
+        elif words == ["stop"]:
+            self._do(self.session.capture_stop)
+        else:
+            error("*** capture start [PORTS] | capture stop\n")
+
+
+def up(exp: Experiment, out: Path, *, force: bool = False, ofctl_rest: int | None = None, stdin=sys.stdin,
+       progress=None) -> ResultEnvelope:
+    """Build and calibrate ``exp``'s fabric (logs in ``out/emulation``), run the prompt on
+    ``stdin`` until it ends, tear everything down; the session's result (every ``allreduce``).
+
+    :raises emulation.runner.HeadroomError: the scenario's rate misses the headroom target.
+    :raises emulation.emulator.net.EmulationError: the emulation could not be brought up.
+    """
+    from emulation.runner import calibrate_link, emulated_fabric
+
+    with emulated_fabric(exp, out, force, ofctl_rest) as (emu, meta):
+        rate = calibrate_link(emu, exp, out, force, meta, progress)
+        session = FabricSession(emu, exp, exp.scale(rate), out, meta)
+        try:
+            setLogLevel("info")  # Mininet's own commands report at info and output, as under mn
+            output(session.banner() + "\n")
+            FabricCLI(session, stdin=stdin)
+        finally:
+            setLogLevel("warning")
+            session.close()
+        return session.envelope()
