@@ -9,6 +9,7 @@ import pytest
 from emulation.emulator import pmd
 from emulation.emulator.capabilities import detect
 from emulation.emulator.net import EmulatedFabric
+from emulation.emulator.ovs_sockets import SEND_BUFFER, packet_sockets
 from topologies import ocs_star
 
 pytestmark = pytest.mark.emulation
@@ -29,7 +30,20 @@ def test_a_fabric_polls_its_gpu_ports_with_a_pmd_thread_and_gives_the_mask_back(
         assert emu.net.pingAll(timeout=2) == 0.0
         drops = pmd.xsk_drops(emu.host_link_ports())
         assert sorted(drops) == sorted(emu.host_link_ports()) and set(drops.values()) == {0}
+        # the shared send socket, through which the PMD thread queues every frame on a shaped link, was enlarged
+        senders = [s for s in packet_sockets() if s.device is None]
+        assert senders and min(s.sndbuf for s in senders) >= SEND_BUFFER == emu.socket_buffers.send_bytes
     assert pmd.current_mask() == before
+
+
+def test_sizing_refuses_when_open_vswitch_has_no_send_socket_instead_of_sizing_nothing(monkeypatch):
+    """An Open vSwitch just started has no send socket until it first sends a frame; sizing
+    then must fail loudly, not leave 208 KiB (which lost frames on every link of the first run)."""
+    from emulation.emulator import ovs_sockets
+
+    monkeypatch.setattr(ovs_sockets, "packet_sockets", lambda: [ovs_sockets.PacketSocket(1, 5, "ocl-n0-eth1", 1, 1)])
+    with pytest.raises(ovs_sockets.SocketBufferError, match="no send socket yet"):
+        ovs_sockets.SocketBuffers(["ocl-n0-eth1"]).apply()
 
 
 def test_where_open_vswitch_refuses_afxdp_the_ports_stay_on_packet_sockets(run_dir, monkeypatch):

@@ -409,6 +409,8 @@ class EmulatedFabric(Lifecycle):
         log.info("every switch connected to the controller")
         if self.pmd is None:
             self.pmd = self.caps.afxdp and self.mtu <= pmd_ports.MAX_MTU
+        if not self.caps.ovs_kernel_datapath:
+            self._make_send_socket()  # before the GPU ports leave packet sockets
         if self.pmd:
             self._poll_with_pmd()
         if not self.caps.ovs_kernel_datapath:
@@ -566,15 +568,31 @@ class EmulatedFabric(Lifecycle):
             self.drops.xsk_ports = ports
         self.client.wait_ready(timeout=60)
 
+    def _make_send_socket(self) -> None:
+        """Have ovs-vswitchd open its shared send socket now, so that :meth:`_size_ovs_sockets`
+        finds it: it makes it when it first sends a frame on a packet-socket port, so a frame of
+        the local experimental EtherType is sent to GPU 0 (which ignores it) while its port is
+        still one. ovs-ofctl returns once Open vSwitch has the message, not once it has sent the
+        frame: the socket is waited for until ``ss`` lists it (on an Open vSwitch just started,
+        the first run otherwise kept the default 208 KiB and lost frames on every link).
+
+        :raises EmulationError: the socket did not appear within 10 s.
+        """
+        def send_socket() -> bool:
+            return any(s.device is None for s in packet_sockets())
+
+        if send_socket():
+            return
+        frame = dpn.gpu_mac(0).replace(":", "") + "020000000000" + "88b5" + "00" * 46
+        subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "packet-out", dpn.nic_name(0), "LOCAL",
+                        f"output:{dpn.NIC_HOST_PORT}", frame], capture_output=True, timeout=10)
+        wait_until(send_socket, 10.0, lambda: EmulationError(
+            "cannot size Open vSwitch's packet sockets: its send socket did not appear within 10 s of a packet-out "
+            "(ss -f link -p lists none of ovs-vswitchd's)"))
+
     def _size_ovs_sockets(self) -> None:
         """Raise the buffers of Open vSwitch's packet sockets for our ports and of its shared
-        send socket (:mod:`emulation.emulator.ovs_sockets`). ovs-vswitchd creates the send socket
-        when it first sends on a port: if it has not yet, a frame of the local experimental
-        EtherType is sent to GPU 0 first (the GPU ignores it)."""
-        if not any(s.device is None for s in packet_sockets()):
-            frame = dpn.gpu_mac(0).replace(":", "") + "020000000000" + "88b5" + "00" * 46
-            subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "packet-out", dpn.nic_name(0), "LOCAL",
-                            f"output:{dpn.NIC_HOST_PORT}", frame], capture_output=True, timeout=10)
+        send socket (:mod:`emulation.emulator.ovs_sockets`; made by :meth:`_make_send_socket`)."""
         self.socket_buffers = SocketBuffers(self.drops.ports.ovs_ports, max(SEND_BUFFER, self.in_flight_bytes))
         try:
             self.socket_buffers.apply()

@@ -120,6 +120,8 @@ class SocketBuffers:
         (the limits now in force)."""
         socks = packet_sockets()
         senders = [s for s in socks if s.device is None]
+        if not senders:
+            raise SocketBufferError("ovs-vswitchd has no send socket yet (it makes one when it first sends a frame)")
         receivers = [s for s in socks if s.device in self.devices]
         send = []
         for s in senders:
