@@ -11,6 +11,9 @@ Paper: arXiv 2507.08119. Scenarios: ``experiments/rails_llama.yaml``, ``rails_mo
     (speculative slower than on demand).
 (3) Flow backend at scale: one iteration of Llama-3-70B on 1,024 GPUs with every GPU a rank,
     timed (``scripts/bench_rails.py``).
+(5) Network power and cost of electrical against photonic rails at 256-2,048 GPUs, component
+    by component (``topologies/power_cost.py``; every figure's source in
+    ``topologies/data/costs/components.yaml``), beside the paper's 23x and 4x (arXiv 2602.12521).
 (4) Packet backend (root, Open vSwitch, torch; ~2.5 min): the torch job on 8 emulated GPUs
     (``ocslab train experiments/rails_torch.yaml``): iteration time against the flow replay of
     the same trace, dark windows, controller waits, loss; ``timeline.png``.
@@ -132,6 +135,37 @@ def part4(out: Path) -> None:
     print(f"    timeline: {d}/timeline.png")
 
 
+def part5() -> None:
+    print("(5) network power and cost: electrical rails against photonic rails "
+          "(topologies/power_cost.py, figures and sources in topologies/data/costs/components.yaml)")
+    from topologies.power_cost import compare, electrical_rails_opus_count, load_components
+
+    sets, paper = load_components()
+    print(f"    paper: {paper['power_factor']}x less power, {paper['cost_factor']}x lower cost ({paper['source']})")
+    print(f"    {'set':<11} {'GPUs':>5} {'electrical kW':>13} {'photonic kW':>11} {'power':>6} {'electrical M$':>13} "
+          f"{'photonic M$':>11} {'cost':>6}   Opus code's count: power, cost")
+    for name, cs in sets.items():
+        for gpus in (256, 1024, 2048):
+            c = compare(gpus, cs)
+            (e, p), (ec, pc) = c.power_w, c.cost_usd
+            theirs = electrical_rails_opus_count(gpus // cs.gpus_per_server, cs.gpus_per_server,
+                                                 switch_transceivers=name == "h200-400g")
+            no_fibre = pc["total"] - pc["fibres"]
+            print(f"    {name:<11} {gpus:>5,} {e['total'] / 1e3:>13.1f} {p['total'] / 1e3:>11.1f} {c.power_ratio:>5.1f}x "
+                  f"{ec['total'] / 1e6:>13.2f} {pc['total'] / 1e6:>11.2f} {c.cost_ratio:>5.2f}x   "
+                  f"{theirs.power_w(cs)['total'] / p['total']:.1f}x, {theirs.cost_usd(cs)['total'] / no_fibre:.2f}x")
+    big = compare(2048, sets["h200-400g"])
+    (e, p) = big.power_w
+    print(f"    what drives it (h200-400g, 2,048 GPUs): electrical {e['switches'] / 1e3:.0f} kW of switch ports + "
+          f"{e['transceivers'] / 1e3:.0f} kW of {big.electrical.transceivers:,} transceivers; photonic "
+          f"{p['ocs'] / 1e3:.1f} kW of OCS ports + {p['transceivers'] / 1e3:.0f} kW of {big.photonic.transceivers:,}")
+    theirs = electrical_rails_opus_count(256, 8)
+    check(abs(theirs.power_w(sets["h200-400g"])["total"] / p["total"] - 23.9) < 0.1,
+          "the Opus code's own count gives its headline (23.9x power at 2,048 GPUs, paper: over 23x)")
+    check(big.power_ratio > 10 and big.cost_ratio > 2, f"photonic rails: {big.power_ratio:.1f}x less power, "
+          f"{big.cost_ratio:.2f}x lower cost at 2,048 GPUs with a non-blocking two-tier count (paper 23x, 4x)")
+
+
 def parser() -> argparse.ArgumentParser:
     """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -152,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         part1(a.out)
         part2(a.out)
         part3()
+        part5()
         if a.packet:
             part4(a.out)
         print(f"reproduce_opus: {time.perf_counter() - t0:.0f} s; " + (f"{len(FAILED)} check(s) FAILED" if FAILED
