@@ -37,6 +37,8 @@ class Barriers:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiting: dict[tuple[int, int], threading.Event] = {}
+        #: CLOCK_MONOTONIC time each outstanding barrier's reply reached :meth:`replied`
+        self._arrived: dict[tuple[int, int], float] = {}
 
     def send_with_barriers(self, batches: Iterable[tuple[object, Iterable]], timeout: float = 5.0) -> float:
         """Send every ``(dp, msgs)`` batch followed by a barrier to its switch, all switches at
@@ -60,12 +62,19 @@ class Barriers:
                 with self._lock:
                     for d, x, _ in waits:
                         self._waiting.pop((d, x), None)
+                        self._arrived.pop((d, x), None)
                 raise BarrierTimeout(f"no barrier reply from dpid {dpid:#x} in {timeout} s")
-        return time.monotonic()
+        # the replies' own arrival, not this thread's wake-up after them: under Ryu's eventlet
+        # the waiter woke up to 3 ms later, which the dark window measured took for darkness
+        with self._lock:
+            return max(self._arrived.pop((d, x)) for d, x, _ in waits)
 
     def replied(self, dpid: int, xid: int) -> None:
         """Called by the app that receives ``OFPBarrierReply``."""
+        now = time.monotonic()
         with self._lock:
             ev = self._waiting.pop((dpid, xid), None)
+            if ev is not None:
+                self._arrived[(dpid, xid)] = now
         if ev is not None:
             ev.set()

@@ -204,8 +204,9 @@ class CircuitSwitch(OcsLabApp):
         ``reconfiguration_delay_s`` after the flush the new circuits are installed
         (``t_install``), ``t_live`` is their barrier ack and ``t_live_flushed`` the flush after it
         (the dark window measured is R plus the flush and the switch's commit time, never less than
-        R). ``dark_window_measured_s = t_live - t_dark``: wire probes put the data plane's window
-        within a millisecond of it (:mod:`emulation.pcap`). Unchanged circuits stay up. With
+        R). ``dark_window_measured_s = t_live - t_dark``; the data plane's window lies between
+        ``t_install - t_dark_flushed`` and ``t_live_flushed - t_request``, which wire probes check
+        (:mod:`emulation.pcap`). Unchanged circuits stay up. With
         ``live_at`` (CLOCK_MONOTONIC) the new circuits are installed no earlier than then.
 
         :returns: the timestamps, the requested and measured dark window, circuits removed/added

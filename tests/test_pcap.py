@@ -59,6 +59,14 @@ def test_a_probe_window_is_the_midpoints_of_the_lost_probes_brackets():
     assert w["agrees"]
     (w,) = probe_windows(probes, [{**ev, "reconfiguration_delay_s": 0.045}], frame_s=1.2e-3)
     assert not w["agrees"]  # the wire shows less than the requested window: undercut
+    # the controller's timestamps bracket the wire's window: [install - dark flushed, live flushed - request]
+    full = {**ev, "t_request": 0.999, "t_dark_flushed": 1.003, "t_install": 1.042, "t_live_flushed": 1.046}
+    (w,) = probe_windows(probes, [full], frame_s=1.2e-3)
+    assert w["bracket_s"] == pytest.approx([0.039, 0.047]) and w["agrees"]
+    (w,) = probe_windows(probes, [{**full, "t_install": 1.0445}], frame_s=1.2e-3)  # bracket from 41.5 ms
+    assert w["agrees"]  # 40 ms: within a frame (1.2 ms) and a probe interval (1 ms) of it
+    (w,) = probe_windows(probes, [{**full, "t_install": 1.0465, "t_live_flushed": 1.05}], frame_s=1.2e-3)
+    assert not w["agrees"]  # 40 ms on the wire, the controller sent the new rules 43.5 ms after the flush
 
 
 def _reconfigured(seq: int, changed: bool = True) -> dict:
@@ -172,10 +180,11 @@ def test_a_captured_run_shows_every_dark_window_and_the_agents_retransmissions(r
     assert rep["tcp"]["connections_disagreeing"] == []  # per connection too
     assert sum(c["retransmissions_tcp_info"] for c in rep["tcp"]["per_connection"]) == rep["tcp"]["retransmissions"]
     assert (out / "pcap.png").stat().st_size > 10_000
-    # wire probes: every rewired port's probes fall silent across each reconfiguration, and the
-    # window they show agrees with the controller's within a frame time + 1 ms, never shorter than R.
-    # Measured, wire minus controller: demo (8 GPUs, 3 runs of 10 windows of 40 ms) -0.9..+0.8 ms,
-    # lab (3 runs of 3 windows) -0.1..+0.6 ms; the bound (a frame time + 1 ms) is 2.2 ms.
+    # wire probes: every rewired port's probes fall silent across each reconfiguration, never for
+    # less than R, and the window they show lies in the bracket of the controller's timestamps
+    # (emulation.pcap.probe_windows). Wire minus the controller's barrier-to-barrier figure, measured
+    # on lab.yaml (40 ms windows): -4.8..+2.5 ms over 50 windows on an idle machine (one CI run
+    # +2.3 ms), so that figure is not what is checked against the wire; the bracket held for all.
     # (the first window of the lab starts from no circuits: no port is rewired)
     probes = [p for p in rep["probe_windows"] if p["requested_s"] > 0 and p["ports"]]
     assert len(probes) >= len(windows) - 1 >= 1
