@@ -138,7 +138,7 @@ def part4(out: Path) -> None:
 def part5() -> None:
     print("(5) network power and cost: electrical rails against photonic rails "
           "(topologies/power_cost.py, figures and sources in topologies/data/costs/components.yaml)")
-    from topologies.power_cost import compare, electrical_rails_opus_count, load_components
+    from topologies.power_cost import compare_rails, electrical_rails_opus_count, load_components
 
     sets, paper = load_components()
     print(f"    paper: {paper['power_factor']}x less power, {paper['cost_factor']}x lower cost ({paper['source']})")
@@ -146,7 +146,7 @@ def part5() -> None:
           f"{'photonic M$':>11} {'cost':>6}   Opus code's count: power, cost")
     for name, cs in sets.items():
         for gpus in (256, 1024, 2048):
-            c = compare(gpus, cs)
+            c = compare_rails(gpus, cs)
             (e, p), (ec, pc) = c.power_w, c.cost_usd
             theirs = electrical_rails_opus_count(gpus // cs.gpus_per_server, cs.gpus_per_server,
                                                  switch_transceivers=name == "h200-400g")
@@ -154,7 +154,7 @@ def part5() -> None:
             print(f"    {name:<11} {gpus:>5,} {e['total'] / 1e3:>13.1f} {p['total'] / 1e3:>11.1f} {c.power_ratio:>5.1f}x "
                   f"{ec['total'] / 1e6:>13.2f} {pc['total'] / 1e6:>11.2f} {c.cost_ratio:>5.2f}x   "
                   f"{theirs.power_w(cs)['total'] / p['total']:.1f}x, {theirs.cost_usd(cs)['total'] / no_fibre:.2f}x")
-    big = compare(2048, sets["h200-400g"])
+    big = compare_rails(2048, sets["h200-400g"])
     (e, p) = big.power_w
     print(f"    what drives it (h200-400g, 2,048 GPUs): electrical {e['switches'] / 1e3:.0f} kW of switch ports + "
           f"{e['transceivers'] / 1e3:.0f} kW of {big.electrical.transceivers:,} transceivers; photonic "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from topologies.power_cost import (DATA, CostDataError, compare, electrical_rails, electrical_rails_opus_count,
+from topologies.power_cost import (DATA, CostDataError, compare_rails, electrical_rails, electrical_rails_opus_count,
                                    load_components, photonic_rails)
 
 
@@ -21,12 +21,12 @@ def test_counts_worked_by_hand():
     with pytest.raises(ValueError, match="more than two tiers"):
         electrical_rails(2049, 1, 64)
     with pytest.raises(ValueError, match="whole number of servers"):
-        compare(2050, load_components()[0]["h200-400g"])
+        compare_rails(2050, load_components()[0]["h200-400g"])
 
 
 def test_h200_at_2048_gpus_power_and_cost_by_component():
     sets, paper = load_components()
-    c = compare(2048, sets["h200-400g"])
+    c = compare_rails(2048, sets["h200-400g"])
     (e, p), (ec, pc) = c.power_w, c.cost_usd
     assert e["switches"] == pytest.approx(6144 * 2524 / 64) and e["transceivers"] == 8192 * 10 and e["fibres"] == 0
     assert p["ocs"] == pytest.approx(4096 * 75 / 192) and p["transceivers"] == 2048 * 10

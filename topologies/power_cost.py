@@ -163,7 +163,7 @@ def photonic_rails(servers: int, gpus_per_server: int, ocs_ports_per_link: int =
 
 
 @dataclass(frozen=True)
-class Comparison:
+class RailsComparison:
     """Electrical against photonic rails for one cluster: both bills, their power (W) and cost
     (USD) per component class, and the ratios electrical / photonic."""
 
@@ -195,7 +195,7 @@ class Comparison:
         return e["total"] / p["total"]
 
 
-def compare(gpus: int, components: ComponentSet) -> Comparison:
+def compare_rails(gpus: int, components: ComponentSet) -> RailsComparison:
     """Electrical against photonic rails for ``gpus`` GPUs in servers of
     ``components.gpus_per_server``.
 
@@ -206,7 +206,7 @@ def compare(gpus: int, components: ComponentSet) -> Comparison:
     if gpus < g or gpus % g:
         raise ValueError(f"gpus: {gpus} is not a whole number of servers of {g} GPUs")
     servers = gpus // g
-    return Comparison(gpus, components, electrical_rails(servers, g, components.eps_switch.ports),
+    return RailsComparison(gpus, components, electrical_rails(servers, g, components.eps_switch.ports),
                       photonic_rails(servers, g))
 
 
