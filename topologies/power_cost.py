@@ -235,12 +235,11 @@ def load_components(path: Path = DATA) -> tuple[dict[str, ComponentSet], dict]:
     sets = {}
     for name, s in (raw.get("sets") or {}).items():
         parts = {}
-        for role, kind in (("eps_switch", "eps_switch"), ("ocs", "ocs"), ("transceiver", "transceiver"),
-                           ("fibre", "fibre")):
-            ref = s.get(role)
+        for kind in KINDS:  # each set names one component of every kind, under the kind's name
+            ref = s.get(kind)
             if ref not in comps or comps[ref].kind != kind:
-                raise CostDataError(f"sets.{name}.{role}: {ref!r} is not a component of kind {kind}")
-            parts[role] = comps[ref]
+                raise CostDataError(f"sets.{name}.{kind}: {ref!r} is not a component of kind {kind}")
+            parts[kind] = comps[ref]
         if not isinstance(s.get("gpus_per_server"), int) or s["gpus_per_server"] < 1:
             raise CostDataError(f"sets.{name}.gpus_per_server: a whole number >= 1 is required")
         sets[name] = ComponentSet(name, fibre_m=float(s.get("fibre_m", 0.0)), gpus_per_server=s["gpus_per_server"],

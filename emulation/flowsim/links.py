@@ -17,6 +17,21 @@ class SimulationError(RuntimeError):
     """The workload cannot be simulated (unroutable transfer, deadlock, bad inputs)."""
 
 
+def pair_counts(pairs, n: int, where: str) -> np.ndarray:
+    """``(n, n)`` int64: how many of ``pairs`` (``(a, b)`` circuits of a configuration) join each
+    directed GPU pair, for the executors of circuit schedules (time-slotted, parallel OCSes),
+    whose links are the n x n directed pairs.
+
+    :raises SimulationError: a circuit that is not a pair of ``n`` GPUs (``where`` names it).
+    """
+    m = np.zeros((n, n), dtype=np.int64)
+    for a, b in pairs:
+        if not (0 <= a < n and 0 <= b < n and a != b):
+            raise SimulationError(f"{where}: circuit {a}-{b} is not a pair of {n} GPUs")
+        m[a, b] += 1
+    return m
+
+
 class LinkSpace:
     """The directed links of one fabric across every configuration a run uses, numbered once
     (a *global link id*, 0, 1, ... in order of first use), and the routes of each configuration.

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from emulation.flowsim.engine import DeadlockError, FluidEngine
-from emulation.flowsim.links import SimulationError
+from emulation.flowsim.links import SimulationError, pair_counts
 from emulation.results import RunResult, Slots, StepResult, TransferResult
 from emulation.schedule import ParallelSchedule
 from emulation.units import bytes_per_s
@@ -33,11 +33,7 @@ def circuit_multiplicity(schedule: ParallelSchedule, n: int) -> list[tuple[float
     deltas: dict[float, np.ndarray] = {0.0: np.zeros((n, n), dtype=np.int64)}
     for k, seq in enumerate(schedule.ocs):
         for t_on, t_off, i in schedule.windows(k):
-            one = np.zeros((n, n), dtype=np.int64)
-            for a, b in seq.configs[i]:
-                if not (0 <= a < n and 0 <= b < n and a != b):
-                    raise SimulationError(f"OCS {k} slot {i}: circuit {a}-{b} is not a pair of {n} GPUs")
-                one[a, b] += 1
+            one = pair_counts(seq.configs[i], n, f"OCS {k} slot {i}")
             deltas.setdefault(t_on, np.zeros((n, n), dtype=np.int64))
             deltas.setdefault(t_off, np.zeros((n, n), dtype=np.int64))
             deltas[t_on] += one

@@ -25,7 +25,7 @@ from collections import deque
 import numpy as np
 
 from emulation.flowsim.engine import DeadlockError, FluidEngine
-from emulation.flowsim.simulate import SimulationError
+from emulation.flowsim.links import SimulationError, pair_counts
 from emulation.results import RunResult, Slots, StepResult, TransferResult
 from emulation.schedule import RelayPlan, SlotSchedule, transfer_parts
 from emulation.units import bytes_per_s
@@ -49,12 +49,8 @@ def simulate_slotted(workload: Workload, schedule: SlotSchedule, port_gbps: floa
     rate = bytes_per_s(port_gbps)
     mult = []
     connected = np.zeros((n, n), dtype=bool)
-    for pairs in schedule.configs:
-        m = np.zeros((n, n))
-        for a, b in pairs:
-            if not (0 <= a < n and 0 <= b < n and a != b):
-                raise SimulationError(f"schedule pair {a}-{b} is not a pair of {n} GPUs")
-            m[a, b] += 1
+    for k, pairs in enumerate(schedule.configs):
+        m = pair_counts(pairs, n, f"schedule slot {k}")
         mult.append(m)
         connected |= m > 0
     if relay is not None and len(relay.parts) != len(workload.steps):
