@@ -140,7 +140,9 @@ class RunResult(_Record):
 
     ``transfers`` may be left out of large runs (``transfers_omitted`` says how many);
     ``link_bytes`` is ``[[u, up, v, vp, bytes], ...]``, the real bytes each directed link carried
-    over the run; ``checks`` holds the sanity checks (:func:`emulation.checks.check_run`);
+    over the run (``links_omitted``: how many links carried bytes that are not listed, in a
+    closed-form run that does not derive every sender, :mod:`emulation.flowsim.stragglar`);
+    ``checks`` holds the sanity checks (:func:`emulation.checks.check_run`);
     ``predicted_s`` is the planner's cost-model time of the plan (seconds; greedy, dp, always);
     ``iteration`` numbers repeated runs (scenario ``iterations``) and ``straggler_delay_s`` is the
     straggler's arrival delay D in that iteration (0 without a straggler); ``padding_bytes`` are
@@ -164,6 +166,7 @@ class RunResult(_Record):
     semantics: str = "round-synchronous"
     transfers_omitted: int = 0
     link_bytes: list[list[float]] = Field(default_factory=list)
+    links_omitted: int = 0
     checks: Optional[Checks] = None
     predicted_s: Optional[float] = None
     iteration: int = 0

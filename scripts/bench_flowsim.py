@@ -13,7 +13,9 @@ iteration of Llama-3-70B on photonic rails (Opus, arXiv 2507.08119: speculative 
 100 ms, 3 iterations replayed, one rail standing for all), at ``--opus-gpus``.
 
 Before a case runs, the memory model (:mod:`emulation.flowsim.limits`) is asked whether it fits
-this machine; a case that does not is reported with the model's line and not run.
+this machine; a case that does not is reported with the model's line and not run, except
+``stragglar``, which then runs in closed form (:mod:`emulation.flowsim.stragglar`: the same
+times without building its O(n^2) transfers; its row's fabric says so).
 
 ``--sweep N`` also runs a sweep of 8 points at N GPUs (ring, rhd, rd and rhd-ring at two buffer
 sizes) serially and on a local Dask cluster of ``--workers`` processes (:mod:`emulation.parallel`)
@@ -72,6 +74,10 @@ def run_case(case: str, n: int, nbytes: int, semantics: str = "round-synchronous
     """Build, plan and simulate one case in this process; its figures (seconds, bytes)."""
     load = os.getloadavg()[0]
     why = refusal(case, n, nbytes, semantics)
+    if why and case == "stragglar":
+        closed = run_stragglar_closed_form(n, nbytes, semantics, load)
+        if closed:
+            return closed
     if why:
         return {"case": case, "fabric": LABEL[case], "gpus": n, "refused": why, "load": load}
     if case == "opus":
@@ -92,6 +98,26 @@ def run_case(case: str, n: int, nbytes: int, semantics: str = "round-synchronous
             "total_s": t3 - t0, "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "reconfigurations": plan.reconfigurations, "time_s": r.time_s, "load": load,
             "ok": r.bytes_delivered == r.bytes_sent}
+
+
+def run_stragglar_closed_form(n: int, nbytes: int, semantics: str, load: float) -> dict | None:
+    """The stragglar case in closed form (:mod:`emulation.flowsim.stragglar`: every step from one
+    or two representative transfers, no workload built), or None where that does not apply."""
+    from emulation.flowsim.cases import ALPHA_S, PORT_GBPS, case_arrivals
+    from emulation.flowsim.stragglar import closed_form_refusal, simulate_stragglar_switch
+    from topologies.builders import eps_star
+
+    t0 = time.perf_counter()
+    f = eps_star(n, PORT_GBPS)
+    if closed_form_refusal(f, n, semantics):
+        return None
+    t1 = time.perf_counter()
+    r = simulate_stragglar_switch(f, nbytes, alpha_s=ALPHA_S, arrivals_s=case_arrivals("stragglar", n))
+    t2 = time.perf_counter()
+    return {"case": "stragglar", "fabric": LABEL["stragglar"] + ", closed form", "gpus": n, "steps": len(r.steps),
+            "transfers": r.transfers_omitted, "build_s": t1 - t0, "plan_s": 0.0, "simulate_s": t2 - t1,
+            "total_s": t2 - t0, "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "reconfigurations": 0, "time_s": r.time_s, "load": load, "ok": r.bytes_delivered == r.bytes_sent}
 
 
 def run_opus(n: int, load: float) -> dict:
