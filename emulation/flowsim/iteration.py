@@ -12,7 +12,9 @@ Every rank runs its program; an op starts when its inputs allow:
   segment alone (:meth:`~topologies.rail_network.RailNetwork.seconds`: a ring of circuits through
   the members, or the electrical rail);
 - ``send``: when the pair's circuits are live (eager: the receiver need not be there);
-  ``recv``: when the message has arrived.
+  ``recv``: when the message has arrived. A receive whose message is in, or on its way, needs
+  no circuit and asks for none: its sender may have left the phase, and the check-in would wait
+  for it forever.
 
 **Segments.** A group's circuits occupy rail ports (``(rank, port)``): a DP, EP or expert-DP
 ring uses every rail port of its members (a pair of ranks gets ``rail_ports`` parallel circuits,
@@ -188,6 +190,7 @@ class _Replay:
         self.arrived: dict[tuple[str, int], set[int]] = {}
         self.delivered: dict[tuple[int, str], float] = {}
         self.recv_wait: dict[tuple[int, str], int] = {}
+        self.in_flight: set[tuple[int, str]] = set()  # messages sent and not yet delivered
         self.reconfigs: list[Reconfiguration] = []
         self.intervals: list[PhaseInterval] = []
         self.done_at = [[0.0] * iterations for _ in range(self.n)]
@@ -261,17 +264,17 @@ class _Replay:
                 continue
             g = op.group
             rk.wake = env.event()
-            if self.mode != "eps" and not self.rule.holds(r, g):
+            key = (self._iteration(r), op.message) if op.kind == "recv" else None
+            if key is not None and key in self.delivered:  # a receive needs no circuit once the data is in
+                rk.pc += 1
+                self._maybe_done(r, t)
+                self._speculate(r, g)
+                continue
+            if self.mode != "eps" and not self.rule.holds(r, g) and key not in self.in_flight:
                 if not self.rule.has_asked(r, g):
                     self._ask(r, g, speculative=False)
                 self._wait(r, "controller")
-            elif op.kind == "recv":
-                key = (self._iteration(r), op.message)
-                if key in self.delivered:
-                    rk.pc += 1
-                    self._maybe_done(r, t)
-                    self._speculate(r, g)
-                    continue
+            elif key is not None:
                 self.recv_wait[key] = r
                 self._wait(r, "message")
             else:
@@ -356,6 +359,7 @@ class _Replay:
             self.busy[p] = max(self.busy.get(p, 0.0), end)
         if op.kind == "send":
             self._log(r, t, end, op.kind, op)
+            self.in_flight.add((self._iteration(r), op.message))
             self._after(dur, self._deliver, (self._iteration(r), op.message))
         else:
             del self.arrived[key]
@@ -398,6 +402,7 @@ class _Replay:
         return ""
 
     def _deliver(self, key: tuple[int, str]) -> None:
+        self.in_flight.discard(key)
         self.delivered[key] = self.env.now
         r = self.recv_wait.pop(key, None)
         if r is not None:
