@@ -72,6 +72,8 @@ def run_flow(exp: Experiment | Scenario, progress: Progress | None = None) -> Re
     import time
 
     from emulation.flowsim import execute
+    from emulation.flowsim.run import execute_closed_form
+    from emulation.schedule import ClosedFormRun
 
     if isinstance(exp, Scenario):
         exp = resolve(exp)
@@ -80,7 +82,12 @@ def run_flow(exp: Experiment | Scenario, progress: Progress | None = None) -> Re
     for run in exp.runs(progress):
         t0 = time.perf_counter()
         for it, arr in enumerate(exp.arrivals_s):
-            runs.append(execute(exp.fabric, run, exp.cost, semantics=exp.semantics, arrivals_s=arr, iteration=it))
+            if isinstance(run, ClosedFormRun):
+                runs.append(execute_closed_form(exp.fabric, run, exp.cost, arrivals_s=arr,
+                                                straggler=exp.straggler_rank, iteration=it))
+            else:
+                runs.append(execute(exp.fabric, run, exp.cost, semantics=exp.semantics, arrivals_s=arr,
+                                    iteration=it))
         wall[run.label] = time.perf_counter() - t0
     return collective_envelope(exp, "flow", runs, {"simulation_wall_s": wall, "warnings": _warnings(runs)})
 

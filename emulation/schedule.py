@@ -337,6 +337,22 @@ FabricSchedule = Union[Plan, SlottedPlan]
 
 
 @dataclass(frozen=True)
+class ClosedFormRun:
+    """One job of a scenario that the flow backend runs in closed form, its workload never built:
+    StragglAR on a non-blocking switch beyond what memory holds as transfers
+    (:mod:`emulation.flowsim.stragglar`). ``name``, ``size_bytes`` and ``label`` as
+    :class:`RunDescription`'s."""
+
+    name: str
+    size_bytes: int
+
+    @property
+    def label(self) -> str:
+        """``name size``, e.g. ``stragglar 1GiB``."""
+        return f"{self.name} {format_bytes(self.size_bytes)}"
+
+
+@dataclass(frozen=True)
 class RunDescription:
     """One job of a scenario, resolved (:mod:`emulation.scenario.resolve`): run ``name`` on a ``size_bytes`` buffer (a moe run: the
     per-GPU routed bytes), executed as ``schedule`` says (its ``.workload`` is what runs), with

@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from emulation.checks import complete
+from emulation.checks import check_run, complete
 from emulation.fabric import Fabric
 from emulation.flowsim.simulate import simulate
 from emulation.flowsim.slotted import simulate_slotted
 from emulation.planners.cost import CostModel
 from emulation.results import RunResult
-from emulation.schedule import RunDescription, SlottedPlan
+from emulation.schedule import ClosedFormRun, RunDescription, SlottedPlan
 
 log = logging.getLogger(__name__)
 
@@ -39,3 +39,22 @@ def execute(fabric: Fabric, run: RunDescription, cost: CostModel, *, semantics: 
         res = simulate(fabric, w, sched, alpha_s=cost.alpha_s, delta_s=cost.delta_s, semantics=semantics,
                        arrivals_s=arrivals, name=run.name, record_transfers=w.transfer_count <= MAX_RECORDED_TRANSFERS)
     return complete(res, run, fabric, iteration, arrivals)
+
+
+def execute_closed_form(fabric: Fabric, run: ClosedFormRun, cost: CostModel, *, arrivals_s: Sequence[float],
+                        straggler: int | None = None, iteration: int = 0) -> RunResult:
+    """``run`` in closed form (:func:`emulation.flowsim.stragglar.simulate_stragglar_switch`:
+    StragglAR on a non-blocking switch, its straggler ``straggler``, default the last rank),
+    filled in and checked as :func:`execute` does.
+
+    :raises emulation.flowsim.SimulationError: the closed form does not apply.
+    """
+    from emulation.flowsim.stragglar import simulate_stragglar_switch
+
+    log.debug("simulating %s in closed form: %d ranks", run.name, fabric.gpus)
+    res = simulate_stragglar_switch(fabric, run.size_bytes, alpha_s=cost.alpha_s, delta_s=cost.delta_s,
+                                    arrivals_s=list(arrivals_s), straggler=straggler, name=run.name)
+    res.iteration = iteration
+    res.straggler_delay_s = max(arrivals_s)
+    res.checks = check_run(res, fabric)
+    return res

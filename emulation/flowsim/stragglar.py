@@ -88,18 +88,20 @@ class _Steps:
 
 
 def simulate_stragglar_switch(fabric: Fabric, nbytes: int, *, alpha_s: float = 0.0, delta_s: float = 0.0,
-                              arrivals_s: np.ndarray | list[float] | None = None,
+                              arrivals_s: np.ndarray | list[float] | None = None, straggler: int | None = None,
                               name: str | None = None) -> RunResult:
-    """StragglAR AllReduce of ``nbytes`` bytes per rank (straggler: rank n-1) on the
-    non-blocking switch ``fabric``, round-synchronous, planner ``none``, in closed form (module
-    doc): the :class:`RunResult` :func:`~emulation.flowsim.simulate.simulate` gives for
-    ``stragglar_allreduce(n, nbytes)``, times in seconds, with no per-transfer records and the
-    uplinks of ranks 0..n-2 left out of ``link_bytes``. O(n + steps) time and memory.
+    """StragglAR AllReduce of ``nbytes`` bytes per rank on the non-blocking switch ``fabric``,
+    round-synchronous, planner ``none``, in closed form (module doc): the :class:`RunResult`
+    :func:`~emulation.flowsim.simulate.simulate` gives for ``stragglar_allreduce(n, nbytes)``
+    (relabelled by :func:`~emulation.workloads.stragglar.with_straggler` for another
+    ``straggler``), times in seconds, with no per-transfer records and the uplinks of every rank
+    but the straggler left out of ``link_bytes``. O(n + steps) time and memory.
 
     :param alpha_s: per-transfer latency alpha, s. :param delta_s: per-hop delay delta, s.
     :param arrivals_s: (n,) when each rank arrives, s (default: all at 0).
+    :param straggler: the straggler's rank (default n-1).
     :raises SimulationError: the closed form does not apply (:func:`closed_form_refusal`), bad
-        arrivals, or nbytes < 1.
+        arrivals, a straggler out of range, or nbytes < 1.
     """
     n = fabric.gpus
     why = closed_form_refusal(fabric, n)
@@ -110,11 +112,17 @@ def simulate_stragglar_switch(fabric: Fabric, nbytes: int, *, alpha_s: float = 0
     arr = np.zeros(n) if arrivals_s is None else np.asarray(arrivals_s, dtype=float)
     if arr.shape != (n,) or (arr < 0).any():
         raise SimulationError(f"arrivals_s must be {n} non-negative times")
+    s = n - 1 if straggler is None else straggler
+    if not 0 <= s < n:
+        raise SimulationError(f"straggler: rank {s} is not a rank of {n}")
+    perm = np.arange(n)
+    perm[[s, n - 1]] = perm[[n - 1, s]]  # canonical rank (straggler n-1) <-> this fabric's GPU
     with gc_paused():
-        return _run(fabric, n, int(nbytes), alpha_s, delta_s, arr, name or "stragglar")
+        return _run(fabric, n, int(nbytes), alpha_s, delta_s, arr[perm], perm, name or "stragglar")
 
 
-def _run(fabric: Fabric, n: int, s: int, alpha_s: float, delta_s: float, arr: np.ndarray, name: str) -> RunResult:
+def _run(fabric: Fabric, n: int, s: int, alpha_s: float, delta_s: float, arr: np.ndarray, perm: np.ndarray,
+         name: str) -> RunResult:
     k, levels, strag = n - 1, n.bit_length() - 1, n - 1
     chunk = np.arange(k, dtype=np.int64)
     sizes = s * (chunk + 1) // k - s * chunk // k  # Workload.chunk_bytes
@@ -154,24 +162,26 @@ def _run(fabric: Fabric, n: int, s: int, alpha_s: float, delta_s: float, arr: np
         out = steps_out.late_straggler(int(sizes[hi]), top, late) if late > 0 else steps_out.largest(top)
         prev_end = record("B", release, out)
     delivered += n * s  # phase B: every rank receives every chunk once
-    return _result(fabric, steps_out.space, n, s, sizes, levels, records, name, delivered)
+    return _result(fabric, steps_out.space, n, s, sizes, levels, records, name, delivered, perm)
 
 
 def _result(fabric: Fabric, space: LinkSpace, n: int, s: int, sizes: np.ndarray, levels: int,
-            records: list[StepResult], name: str, delivered: float) -> RunResult:
+            records: list[StepResult], name: str, delivered: float, perm: np.ndarray) -> RunResult:
     """The run's record: every downlink (phase A's chunks received plus s in phase B) and the
-    straggler's uplink (its exchanges and its L - 1 copies of chunk n - 2)."""
+    straggler's uplink (its exchanges and its L - 1 copies of chunk n - 2); canonical rank c is
+    GPU ``perm[c]`` (an involution)."""
     k = n - 1
     space.routes(fabric.initial)  # every link of the switch numbered, as the full engine numbers them
     rows = space.rows
     down = np.full(n, float(s))
     down[(np.arange(k) + 1) % k] += s - sizes  # rank g+1 receives every chunk but g in phase A
+    down = down[perm]
     strag_up = float(s + (levels - 1) * int(sizes[n - 2]))
     links = []
     for (u, up, v, vp) in rows.tolist():
         if v < n:
             links.append([float(u), float(up), float(v), float(vp), float(down[v])])
-        elif u == n - 1:
+        elif u == perm[n - 1]:
             links.append([float(u), float(up), float(v), float(vp), strag_up])
     return RunResult.model_construct(
         name=name, collective="allreduce", algorithm="stragglar", planner="none", ranks=n, bytes=s, backend="flow",

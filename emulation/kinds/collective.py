@@ -127,6 +127,10 @@ def _plan(sc: Scenario, args, path: Path) -> int:
         size = parse_bytes(args.size) if args.size else exp.jobs[0][0]
     except ValueError as e:
         return fail(f"--size: {e}")
+    closed = [r.name for r in sc.runs if exp.in_closed_form(r, size)]
+    if closed:
+        return fail(f"runs: {', '.join(closed)} at {format_bytes(size)} run in closed form on {exp.fabric.gpus} GPUs "
+                    "(their transfers do not fit in memory), with no per-step plan to print: use ocslab run")
     plans = [(r, exp.resolve(r, size).schedule) for r in sc.runs]
     for r, p in plans:
         if isinstance(p, SlottedPlan):

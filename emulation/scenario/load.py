@@ -125,7 +125,9 @@ def check_experiment(sc: Scenario) -> Experiment:
 
 
 def _check_memory(exp: Experiment) -> None:
-    """Refuse a scenario whose largest run would not fit in memory (:mod:`emulation.flowsim.limits`)."""
+    """Refuse a scenario whose largest run would not fit in memory (:mod:`emulation.flowsim.limits`),
+    except a StragglAR job the flow backend can run in closed form instead
+    (:meth:`Experiment.use_closed_form`)."""
     from emulation.flowsim.limits import check_memory, shape_of
 
     shapes = []
@@ -138,7 +140,16 @@ def _check_memory(exp: Experiment) -> None:
             shape_at(8)
         except ValueError:
             continue  # not buildable at the fitting sizes: planning itself will say what is wrong
-        shapes.append(shape_at)
-    msg = check_memory(shapes, exp.fabric.gpus, semantics=exp.semantics) if shapes else None
+        shapes.append((size, r, shape_at))
+    n, sem = exp.fabric.gpus, exp.semantics
+    msg = check_memory([s for *_, s in shapes], n, semantics=sem) if shapes else None
+    if msg:  # a StragglAR job that does not fit as transfers runs in closed form
+        rest = []
+        for size, r, s in shapes:
+            if exp.closed_form_refusal(r) is None and check_memory([s], n, semantics=sem):
+                exp.use_closed_form(r, size)
+            else:
+                rest.append(s)
+        msg = check_memory(rest, n, semantics=sem) if rest else None
     if msg:
         raise ScenarioError(msg)

@@ -31,7 +31,7 @@ from emulation.planners.slotted import plan_slotted
 from emulation.output import Progress
 from emulation.scale import Scale
 from emulation.scenario.schema import EmulationSpec, RunSpec, Scenario
-from emulation.schedule import FabricSchedule, PlanError, RunDescription
+from emulation.schedule import ClosedFormRun, FabricSchedule, PlanError, RunDescription
 from emulation.units import format_bytes
 from emulation.workloads import build
 from emulation.workloads.model import Workload
@@ -72,6 +72,7 @@ class Experiment:
     header: dict
     run_names: tuple[str, ...] = ()
     _kept: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    _closed: set = dataclasses.field(default_factory=set, repr=False, compare=False)
 
     @property
     def port_gbps(self) -> float:
@@ -99,6 +100,24 @@ class Experiment:
                                  guard_s=run.guard_s, headroom=run.slot_headroom, forwarding=run.forwarding)
         return RunDescription(run.name, size, sched, self._padding(run, sched.workload))
 
+    def closed_form_refusal(self, run: RunSpec) -> str | None:
+        """Why ``run`` cannot run in closed form (:mod:`emulation.flowsim.stragglar`), or None:
+        a StragglAR AllReduce, no slot schedule, on a fabric and planner the closed form takes."""
+        from emulation.flowsim.stragglar import closed_form_refusal
+
+        if run.algorithm != "stragglar" or run.collective != "allreduce" or run.schedule != "none":
+            return f"{run.name}: only StragglAR without a slot schedule has a closed form"
+        return closed_form_refusal(self.fabric, self.fabric.gpus, self.semantics, run.planner)
+
+    def use_closed_form(self, run: RunSpec, size: int) -> None:
+        """Run job ``(run, size)`` in closed form (the memory check decides: its transfers do not
+        fit); :meth:`runs` then yields a :class:`ClosedFormRun` for it."""
+        self._closed.add((run.name, size))
+
+    def in_closed_form(self, run: RunSpec, size: int) -> bool:
+        """True if job ``(run, size)`` runs in closed form (:meth:`use_closed_form`)."""
+        return (run.name, size) in self._closed
+
     def check(self) -> None:
         """Resolve every run at its first size (module doc), keeping for :meth:`runs` the
         description of the first job (whatever its size: it runs next) and the small ones.
@@ -111,6 +130,8 @@ class Experiment:
         kept = 0
         for i, name in enumerate(self.run_names):
             size, run = first[name]
+            if self.in_closed_form(run, size):
+                continue
             try:
                 desc = self.resolve(run, size)
             except (PlanError, ValueError) as e:
@@ -120,12 +141,16 @@ class Experiment:
                 self._kept[(run.name, size)] = desc
                 kept += held
 
-    def runs(self, progress: Progress | None = None) -> Iterator[RunDescription]:
-        """Every job resolved, one at a time (those :meth:`check` kept are handed over, once),
-        reporting ``progress(label, done, total)`` and ``done`` at the end."""
+    def runs(self, progress: Progress | None = None) -> Iterator[RunDescription | ClosedFormRun]:
+        """Every job resolved, one at a time (those :meth:`check` kept are handed over, once; a
+        job to run in closed form as a :class:`ClosedFormRun`), reporting ``progress(label, done,
+        total)`` and ``done`` at the end."""
         for i, (size, r) in enumerate(self.jobs):
             if progress:
                 progress(f"{r.name} {format_bytes(size)}", i, len(self.jobs))
+            if self.in_closed_form(r, size):
+                yield ClosedFormRun(r.name, size)
+                continue
             yield self._kept.pop((r.name, size), None) or self.resolve(r, size)
         if progress:
             progress("done", len(self.jobs), len(self.jobs))
@@ -142,7 +167,8 @@ class Experiment:
             return moe_workload(_routed(layer), run.algorithm)
         w = build(run.algorithm, n, size, run.collective)
         if run.algorithm == "stragglar" and self.straggler_rank is not None:
-            w = with_straggler(w, self.straggler_rank)
+            # sized at fewer GPUs, a straggler beyond them is the last (the same shape)
+            w = with_straggler(w, min(self.straggler_rank, n - 1))
         return w
 
     def _padding(self, run: RunSpec, workload: Workload) -> int:
