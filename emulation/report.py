@@ -13,6 +13,7 @@ from emulation.drops import summarise
 from emulation.envelope import ResultEnvelope
 from emulation.figures import console as wide_console
 from emulation.figures import figure, table, write_csv
+from emulation.scale import FRAMES_PER_STEP
 from emulation.units import format_bytes
 
 
@@ -134,6 +135,12 @@ def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
         s = result.scale
         console.print(f"scale: links {s['link_mbps']} Mbit/s, byte scale {s['byte_scale']}, TDF {s['tdf']:.0f}"
                       + (f", MTU {result.mtu}" if result.mtu else ""))
+        raised = {f"{r.name} {format_bytes(r.bytes)}": r.byte_scale for r in result.runs
+                  if r.byte_scale is not None and r.byte_scale != s["byte_scale"]}
+        if raised:
+            console.print("small steps emulated at a larger byte scale (each step's largest transfer at least "
+                          f"{FRAMES_PER_STEP} frames): " + ", ".join(
+                              f"{k} {v:.3g} (TDF {v / s['byte_scale'] * s['tdf']:.0f})" for k, v in raised.items()))
     if result.calibration:
         c = result.calibration
         probes = ", ".join(f"{p['link_mbps']:g} Mbit/s {p['efficiency']:.0%}" for p in c["probes"])

@@ -148,7 +148,8 @@ class RunResult(_Record):
     straggler's arrival delay D in that iteration (0 without a straggler); ``padding_bytes`` are
     bytes sent that carry no payload (MoE null tokens, tile rounding); ``slots`` describes a
     time-slotted run; ``drops`` (packet backend) the packets lost in the run, by place
-    (:mod:`emulation.drops`). ``algbw_gbps`` and ``busbw_gbps`` are derived (Gbit/s).
+    (:mod:`emulation.drops`); ``byte_scale`` (packet backend) the byte scale s it was emulated at:
+    the scenario's, or larger for a run of small steps (:meth:`emulation.scale.Scale.for_steps`). ``algbw_gbps`` and ``busbw_gbps`` are derived (Gbit/s).
     """
 
     name: str
@@ -174,6 +175,7 @@ class RunResult(_Record):
     slots: Optional[Slots] = None
     padding_bytes: int = 0
     drops: dict[str, Any] = Field(default_factory=dict)
+    byte_scale: Optional[float] = None
 
     @computed_field
     @property

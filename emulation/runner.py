@@ -16,7 +16,8 @@ from emulation.envelope import ResultEnvelope, envelope, write_result
 from emulation.output import Progress
 from emulation.results import CollectiveResult, FabricRecord, RunResult
 from emulation.scenario import Experiment, Scenario, resolve
-from emulation.schedule import RunDescription, reconfiguration_delay
+from emulation.scale import FRAMES_PER_STEP, Scale
+from emulation.schedule import RunDescription, SlottedPlan, reconfiguration_delay
 from emulation.units import format_bytes
 
 log = logging.getLogger(__name__)
@@ -102,25 +103,43 @@ def _warnings(runs: list[RunResult]) -> list[str]:
 FRAMES_FOR_FIDELITY = 16
 
 
-def frame_warning(run: RunDescription, byte_scale: float, mtu: int) -> str | None:
-    """A warning when jumbo frames (``mtu`` above 1500) make ``run``'s smallest transfer fewer
-    than :data:`FRAMES_FOR_FIDELITY` frames on the wire, else None.
+def smallest_step_bytes(run: RunDescription) -> int:
+    """Real bytes of the largest transfer of ``run``'s step whose largest transfer is smallest
+    (0: no step moves bytes); what :meth:`emulation.scale.Scale.for_steps` sizes a run by."""
+    tops = [int(st.bytes.max()) for st in run.workload.steps if len(st) and st.bytes.max() > 0]
+    return min(tops, default=0)
 
-    Only jumbo frames warn: at 1500 the early end is smaller than the agents' late starts, which
-    go the other way (the demo's 1 MiB runs, 9 frames per transfer, measure +4%), while a 64-GPU
-    Ring at 9000 (4.6 frames) runs 11-16% fast (docs/emulator.md, How many GPUs this machine emulates
-    faithfully)."""
-    if mtu <= dpn.MTU:
-        return None
+
+def run_scale(run: RunDescription, scale: Scale, mtu: int) -> Scale:
+    """The scale ``run`` is emulated at: ``scale``, its byte scale raised for a run whose steps
+    would be few frames on the wire (:meth:`emulation.scale.Scale.for_steps`); a time-slotted run
+    keeps ``scale`` (its slots are sized at it)."""
+    if isinstance(run.schedule, SlottedPlan):
+        return scale
+    return scale.for_steps(smallest_step_bytes(run), dpn.mss(mtu))
+
+
+def frame_warning(run: RunDescription, byte_scale: float, mtu: int) -> str | None:
+    """A warning when ``run``'s smallest transfer is fewer than :data:`FRAMES_FOR_FIDELITY`
+    frames of a jumbo ``mtu`` on the wire, or when, even at byte scale 1, its smallest step is
+    fewer than :data:`~emulation.scale.FRAMES_PER_STEP` frames; else None.
+
+    Jumbo frames end a transfer early: a 64-GPU Ring at 9000 (4.6 frames) runs 11-16% fast
+    (docs/emulator.md, How many GPUs this machine emulates faithfully)."""
     sizes = [int(st.bytes[st.bytes > 0].min()) for st in run.workload.steps if (st.bytes > 0).any()]
     if not sizes:
         return None
+    label = f"{run.name} {format_bytes(run.size_bytes)}"
     frames = min(sizes) * byte_scale / dpn.mss(mtu)
-    if frames >= FRAMES_FOR_FIDELITY:
-        return None
-    return (f"{run.name} {format_bytes(run.size_bytes)}: its smallest transfer is {frames:.1f} frames of MTU {mtu} "
-            f"on the wire, and a transfer ends about one frame time early: emulation.mtu: {dpn.MTU} or a larger "
-            f"byte_scale measures it more faithfully")
+    if mtu > dpn.MTU and frames < FRAMES_FOR_FIDELITY:
+        return (f"{label}: its smallest transfer is {frames:.1f} frames of MTU {mtu} on the wire, and a transfer "
+                f"ends about one frame time early: emulation.mtu: {dpn.MTU} or a larger byte_scale measures it more "
+                "faithfully")
+    step_frames = smallest_step_bytes(run) * byte_scale / dpn.mss(mtu)
+    if 0 < step_frames < FRAMES_PER_STEP:
+        return (f"{label}: its smallest step is {step_frames:.1f} frames on the wire even at byte scale "
+                f"{byte_scale:g}, under the {FRAMES_PER_STEP} that keep a step within about 2% of its fluid time")
+    return None
 
 
 #: Interval of the wire probes of a captured run, seconds (:mod:`emulation.emulator.probe`).
@@ -154,12 +173,15 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
             if pcap:
                 capture, _probes = start_capture(emu, out, pcap)
             for run in exp.runs(progress):
+                at = run_scale(run, scale, em.mtu)
                 for it, arr in enumerate(exp.arrivals_s):
                     tag = f"-it{it}" if len(exp.arrivals_s) > 1 else ""
                     run_dir = out / "emulation" / f"{run.name}-{format_bytes(run.size_bytes)}{tag}"
                     log.info("run %s (logs in %s)", run_dir.name, run_dir)
-                    runs.append(execute(emu, run, scale, exp.cost, run_dir, arrivals_s=arr, iteration=it))
-                warning = frame_warning(run, em.byte_scale, em.mtu)
+                    res = execute(emu, run, at, exp.cost, run_dir, arrivals_s=arr, iteration=it)
+                    res.byte_scale = at.byte_scale
+                    runs.append(res)
+                warning = frame_warning(run, at.byte_scale, em.mtu)
                 if warning:
                     meta["warnings"].append(warning)
         except (EmulationError, ControllerError, KeyboardInterrupt) as e:

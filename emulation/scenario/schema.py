@@ -203,7 +203,8 @@ class EmulationSpec(StrictModel):
         return v
     byte_scale: float = Field(default=0.1, gt=0, le=1)
     """Byte scale s, a fraction: the packet backend sends s x the real bytes (TDF = s x port rate
-    / ``link_mbps``)."""
+    / ``link_mbps``). A run whose smallest step would be under 64 frames on the wire is emulated
+    at a larger s (up to 8 times this, at most 1), recorded as its ``byte_scale`` in the result."""
     headroom: Literal["refuse", "warn", "skip"] = "refuse"
     """What a ``link_mbps`` whose headroom probe misses ``headroom_target`` does: ``refuse`` (the
     run stops before anything is measured, naming the rate that would work), ``warn`` (it runs,
