@@ -68,13 +68,15 @@ def test_the_shaper_counts_the_wire_bytes_of_the_frames_it_carries(mtu, frame, m
 def test_jumbo_frames_warn_when_a_transfer_is_a_few_frames():
     from pathlib import Path
 
-    from emulation.runner import frame_warning
+    from emulation.runner import frame_warning, run_scale
     from emulation.scenario.load import load_experiment
 
     exp = load_experiment(Path(__file__).resolve().parents[1] / "experiments" / "demo.yaml")[1]
     runs = {(r.name, r.size_bytes): r for r in exp.runs()}
     ring = runs[("ring", 25 << 20)]  # 8 GPUs: 25 MiB / 8 x 0.1 = 328 kB per step
-    assert frame_warning(ring, 0.1, 1500) is None  # the default MTU never warns
-    assert frame_warning(ring, 0.1, 9000) is None  # 36.6 frames of 8948 bytes
+    assert frame_warning(ring, 0.1, 1500) is None  # 226 frames of 1448 bytes
+    # 36.6 frames of 8948 bytes at 0.1: the run is emulated at a byte scale that makes them 64
+    at = run_scale(ring, exp.scale(10.0), 9000).byte_scale
+    assert 0.17 < at < 0.18 and frame_warning(ring, at, 9000) is None
     small = frame_warning(runs[("ring", 1 << 20)], 0.1, 9000)  # 13 kB: 1.5 frames
     assert small.startswith("ring 1MiB: its smallest transfer is 1.5 frames of MTU 9000")
