@@ -14,7 +14,7 @@ Paper: arXiv 2507.08119. Scenarios: ``experiments/rails_llama.yaml``, ``rails_mo
 (5) Network power and cost of electrical against photonic rails at 256-2,048 GPUs, component
     by component (``topologies/power_cost.py``; every figure's source in
     ``topologies/data/costs/components.yaml``), beside the paper's 23x and 4x (arXiv 2602.12521).
-(6) Flow backend at the full paper's scale (arXiv 2602.12521; ~10 min, ``--no-full-scale`` skips
+(6) Flow backend at the full paper's scale (arXiv 2602.12521; ~30 s, ``--no-full-scale`` skips
     it): Llama-3-70B on 2,048 GPUs (TP=8 PP=8 DP=32) over R, on demand and speculative, against
     the paper's "under 6%" (``experiments/rails_2048.yaml``).
 (4) Packet backend (root, Open vSwitch, torch; ~2.5 min): the torch job on 8 emulated GPUs
@@ -139,7 +139,7 @@ def part4(out: Path) -> None:
 
 
 def part6(out: Path) -> None:
-    print("(6) Llama-3-70B on 2,048 GPUs, the full paper's scale (experiments/rails_2048.yaml; ~10 min)")
+    print("(6) Llama-3-70B on 2,048 GPUs, the full paper's scale (experiments/rails_2048.yaml; ~30 s)")
     res = flow("rails_2048", out)
     m = res.main
     by = {(p.mode, p.reconfiguration_delay_s): p for p in m.points}
@@ -193,7 +193,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--packet", action=argparse.BooleanOptionalAction, default=True,
                     help="the packet part (root, Open vSwitch; default on; --no-packet skips it, no root needed)")
     ap.add_argument("--full-scale", action=argparse.BooleanOptionalAction, default=True,
-                    help="the 2,048-GPU sweep (about 10 min; --no-full-scale skips it)")
+                    help="the 2,048-GPU sweep (about 30 s; --no-full-scale skips it)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "reproduce_opus")
     return ap
 

@@ -71,12 +71,15 @@ def draw_lanes(ax, timeline: dict, names: list[str]) -> None:
     to ``[t0, t1]``, from 0 at ``t0``, coloured by :data:`COLOURS`: compute, waiting on the
     controller, any other wait (white) or the comm op's dimension."""
     t0, t1 = timeline["t0"], timeline["t1"]
+    bars: dict[tuple[int, str], list[tuple[float, float]]] = {}  # one artist per lane and colour
     for lane, a, b, kind, dim, _phase in timeline["intervals"]:
         a, b = max(a, t0), min(b, t1)
         if b <= a:
             continue
         key = kind if kind in ("compute", "wait-controller") else ("wait" if kind.startswith("wait") else dim)
-        ax.broken_barh([(a - t0, b - a)], (lane - 0.4, 0.8), color=COLOURS.get(key, "k"), linewidth=0)
+        bars.setdefault((lane, COLOURS.get(key, "k")), []).append((a - t0, b - a))
+    for (lane, colour), spans in bars.items():
+        ax.broken_barh(spans, (lane - 0.4, 0.8), color=colour, linewidth=0)
     ax.set_xlim(0, t1 - t0)
     ax.set_yticks(range(len(names)), names, fontsize=7)
     ax.invert_yaxis()
