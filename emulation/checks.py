@@ -20,7 +20,7 @@ from __future__ import annotations
 from emulation.drops import artefact_problem, summarise
 from emulation.fabric import Fabric
 from emulation.results import Checks, RunResult
-from emulation.schedule import RunDescription, SlottedPlan
+from emulation.schedule import ClosedFormRun, RunDescription, SlottedPlan
 
 #: Relative slack before a check fails (timing noise of the packet backend).
 TOLERANCE = 0.01
@@ -71,14 +71,19 @@ def check_run(run: RunResult, fabric: Fabric, tolerance: float = TOLERANCE) -> C
                   emulator_drops=summarise(run.drops)["artefacts"] if run.drops else 0, problems=problems)
 
 
-def complete(res: RunResult, run: RunDescription, fabric: Fabric, iteration: int, arrivals_s) -> RunResult:
+def complete(res: RunResult, run: RunDescription | ClosedFormRun, fabric: Fabric, iteration: int,
+             arrivals_s) -> RunResult:
     """Fill in what the backends' executors know beyond the measurement, and check the run:
     the plan's prediction, the iteration and its straggler delay D (the latest arrival, real
     seconds), the padding bytes, a time-slotted schedule's shape (:meth:`SlottedPlan.summary`)
-    and the sanity checks (:func:`check_run`). Both backends call it last; returns ``res``."""
-    res.predicted_s = run.schedule.predicted_s
+    and the sanity checks (:func:`check_run`); a closed-form run has no plan. Both backends call
+    it last; returns ``res``."""
     res.iteration = iteration
     res.straggler_delay_s = max(arrivals_s)
+    if isinstance(run, ClosedFormRun):
+        res.checks = check_run(res, fabric)
+        return res
+    res.predicted_s = run.schedule.predicted_s
     res.padding_bytes = run.padding_bytes
     if isinstance(run.schedule, SlottedPlan):
         res.slots = res.slots.model_copy(update=run.schedule.summary())

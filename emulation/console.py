@@ -220,7 +220,7 @@ class FabricSession:
         :raises SessionError: a bad algorithm, size or planner, or a run the circuits cannot
             carry (a GPU unreachable)."""
         from emulation.emulator.execute import execute
-        from emulation.runner import collective_envelope, run_scale
+        from emulation.runner import collective_envelope
         from emulation.scenario.schema import RunSpec
         from emulation.schedule import PlanError
 
@@ -244,9 +244,7 @@ class FabricSession:
             raise SessionError(f"allreduce {words[0]} {words[1]}: {e}") from None
         k = len(self.runs)
         run_dir = self.out / "emulation" / f"{run.name}-{format_bytes(size)}-{k}"
-        at = run_scale(desc, self.scale, self.exp.emulation.mtu)
-        res = execute(self.emu, desc, at, self.exp.cost, run_dir)
-        res.byte_scale = at.byte_scale
+        res = execute(self.emu, desc, self.scale, self.exp.cost, run_dir)
         self.runs.append(res)
         return collective_envelope(exp, "mininet", [res], {**self.meta, "scale": self.scale.to_json(), "complete": True})
 

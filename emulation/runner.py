@@ -16,8 +16,8 @@ from emulation.envelope import ResultEnvelope, envelope, write_result
 from emulation.output import Progress
 from emulation.results import CollectiveResult, FabricRecord, RunResult
 from emulation.scenario import Experiment, Scenario, resolve
-from emulation.scale import FRAMES_PER_STEP, Scale
-from emulation.schedule import RunDescription, SlottedPlan, reconfiguration_delay
+from emulation.scale import FRAMES_PER_STEP
+from emulation.schedule import RunDescription, reconfiguration_delay
 from emulation.units import format_bytes
 
 log = logging.getLogger(__name__)
@@ -103,22 +103,6 @@ def _warnings(runs: list[RunResult]) -> list[str]:
 FRAMES_FOR_FIDELITY = 16
 
 
-def smallest_step_bytes(run: RunDescription) -> int:
-    """Real bytes of the largest transfer of ``run``'s step whose largest transfer is smallest
-    (0: no step moves bytes); what :meth:`emulation.scale.Scale.for_steps` sizes a run by."""
-    tops = [int(st.bytes.max()) for st in run.workload.steps if len(st) and st.bytes.max() > 0]
-    return min(tops, default=0)
-
-
-def run_scale(run: RunDescription, scale: Scale, mtu: int) -> Scale:
-    """The scale ``run`` is emulated at: ``scale``, its byte scale raised for a run whose steps
-    would be few frames on the wire (:meth:`emulation.scale.Scale.for_steps`); a time-slotted run
-    keeps ``scale`` (its slots are sized at it)."""
-    if isinstance(run.schedule, SlottedPlan):
-        return scale
-    return scale.for_steps(smallest_step_bytes(run), dpn.mss(mtu))
-
-
 def frame_warning(run: RunDescription, byte_scale: float, mtu: int) -> str | None:
     """A warning when ``run``'s smallest transfer is fewer than :data:`FRAMES_FOR_FIDELITY`
     frames of a jumbo ``mtu`` on the wire, or when, even at byte scale 1, its smallest step is
@@ -135,7 +119,7 @@ def frame_warning(run: RunDescription, byte_scale: float, mtu: int) -> str | Non
         return (f"{label}: its smallest transfer is {frames:.1f} frames of MTU {mtu} on the wire, and a transfer "
                 f"ends about one frame time early: emulation.mtu: {dpn.MTU} or a larger byte_scale measures it more "
                 "faithfully")
-    step_frames = smallest_step_bytes(run) * byte_scale / dpn.mss(mtu)
+    step_frames = run.smallest_step_bytes * byte_scale / dpn.mss(mtu)
     if 0 < step_frames < FRAMES_PER_STEP:
         return (f"{label}: its smallest step is {step_frames:.1f} frames on the wire even at byte scale "
                 f"{byte_scale:g}, under the {FRAMES_PER_STEP} that keep a step within about 2% of its fluid time")
@@ -173,15 +157,12 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
             if pcap:
                 capture, _probes = start_capture(emu, out, pcap)
             for run in exp.runs(progress):
-                at = run_scale(run, scale, em.mtu)
                 for it, arr in enumerate(exp.arrivals_s):
                     tag = f"-it{it}" if len(exp.arrivals_s) > 1 else ""
                     run_dir = out / "emulation" / f"{run.name}-{format_bytes(run.size_bytes)}{tag}"
                     log.info("run %s (logs in %s)", run_dir.name, run_dir)
-                    res = execute(emu, run, at, exp.cost, run_dir, arrivals_s=arr, iteration=it)
-                    res.byte_scale = at.byte_scale
-                    runs.append(res)
-                warning = frame_warning(run, at.byte_scale, em.mtu)
+                    runs.append(execute(emu, run, scale, exp.cost, run_dir, arrivals_s=arr, iteration=it))
+                warning = frame_warning(run, runs[-1].byte_scale, em.mtu)
                 if warning:
                     meta["warnings"].append(warning)
         except (EmulationError, ControllerError, KeyboardInterrupt) as e:

@@ -369,6 +369,13 @@ class RunDescription:
         return self.schedule.workload
 
     @property
+    def smallest_step_bytes(self) -> int:
+        """Real bytes of the largest transfer of the step whose largest transfer is smallest (0:
+        no step moves bytes); what :meth:`emulation.scale.Scale.for_steps` sizes a run by."""
+        tops = [int(st.bytes.max()) for st in self.workload.steps if len(st) and st.bytes.max() > 0]
+        return min(tops, default=0)
+
+    @property
     def label(self) -> str:
         """``name size``, e.g. ``ring 25MiB``."""
         return f"{self.name} {format_bytes(self.size_bytes)}"

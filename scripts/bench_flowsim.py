@@ -109,7 +109,7 @@ def run_stragglar_closed_form(n: int, nbytes: int, semantics: str, load: float) 
 
     t0 = time.perf_counter()
     f = eps_star(n, PORT_GBPS)
-    if closed_form_refusal(f, n, semantics):
+    if closed_form_refusal(f, semantics):
         return None
     t1 = time.perf_counter()
     r = simulate_stragglar_switch(f, nbytes, alpha_s=ALPHA_S, arrivals_s=case_arrivals("stragglar", n))

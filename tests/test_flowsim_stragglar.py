@@ -62,11 +62,11 @@ def test_another_straggler_relabels_the_links_and_keeps_the_times(n, rank):
 
 
 def test_refusals_name_what_does_not_fit():
-    assert "power of two" in closed_form_refusal(eps_star(12), 12)
-    assert "semantics" in closed_form_refusal(eps_star(16), 16, "dependency-driven")
-    assert "planner" in closed_form_refusal(eps_star(16), 16, planner="dp")
-    assert "one packet switch" in closed_form_refusal(static_ring(16, 400.0), 16)
-    assert closed_form_refusal(eps_star(16), 16) is None
+    assert "power of two" in closed_form_refusal(eps_star(12))
+    assert "semantics" in closed_form_refusal(eps_star(16), "dependency-driven")
+    assert "planner" in closed_form_refusal(eps_star(16), planner="dp")
+    assert "one packet switch" in closed_form_refusal(static_ring(16, 400.0))
+    assert closed_form_refusal(eps_star(16)) is None
     with pytest.raises(SimulationError, match="power of two"):
         simulate_stragglar_switch(eps_star(24), 1 << 20)
     with pytest.raises(SimulationError, match="straggler"):

@@ -68,7 +68,8 @@ def test_the_shaper_counts_the_wire_bytes_of_the_frames_it_carries(mtu, frame, m
 def test_jumbo_frames_warn_when_a_transfer_is_a_few_frames():
     from pathlib import Path
 
-    from emulation.runner import frame_warning, run_scale
+    from emulation.emulator.execute import run_scale
+    from emulation.runner import frame_warning
     from emulation.scenario.load import load_experiment
 
     exp = load_experiment(Path(__file__).resolve().parents[1] / "experiments" / "demo.yaml")[1]

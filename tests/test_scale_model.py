@@ -18,11 +18,12 @@ def test_a_small_step_is_raised_to_its_frames_within_the_caps():
 
 
 def test_the_demo_runs_its_small_messages_at_a_larger_byte_scale():
-    from emulation.runner import frame_warning, run_scale, smallest_step_bytes
+    from emulation.emulator.execute import run_scale
+    from emulation.runner import frame_warning
 
     _sc, exp = load_experiment("experiments/demo.yaml")
     scale = exp.scale(10.0)
-    got = {(r.name, r.size_bytes): (smallest_step_bytes(r), run_scale(r, scale, dpn.MTU).byte_scale)
+    got = {(r.name, r.size_bytes): (r.smallest_step_bytes, run_scale(r, scale, dpn.MTU).byte_scale)
            for r in exp.runs()}
     assert got[("ring", 25 << 20)] == (3276800, 0.1)  # 226 frames: the scenario's own scale
     assert got[("ring", 1 << 20)][0] == 131072 and 0.70 < got[("ring", 1 << 20)][1] < 0.71

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from emulation import dataplane as dpn
 from emulation.checks import complete
 from emulation.emulator.net import EmulatedFabric
 from emulation.emulator.orchestrator import collective_events, run_workload
@@ -17,10 +18,21 @@ from emulation.scale import Scale
 from emulation.schedule import RunDescription, SlottedPlan
 
 
+def run_scale(run: RunDescription, scale: Scale, mtu: int) -> Scale:
+    """The scale ``run`` is emulated at: ``scale``, its byte scale raised for a run whose steps
+    would be few frames of ``mtu`` on the wire (:meth:`emulation.scale.Scale.for_steps`); a
+    time-slotted run keeps ``scale`` (its slots are sized at it)."""
+    if isinstance(run.schedule, SlottedPlan):
+        return scale
+    return scale.for_steps(run.smallest_step_bytes, dpn.mss(mtu))
+
+
 def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostModel, run_dir: Path, *,
             arrivals_s: Sequence[float] | None = None, iteration: int = 0) -> RunResult:
     """Run ``run`` on ``emu``: a per-step plan with :func:`~emulation.emulator.orchestrator.run_workload`,
     a time-slotted one with :func:`~emulation.emulator.slotted.run_slotted`; logs under ``run_dir``.
+    ``scale`` is the scenario's; the run is emulated at :func:`run_scale` of it, recorded as the
+    result's ``byte_scale``.
 
     Who owns the circuits meanwhile (user apps loaded, ``docs/controllers.md``): the user's apps
     when the run's planner is ``none``, otherwise the planner; in a time-slotted run the rotor
@@ -30,6 +42,7 @@ def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostMo
     :raises emulation.emulator.net.EmulationError: see the two runners.
     """
     w, sched = run.workload, run.schedule
+    scale = run_scale(run, scale, emu.mtu)
     arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * w.ranks
     if isinstance(sched, SlottedPlan):
         with collective_events(emu, run.name, w, planner=sched.planner, owner="planner", steps=0,
@@ -40,4 +53,5 @@ def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostMo
     else:
         res = run_workload(emu, run.name, w, sched, scale, cost.alpha_s, run_dir, arrivals_s=arrivals,
                            owner="app" if sched.planner == "none" else "planner")
+    res.byte_scale = scale.byte_scale
     return complete(res, run, emu.fabric, iteration, arrivals)

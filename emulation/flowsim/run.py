@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from emulation.checks import check_run, complete
+from emulation.checks import complete
 from emulation.fabric import Fabric
 from emulation.flowsim.simulate import simulate
 from emulation.flowsim.slotted import simulate_slotted
@@ -45,7 +45,7 @@ def execute_closed_form(fabric: Fabric, run: ClosedFormRun, cost: CostModel, *, 
                         straggler: int | None = None, iteration: int = 0) -> RunResult:
     """``run`` in closed form (:func:`emulation.flowsim.stragglar.simulate_stragglar_switch`:
     StragglAR on a non-blocking switch, its straggler ``straggler``, default the last rank),
-    filled in and checked as :func:`execute` does.
+    filled in and checked as :func:`execute` does (:func:`emulation.checks.complete`).
 
     :raises emulation.flowsim.SimulationError: the closed form does not apply.
     """
@@ -54,7 +54,4 @@ def execute_closed_form(fabric: Fabric, run: ClosedFormRun, cost: CostModel, *, 
     log.debug("simulating %s in closed form: %d ranks", run.name, fabric.gpus)
     res = simulate_stragglar_switch(fabric, run.size_bytes, alpha_s=cost.alpha_s, delta_s=cost.delta_s,
                                     arrivals_s=list(arrivals_s), straggler=straggler, name=run.name)
-    res.iteration = iteration
-    res.straggler_delay_s = max(arrivals_s)
-    res.checks = check_run(res, fabric)
-    return res
+    return complete(res, run, fabric, iteration, arrivals_s)

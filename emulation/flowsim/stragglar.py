@@ -45,18 +45,18 @@ from emulation.results import RunResult, StepResult
 from emulation.workloads.stragglar import lower_bound_rounds
 
 
-def closed_form_refusal(fabric: Fabric, ranks: int, semantics: str = "round-synchronous",
-                        planner: str = "none") -> str | None:
-    """Why the closed form does not apply to StragglAR on ``ranks`` ranks over ``fabric``
-    (one line), or None: it applies to a power of two >= 4 ranks, round-synchronous, planner
-    ``none``, on a fabric of one packet switch holding every GPU's one port and nothing else."""
+def closed_form_refusal(fabric: Fabric, semantics: str = "round-synchronous", planner: str = "none") -> str | None:
+    """Why the closed form does not apply to StragglAR on every GPU of ``fabric`` (one line), or
+    None: it applies to a power of two >= 4 ranks, round-synchronous, planner ``none``, on a
+    fabric of one packet switch holding every GPU's one port and nothing else."""
+    ranks = fabric.gpus
     if ranks < 4 or ranks & (ranks - 1):
         return f"{ranks} ranks: the closed form needs a power of two >= 4"
     if semantics != "round-synchronous":
         return f"semantics {semantics}: the closed form is round-synchronous"
     if planner != "none":
         return f"planner {planner}: the closed form runs the fabric as built (planner none)"
-    if fabric.gpus != ranks or fabric.ports_per_gpu != 1 or fabric.ocs or fabric.cables or len(fabric.eps) != 1 \
+    if fabric.ports_per_gpu != 1 or fabric.ocs or fabric.cables or len(fabric.eps) != 1 \
             or len(fabric.eps[0].ports) != ranks:
         return f"fabric {fabric.name}: the closed form needs one packet switch holding every GPU's only port"
     return None
@@ -69,6 +69,7 @@ class _Steps:
     def __init__(self, fabric: Fabric, alpha_s: float, delta_s: float):
         self.space = LinkSpace(fabric)
         self.sim = StepSimulator(self.space, alpha_s, delta_s)
+        self.exact = StepSimulator(self.space, alpha_s, delta_s, reuse=False)  # steps with late senders
         self.config = fabric.initial
         self.one = (np.array([0]), np.array([1]))
         self.two = (np.array([fabric.gpus - 1, 0]), np.array([1, 2]))  # straggler -> 1 beside 0 -> 2
@@ -84,7 +85,7 @@ class _Steps:
     def late_straggler(self, straggler_bytes: int, nbytes: int, late_s: float) -> StepOutcome:
         """A matching step in which the straggler sends ``straggler_bytes`` ``late_s`` seconds
         after the release, beside a largest transfer of ``nbytes`` released at once."""
-        return self.sim.run(self.config, *self.two, np.array([straggler_bytes, nbytes]), np.array([late_s, 0.0]))
+        return self.exact.run(self.config, *self.two, np.array([straggler_bytes, nbytes]), np.array([late_s, 0.0]))
 
 
 def simulate_stragglar_switch(fabric: Fabric, nbytes: int, *, alpha_s: float = 0.0, delta_s: float = 0.0,
@@ -104,7 +105,7 @@ def simulate_stragglar_switch(fabric: Fabric, nbytes: int, *, alpha_s: float = 0
         arrivals, a straggler out of range, or nbytes < 1.
     """
     n = fabric.gpus
-    why = closed_form_refusal(fabric, n)
+    why = closed_form_refusal(fabric)
     if why:
         raise SimulationError(why)
     if nbytes < 1:
@@ -147,8 +148,7 @@ def _run(fabric: Fabric, n: int, s: int, alpha_s: float, delta_s: float, arr: np
         release = prev_end
         if release < last_a and (late := np.maximum(arr[src] - release, 0.0)).any():
             o = (k - t - 1) % k
-            out = StepSimulator(steps_out.space, alpha_s, delta_s, reuse=False).run(
-                steps_out.config, src, dst, sizes[(o + src) % k], late)
+            out = steps_out.exact.run(steps_out.config, src, dst, sizes[(o + src) % k], late)
         else:
             out = steps_out.largest(biggest)
         delivered += s  # every chunk once

@@ -107,7 +107,7 @@ class Experiment:
 
         if run.algorithm != "stragglar" or run.collective != "allreduce" or run.schedule != "none":
             return f"{run.name}: only StragglAR without a slot schedule has a closed form"
-        return closed_form_refusal(self.fabric, self.fabric.gpus, self.semantics, run.planner)
+        return closed_form_refusal(self.fabric, self.semantics, run.planner)
 
     def use_closed_form(self, run: RunSpec, size: int) -> None:
         """Run job ``(run, size)`` in closed form (the memory check decides: its transfers do not
