@@ -6,7 +6,8 @@ network namespace on the machine):
 - ``GET /status``: ``{"switches": {name: programmed}, "ready": bool}``: a switch counts once it
   is connected and its initial rules (circuits, routes) are barrier-acknowledged
 - ``GET /circuits``: the current configuration ``{ocs: [[[gpu, port], [gpu, port]], ...]}``
-- ``POST /configuration`` ``{"configuration": {...}, "reconfiguration_delay_s": float}``: reconfigure;
+- ``POST /configuration`` ``{"configuration": {...}, "reconfiguration_delay_s": float, "live_at": float
+  (optional: CLOCK_MONOTONIC, the new circuits go live no earlier)}``: reconfigure;
   answers when the new circuits carry traffic, with the phase timestamps (see
   :meth:`controllers.circuit_switch.CircuitSwitch.apply`); 400 on a bad configuration, 409 while
   an OCS it changes is not connected.
@@ -144,7 +145,11 @@ def _configuration(api: "JsonApi", body: dict) -> dict:
     if "configuration" not in body:
         raise ValueError("configuration is missing")
     config = Configuration.from_json(body["configuration"])
-    return api._circuit_switch().apply(config, _seconds(body, "reconfiguration_delay_s", 0.0), by="emulator")
+    live_at = body.get("live_at")
+    if live_at is not None and (isinstance(live_at, bool) or not isinstance(live_at, (int, float)) or live_at < 0):
+        raise ValueError(f"live_at must be a CLOCK_MONOTONIC time in seconds, got {live_at!r}"[:200])
+    return api._circuit_switch().apply(config, _seconds(body, "reconfiguration_delay_s", 0.0), live_at=live_at,
+                                       by="emulator")
 
 
 @api_route("POST", "/demand")

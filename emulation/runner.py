@@ -48,9 +48,12 @@ def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None,
     exp = experiment if experiment is not None else resolve(sc)
     if backend == "flow":
         return run_flow(exp, progress)
-    if exp.semantics != "round-synchronous":
-        raise BackendError(f"semantics: the mininet backend executes round-synchronous steps only, "
-                           f"not {exp.semantics} (use --backend flow)")
+    if exp.semantics == "dependency-driven" and any(r.schedule != "none" for _, r in exp.jobs):
+        raise BackendError("semantics: dependency-driven runs on the mininet backend are per-step plans, not "
+                           "time-slotted schedules (use --backend flow)")
+    if exp.semantics == "dependency-driven" and exp.emulation.apps:
+        raise BackendError("semantics: dependency-driven runs raise no step events for --app or emulation.apps "
+                           "(use round-synchronous)")
     if exp.straggler_rank is not None and any(r.schedule != "none" for _, r in exp.jobs):
         raise BackendError("straggler: rotor runs on the mininet backend take no stragglers (use --backend flow)")
     from emulation.emulator.limits import check_packet_size
@@ -161,7 +164,8 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
                     tag = f"-it{it}" if len(exp.arrivals_s) > 1 else ""
                     run_dir = out / "emulation" / f"{run.name}-{format_bytes(run.size_bytes)}{tag}"
                     log.info("run %s (logs in %s)", run_dir.name, run_dir)
-                    runs.append(execute(emu, run, scale, exp.cost, run_dir, arrivals_s=arr, iteration=it))
+                    runs.append(execute(emu, run, scale, exp.cost, run_dir, arrivals_s=arr, iteration=it,
+                                        semantics=exp.semantics))
                 warning = frame_warning(run, runs[-1].byte_scale, em.mtu)
                 if warning:
                     meta["warnings"].append(warning)

@@ -136,8 +136,10 @@ def test_cli_flow_backend_writes_the_same_result_form(tmp_path):
 
 
 def test_cli_semantics_and_compare_inputs_are_checked(tmp_path):
-    p = tmp_path / "dep.yaml"
-    p.write_text(GOOD + "semantics: dependency-driven\n")
+    p = tmp_path / "dep.yaml"  # the packet backend runs per-step plans dependency-driven, not rotors
+    p.write_text("name: dep\nfabric: {topology: ocs-star, gpus: 8, ports_per_gpu: 1, port_gbps: 400, "
+                 "reconfiguration_delay_s: 1.0e-5, initial: empty}\nsizes: [1MiB]\n"
+                 "runs: [{name: rotor, algorithm: ring, schedule: rotor}]\nsemantics: dependency-driven\n")
     r = _cli("run", str(p), "--out", str(tmp_path / "o1"))
     assert r.returncode == 2 and "semantics" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o1").exists()

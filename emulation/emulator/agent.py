@@ -395,6 +395,9 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
     conns.update({(d, c): Channel(ips[d], port, c, gates.get(d)) for d, c in used if (d, c) not in later})
     say({"ready": rank})
 
+    if "epochs" in schedule:
+        _run_epochs(schedule, receiver, conns, gates, say, hear)
+        return
     arrival = schedule.get("arrival_s", 0.0)
     t_arrive = None
     for index, step in enumerate(schedule["steps"]):
@@ -454,6 +457,92 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
         stalls = sum(c.stalls for c in conns.values())
         say({"done": index, "rank": rank, "t_go": t_go, "t_heard": t_heard, "send": sent, "recv": recv,
              "retrans": sum(by_conn.values()), "retrans_by_conn": by_conn, "stalls": stalls, "t_done": time.monotonic()})
+    hear()  # exit
+
+
+def _hear_go(hear, say, conns, ips, port, gates, rank, index) -> dict | None:
+    """The next ``go`` (``index``), opening the connections the warm-up asks for first; None on
+    ``exit``."""
+    msg = hear()
+    while "open" in msg:  # warm-up: connect peers the current configuration reaches
+        for d, c in msg["open"]:
+            conns[(d, c)] = Channel(ips[d], port, c, gates.get(d))
+        say({"opened": rank})
+        msg = hear()
+    if msg.get("exit"):
+        return None
+    assert msg.get("go") == index, msg
+    return msg
+
+
+def _run_epochs(schedule: dict, receiver: Receiver, conns: dict, gates: dict, say, hear) -> None:
+    """Dependency-driven execution (module doc, ``epochs``): per epoch, every transfer of its
+    steps starts once the transfers it depends on have arrived here (``deps``) and, on a channel
+    whose circuit the epoch changes (``live``), once the orchestrator says the new circuit is up;
+    transfers to one destination are started in order (they share connections)."""
+    rank, ips, port, alpha = schedule["rank"], schedule["ips"], schedule["port"], schedule["alpha_s"]
+    timeout = schedule.get("step_timeout_s", 600.0)
+    arrival = schedule.get("arrival_s", 0.0)
+    for e, (first, end) in enumerate(schedule["epochs"]):
+        msg = _hear_go(hear, say, conns, ips, port, gates, rank, e)
+        if msg is None:
+            return
+        t_heard = time.monotonic()
+        t_go = max(t_heard, msg["at"])
+        t_release = max(t_go, msg["origin"] + arrival)
+        steps = schedule["steps"][first:end]
+        receiver.expect_transfers([r for st in steps for r in st["recv"]])
+        live, t_live = threading.Event(), [0.0]
+        sent: dict[int, list[float]] = {}
+        ready: dict[int, float] = {}
+        pending = [0]
+        lock = threading.Condition()
+
+        def report(tid: int, t0: float, t1: float) -> None:
+            with lock:
+                s = sent.setdefault(tid, [t0, t1])
+                s[0], s[1] = min(s[0], t0), max(s[1], t1)
+                pending[0] -= 1
+                lock.notify_all()
+
+        by_dst: dict[int, list] = {}
+        for st in steps:
+            for (tid, dst, parts), deps, wait in zip(st["send"], st["deps"], st["live"]):
+                by_dst.setdefault(dst, []).append((tid, parts, deps, set(wait)))
+                pending[0] += len(parts)
+
+        def launch(dst: int, items: list) -> None:
+            for tid, parts, deps, wait in items:
+                got = receiver.wait(deps, timeout) if deps else {}
+                t_ready = max([t_release, *got.values()])
+                ready[tid] = t_ready
+                for c, part in parts:
+                    not_before = t_ready + alpha
+                    if c in wait:  # its circuit is new in this epoch
+                        if not live.wait(timeout):
+                            return
+                        not_before = max(not_before, t_live[0])
+                    conns[(dst, c)].jobs.put((tid, part, not_before, report))
+
+        threads = [threading.Thread(target=launch, args=(d, items), daemon=True) for d, items in by_dst.items()]
+        for t in threads:
+            t.start()
+        if schedule["reconfigures"][e]:
+            m = hear()
+            assert m.get("live") == e, m
+            t_live[0] = m["t_live"]
+            live.set()
+        with lock:
+            if not lock.wait_for(lambda: pending[0] == 0, timeout):
+                raise TimeoutError(f"rank {rank} epoch {e}: sends did not finish in {timeout} s")
+        recv = receiver.wait([tid for st in steps for tid, _s, _b in st["recv"]], timeout)
+        if steps[-1].get("drain"):  # the next epoch reconfigures: wait for the peers' ACKs
+            used = [conns[(dst, c)] for st in steps for _tid, dst, parts in st["send"] for c, _b in parts]
+            wait_until(lambda: not any(c.unacked() for c in used), timeout, lambda: TimeoutError(
+                f"rank {rank} epoch {e}: data not acknowledged in {timeout} s"), interval_s=0.0005)
+        by_conn = {c.name(): n for c in conns.values() if (n := c.retransmissions())}
+        say({"done": e, "rank": rank, "t_go": t_go, "t_heard": t_heard, "send": sent, "recv": recv, "ready": ready,
+             "retrans": sum(by_conn.values()), "retrans_by_conn": by_conn, "stalls": 0, "t_done": time.monotonic()})
     hear()  # exit
 
 

@@ -66,6 +66,19 @@ class AgentSchedules:
         for sched in self.ranks:
             sched["later"] = sorted([d, c] for r, d, c in connections if r == sched["rank"])
 
+    def dependency_driven(self, epochs: list[tuple[int, int]], reconfigures: list[bool],
+                          deps: dict[int, list[int]], live: dict[int, list[int]]) -> None:
+        """Execute the steps dependency-driven, in ``epochs`` (``(first step, end step)``;
+        ``reconfigures[e]``: epoch e waits for a ``live`` message): transfer ``tid`` starts once
+        the transfers ``deps[tid]`` have arrived at its source, its parts on the channels
+        ``live[tid]`` once their new circuits are up."""
+        for sched in self.ranks:
+            sched["epochs"] = [list(e) for e in epochs]
+            sched["reconfigures"] = list(reconfigures)
+            for st in sched["steps"]:
+                st["deps"] = [deps.get(tid, []) for tid, _d, _p in st["send"]]
+                st["live"] = [live.get(tid, []) for tid, _d, _p in st["send"]]
+
     def timeout(self, step_timeout_s: float) -> None:
         """Every agent gives up on a step after ``step_timeout_s`` wall seconds."""
         for sched in self.ranks:

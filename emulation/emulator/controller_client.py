@@ -73,10 +73,13 @@ class ControllerClient:
         """The controller's current configuration."""
         return Configuration.from_json(self._call("GET", "/circuits"))
 
-    def apply(self, config: Configuration, reconfiguration_delay_s: float) -> dict:
-        """Reconfigure; returns when the new circuits carry traffic (see ``CircuitSwitch.apply``)."""
-        return self._call("POST", "/configuration",
-                          {"configuration": config.to_json(), "reconfiguration_delay_s": reconfiguration_delay_s})
+    def apply(self, config: Configuration, reconfiguration_delay_s: float, live_at: float | None = None) -> dict:
+        """Reconfigure; returns when the new circuits carry traffic (see ``CircuitSwitch.apply``);
+        with ``live_at`` (CLOCK_MONOTONIC) they are installed no earlier than then."""
+        body = {"configuration": config.to_json(), "reconfiguration_delay_s": reconfiguration_delay_s}
+        if live_at is not None:
+            body["live_at"] = live_at
+        return self._call("POST", "/configuration", body)
 
     def prepare(self, configs: list[Configuration]) -> dict:
         """Have the controller compute the forwarding rules of ``configs`` ahead of time

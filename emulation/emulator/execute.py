@@ -9,7 +9,8 @@ from pathlib import Path
 
 from emulation import dataplane as dpn
 from emulation.checks import complete
-from emulation.emulator.net import EmulatedFabric
+from emulation.emulator.dependency import run_dependency_driven
+from emulation.emulator.net import EmulatedFabric, EmulationError
 from emulation.emulator.orchestrator import collective_events, run_workload
 from emulation.emulator.slotted import run_slotted
 from emulation.planners.cost import CostModel
@@ -28,9 +29,12 @@ def run_scale(run: RunDescription, scale: Scale, mtu: int) -> Scale:
 
 
 def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostModel, run_dir: Path, *,
-            arrivals_s: Sequence[float] | None = None, iteration: int = 0) -> RunResult:
-    """Run ``run`` on ``emu``: a per-step plan with :func:`~emulation.emulator.orchestrator.run_workload`,
-    a time-slotted one with :func:`~emulation.emulator.slotted.run_slotted`; logs under ``run_dir``.
+            arrivals_s: Sequence[float] | None = None, iteration: int = 0,
+            semantics: str = "round-synchronous") -> RunResult:
+    """Run ``run`` on ``emu``: a per-step plan with :func:`~emulation.emulator.orchestrator.run_workload`
+    (``semantics`` round-synchronous) or
+    :func:`~emulation.emulator.dependency.run_dependency_driven` (dependency-driven), a
+    time-slotted one with :func:`~emulation.emulator.slotted.run_slotted`; logs under ``run_dir``.
     ``scale`` is the scenario's; the run is emulated at :func:`run_scale` of it, recorded as the
     result's ``byte_scale``.
 
@@ -39,7 +43,8 @@ def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostMo
     (its collective is announced, its steps are not: the rotor runs on the controller's clock).
 
     :param arrivals_s: real time each rank arrives (default: all at 0; time-slotted runs take none).
-    :raises emulation.emulator.net.EmulationError: see the two runners.
+    :raises emulation.emulator.net.EmulationError: see the runners; a time-slotted run, or a run
+        with user apps, asked to run dependency-driven.
     """
     w, sched = run.workload, run.schedule
     scale = run_scale(run, scale, emu.mtu)
@@ -50,6 +55,10 @@ def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostMo
             res = run_slotted(emu, run.name, w, sched.schedule, scale, cost.alpha_s, run_dir, sched.planner,
                               relay=sched.relay)
             end["time_s"] = res.time_s
+    elif semantics == "dependency-driven":
+        if emu.user_apps:
+            raise EmulationError("semantics: dependency-driven runs raise no step events; run them without --app")
+        res = run_dependency_driven(emu, run.name, w, sched, scale, cost.alpha_s, run_dir, arrivals_s=arrivals)
     else:
         res = run_workload(emu, run.name, w, sched, scale, cost.alpha_s, run_dir, arrivals_s=arrivals,
                            owner="app" if sched.planner == "none" else "planner")

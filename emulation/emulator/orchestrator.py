@@ -55,6 +55,7 @@ import socket
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -322,31 +323,51 @@ def _step_loads(fabric, config: Configuration, step, channels: int):
     return routes, sf, sf.link_loads(sf.flow_bytes([t.bytes for t in step.transfers]), len(routes.links))
 
 
-def _run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan, scale: Scale, alpha_s: float,
-                  run_dir: Path, arrivals_s: list[float] | None, step_timeout_s: float | None, post: bool,
-                  app_owned: bool, tail: list[dict]) -> RunResult:
-    """:func:`run_workload` once its collective is announced; ``post``: raise step events,
-    ``app_owned``: the user's apps own the circuits; ``tail`` gets the last ``step-end`` record."""
-    fabric, n = emu.fabric, workload.ranks
-    tdf = scale.tdf
-    p = fabric.ports_per_gpu
-    emu.client.apply(plan.initial, 0.0)
-    run_dir.mkdir(parents=True, exist_ok=True)
+@dataclass
+class CompiledRun:
+    """A per-step run compiled for the agents (:func:`compile_run`).
 
+    :ivar tids: ``(step, transfer)`` of every transfer id, step-major.
+    :ivar schedules: the agents' schedules.
+    :ivar step_loads: real bytes on every step's busiest directed link.
+    :ivar totals: real bytes routed over each directed link in the run.
+    :ivar routed: every step's ``(routes, subflows)`` on its configuration.
+    :ivar warmup: ``(configuration, {rank: [[dst, channel], ...]})``: connections opened, untimed,
+        under a configuration that carries them before the run.
+    :ivar step_timeout_s: wall seconds a step may take.
+    """
+
+    tids: list[tuple[int, Transfer]]
+    schedules: AgentSchedules
+    step_loads: list[float]
+    totals: dict
+    routed: list[tuple[Routes, object]]
+    warmup: list[tuple[Configuration, dict[int, list]]]
+    step_timeout_s: float
+
+
+def compile_run(fabric, workload: Workload, plan: Plan, scale: Scale, alpha_s: float,
+                arrivals_s: list[float] | None, step_timeout_s: float | None, app_owned: bool = False) -> CompiledRun:
+    """Route every step on its configuration once and compile the agents' schedules: each
+    transfer's emulated bytes split into parts over its channels (the routes' subflows; in a run
+    the user's apps own, an equal share per channel), drains before reconfigurations, the
+    connections opened before the run, and the step timeout (default: 20x the busiest link's
+    time at the emulated rate, plus 30 s)."""
+    n, tdf, p = workload.ranks, scale.tdf, fabric.ports_per_gpu
     tids: list[tuple[int, Transfer]] = []
-    worst_link = 0.0  # real bytes on the most loaded link of any step
     step_loads: list[float] = []
-    totals: dict = {}  # real bytes routed over each directed link in the run
+    totals: dict = {}
+    routed = []
     schedules = AgentSchedules(n, alpha_s * tdf, arrivals_s=[(arrivals_s[r] if arrivals_s else 0.0) * tdf
                                                              for r in range(n)])
     for si, step in enumerate(workload.steps):
         # Route the step once: the same subflows give the per-link loads and the agents' parts.
         routes, sf, loads = _step_loads(fabric, plan.steps[si].configuration, step, p)
+        routed.append((routes, sf))
         if not app_owned:  # an app-owned run's loads are routed over the circuits it meets (module doc)
             for i in np.flatnonzero(loads):
                 totals[routes.links[i]] = totals.get(routes.links[i], 0.0) + float(loads[i])
         step_loads.append(float(loads.max(initial=0.0)))
-        worst_link = max(worst_link, step_loads[-1])
         schedules.add_step()
         for k, t in enumerate(step.transfers):
             tid = len(tids)
@@ -364,28 +385,42 @@ def _run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan
     for si, sp in enumerate(plan.steps[1:]):
         if sp.action == "reconfigure" or app_owned:
             schedules.drain(si)
-    demands = [step_demand(step) for step in workload.steps] if post else []
     # Connections the initial configuration cannot carry (a fabric of matchings, an empty OCS)
     # are opened before the timed run, each under the first configuration that routes it.
-    initial = Routes(fabric, plan.initial, fabric.ports_per_gpu)
+    initial = Routes(fabric, plan.initial, p)
     reach = {d: initial.distances(d) for d in range(n)}
     warmup: list[tuple[Configuration, dict[int, list]]] = []
     pending = {(sched["rank"], dst, ch) for sched in schedules.ranks for st in sched["steps"]
                for _tid, dst, parts in st["send"] for ch, _b in parts if sched["rank"] not in reach[dst]}
     schedules.later(pending)
     for si, step in enumerate(workload.steps):
-        todo = sorted({(t.src, t.dst, ch) for t in step.transfers for ch in range(fabric.ports_per_gpu)}
-                      & pending)
+        todo = sorted({(t.src, t.dst, ch) for t in step.transfers for ch in range(p)} & pending)
         if todo:
             opens: dict[int, list] = {}
             for r, d, c in todo:
                 opens.setdefault(r, []).append([d, c])
             warmup.append((plan.steps[si].configuration, opens))
             pending -= set(todo)
-    # A generous bound on any step: 20x the busiest link's time at the emulated rate, plus slack.
-    bound = worst_link * scale.byte_scale * 8 / (scale.link_mbps * 1e6)
-    step_timeout = step_timeout_s or 20 * bound + 30 + plan.reconfiguration_delay_s * tdf + max(arrivals_s or [0.0]) * tdf
-    schedules.timeout(step_timeout + AGENT_TIMEOUT_MARGIN_S)  # the orchestrator's decides; the agents' is a backstop
+    bound = max(step_loads, default=0.0) * scale.byte_scale * 8 / (scale.link_mbps * 1e6)
+    timeout = step_timeout_s or 20 * bound + 30 + plan.reconfiguration_delay_s * tdf + max(arrivals_s or [0.0]) * tdf
+    schedules.timeout(timeout + AGENT_TIMEOUT_MARGIN_S)  # the orchestrator's decides; the agents' is a backstop
+    return CompiledRun(tids, schedules, step_loads, totals, routed, warmup, timeout)
+
+
+def _run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan, scale: Scale, alpha_s: float,
+                  run_dir: Path, arrivals_s: list[float] | None, step_timeout_s: float | None, post: bool,
+                  app_owned: bool, tail: list[dict]) -> RunResult:
+    """:func:`run_workload` once its collective is announced; ``post``: raise step events,
+    ``app_owned``: the user's apps own the circuits; ``tail`` gets the last ``step-end`` record."""
+    fabric, n = emu.fabric, workload.ranks
+    tdf = scale.tdf
+    p = fabric.ports_per_gpu
+    emu.client.apply(plan.initial, 0.0)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    job = compile_run(fabric, workload, plan, scale, alpha_s, arrivals_s, step_timeout_s, app_owned)
+    tids, step_loads, totals, schedules = job.tids, job.step_loads, job.totals, job.schedules
+    warmup, step_timeout = job.warmup, job.step_timeout_s
+    demands = [step_demand(step) for step in workload.steps] if post else []
 
     with agents(emu, schedules.ranks, run_dir) as (coord, alive):
         for config, opens in warmup:  # untimed

@@ -1,7 +1,8 @@
 """Reconfiguration planners: ``(Fabric, Workload, CostModel) -> Plan`` (:class:`emulation.schedule.Plan`). Pure Python, no Mininet.
 
 ``none`` stays on the base topology, ``always`` gives every step its ideal topology, ``greedy``
-and ``dp`` decide when reconfiguring pays (:mod:`emulation.planners.pccl`).
+and ``dp`` decide when reconfiguring pays (:mod:`emulation.planners.pccl`), ``overlap`` wires
+the next step's peers while the current step runs (:mod:`emulation.planners.overlap`, SWOT).
 
 Beside them, :mod:`emulation.planners.allocators`: slice allocators for a multi-tenant torus rack
 (contiguous blocks, and Morphlux's photonic circuits routed by an integer program, arXiv
@@ -22,6 +23,7 @@ from emulation.fabric import Fabric
 from emulation.planners.basic import plan_always, plan_none
 from emulation.planners.cost import CostModel, StepCoster, plan_cost, topology_key
 from emulation.planners.ideal import ideal_configuration, ideal_substeps, matching_groups
+from emulation.planners.overlap import plan_overlap
 from emulation.planners.pccl import plan_dp, plan_greedy, plan_sweep
 from emulation.schedule import Plan, PlanError
 from emulation.workloads.model import Workload
@@ -31,6 +33,7 @@ PLANNERS: dict[str, Callable[[Fabric, Workload, CostModel | None], Plan]] = {
     "always": plan_always,
     "greedy": plan_greedy,
     "dp": plan_dp,
+    "overlap": plan_overlap,
 }
 
 

@@ -24,7 +24,7 @@ Base topology: ``fabric.topology`` (``ocs-star``, ``ring``, ``torus``, ``eps``) 
 ``fabric.initial`` (``ring``, ``torus``, ``empty``); p = ``fabric.ports_per_gpu``,
 R = ``fabric.reconfiguration_delay_s``, delta = ``cost.delta_s``. A run may name its
 ``collective`` (default ``allreduce``; see ``emulation.workloads.ALGORITHMS``) and its
-``planner`` (``none``, ``always``, ``greedy``, ``dp``; the latter two use ``cost``).
+``planner`` (``none``, ``always``, ``greedy``, ``dp``, ``overlap``; ``greedy`` and ``dp`` use ``cost``).
 ``iterations`` repeats every (size, run), each iteration with its own straggler delay D
 (:class:`StragglerSpec`); results keep one record per iteration.
 
@@ -288,7 +288,7 @@ MOE_MODES = ("padded", "payload")
 class RunSpec(StrictModel):
     """One entry of ``runs:``: a collective by an algorithm, and a planner, run for every size
     of ``sizes``. Collectives and algorithms: ``emulation.workloads.ALGORITHMS`` (and ``moe``:
-    ``padded``, ``payload``); planners: ``none``, ``always``, ``greedy``, ``dp``
+    ``padded``, ``payload``); planners: ``none``, ``always``, ``greedy``, ``dp``, ``overlap``
     (``emulation.planners``).
 
     ``schedule`` (time-slotted OCS, :mod:`emulation.flowsim.slotted`, :mod:`emulation.emulator.slotted`):

@@ -1,0 +1,196 @@
+"""Runs (Workload, Plan) *dependency-driven* with real packets: reconfiguration overlapped with
+traffic (SWOT, arXiv 2510.19322).
+
+The semantics are the flow backend's (:mod:`emulation.flowsim.dependency`):
+
+- the plan's steps form *epochs*, maximal runs of steps on one configuration;
+- epoch e opens once every transfer of the earlier epochs has arrived (and the previous dark
+  window has ended); the orchestrator releases all of its steps at once;
+- a transfer starts once the chunks it sends have arrived at its source (the agents know: they
+  received them) and not before its source rank arrives; it moves from then plus alpha;
+- an epoch that reconfigures rewires only the circuits that change: the controller removes
+  them, keeps their ports dark for R and installs the new ones (``POST /configuration``, as in
+  round-synchronous runs), while every other circuit carries traffic. A transfer part whose path
+  uses a new circuit waits until that circuit is live (the orchestrator tells the agents when);
+  a part on a kept circuit goes at once, through the dark window.
+
+The removal is sent as the epoch's release is broadcast, a few milliseconds (``lead``) before
+the release instant ``at``, and the new circuits are installed no earlier than ``at + R``
+(``live_at``): every circuit the epoch removes has carried its last byte (the agents drained
+their ACKs before reporting the previous epoch), so the early removal changes nothing a
+transfer sees, and the dark window as the transfers see it is ``t_live - at``, R plus the
+switch's commit. Each reconfiguring step records the dark window the controller measured
+(``t_live - t_dark``), as round-synchronous runs do.
+
+The run's clock leaves out the time between epochs, as the round-synchronous orchestrator does
+between steps (:mod:`emulation.emulator.orchestrator`): epoch e opens on the run's clock at
+``max(last arrival of the earlier epochs, the previous epoch's open + its dark window)``.
+Measured times are divided by the TDF. A step's start is the epoch's open for the step that
+reconfigures, else its first transfer's release; its end is its last arrival.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from emulation.emulator.net import EmulatedFabric, EmulationError
+from emulation.emulator.orchestrator import agents, compile_run, open_under, write_tcp_info
+from emulation.results import RunResult, StepResult, TransferResult
+from emulation.routing import Routes
+from emulation.scale import Scale
+from emulation.schedule import Plan
+from emulation.workloads.dependencies import chunk_dependencies
+from emulation.workloads.model import Workload
+
+#: Emulated seconds between broadcasting an epoch's release and the release itself: every agent
+#: hears of it, and the controller removes the changed circuits, before it.
+EPOCH_LEAD_S = 0.02
+
+
+def epochs_of(plan: Plan) -> list[tuple[int, int]]:
+    """The plan's epochs as step ranges ``(first, end)``: a new one at step 0 and at every
+    step marked ``reconfigure``."""
+    starts = [i for i, sp in enumerate(plan.steps) if i == 0 or sp.action == "reconfigure"]
+    return list(zip(starts, starts[1:] + [len(plan.steps)]))
+
+
+def dependency_inputs(fabric, workload: Workload, plan: Plan, routed: list | None = None
+                      ) -> tuple[list[tuple[int, int]], list[bool], dict[int, list[int]], dict[int, list[int]]]:
+    """What the agents need to run ``plan`` dependency-driven: the epochs (:func:`epochs_of`),
+    whether each reconfigures, every transfer's dependencies inside its epoch (``{tid: [tid,
+    ...]}``, transfer ids step-major; those of earlier epochs have arrived when it opens) and the
+    channels of every transfer that wait for the epoch's new circuits (``{tid: [channel, ...]}``):
+    a part whose connection crosses a circuit the epoch adds, its data one way or its ACKs the
+    other, waits; a part on kept circuits both ways goes at once, through the dark window.
+
+    :param routed: every step's ``(routes, subflows)`` on its configuration (default: routed here).
+    """
+    epochs = epochs_of(plan)
+    reconfigures = [plan.steps[a].action == "reconfigure" for a, _ in epochs]
+    epoch_of = [e for e, (a, b) in enumerate(epochs) for _ in range(a, b)]
+    first_tid, tid_epoch = [], []
+    for si, step in enumerate(workload.steps):
+        first_tid.append(len(tid_epoch))
+        tid_epoch += [epoch_of[si]] * len(step)
+    deps = {tid: [d for d in ds if tid_epoch[d] == tid_epoch[tid]]
+            for tid, ds in enumerate(chunk_dependencies(workload))}
+    live: dict[int, list[int]] = {}
+    before = [plan.initial] + [plan.steps[a].configuration for a, _ in epochs[:-1]]
+    kept = [set(Routes(fabric, c, fabric.ports_per_gpu).links) for c in before]
+    for si, step in enumerate(workload.steps):
+        e = epoch_of[si]
+        if not reconfigures[e] or not len(step):
+            continue
+        if routed is not None:
+            routes, sf = routed[si]
+        else:
+            routes = Routes(fabric, plan.steps[si].configuration, fabric.ports_per_gpu)
+            sf = routes.subflow_arrays(step.src, step.dst)
+        for f in range(sf.transfer.size):
+            k, c = int(sf.transfer[f]), int(sf.channel[f])
+            a, b = int(step.src[k]), int(step.dst[k])
+            if any(link not in kept[e] for link in routes.path(a, b, c) + routes.path(b, a, c)):
+                live.setdefault(first_tid[si] + k, []).append(c)
+    return epochs, reconfigures, deps, live
+
+
+def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan, scale: Scale,
+                          alpha_s: float, run_dir: Path, arrivals_s: list[float] | None = None,
+                          step_timeout_s: float | None = None) -> RunResult:
+    """Execute ``workload`` under ``plan`` dependency-driven with real packets (module doc); the
+    measured result (``semantics`` dependency-driven).
+
+    :param alpha_s: real per-message latency; agents wait ``alpha_s x TDF`` after a transfer's
+        release.
+    :param arrivals_s: real time each rank arrives (stragglers).
+    :raises EmulationError: the workload does not fit the fabric, an agent, the controller or the
+        switch daemon was lost, or an epoch did not finish in time.
+    """
+    fabric, n, tdf = emu.fabric, workload.ranks, scale.tdf
+    if n != fabric.gpus:
+        raise EmulationError(f"workload has {n} ranks, fabric {fabric.gpus} GPUs")
+    emu.client.apply(plan.initial, 0.0)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    job = compile_run(fabric, workload, plan, scale, alpha_s, arrivals_s, step_timeout_s)
+    epochs, reconfigures, deps, live = dependency_inputs(fabric, workload, plan, job.routed)
+    first_tid = [0] * len(workload.steps)
+    for si in range(1, len(workload.steps)):
+        first_tid[si] = first_tid[si - 1] + len(workload.steps[si - 1])
+    job.schedules.dependency_driven(epochs, reconfigures, deps, live)
+
+    R = plan.reconfiguration_delay_s * tdf
+    arrive = [(arrivals_s[r] if arrivals_s else 0.0) * tdf for r in range(n)]
+    steps: list[StepResult] = []
+    transfers: dict[int, TransferResult] = {}
+    reported: list[dict] = []
+    with agents(emu, job.schedules.ranks, run_dir) as (coord, alive):
+        for config, opens in job.warmup:  # untimed
+            open_under(emu, coord, alive, config, opens)
+        if job.warmup:
+            emu.client.apply(plan.initial, 0.0)
+        emu.client.prepare([plan.initial, *(plan.steps[a].configuration for (a, _b), r in zip(epochs, reconfigures)
+                                            if r)])
+        counters = emu.drops
+        first = last = counters.quiet_snapshot()
+        clock = 0.0  # the run's clock (emulated s) when the next epoch opens
+        retrans_before = 0
+        for e, (a, b) in enumerate(epochs):
+            at = time.monotonic() + EPOCH_LEAD_S
+            origin = at - clock
+            coord.broadcast({"go": e, "at": at, "origin": origin})
+            opened_until = clock  # when its dark window ends, on the run's clock
+            res = None
+            if reconfigures[e]:
+                res = emu.client.apply(plan.steps[a].configuration, R, live_at=at + R)
+                t_live = res.get("t_live_flushed", res["t_live"])
+                coord.broadcast({"live": e, "t_live": t_live})
+                opened_until = t_live - origin
+            try:
+                reports = coord.gather("done", job.step_timeout_s, alive)
+            except EmulationError as err:
+                raise EmulationError(f"epoch {e} (steps {a}-{b - 1}): {err}") from None
+            reported += reports
+            snap = counters.snapshot()
+            drops, last = counters.drops(last, snap), snap
+            total_retrans = sum(m.get("retrans", 0) for m in reports)
+            retrans, retrans_before = total_retrans - retrans_before, total_retrans
+            ends = {int(tid): t for m in reports for tid, t in m["recv"].items()}
+            ready = {int(tid): t for m in reports for tid, t in m["ready"].items()}
+            for si in range(a, b):
+                its = range(first_tid[si], first_tid[si] + len(workload.steps[si]))
+                opens = si == a and reconfigures[e]
+                t0 = clock if opens or not its else min(ready[t] for t in its) - origin
+                t1 = max((ends[t] - origin for t in its), default=t0)
+                rec = StepResult.of(si, workload.steps[si].phase, t0 / tdf, t1 / tdf, plan.steps[si].action,
+                                    max_link_bytes=job.step_loads[si])
+                if si == a:
+                    rec.drops, rec.retransmissions = drops, retrans
+                if opens and res is not None and res.get("changed"):
+                    # The changed circuits went dark before the release (module doc): the dark
+                    # window the run sees starts at the release.
+                    rec.reconfiguration_delay_s = res["reconfiguration_delay_s"] / tdf
+                    rec.dark_window_measured_s = (res["t_live"] - max(at, res["t_dark"])) / tdf
+                    rec.timing = {"removal_s": (res["t_dark"] - res["t_request"]) / tdf,
+                                  "commit_s": (res["t_live"] - res["t_install"]) / tdf,
+                                  "reroute_s": (res["t_routed"] - res["t_dark"]) / tdf,
+                                  "removed_before_release_s": (at - res["t_dark"]) / tdf,
+                                  "rerouted_after_release_s": max(0.0, res["t_routed"] - at) / tdf}
+                steps.append(rec)
+                for t in its:
+                    _si, tr = job.tids[t]
+                    start = max(ready[t], origin + arrive[tr.src]) if t in ready else at
+                    transfers[t] = TransferResult.of(si, tr.src, tr.dst, tr.bytes, (start - origin) / tdf,
+                                                     (ends[t] - origin) / tdf)
+            latest = max(ends.values(), default=at) - origin
+            clock = max(latest, opened_until)
+        run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
+    write_tcp_info(run_dir, reported)
+    return RunResult(
+        name=name, collective=workload.collective, algorithm=workload.algorithm, planner=plan.planner,
+        ranks=n, bytes=workload.bytes, backend="mininet", time_s=max((s.end_s for s in steps), default=0.0),
+        steps=steps, transfers=[transfers[k] for k in sorted(transfers)], bytes_sent=workload.bytes_sent,
+        bytes_delivered=sum(t.bytes for t in transfers.values()),
+        link_bytes=[[l.u, l.up, l.v, l.vp, b] for l, b in sorted(job.totals.items(), key=lambda x: (x[0].u, x[0].up))],
+        drops=run_drops, semantics="dependency-driven",
+    )

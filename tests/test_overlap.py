@@ -1,0 +1,102 @@
+"""Reconfiguration overlapped with traffic (SWOT, arXiv 2510.19322) without Mininet: the
+``overlap`` planner, what the packet backend's dependency-driven agents are told (which parts go
+through a dark window, which wait for their new circuit), and the flow backend's times."""
+
+from __future__ import annotations
+
+import pytest
+
+from emulation.emulator.dependency import dependency_inputs, epochs_of
+from emulation.fabric import Circuit, Configuration, PortRef
+from emulation.flowsim import simulate
+from emulation.planners import make_plan
+from emulation.routing import Routes
+from emulation.schedule import PlanError
+from emulation.workloads import build
+from topologies import ocs_star
+
+
+def _joined(config: Configuration, a: int, b: int) -> bool:
+    return any({c.a.gpu, c.b.gpu} == {a, b} for cs in config.values() for c in cs)
+
+
+@pytest.mark.parametrize("alg, n, reconfigs", [("rhd", 8, 3), ("rhd", 16, 5), ("rd", 8, 2), ("rd", 16, 3)])
+def test_overlap_plan_wires_every_steps_peers_one_step_ahead(alg, n, reconfigs):
+    f = ocs_star(n, 2, 400, 100e-6, "ring")
+    w = build(alg, n, 1 << 20)
+    plan = make_plan("overlap", f, w)
+    assert plan.reconfigurations == reconfigs
+    for k, (st, sp) in enumerate(zip(w.steps, plan.steps)):
+        pairs = set(zip(st.src.tolist(), st.dst.tolist()))
+        assert all(_joined(sp.configuration, a, b) for a, b in pairs)  # the step's own peers
+        before = plan.steps[k - 1].configuration if k else plan.initial
+        # ... were already joined before the step (the initial ring joins the first step's peers)
+        assert all(_joined(before, a, b) for a, b in pairs), k
+        if sp.action == "reconfigure":  # and the circuits to them are kept, not rewired
+            kept = before[f.ocs[0].name] & sp.configuration[f.ocs[0].name]
+            assert all(any({c.a.gpu, c.b.gpu} == {a, b} for c in kept) for a, b in pairs)
+
+
+def test_overlap_plan_refuses_one_port_and_steps_that_are_not_matchings():
+    with pytest.raises(PlanError, match="2 ports per GPU"):
+        make_plan("overlap", ocs_star(8, 1, 400, 1e-5, "empty"), build("rhd", 8, 1 << 20))
+    with pytest.raises(PlanError, match="step 0: GPU .* talks to two peers"):
+        make_plan("overlap", ocs_star(8, 2, 400, 1e-5, "ring"), build("ring", 8, 1 << 20))
+
+
+def _first_tids(w):
+    out = [0]
+    for st in w.steps:
+        out.append(out[-1] + len(st))
+    return out
+
+
+def test_overlap_plans_first_steps_run_through_the_dark_window_and_always_waits():
+    f = ocs_star(8, 2, 400, 100e-6, "ring")
+    w = build("rhd", 8, 1 << 20)
+    plan = make_plan("overlap", f, w)
+    epochs, reconf, deps, live = dependency_inputs(f, w, plan)
+    assert epochs == epochs_of(plan) == [(0, 1), (1, 4), (4, 6)] and reconf == [True] * 3
+    first = _first_tids(w)
+    # The first step of every epoch runs on kept circuits while the others are rewired; the
+    # later steps of an epoch (their peers on the circuits it adds) wait for them to be live.
+    for a, b in epochs:
+        assert not any(t in live for t in range(first[a], first[a + 1]))
+        assert all(live.get(t) == [0] for t in range(first[a + 1], first[b]))
+    plan = make_plan("always", f, w)
+    epochs, reconf, deps, live = dependency_inputs(f, w, plan)
+    assert epochs == [(0, 1), (1, 2), (2, 4), (4, 5), (5, 6)] and reconf == [True] * 5
+    # From the ring, step 0 keeps one circuit to each peer (i <-> i+1) and adds a parallel one:
+    # a part waits when its connection (data or ACKs) crosses the added circuit. GPU 0's
+    # channel 0 has its kept circuit both ways; GPU 2's channel 0 sends on the kept circuit but
+    # GPU 3 routes its ACKs on channel 0 over the added one, so both of GPU 2's channels wait.
+    assert live[0] == [1] and live[2] == [0, 1]
+    tid = 0
+    for si, st in enumerate(w.steps):
+        routes = Routes(f, plan.steps[si].configuration, 2)
+        opened = 2 if si == 3 else si  # steps 2 and 3 share a configuration: one epoch
+        before = plan.steps[opened - 1].configuration if opened else plan.initial
+        old = set(Routes(f, before, 2).links)
+        for a, b in zip(st.src.tolist(), st.dst.tolist()):
+            want = sorted(c for c in range(2) if any(x not in old for x in routes.path(a, b, c) + routes.path(b, a, c)))
+            assert sorted(live.get(tid, [])) == want, (si, a, b)
+            tid += 1
+    # Inside the epoch of steps 2 and 3 the step-3 transfers wait for the chunks step 2 brought.
+    assert sorted(t for t, ds in deps.items() if ds) == list(range(first[3], first[4]))
+
+
+def test_flow_backend_overlap_hides_the_dark_window_behind_the_next_steps_traffic():
+    """Dependency-driven, R = 100 us, 1 MiB on 8 GPUs: the overlap plan's steps run on kept
+    circuits during the dark windows (3 windows instead of 5 on the run's critical path);
+    round-synchronous, every step still waits for its reconfiguration."""
+    R, alpha = 100e-6, 5e-6
+    f = ocs_star(8, 2, 400, R, "ring")
+    w = build("rhd", 8, 1 << 20)
+    times = {(p, s): simulate(f, (plan := make_plan(p, f, w)).workload, plan, alpha_s=alpha, semantics=s).time_s
+             for p in ("always", "overlap") for s in ("round-synchronous", "dependency-driven")}
+    always_rs = times[("always", "round-synchronous")]
+    assert always_rs > 5 * R  # five dark windows, each after the previous step
+    assert times[("always", "dependency-driven")] < always_rs  # alpha overlaps R
+    best = times[("overlap", "dependency-driven")]
+    assert 3 * R <= best < 0.65 * always_rs  # one dark window at a time, three of them
+    assert times[("overlap", "round-synchronous")] >= best + 3 * alpha  # no overlap without the semantics
