@@ -68,8 +68,9 @@ def test_overlap_plans_first_steps_run_through_the_dark_window_and_always_waits(
     assert epochs == [(0, 1), (1, 2), (2, 4), (4, 5), (5, 6)] and reconf == [True] * 5
     # From the ring, step 0 keeps one circuit to each peer (i <-> i+1) and adds a parallel one:
     # a part waits when its connection (data or ACKs) crosses the added circuit. GPU 0's
-    # channel 0 has its kept circuit both ways; GPU 2's channel 0 sends on the kept circuit but
-    # GPU 3 routes its ACKs on channel 0 over the added one, so both of GPU 2's channels wait.
+    # channel 0 has the kept circuit both ways. GPU 2's channel 0 sends over the added circuit,
+    # and its channel 1 sends over the kept one but gets its ACKs back over the added one (GPU 3
+    # routes channel 1 on its other port), so both of GPU 2's channels wait.
     assert live[0] == [1] and live[2] == [0, 1]
     tid = 0
     for si, st in enumerate(w.steps):
