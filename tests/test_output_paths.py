@@ -39,7 +39,7 @@ SCRIPTS = {
     "bench_packet_ceiling": [], "bench_rotor": [], "lab_app": [str(EXP / "lab.yaml")],
     "make_wan_data": ["abilene"], "reproduce_lumion": [], "reproduce_moe": [], "reproduce_morphlux": [],
     "reproduce_opus": [], "reproduce_pccl": [], "reproduce_shortcircuit": [], "reproduce_stragglar": [],
-    "reproduce_spectra": [], "reproduce_symphony": [], "soak": ["--full", "1"],
+    "reproduce_spectra": [], "reproduce_swot": ["--no-packet"], "reproduce_symphony": [], "soak": ["--full", "1"],
 }
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 #: ``ocslab train`` of a rails file asks for PyTorch before it looks at --out.

@@ -101,3 +101,30 @@ def test_flow_backend_overlap_hides_the_dark_window_behind_the_next_steps_traffi
     best = times[("overlap", "dependency-driven")]
     assert 3 * R <= best < 0.65 * always_rs  # one dark window at a time, three of them
     assert times[("overlap", "round-synchronous")] >= best + 3 * alpha  # no overlap without the semantics
+
+
+def test_reproduce_swot_prints_its_table_and_refuses_bad_flags(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "reproduce_swot.py"
+    r = subprocess.run([sys.executable, str(script), "--no-packet", "--gpus", "8", "--sizes", "1MiB",
+                        "--flow-r-us", "1", "100", "--out", str(tmp_path / "o")], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    import csv
+    import re
+
+    m = re.search(r"SWOT: dependency-driven with the better plan saves (-?[\d.]+)%\.\.(-?[\d.]+)% of", r.stdout)
+    assert m and "(paper: up to 89.7%)" in r.stdout, r.stdout[-600:]
+    rows = list(csv.DictReader(open(tmp_path / "o" / "swot.csv")))
+    assert len(rows) == 2  # R = 1 and 100 us
+    best = sorted(float(x["saved_best_flow"]) for x in rows)
+    assert (float(m[1]), float(m[2])) == (round(100 * best[0], 1), round(100 * best[1], 1))
+    # R = 1 us: dependency-driven only overlaps alpha with R; R = 100 us: overlap saves about 2 of 5 windows
+    assert 0 < best[0] < 0.2 and 0.35 < best[1] < 0.5
+    bad = subprocess.run([sys.executable, str(script), "--gpus", "12", "--out", str(tmp_path / "b")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--gpus" in bad.stderr
+    assert not (tmp_path / "b").exists()

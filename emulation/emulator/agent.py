@@ -13,7 +13,16 @@ Schedule file (written by :mod:`emulation.emulator.orchestrator`)::
      "steps": [{"send": [[tid, dst, [[channel, bytes], ...]], ...],
                 "recv": [[tid, src, bytes], ...], "drain": true if the next step reconfigures,
                 "relay": [[in_tid, out_tid, dst, bytes], ...]}, ...],
-     "rotor": {"cycle_s": emulated s, "rate_Bps": bytes/s, "windows": {"dst": [[on, off], ...]}}}
+     "rotor": {"cycle_s": emulated s, "rate_Bps": bytes/s, "windows": {"dst": [[on, off], ...]}},
+     "epochs": [[first step, end step], ...], "reconfigures": [bool per epoch]}
+
+``epochs`` (dependency-driven runs, :mod:`emulation.emulator.dependency`): the steps are run an
+epoch at a time, on one ``go`` per epoch. Every step then also holds ``"deps": [[tid, ...] per
+send]`` and ``"live": [[channel, ...] per send]``: a transfer starts once the transfers ``deps``
+have arrived here (plus alpha), its parts on the channels ``live`` once the orchestrator's
+``{"live": epoch, "t_live": t}`` (sent in a reconfiguring epoch, after its ``go``) says the new
+circuits are up; transfers to one destination start in schedule order (they share connections).
+The epoch's ``done`` also reports ``"ready": {tid: when its dependencies had arrived}``.
 
 ``rotor`` (time-slotted OCS, :mod:`emulation.emulator.slotted`) makes sends *gated*: a transfer
 to ``dst`` moves only inside the windows when a circuit to ``dst`` is up, ``[t0 + k cycle + on,

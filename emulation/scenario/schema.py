@@ -314,7 +314,8 @@ class RunSpec(StrictModel):
     planner: str = "none"
     """Who sets the OCS's circuits step by step: ``none`` (the initial circuits throughout),
     ``always`` (every step on its ideal topology), ``greedy`` or ``dp`` (reconfigure where the
-    ``cost:`` model says it pays)."""
+    ``cost:`` model says it pays) or ``overlap`` (each step's peers wired one step ahead, for
+    dependency-driven runs; SWOT)."""
     schedule: Literal["none", "rotor", "plan"] = "none"
     """Time-slotted OCS instead of a planner: ``none`` (the planner reconfigures between steps),
     ``rotor`` (the round-robin matchings of all GPUs, equal slots) or ``plan`` (a duplex BvN plan
@@ -396,8 +397,10 @@ class Scenario(NamedScenario):
     backend: real packets on an emulated fabric) or ``flow`` (the flow-level simulator)."""
     semantics: Literal["round-synchronous", "dependency-driven"] = "round-synchronous"
     """How steps follow one another: ``round-synchronous`` (a step starts once the previous one
-    is delivered; what the packet backend executes) or ``dependency-driven`` (a transfer starts as
-    soon as the chunks it sends have arrived, so steps overlap; flow backend only)."""
+    is delivered, and after R if it reconfigures) or ``dependency-driven`` (a transfer starts as
+    soon as the chunks it sends have arrived and its circuit is live, so steps overlap and
+    traffic on kept circuits moves through a reconfiguration's dark window; both backends,
+    per-step plans only: rotor runs are round-synchronous)."""
     straggler: StragglerSpec | None = None
     """A rank that arrives late at every collective; none: no straggler."""
     iterations: int = Field(default=1, ge=1, le=10_000)
