@@ -41,6 +41,7 @@ the controller's state refuses now 409 (:func:`answer`). The server never stops 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
@@ -146,8 +147,10 @@ def _configuration(api: "JsonApi", body: dict) -> dict:
         raise ValueError("configuration is missing")
     config = Configuration.from_json(body["configuration"])
     live_at = body.get("live_at")
-    if live_at is not None and (isinstance(live_at, bool) or not isinstance(live_at, (int, float)) or live_at < 0):
-        raise ValueError(f"live_at must be a CLOCK_MONOTONIC time in seconds, got {live_at!r}"[:200])
+    if live_at is not None and (isinstance(live_at, bool) or not isinstance(live_at, (int, float))
+                                or not 0 <= live_at <= time.monotonic() + MAX_SECONDS):
+        raise ValueError(f"live_at must be a CLOCK_MONOTONIC time in seconds at most {MAX_SECONDS:g} s from now, "
+                         f"got {live_at!r}"[:200])
     return api._circuit_switch().apply(config, _seconds(body, "reconfiguration_delay_s", 0.0), live_at=live_at,
                                        by="emulator")
 

@@ -103,6 +103,14 @@ def test_malformed_requests_get_400_and_the_controller_keeps_serving(controller)
         codes[r.status] = codes.get(r.status, 0) + 1
         assert r.status == 400, (path, raw[:200], r.status, body[:200])
         assert "error" in json.loads(body)
+    for live_at in ('"x"', "-1", "1e308", "Infinity", "NaN", "true"):  # CLOCK_MONOTONIC, within 600 s
+        raw = ('{"configuration": {"ocs0": [[[0, 0], [1, 0]]]}, "reconfiguration_delay_s": 0.0, "live_at": %s}'
+               % live_at)
+        conn = http.client.HTTPConnection("127.0.0.1", api, timeout=10)
+        conn.request("POST", "/configuration", body=raw, headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        assert r.status == 400 and "live_at" in json.loads(r.read())["error"], live_at
+        conn.close()
     for path in ("/events?since=x", "/events?since=-1"):
         conn = http.client.HTTPConnection("127.0.0.1", api, timeout=10)
         conn.request("GET", path)

@@ -20,9 +20,10 @@ def _joined(config: Configuration, a: int, b: int) -> bool:
     return any({c.a.gpu, c.b.gpu} == {a, b} for cs in config.values() for c in cs)
 
 
-@pytest.mark.parametrize("alg, n, reconfigs", [("rhd", 8, 3), ("rhd", 16, 5), ("rd", 8, 2), ("rd", 16, 3)])
-def test_overlap_plan_wires_every_steps_peers_one_step_ahead(alg, n, reconfigs):
-    f = ocs_star(n, 2, 400, 100e-6, "ring")
+@pytest.mark.parametrize("alg, n, ports, reconfigs", [("rhd", 8, 2, 3), ("rhd", 16, 2, 5), ("rd", 8, 2, 2),
+                                                      ("rd", 16, 2, 3), ("rhd", 8, 4, 3), ("rd", 32, 4, 4)])
+def test_overlap_plan_wires_every_steps_peers_one_step_ahead(alg, n, ports, reconfigs):
+    f = ocs_star(n, ports, 400, 100e-6, "ring")
     w = build(alg, n, 1 << 20)
     plan = make_plan("overlap", f, w)
     assert plan.reconfigurations == reconfigs
@@ -32,13 +33,13 @@ def test_overlap_plan_wires_every_steps_peers_one_step_ahead(alg, n, reconfigs):
         before = plan.steps[k - 1].configuration if k else plan.initial
         # ... were already joined before the step (the initial ring joins the first step's peers)
         assert all(_joined(before, a, b) for a, b in pairs), k
-        if sp.action == "reconfigure":  # and the circuits to them are kept, not rewired
+        if k and sp.action == "reconfigure":  # and half the ports' circuits to them are kept, not rewired
             kept = before[f.ocs[0].name] & sp.configuration[f.ocs[0].name]
-            assert all(any({c.a.gpu, c.b.gpu} == {a, b} for c in kept) for a, b in pairs)
+            assert all(sum({c.a.gpu, c.b.gpu} == {a, b} for c in kept) >= ports // 2 for a, b in pairs)
 
 
 def test_overlap_plan_refuses_one_port_and_steps_that_are_not_matchings():
-    with pytest.raises(PlanError, match="2 ports per GPU"):
+    with pytest.raises(PlanError, match="2 ports per GPU or more"):
         make_plan("overlap", ocs_star(8, 1, 400, 1e-5, "empty"), build("rhd", 8, 1 << 20))
     with pytest.raises(PlanError, match="step 0: GPU .* talks to two peers"):
         make_plan("overlap", ocs_star(8, 2, 400, 1e-5, "ring"), build("ring", 8, 1 << 20))

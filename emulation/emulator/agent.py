@@ -520,18 +520,30 @@ def _run_epochs(schedule: dict, receiver: Receiver, conns: dict, gates: dict, sa
                 by_dst.setdefault(dst, []).append((tid, parts, deps, set(wait)))
                 pending[0] += len(parts)
 
+        errors: list[BaseException] = []
+
         def launch(dst: int, items: list) -> None:
-            for tid, parts, deps, wait in items:
-                got = receiver.wait(deps, timeout) if deps else {}
-                t_ready = max([t_release, *got.values()])
-                ready[tid] = t_ready
-                for c, part in parts:
-                    not_before = t_ready + alpha
-                    if c in wait:  # its circuit is new in this epoch
+            try:
+                for tid, parts, deps, wait in items:
+                    got = receiver.wait(deps, timeout) if deps else {}
+                    t_ready = max([t_release, *got.values()])
+                    ready[tid] = t_ready
+                    # Parts on kept circuits go now, through the dark window; the others once
+                    # their new circuits are live.
+                    for c, part in parts:
+                        if c not in wait:
+                            conns[(dst, c)].jobs.put((tid, part, t_ready + alpha, report))
+                    if any(c in wait for c, _b in parts):
                         if not live.wait(timeout):
-                            return
-                        not_before = max(not_before, t_live[0])
-                    conns[(dst, c)].jobs.put((tid, part, not_before, report))
+                            raise TimeoutError(f"rank {rank} epoch {e}: no word that the new circuits are live in "
+                                               f"{timeout} s")
+                        for c, part in parts:
+                            if c in wait:
+                                conns[(dst, c)].jobs.put((tid, part, max(t_ready + alpha, t_live[0]), report))
+            except BaseException as err:  # raised again by the main thread, which is waiting on ``lock``
+                with lock:
+                    errors.append(err)
+                    lock.notify_all()
 
         threads = [threading.Thread(target=launch, args=(d, items), daemon=True) for d, items in by_dst.items()]
         for t in threads:
@@ -542,8 +554,10 @@ def _run_epochs(schedule: dict, receiver: Receiver, conns: dict, gates: dict, sa
             t_live[0] = m["t_live"]
             live.set()
         with lock:
-            if not lock.wait_for(lambda: pending[0] == 0, timeout):
+            if not lock.wait_for(lambda: pending[0] == 0 or errors, timeout):
                 raise TimeoutError(f"rank {rank} epoch {e}: sends did not finish in {timeout} s")
+            if errors:
+                raise errors[0]
         recv = receiver.wait([tid for st in steps for tid, _s, _b in st["recv"]], timeout)
         if steps[-1].get("drain"):  # the next epoch reconfigures: wait for the peers' ACKs
             used = [conns[(dst, c)] for st in steps for _tid, dst, parts in st["send"] for c, _b in parts]

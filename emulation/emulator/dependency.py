@@ -1,7 +1,8 @@
 """Runs (Workload, Plan) *dependency-driven* with real packets: reconfiguration overlapped with
 traffic (SWOT, arXiv 2510.19322).
 
-The semantics are the flow backend's (:mod:`emulation.flowsim.dependency`):
+The semantics are the flow backend's (:mod:`emulation.flowsim.dependency`; two departures at the
+end):
 
 - the plan's steps form *epochs*, maximal runs of steps on one configuration;
 - epoch e opens once every transfer of the earlier epochs has arrived (and the previous dark
@@ -19,8 +20,18 @@ the release instant ``at``, and the new circuits are installed no earlier than `
 (``live_at``): every circuit the epoch removes has carried its last byte (the agents drained
 their ACKs before reporting the previous epoch), so the early removal changes nothing a
 transfer sees, and the dark window as the transfers see it is ``t_live - at``, R plus the
-switch's commit. Each reconfiguring step records the dark window the controller measured
-(``t_live - t_dark``), as round-synchronous runs do.
+switch's commit. Each reconfiguring step records that window, ``t_live - max(at, t_dark)``
+(round-synchronous runs record ``t_live - t_dark``: their removal starts the window). An agent
+that hears of a release after it, or a removal that ends after it, would put the emulator's own
+delay in the run's time: the lead is then doubled for the next epochs (up to 0.2 s), as the
+round-synchronous orchestrator does, and each reconfiguring step's ``timing`` says how late the
+last agent heard (``heard_lag_s``).
+
+Two departures from the flow model, both conservative: a part's connection counts as changed
+when its ACKs cross a new circuit too (the peer may route a channel's ACKs on another port; the
+flow model has no ACKs), and a later transfer on a connection is queued behind the previous one
+when its own dependencies are met, not alpha after the previous one's delivery (within alpha of
+the flow model for Ring, RHD and RD).
 
 The run's clock leaves out the time between epochs, as the round-synchronous orchestrator does
 between steps (:mod:`emulation.emulator.orchestrator`): epoch e opens on the run's clock at
@@ -35,7 +46,8 @@ import time
 from pathlib import Path
 
 from emulation.emulator.net import EmulatedFabric, EmulationError
-from emulation.emulator.orchestrator import agents, compile_run, open_under, write_tcp_info
+from emulation.emulator.orchestrator import (AGENT_TIMEOUT_MARGIN_S, MAX_RELEASE_LEAD_S, agents, compile_run,
+                                             open_under, write_tcp_info)
 from emulation.results import RunResult, StepResult, TransferResult
 from emulation.routing import Routes
 from emulation.scale import Scale
@@ -118,6 +130,11 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
     for si in range(1, len(workload.steps)):
         first_tid[si] = first_tid[si - 1] + len(workload.steps[si - 1])
     job.schedules.dependency_driven(epochs, reconfigures, deps, live)
+    # An epoch may hold every step of the run: its timeout is the sum of its steps' bounds.
+    per_step = [20 * load * scale.byte_scale * 8 / (scale.link_mbps * 1e6) for load in job.step_loads]
+    slack = 30 + plan.reconfiguration_delay_s * tdf + max(arrivals_s or [0.0]) * tdf
+    epoch_timeout = [step_timeout_s or sum(per_step[a:b]) + slack for a, b in epochs]
+    job.schedules.timeout(max(epoch_timeout, default=slack) + AGENT_TIMEOUT_MARGIN_S)
 
     R = plan.reconfiguration_delay_s * tdf
     arrive = [(arrivals_s[r] if arrivals_s else 0.0) * tdf for r in range(n)]
@@ -135,8 +152,9 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
         first = last = counters.quiet_snapshot()
         clock = 0.0  # the run's clock (emulated s) when the next epoch opens
         retrans_before = 0
+        lead = EPOCH_LEAD_S
         for e, (a, b) in enumerate(epochs):
-            at = time.monotonic() + EPOCH_LEAD_S
+            at = time.monotonic() + lead
             origin = at - clock
             coord.broadcast({"go": e, "at": at, "origin": origin})
             opened_until = clock  # when its dark window ends, on the run's clock
@@ -147,9 +165,16 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
                 coord.broadcast({"live": e, "t_live": t_live})
                 opened_until = t_live - origin
             try:
-                reports = coord.gather("done", job.step_timeout_s, alive)
+                reports = coord.gather("done", epoch_timeout[e], alive)
             except EmulationError as err:
                 raise EmulationError(f"epoch {e} (steps {a}-{b - 1}): {err}") from None
+            # An agent that heard of the release after it, or a removal that ended after it
+            # (the new circuits then go live later than R after the release), is in the run's
+            # time: give the next epochs more lead.
+            late = max([max(m["t_heard"] for m in reports) - at]
+                       + ([res.get("t_dark_flushed", res["t_dark"]) - at] if res and res.get("changed") else []))
+            if late > 0:
+                lead = min(MAX_RELEASE_LEAD_S, 2 * (lead + late))
             reported += reports
             snap = counters.snapshot()
             drops, last = counters.drops(last, snap), snap
@@ -175,7 +200,8 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
                                   "commit_s": (res["t_live"] - res["t_install"]) / tdf,
                                   "reroute_s": (res["t_routed"] - res["t_dark"]) / tdf,
                                   "removed_before_release_s": (at - res["t_dark"]) / tdf,
-                                  "rerouted_after_release_s": max(0.0, res["t_routed"] - at) / tdf}
+                                  "rerouted_after_release_s": max(0.0, res["t_routed"] - at) / tdf,
+                                  "heard_lag_s": (max(m["t_heard"] for m in reports) - at) / tdf}
                 steps.append(rec)
                 for t in its:
                     _si, tr = job.tids[t]

@@ -3,21 +3,22 @@
 A collective whose steps are matchings (recursive doubling or halving-doubling: every GPU talks
 to one peer per step) needs a new circuit per step. With ``always`` every step reconfigures
 every port to its peer, and the step waits for the dark window R. With ``overlap`` every GPU
-gives one port to the current step's peer and one to the *next* step's peer: step k runs on
-configuration ``C_k = circuits(peers of step k) + circuits(peers of step k + 1)``, so going from
-``C_k`` to ``C_(k+1)`` keeps the circuits to step k + 1's peers and rewires only the ports that
-served step k. Under dependency-driven execution (``semantics: dependency-driven``), step k + 1's
-transfers then start at once on the kept circuits while the other ports are dark; only the first
-step waits for R. The price is bandwidth: a step runs on one port per GPU where ``always`` gives
-it all of them (a step whose next peers are the same, such as the middle of recursive
-halving-doubling, gets two). Under round-synchronous execution every step still waits for the
-rewiring, so the plan only helps dependency-driven runs.
+gives half its p ports to the current step's peer and half to the *next* step's peer (p - p//2
+and p//2): step k runs on ``C_k = circuits to the peers of step k + circuits to the peers of
+step k + 1``. Going from ``C_k`` to ``C_(k+1)`` keeps the circuits to step k + 1's peers and
+rewires the others. Under dependency-driven execution (``semantics: dependency-driven``) step
+k + 1's transfers then start at once on the kept circuits while the other ports are dark (with
+an odd p, the parts on the circuit added to them wait for it). A step waits for R only through
+the rule that the OCS reconfigures once at a time: an epoch opens after the previous dark
+window, so a step shorter than R still waits for the rest of it. The price is bandwidth: a step
+runs on half the ports where ``always`` gives it all of them. Under round-synchronous execution
+every step still waits for the rewiring, so the plan only helps dependency-driven runs.
 
 "Step k + 1" is the next step whose peers differ from step k's (recursive halving-doubling's
-two middle steps share their peers). A step whose pairs and next pairs the previous
-configuration already joins keeps it (no reconfiguration: its circuits are up); otherwise ``C_k``
-reuses the circuits of ``C_(k-1)`` that join a wanted pair (:func:`emulation.fabric.assign_ports`
-with ``keep``) and rewires the rest.
+two middle steps share their peers; they then run on their half and the other half keeps the
+previous step's circuits). A step whose circuits the previous configuration already
+holds keeps it (no reconfiguration); otherwise ``C_k`` reuses the circuits of ``C_(k-1)`` that
+join a wanted pair (:func:`emulation.fabric.assign_ports` with ``keep``) and rewires the rest.
 """
 
 from __future__ import annotations
@@ -60,21 +61,22 @@ def _joins(config: Configuration, ocs: str, pairs: list[tuple[int, int]]) -> boo
 
 
 def plan_overlap(fabric: Fabric, workload: Workload, model: CostModel | None = None) -> Plan:
-    """Step k on the circuits to its peers and to step k + 1's peers (module doc).
+    """Step k on half the ports to its peers and half to step k + 1's peers (module doc).
 
     :raises PlanError: the fabric has no single OCS, fewer than 2 ports per GPU, or a step is
         not a matching.
     """
     name = single_ocs(fabric)
     if fabric.ports_per_gpu < 2:
-        raise PlanError(f"the overlap planner needs 2 ports per GPU (one for this step, one for the next), "
+        raise PlanError(f"the overlap planner needs 2 ports per GPU or more (one for the next step), "
                         f"fabric {fabric.name} has {fabric.ports_per_gpu}")
     pairs = [step_pairs(workload, k) for k in range(len(workload.steps))]
     configs: list[Configuration] = []
     current = Configuration({name: fabric.initial.get(name, ())})
     for k in range(len(pairs)):
         nxt = next((q for q in pairs[k + 1:] if q != pairs[k]), [])
-        want = pairs[k] + nxt
+        p = fabric.ports_per_gpu
+        want = pairs[k] * (p - p // 2) + nxt * (p // 2)
         if not _joins(current, name, want):
             try:
                 current = assign_ports(fabric, name, want, keep=current.get(name, ()))
