@@ -19,6 +19,10 @@ network namespace on the machine):
   "start_delay_s": float}``: cycle through the configurations on the controller's own clock
   (:meth:`controllers.circuit_switch.CircuitSwitch.start_rotor`), answering at once with
   ``{"t0", "slots"}``; each slot logs a ``rotor-slot`` event; ``{"stop": true}`` stops it.
+  ``{"sequences": [[{"configuration", "slot_s"}, ...] per OCS], "reconfiguration_delay_s",
+  "start_delay_s"}`` runs one slot sequence per OCS, each on its own timeline
+  (:meth:`controllers.circuit_switch.CircuitSwitch.start_sequences`, parallel OCSes); each slot
+  logs an ``ocs-slot`` event.
 - ``POST /failover`` ``{"mode": "optical"|"electrical"|"migration", "placement": [gpu per rank],
   "spares": [gpu, ...], "reconfiguration_delay_s": float}``: arm GPU-failure recovery for a job
   (:meth:`controllers.failover.FailoverApp.arm`); answers with the precomputed table;
@@ -172,6 +176,23 @@ def _rotor(api: "JsonApi", body: dict) -> dict:
     if body.get("stop"):
         cs.stop_rotor()
         return {"stopped": True}
+    if "sequences" in body:  # parallel OCSes, each on its own timeline
+        seqs = body["sequences"]
+        if not isinstance(seqs, list) or not all(isinstance(q, list) for q in seqs):
+            raise ValueError("sequences must be a list (one per OCS) of lists of {configuration, slot_s}")
+        names = [o.name for o in cs.state.fabric.ocs]
+        if len(seqs) > len(names):
+            raise ValueError(f"sequences: {len(seqs)} sequences for {len(names)} OCSes")
+        parsed = []
+        for k, seq in enumerate(seqs):
+            slots = []
+            for x in seq:
+                if not isinstance(x, dict) or "configuration" not in x:
+                    raise ValueError("sequences: every slot is {configuration, slot_s}")
+                slots.append((Configuration.from_json(x["configuration"])[names[k]], _seconds(x, "slot_s", None)))
+            parsed.append(slots)
+        return cs.start_sequences(parsed, _seconds(body, "reconfiguration_delay_s", 0.0),
+                                  _seconds(body, "start_delay_s", 0.05))
     configs = _configurations(body)
     if not isinstance(body.get("slots_s"), list):
         raise ValueError("slots_s must be a list")

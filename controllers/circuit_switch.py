@@ -442,7 +442,7 @@ class CircuitSwitch(OcsLabApp):
         return {"t0": t0, "slots": count}
 
     def stop_rotor(self) -> None:
-        """Stop a running rotor after its current slot."""
+        """Stop a running rotor (or :meth:`start_sequences`) after its current slot."""
         if getattr(self, "_rotor", None) is not None:
             self._rotor_stop.set()
             self._rotor.join()
@@ -471,6 +471,82 @@ class CircuitSwitch(OcsLabApp):
             self.send_event_to_observers(EventRotorSlot(i, k, res["t_live"], slots_s[k]))
             planned_dark = planned + slots_s[k]
         self.state.log_event("rotor-done", t0=t0)
+
+    # ---- parallel OCSes: one slot sequence per OCS, each on its own timeline ------------------
+    def start_sequences(self, sequences: list[list[tuple[frozenset, float]]], reconfiguration_delay_s: float,
+                        start_delay_s: float = 0.05) -> dict:
+        """Run one slot sequence per OCS, every OCS on its own timeline from one origin T0 = now
+        + ``start_delay_s`` (Spectra's parallel OCSes, :class:`emulation.schedule.ParallelSchedule`):
+        OCS k goes dark (every circuit removed) at T0, installs ``sequences[k][0]``'s circuits
+        ``reconfiguration_delay_s`` (R) later, holds them for its slot, goes dark again for R
+        before its next configuration, and after its last slot holds no circuit. A change on one
+        OCS leaves the others alone. Removals and installations are sent early by running
+        estimates of their acknowledgement latency, as the rotor does. Every slot logs an event
+        ``ocs-slot`` (its OCS, index, planned start, ``t_dark``: removal acknowledged, ``t_live``:
+        circuits acknowledged) and ``sequences-done`` closes the run.
+
+        :param sequences: per OCS (index k of the fabric's OCSes, at most all of them), its
+            ``(circuits, slot_s)`` in order.
+        :returns: ``{"t0", "slots"}`` at once (the sequences run in a thread of their own).
+        :raises FabricError: a circuit not on its OCS, a slot not positive, R < 0, more sequences
+            than OCSes. :raises RuntimeError: a rotor or sequences are running.
+        """
+        ocs = self.state.fabric.ocs
+        if len(sequences) > len(ocs) or reconfiguration_delay_s < 0:
+            raise FabricError(f"sequences: at most {len(ocs)} (one per OCS), R >= 0")
+        for k, seq in enumerate(sequences):
+            for circuits, slot_s in seq:
+                if slot_s <= 0:
+                    raise FabricError(f"sequences: OCS {ocs[k].name} has a slot of {slot_s} s")
+                self.state.fabric.check_configuration(Configuration({ocs[k].name: circuits}))
+        if getattr(self, "_rotor", None) is not None and self._rotor.is_alive():
+            raise RuntimeError("a rotor is already running")
+        t0 = time.monotonic() + start_delay_s
+        events = []  # (planned time, OCS, slot, circuits to install, or None: go dark)
+        for k, seq in enumerate(sequences):
+            t = t0
+            for i, (circuits, slot_s) in enumerate(seq):
+                events += [(t, k, i, None), (t + reconfiguration_delay_s, k, i, frozenset(circuits))]
+                t += reconfiguration_delay_s + slot_s
+            if seq:
+                events.append((t, k, len(seq), None))
+        events.sort(key=lambda e: (e[0], e[3] is not None, e[1]))
+        self._rotor_stop = threading.Event()
+        self._rotor = threading.Thread(target=self._run_sequences, args=(events, t0), daemon=True)
+        self._rotor.start()
+        return {"t0": t0, "slots": sum(len(seq) for seq in sequences)}
+
+    def _run_sequences(self, events, t0) -> None:
+        lead = {True: 0.0, False: 0.0}  # acknowledgement latency of an installation / a removal
+        dark_at: dict[tuple[int, int], float] = {}
+        for planned, k, i, circuits in events:
+            if self._rotor_stop.is_set():
+                break
+            add = circuits is not None
+            wait = planned - lead[add] - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            name = self.state.fabric.ocs[k].name
+            with self.state.lock:
+                old = self.state.circuits[name]
+            t_sent = time.monotonic()
+            change = circuits if add else old
+            t_ack = t_sent
+            if change:
+                dp = self._ocs_dp(k)
+                t_ack = self.send_with_barrier(dp, [m for c in sorted(change)
+                                                    for m in self._circuit_mods(dp, k, c, add=add)])
+                t_ack = self._in_datapath(t_ack)
+                lead[add] = 0.8 * lead[add] + 0.2 * (t_ack - t_sent)
+            with self.state.lock:
+                self.state.circuits = Configuration({**{o.name: self.state.circuits[o.name] for o in self.state.fabric.ocs},
+                                                     name: circuits if add else frozenset()})
+            if not add:
+                dark_at[(k, i)] = t_ack
+                continue
+            self.state.log_event("ocs-slot", ocs=name, slot=i, planned_start=planned, t_dark=dark_at.get((k, i), t0),
+                                 t_live=t_ack, start_error_s=t_ack - planned)
+        self.state.log_event("sequences-done", t0=t0)
 
     def _apply_until(self, config: Configuration, live_at: float) -> dict:
         """:meth:`apply` with the new circuits live at ``live_at`` (or, unchanged, a wait)."""

@@ -86,6 +86,18 @@ class Routing(OcsLabApp):
         # crossed a reconfiguration into the wrong circuit, and bouncing it back into the fabric
         # would ping-pong it between two GPUs for the whole slot. It falls to the drop rule.
         host_only = fabric.ports_per_gpu == 1 and port_of is dpn.nic_port
+        if fabric.port_per_ocs and fabric.ports_per_gpu > 1 and port_of is dpn.nic_port:
+            # Parallel OCSes: channel k leaves by port k, to OCS k, whatever the circuits; a packet
+            # for a GPU OCS k does not join it dies there (no circuit), as light would. The rules
+            # never change with the circuits, and nothing transits a NIC (see below).
+            for dst in range(fabric.gpus):
+                if dst == node:
+                    rules[("ip", dst, None)] = rules[("arp", dst)] = (PRIO_LOCAL, dpn.NIC_HOST_PORT)
+                    continue
+                rules[("ip", dst, None, "host")] = rules[("arp", dst, "host")] = (PRIO_DEFAULT, port_of(0))
+                for ch in range(fabric.ports_per_gpu):
+                    rules[("ip", dst, ch, "host")] = (PRIO_CHANNEL, port_of(ch))
+            return rules
         for dst in range(fabric.gpus):
             if dst == node:
                 rules[("ip", dst, None)] = (PRIO_LOCAL, dpn.NIC_HOST_PORT)

@@ -216,6 +216,15 @@ class Fabric:
         return self.port_gbps * 1e9 / 8
 
     @property
+    def port_per_ocs(self) -> bool:
+        """True if port k of every GPU, and nothing else, is cabled to OCS k, for every port k:
+        an OCS star with one port per GPU, or parallel OCSes
+        (:func:`topologies.builders.parallel_ocs`). Every circuit then joins two GPUs directly on
+        one port index, so channel k can only ever travel on OCS k."""
+        return (not self.eps and not self.cables and len(self.ocs) == self.ports_per_gpu
+                and all(set(o.ports) == {PortRef(g, k) for g in range(self.gpus)} for k, o in enumerate(self.ocs)))
+
+    @property
     def nodes(self) -> int:
         """Number of forwarding nodes (GPUs then EPSs)."""
         return self.gpus + len(self.eps)

@@ -250,6 +250,15 @@ class ParallelSchedule:
         if self.reconfiguration_delay_s < 0:
             raise ValueError(f"reconfiguration_delay_s: must be >= 0, got {self.reconfiguration_delay_s}")
 
+    def guarded(self, guard_s: float) -> ParallelSchedule:
+        """The same schedule with every slot ``guard_s`` seconds longer: slack for a packet
+        sender, which drains a little under the line rate and stops before each window closes
+        (:mod:`emulation.emulator.parallel_ocs`). :raises ValueError: ``guard_s`` < 0."""
+        if guard_s < 0:
+            raise ValueError(f"guard_s: must be >= 0, got {guard_s}")
+        return ParallelSchedule(tuple(OcsSequence(seq.configs, tuple(d + guard_s for d in seq.slots_s))
+                                      for seq in self.ocs), self.reconfiguration_delay_s)
+
     def end_s(self, k: int) -> float:
         """When OCS ``k`` finishes its last slot, seconds: ``sum(R + slots_s)``."""
         seq = self.ocs[k]

@@ -172,10 +172,12 @@ def _loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
       "emulation.results", "topologies.rail_network", "emulation.flowsim.wan", "emulation.flowsim.rail_sweep",
       "emulation.flowsim.rack_sweep", "emulation.flowsim.job_manager", "emulation.planners.divergence",
       "emulation.planners.slicing", "emulation.planners.tenants", "emulation.te_intervals",
-      "emulation.planners.spectra", "emulation.flowsim.parallel_ocs", "emulation.workloads.spectra"],
+      "emulation.planners.spectra", "emulation.flowsim.parallel_ocs", "emulation.workloads.spectra",
+      "emulation.planners.overlap"],
      ("emulation.emulator", "mininet", "os_ken", "controllers")),
     (["emulation.emulator.execute", "emulation.emulator.calibration", "emulation.emulator.recovery",
-      "emulation.emulator.tenants", "emulation.emulator.wan_replay", "emulation.emulator.wan_net"],
+      "emulation.emulator.tenants", "emulation.emulator.wan_replay", "emulation.emulator.wan_net",
+      "emulation.emulator.dependency", "emulation.emulator.parallel_ocs"],
      ("emulation.flowsim", "emulation.scenario")),
 ])
 def test_backends_and_planners_do_not_import_each_other(modules, forbidden):

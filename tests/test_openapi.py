@@ -197,6 +197,8 @@ def test_the_schemas_refuse_what_the_controller_refuses():
     assert body("/rotor").is_valid({"stop": True})
     assert body("/rotor").is_valid({"configurations": [conf], "slots_s": [0.01], "count": 3})
     assert not body("/rotor").is_valid({"configurations": [conf], "slots_s": [-1], "count": 3})
+    assert body("/rotor").is_valid({"sequences": [[{"configuration": conf, "slot_s": 0.01}], []]})
+    assert not body("/rotor").is_valid({"sequences": [[{"configuration": conf}]]})
     assert body("/failover").is_valid({"mode": "optical", "placement": [0, 1, 2], "spares": [3]})
     assert not body("/failover").is_valid({"mode": "teleport", "placement": [0, 1, 2], "spares": [3]})
     assert not body("/opus").is_valid({"socket": ""})
@@ -234,6 +236,9 @@ CASES = [
     ("POST", "/configuration", {"configuration": CONF, "reconfiguration_delay_s": 1e9}, 400),
     ("POST", "/rotor", {"configurations": ["{circuits}"], "slots_s": [0.01], "count": 1, "start_delay_s": 0.0}, 200),
     ("POST", "/rotor", {"stop": True}, 200),
+    ("POST", "/rotor", {"sequences": [[{"configuration": {}, "slot_s": 0.01}]], "start_delay_s": 0.0}, 200),
+    ("POST", "/rotor", {"stop": True}, 200),
+    ("POST", "/rotor", {"sequences": [[{"configuration": {}, "slot_s": 0.01}]] * 3}, 400),
     ("POST", "/rotor", {"configurations": [CONF], "slots_s": [0.01]}, 400),
     ("POST", "/demand", {"events": [{"kind": "collective-begin", "name": "r", "collective": "allreduce",
                                      "algorithm": "ring", "bytes": 1024, "gpus": [0, 1, 2, 3], "steps": 1,

@@ -13,7 +13,8 @@ Schedule file (written by :mod:`emulation.emulator.orchestrator`)::
      "steps": [{"send": [[tid, dst, [[channel, bytes], ...]], ...],
                 "recv": [[tid, src, bytes], ...], "drain": true if the next step reconfigures,
                 "relay": [[in_tid, out_tid, dst, bytes], ...]}, ...],
-     "rotor": {"cycle_s": emulated s, "rate_Bps": bytes/s, "windows": {"dst": [[on, off], ...]}},
+     "rotor": {"cycle_s": emulated s, "rate_Bps": bytes/s, "windows": {"dst": [[on, off], ...]},
+               "pooled": false, "fan_in": 1},
      "epochs": [[first step, end step], ...], "reconfigures": [bool per epoch]}
 
 ``epochs`` (dependency-driven runs, :mod:`emulation.emulator.dependency`): the steps are run an
@@ -36,6 +37,12 @@ piece of the transfer, or an empty frame the receiver ignores), so the receiver 
 loss, or cumulatively ACKs it, and TCP retransmits within that window; its retransmission timer
 is longer than a rotor turn (:mod:`emulation.emulator.slotted`), so it never fires in the dark
 and backs off. ``stalls`` counts such windows.
+
+With ``"pooled": true`` (parallel OCSes, :mod:`emulation.emulator.parallel_ocs`) the windows are
+keyed ``"dst:channel"`` (each connection its own OCS's windows) and every part of a transfer
+draws from one pool of its bytes (:class:`Pool`): each connection writes, inside its windows,
+pieces framed with their own header, until the pool is empty; ``fan_in`` sizes the receive
+window for that many peers sending at once.
 
 ``relay`` (two-hop forwarding on a rotor, :mod:`emulation.planners.relay`): once all of
 ``in_tid`` (one of this step's ``recv``) has arrived here, send ``bytes`` to ``dst`` as
@@ -123,6 +130,26 @@ class Gate:
                 if base + off > now:
                     return base + on, base + off
         raise AssertionError("unreachable: every cycle has a window")
+
+
+class Pool:
+    """The bytes of one transfer that several gated channels draw from (parallel OCSes): each
+    takes what its windows can drain, so the transfer moves on every OCS that joins its GPUs."""
+
+    def __init__(self, nbytes: int):
+        self.left = nbytes
+        self._lock = threading.Lock()
+
+    def take(self, k: int) -> int:
+        """Up to ``k`` bytes of what is left (0: nothing is)."""
+        with self._lock:
+            k = max(0, min(k, self.left))
+            self.left -= k
+            return k
+
+
+#: How often a pooled sender waiting for its next window looks whether the pool is empty (s).
+POOL_POLL_S = 0.002
 
 
 class Receiver:
@@ -321,7 +348,9 @@ class Channel:
             if delay > 0:
                 time.sleep(delay)
             t_start = time.monotonic()
-            if self.gate is not None:
+            if isinstance(nbytes, Pool):
+                t_start = self._send_pooled(tid, nbytes)
+            elif self.gate is not None:
                 t_start = self._send_gated(tid, nbytes)
             else:
                 k = min(nbytes, len(PAYLOAD) - HEADER.size)
@@ -332,6 +361,31 @@ class Channel:
                     self.sock.sendall(PAYLOAD[:k])
                     left -= k
             report(tid, t_start, time.monotonic())
+
+    def _send_pooled(self, tid: int, pool: Pool) -> float:
+        """Draw pieces of transfer ``tid`` from ``pool`` inside this channel's windows until the
+        pool is empty (other channels draw too), each piece framed with its own header; returns
+        when the first byte was written (or now, if another channel took everything)."""
+        gate, t_first = self.gate, None
+        while pool.left > 0:
+            now = time.monotonic()
+            on, off = gate.window(now)
+            if now < on:  # a later window (or none: the pool empties through the other channels)
+                time.sleep(min(on - now, POOL_POLL_S))
+                continue
+            budget = int(gate.rate * (off - now)) - self.unacked()
+            if self._nudge_due(now, on):
+                budget = max(budget, GATED_MIN)
+            if budget < min(GATED_MIN, pool.left):
+                time.sleep(min(GATED_POLL_S, max(off - now, 0.0)))
+                continue
+            k = pool.take(min(budget, GATED_PIECE))
+            if not k:
+                break
+            if t_first is None:
+                t_first = now
+            self._write(HEADER.pack(tid, k) + PAYLOAD[:k])
+        return t_first if t_first is not None else time.monotonic()
 
     def _send_gated(self, tid: int, nbytes: int) -> float:
         """Send one transfer inside the gate's windows (module doc); returns when the first byte
@@ -363,7 +417,7 @@ def run_schedule(schedule: dict) -> None:
     """Execute ``schedule`` (see module doc); returns when told to exit, every connection
     aborted (:func:`abort`)."""
     # Peers sending at once; in a rotor run one at a time (a slot joins each GPU to one peer).
-    fan_in = 1 if schedule.get("rotor") else max((len({src for _tid, src, _b in st["recv"]})
+    fan_in = schedule["rotor"].get("fan_in", 1) if schedule.get("rotor") else max((len({src for _tid, src, _b in st["recv"]})
                                                   for st in schedule["steps"]), default=1)
     receiver = Receiver(schedule["ips"][schedule["rank"]], schedule["port"], receive_window(fan_in))
     conns: dict = {}
@@ -400,8 +454,8 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
                                             for _i, _o, dst, _b in step.get("relay", [])})
     later = {(d, c) for d, c in schedule.get("later", [])}
     rotor = schedule.get("rotor")
-    gates = {int(d): Gate(w, rotor["cycle_s"], rotor["rate_Bps"]) for d, w in rotor["windows"].items()} if rotor else {}
-    conns.update({(d, c): Channel(ips[d], port, c, gates.get(d)) for d, c in used if (d, c) not in later})
+    gates = _gates(rotor)
+    conns.update({(d, c): Channel(ips[d], port, c, _gate(gates, d, c)) for d, c in used if (d, c) not in later})
     say({"ready": rank})
 
     if "epochs" in schedule:
@@ -413,7 +467,7 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
         msg = hear()
         while "open" in msg:  # warm-up: connect peers the current configuration reaches
             for d, c in msg["open"]:
-                conns[(d, c)] = Channel(ips[d], port, c, gates.get(d))
+                conns[(d, c)] = Channel(ips[d], port, c, _gate(gates, d, c))
             say({"opened": rank})
             msg = hear()
         if msg.get("exit"):
@@ -442,11 +496,13 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
                 pending[0] -= 1
                 lock.notify_all()
 
+        pooled = bool(rotor and rotor.get("pooled"))
         for tid, dst, parts in step["send"]:
+            pool = Pool(sum(b for _c, b in parts)) if pooled else None  # every channel draws from one pool
             for c, part in parts:
                 with lock:
                     pending[0] += 1
-                conns[(dst, c)].jobs.put((tid, part, t_release + alpha, report))
+                conns[(dst, c)].jobs.put((tid, pool or part, t_release + alpha, report))
         for in_tid, out_tid, dst, nbytes in step.get("relay", []):
             with lock:
                 pending[0] += 1
@@ -469,13 +525,30 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
     hear()  # exit
 
 
+def _gates(rotor: dict | None) -> dict:
+    """The gates of a time-slotted run: ``{dst: Gate}``, or ``{(dst, channel): Gate}`` for the
+    windows keyed ``"dst:channel"`` (parallel OCSes: each channel its own OCS)."""
+    if not rotor:
+        return {}
+    out: dict = {}
+    for key, w in rotor["windows"].items():
+        d, _, c = key.partition(":")
+        out[(int(d), int(c)) if c else int(d)] = Gate(w, rotor["cycle_s"], rotor["rate_Bps"])
+    return out
+
+
+def _gate(gates: dict, dst: int, channel: int) -> Gate | None:
+    """The gate of the connection to ``dst`` on ``channel``: its own, else the destination's."""
+    return gates.get((dst, channel), gates.get(dst))
+
+
 def _hear_go(hear, say, conns, ips, port, gates, rank, index) -> dict | None:
     """The next ``go`` (``index``), opening the connections the warm-up asks for first; None on
     ``exit``."""
     msg = hear()
     while "open" in msg:  # warm-up: connect peers the current configuration reaches
         for d, c in msg["open"]:
-            conns[(d, c)] = Channel(ips[d], port, c, gates.get(d))
+            conns[(d, c)] = Channel(ips[d], port, c, _gate(gates, d, c))
         say({"opened": rank})
         msg = hear()
     if msg.get("exit"):

@@ -17,11 +17,15 @@ class AgentSchedules:
     :param alpha_s: emulated per-message latency every agent waits before a transfer.
     :param arrivals_s: emulated arrival of every rank after the run's start (stragglers).
     :param rotor: ``(cycle_s, rate_Bps, windows)`` for a time-slotted run: the rotor's turn,
-        the rate a gated sender drains, and per rank ``{dst: [[on, off], ...]}`` (its gates).
+        the rate a gated sender drains, and per rank ``{dst: [[on, off], ...]}`` (its gates), or
+        ``{(dst, channel): [[on, off], ...]}`` (a gate per connection: parallel OCSes).
+    :param pooled: every channel of a transfer draws from one pool of its bytes (parallel OCSes).
+    :param fan_in: peers a GPU receives from at once in a time-slotted run (its receive window).
     """
 
     def __init__(self, ranks: int, alpha_s: float, *, arrivals_s: list[float] | None = None,
-                 rotor: tuple[float, float, list[dict[int, list[list[float]]]]] | None = None):
+                 rotor: tuple[float, float, list[dict[int, list[list[float]]]]] | None = None,
+                 pooled: bool = False, fan_in: int = 1):
         ips = [dpn.gpu_ip(g) for g in range(ranks)]
         self.ranks: list[dict] = []
         for r in range(ranks):
@@ -31,8 +35,9 @@ class AgentSchedules:
                 sched["arrival_s"] = arrivals_s[r]
             if rotor is not None:
                 cycle_s, rate, windows = rotor
-                sched["rotor"] = {"cycle_s": cycle_s, "rate_Bps": rate,
-                                  "windows": {str(d): w for d, w in windows[r].items()}}
+                sched["rotor"] = {"cycle_s": cycle_s, "rate_Bps": rate, "pooled": pooled, "fan_in": fan_in,
+                                  "windows": {str(d) if isinstance(d, int) else f"{d[0]}:{d[1]}": w
+                                              for d, w in windows[r].items()}}
             self.ranks.append(sched)
         self._relays = rotor is not None
 

@@ -95,6 +95,15 @@ class ControllerClient:
                                              "reconfiguration_delay_s": reconfiguration_delay_s, "count": count,
                                              "start_delay_s": start_delay_s})
 
+    def start_sequences(self, sequences: list[list[tuple[Configuration, float]]], reconfiguration_delay_s: float,
+                        start_delay_s: float = 0.05) -> dict:
+        """Start one slot sequence per OCS, each on its own timeline (parallel OCSes; see
+        ``controllers.circuit_switch.CircuitSwitch.start_sequences``): ``sequences[k]`` lists OCS
+        k's ``(configuration, slot_s)``; returns ``{"t0", "slots"}``."""
+        return self._call("POST", "/rotor", {
+            "sequences": [[{"configuration": c.to_json(), "slot_s": d} for c, d in seq] for seq in sequences],
+            "reconfiguration_delay_s": reconfiguration_delay_s, "start_delay_s": start_delay_s})
+
     def stop_rotor(self) -> None:
         """Stop a running rotor after its current slot."""
         self._call("POST", "/rotor", {"stop": True})

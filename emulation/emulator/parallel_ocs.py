@@ -1,0 +1,197 @@
+"""Runs one demand step on parallel OCSes with real packets (Spectra, arXiv 2603.07373).
+
+The fabric is :func:`topologies.builders.parallel_ocs`: every GPU's port k is cabled to OCS k,
+and the NICs send channel k out of port k whatever the circuits (:mod:`controllers.routing`),
+so a TCP connection on channel k travels on OCS k only. The schedule is a
+:class:`~emulation.schedule.ParallelSchedule`: the controller runs each OCS's slot sequence on
+that OCS's own timeline from one origin t0 (``POST /rotor`` with ``sequences``; dark for R before
+every configuration, a change on one OCS leaving the others alone) and never waits for traffic.
+
+Every transfer ``src -> dst`` is one pool of bytes that the source's connections to ``dst``
+draw from, one connection per OCS that ever joins the pair: each connection is *gated* to the
+windows when its OCS holds the circuit ``{src, dst}`` and writes only what the link drains
+before the window closes (:class:`emulation.emulator.agent.Pool`, the rotor's gated sender;
+:mod:`emulation.emulator.slotted`). So a transfer moves on every OCS that currently joins its
+two GPUs, as in the flow model (:mod:`emulation.flowsim.parallel_ocs`). The step is released at
+t0, the transfers start alpha later; the run's time is the last arrival after t0, divided by
+the TDF.
+
+Only duplex circuits can be emulated (a circuit joins two ports both ways; TCP needs its ACKs):
+a configuration holding a one-way circuit is refused (plan with ``circuits="duplex"``). A
+schedule trimmed where its last byte arrives leaves the packet backend no slack: a sender drains
+slightly less than the line rate (:data:`~emulation.emulator.slotted.RATE_MARGIN`) and stops
+writing before each window closes so that its last segment and the ACKs cross before the dark
+(:func:`~emulation.emulator.slotted.ack_margin_s`); run such a schedule with slots lengthened
+by a guard (:meth:`emulation.schedule.ParallelSchedule.guarded`) on both backends.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from emulation.emulator.agent_schedule import AgentSchedules
+from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
+from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, agents, open_under, write_tcp_info
+from emulation.emulator.slotted import RATE_MARGIN, ack_margin_s
+from emulation.fabric import Circuit, Configuration, PortRef
+from emulation.poll import wait_until
+from emulation.results import Percentiles, RunResult, Slots, StepResult, TransferResult
+from emulation.scale import Scale
+from emulation.schedule import ParallelSchedule
+from emulation.workloads.model import Workload
+
+#: Wall seconds between asking the controller for the sequences and their origin t0.
+START_DELAY_S = 0.3
+
+
+def ocs_configurations(fabric, schedule: ParallelSchedule) -> list[list[Configuration]]:
+    """Every slot of every OCS as a configuration of that OCS alone (duplex circuits on port k).
+
+    :raises EmulationError: the fabric is not one port per OCS, has fewer OCSes than the
+        schedule, or a slot holds a one-way circuit or is not a matching.
+    """
+    if not fabric.port_per_ocs or len(schedule.ocs) > len(fabric.ocs):
+        raise EmulationError(f"a parallel-OCS schedule of {len(schedule.ocs)} OCSes needs a parallel-ocs fabric with "
+                             f"as many (fabric {fabric.name})")
+    out = []
+    for k, seq in enumerate(schedule.ocs):
+        name, configs = fabric.ocs[k].name, []
+        for i, pairs in enumerate(seq.configs):
+            directed = set(pairs)
+            one_way = sorted(p for p in directed if (p[1], p[0]) not in directed)
+            if one_way:
+                a, b = one_way[0]
+                raise EmulationError(f"OCS {k} slot {i}: circuit {a}->{b} is one-way; the packet backend emulates "
+                                     f"duplex circuits only (plan with circuits='duplex')")
+            und = sorted({(min(a, b), max(a, b)) for a, b in directed})
+            used = [g for p in und for g in p]
+            if len(used) != len(set(used)) or max(used, default=0) >= fabric.gpus:
+                raise EmulationError(f"OCS {k} slot {i}: not a matching of {fabric.gpus} GPUs")
+            configs.append(Configuration({name: [Circuit.of(PortRef(a, k), PortRef(b, k)) for a, b in und]}))
+        out.append(configs)
+    return out
+
+
+def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedule: ParallelSchedule, scale: Scale,
+                     alpha_s: float, run_dir: Path) -> RunResult:
+    """Execute the one step of ``workload`` on the parallel OCSes of ``schedule`` (module doc).
+
+    :param schedule: real-time slots and dark window R (multiplied by the TDF here).
+    :returns: a :class:`RunResult` (``planner`` ``parallel-ocs``) whose ``slots`` holds the
+        slot utilisation (delivered bytes / bytes the up circuits could carry until the end),
+        ``cycles`` (the end over the schedule's makespan), ``slots_run``, ``start_error_s``
+        (median, p99, max of ``|measured - planned|`` slot starts, emulated s) and
+        ``dark_window_measured_s`` (median, real s).
+    :raises EmulationError: see :func:`ocs_configurations`; the workload has more than one step
+        or a pair the schedule never joins; an agent died or the step did not finish in time.
+    """
+    fabric, n, tdf = emu.fabric, workload.ranks, scale.tdf
+    if n != fabric.gpus or len(workload.steps) != 1:
+        raise EmulationError("a parallel-OCS run takes one step of the fabric's GPUs (a demand matrix)")
+    configs = ocs_configurations(fabric, schedule)
+    margin = ack_margin_s(scale.link_mbps, 0.0, emu.mtu)
+    windows: list[dict[tuple[int, int], list[list[float]]]] = [{} for _ in range(n)]
+    for k in range(len(schedule.ocs)):
+        for t_on, t_off, i in schedule.windows(k):
+            on, off = t_on * tdf, t_off * tdf
+            for c in configs[k][i][fabric.ocs[k].name]:
+                for a, b in ((c.a.gpu, c.b.gpu), (c.b.gpu, c.a.gpu)):
+                    windows[a].setdefault((b, k), []).append([on, max(on, off - margin)])
+    cycle = 10 * schedule.makespan_s * tdf + 3600  # one turn: the sequences run once
+    rate = scale.link_mbps * 1e6 / 8 * RATE_MARGIN
+    schedules = AgentSchedules(n, alpha_s * tdf, rotor=(cycle, rate, windows), pooled=True, fan_in=len(schedule.ocs))
+    schedules.add_step()
+    step = workload.steps[0]
+    conns: set[tuple[int, int, int]] = set()
+    transfers = [t for t in step.transfers if t.bytes > 0]
+    for tid, t in enumerate(transfers):
+        ks = sorted(k for (d, k) in windows[t.src] if d == t.dst)
+        if not ks:
+            raise EmulationError(f"GPUs {t.src} -> {t.dst} are never connected by the schedule")
+        eb = max(scale.emulated_bytes(t.bytes), len(ks))
+        # Every connection gets a part (it draws from the transfer's pool, whose size is their
+        # sum); the split by window time is only where each starts.
+        share = [sum(b - a for a, b in windows[t.src][(t.dst, k)]) for k in ks]
+        total = sum(share) or 1.0
+        parts = [[k, max(1, int(eb * s / total))] for k, s in zip(ks, share)]
+        parts[int(np.argmax([b for _k, b in parts]))][1] += eb - sum(b for _k, b in parts)
+        schedules.transfer(0, tid, t.src, t.dst, parts)
+        conns |= {(t.src, t.dst, k) for k in ks}
+    schedules.later(conns)
+    timeout = 3 * schedule.makespan_s * tdf + 30
+    schedules.timeout(timeout + AGENT_TIMEOUT_MARGIN_S)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    emu.client.apply(Configuration({}), 0.0)
+    # A segment lost in the dark is resumed at the connection's next window (the agents' stall
+    # nudge); the retransmission timer must not fire in the dark and back off.
+    emu.set_rto_min(max(FAST_RTO_MIN_MS, 2e3 * schedule.makespan_s * tdf))
+    running = False
+    try:
+        with agents(emu, schedules.ranks, run_dir) as (coord, alive):
+            todo = set(conns)
+            for k, seq in enumerate(configs):  # untimed: connect under a slot that joins each pair
+                for config in seq:
+                    joined = {(c.a.gpu, c.b.gpu) for c in config[fabric.ocs[k].name]}
+                    here = {(a, b, kk) for a, b, kk in todo if kk == k and (min(a, b), max(a, b)) in joined}
+                    if not here:
+                        continue
+                    opens: dict[int, list] = {}
+                    for a, b, kk in here:
+                        opens.setdefault(a, []).append([b, kk])
+                    open_under(emu, coord, alive, config, opens)
+                    todo -= here
+            emu.client.apply(Configuration({}), 0.0)
+            counters = emu.drops
+            first = counters.quiet_snapshot()
+            since = len(emu.client.events())
+            seqs = [[(c, d * tdf) for c, d in zip(configs[k], seq.slots_s)] for k, seq in enumerate(schedule.ocs)]
+            t0 = emu.client.start_sequences(seqs, schedule.reconfiguration_delay_s * tdf, START_DELAY_S)["t0"]
+            running = True
+            coord.broadcast({"go": 0, "t0": t0, "at": t0, "origin": t0})
+            reports = coord.gather("done", timeout, alive)
+
+            def done() -> bool:
+                return any(e["kind"] == "sequences-done" for e in emu.client.events(since))
+
+            wait_until(done, schedule.makespan_s * tdf + 30, lambda: EmulationError("the OCS sequences did not end"))
+            running = False
+            run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
+            events = [e for e in emu.client.events(since) if e["kind"] == "ocs-slot"]
+            (run_dir / "ocs-events.json").write_text(json.dumps({"t0": t0, "tdf": tdf, "events": events}))
+    finally:
+        if running:
+            emu.client.stop_rotor()
+        emu.set_rto_min(None)
+
+    write_tcp_info(run_dir, reports)
+    arrived = {int(tid): v for m in reports for tid, v in m["recv"].items()}
+    ends = [arrived.get(tid, math.inf) for tid in range(len(transfers))]
+    end_s = (max(ends, default=t0) - t0) / tdf
+    results = [TransferResult.of(0, t.src, t.dst, t.bytes, 0.0, (e - t0) / tdf) for t, e in zip(transfers, ends)]
+    retrans = sum(m.get("retrans", 0) for m in reports)
+    steps = [StepResult.of(0, step.phase, 0.0, end_s, "slotted", retransmissions=retrans,
+                           stalls=sum(m.get("stalls", 0) for m in reports), drops=run_drops)]
+    delivered = sum(t.bytes for t, e in zip(transfers, ends) if e < math.inf)
+    err = np.abs([e["start_error_s"] for e in events]) if events else np.zeros(1)
+    dark = [(e["t_live"] - e["t_dark"]) / tdf for e in events]
+    rate_real = fabric.port_bytes_per_s
+    capacity = 0.0
+    for k, seq in enumerate(schedule.ocs):
+        for t_on, t_off, i in schedule.windows(k):
+            capacity += len(seq.configs[i]) * rate_real * max(0.0, min(t_off, end_s) - t_on)
+    res = RunResult(name=name, collective=workload.collective, algorithm=workload.algorithm, planner="parallel-ocs",
+                    ranks=n, bytes=workload.bytes, backend="mininet", time_s=end_s, steps=steps, transfers=results,
+                    bytes_sent=workload.bytes_sent, bytes_delivered=delivered, drops=run_drops)
+    res.slots = Slots(slot_utilisation=delivered / capacity if capacity else 0.0,
+                      cycles=end_s / schedule.makespan_s if schedule.makespan_s else 0.0, slots_run=len(events),
+                      start_error_s=Percentiles(median=float(np.median(err)), p99=float(np.percentile(err, 99)),
+                                                max=float(err.max())),
+                      dark_window_measured_s=float(np.median(dark)) if dark else 0.0, method="parallel-ocs",
+                      slots_per_turn=schedule.reconfigurations,
+                      reconfiguration_delay_s=schedule.reconfiguration_delay_s)
+    return res
