@@ -480,8 +480,10 @@ class CircuitSwitch(OcsLabApp):
         OCS k goes dark (every circuit removed) at T0, installs ``sequences[k][0]``'s circuits
         ``reconfiguration_delay_s`` (R) later, holds them for its slot, goes dark again for R
         before its next configuration, and after its last slot holds no circuit. A change on one
-        OCS leaves the others alone. Removals and installations are sent early by running
-        estimates of their acknowledgement latency, as the rotor does. Every slot logs an event
+        OCS leaves the others alone. A removal is sent at its planned time (a slot ends late by
+        its acknowledgement latency, never early); an installation early by a running estimate of
+        its acknowledgement latency, but never before the removal's acknowledgement plus R (every
+        dark window lasts at least R). Every slot logs an event
         ``ocs-slot`` (its OCS, index, planned start, ``t_dark``: removal acknowledged, ``t_live``:
         circuits acknowledged) and ``sequences-done`` closes the run.
 
@@ -512,18 +514,24 @@ class CircuitSwitch(OcsLabApp):
                 events.append((t, k, len(seq), None))
         events.sort(key=lambda e: (e[0], e[3] is not None, e[1]))
         self._rotor_stop = threading.Event()
-        self._rotor = threading.Thread(target=self._run_sequences, args=(events, t0), daemon=True)
+        self._rotor = threading.Thread(target=self._run_sequences, args=(events, t0, reconfiguration_delay_s),
+                                       daemon=True)
         self._rotor.start()
         return {"t0": t0, "slots": sum(len(seq) for seq in sequences)}
 
-    def _run_sequences(self, events, t0) -> None:
-        lead = {True: 0.0, False: 0.0}  # acknowledgement latency of an installation / a removal
+    def _run_sequences(self, events, t0, dark: float) -> None:
+        # A removal is sent at its planned time, never early: circuits carry traffic to the end of
+        # their slot (a late removal only lengthens the slot by its acknowledgement latency). An
+        # installation is sent early by a running estimate of its acknowledgement latency, but
+        # never before the OCS's removal was acknowledged plus R: every dark window lasts R.
+        lead_add = 0.0
         dark_at: dict[tuple[int, int], float] = {}
         for planned, k, i, circuits in events:
             if self._rotor_stop.is_set():
                 break
             add = circuits is not None
-            wait = planned - lead[add] - time.monotonic()
+            send_at = max(planned - lead_add, dark_at.get((k, i), t0) + dark) if add else planned
+            wait = send_at - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
             name = self.state.fabric.ocs[k].name
@@ -537,7 +545,8 @@ class CircuitSwitch(OcsLabApp):
                 t_ack = self.send_with_barrier(dp, [m for c in sorted(change)
                                                     for m in self._circuit_mods(dp, k, c, add=add)])
                 t_ack = self._in_datapath(t_ack)
-                lead[add] = 0.8 * lead[add] + 0.2 * (t_ack - t_sent)
+                if add:
+                    lead_add = 0.8 * lead_add + 0.2 * (t_ack - t_sent)
             with self.state.lock:
                 self.state.circuits = Configuration({**{o.name: self.state.circuits[o.name] for o in self.state.fabric.ocs},
                                                      name: circuits if add else frozenset()})

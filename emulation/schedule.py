@@ -235,8 +235,8 @@ class ParallelSchedule:
     ``configs[1]``, ... and after its last slot it holds no circuit. A directed GPU pair (i, j)
     carries up to B bytes/s on every OCS whose current configuration holds (i, j), so its
     capacity at time t is B times the number of such OCSes. The makespan is
-    ``max_k sum(R + slots_s)`` (seconds). The packet backend would apply each OCS's sequence on
-    that OCS's own clock (one controller timer per OCS, as the rotor mode does for one).
+    ``max_k sum(R + slots_s)`` (seconds). The packet backend's controller runs each OCS's
+    sequence on that OCS's own timeline (:mod:`emulation.emulator.parallel_ocs`).
 
     :raises ValueError: no OCS, R < 0.
     """

@@ -14,9 +14,17 @@ popularity, per-GPU Dirichlet(0.3)), and three synthetic benchmarks (uniform den
 skewed, sum of 4 permutations). Circuits ``directed`` (the paper's permutations) and ``duplex``
 (this emulator's OCS: matchings).
 
+With ``--packet``, Spectra's duplex schedules also run on the packet backend
+(:mod:`emulation.emulator.parallel_ocs`: one Open vSwitch bridge per OCS, the controller running
+each OCS's sequence on its own timeline) for every workload at ``--packet-gpus`` x
+``--packet-switches`` and delta = ``--packet-delay-us``, beside the flow backend's run of the same
+schedule, every slot lengthened by the guard a packet sender needs
+(:func:`emulation.emulator.parallel_ocs.packet_guard_s`).
+
 Usage: ``.venv/bin/python scripts/reproduce_spectra.py [--gpus N] [--switches S ...] [--delays-us
-D ...] [--circuits directed|duplex|both] [--no-flow] [--out DIR]`` (default
-``runs/reproduce_spectra``; writes ``spectra.csv``).
+D ...] [--circuits directed|duplex|both] [--no-flow] [--packet [--packet-gpus N ...]
+[--packet-switches S ...] [--packet-delay-us D]] [--out DIR]`` (default
+``runs/reproduce_spectra``; writes ``spectra.csv``, and ``packet.csv`` with ``--packet``).
 """
 
 from __future__ import annotations
@@ -85,7 +93,7 @@ def table(n: int, switches: list[int], delays: list[float], gbps: float, circuit
     return rows
 
 
-def summary(rows: list[dict], flow: bool, wall: float) -> None:
+def summary(rows: list[dict], flow: bool, wall: float, packet: list[dict] | None = None) -> None:
     for circ in sorted({r["circuits"] for r in rows}):
         sub = [r for r in rows if r["circuits"] == circ]
         parts = []
@@ -102,7 +110,63 @@ def summary(rows: list[dict], flow: bool, wall: float) -> None:
     if flow:
         dev = max(abs(r["flow_deviation"]) for r in rows)
         line += f"; flow backend = planner within {dev:.0e} in all {len(rows)}"
+    if packet:
+        err = [abs(r["error"]) for r in packet]
+        line += (f"; packets within {max(err):.2%} of flow in {len(packet)} runs "
+                 f"({sum(r['delivered'] for r in packet)} delivered every byte)")
     print(line + f"; {wall:.0f} s")
+
+
+#: Wall seconds a packet run may last at most: a workload whose makespan would take longer at
+#: byte scale 0.1 runs at a smaller byte scale (the same real-equivalent times).
+PACKET_WALL_S = 40.0
+
+
+def packet_table(gpus: list[int], switches: list[int], delay: float, gbps: float, out: Path) -> list[dict]:
+    """Every workload's duplex Spectra schedule at each (n, s) with real packets beside the flow
+    backend, one emulated fabric per (n, s); one row each (module doc)."""
+    from emulation.emulator.calibration import calibrated_scale
+    from emulation.emulator.net import EmulatedFabric
+    from emulation.emulator.parallel_ocs import packet_guard_s, run_parallel_ocs
+    from emulation.scale import Scale
+    from topologies.builders import parallel_ocs
+
+    rate = bytes_per_s(gbps)
+    rows = []
+    print(f"packets: delta {delay * 1e6:g} us; times in us (real-equivalent); guard: what every slot is lengthened "
+          f"by for packets; flow and packets run the guarded schedule")
+    print(f"{'workload':<14} {'n':>3} {'s':>2} | {'Spectra':>9} {'guard':>6} {'flow':>9} {'packets':>9} {'error':>7} | "
+          f"{'link':>9} {'TDF':>7} {'dark us':>8} {'late ms':>7} {'drops':>5} {'wall s':>6}")
+    for n in gpus:
+        for s in switches:
+            d_out = out / "packet" / f"{n}gpus-{s}ocs"
+            with EmulatedFabric(parallel_ocs(n, s, gbps, delay), d_out, link_mbps=10.0) as emu:
+                base = calibrated_scale(emu, 0.1, d_out / "calibration")
+                for name, _cls, d in workloads(n):
+                    a = sp.spectra(d, s, rate, delay, "duplex")
+                    wall = a.makespan_s * base.tdf
+                    scale = base if wall <= PACKET_WALL_S else Scale(base.link_mbps, base.byte_scale * PACKET_WALL_S / wall,
+                                                                     gbps)
+                    guard = packet_guard_s(a.schedule, scale, emu.mtu)
+                    sched = a.schedule.guarded(guard)
+                    w = wl.demand_workload(d, name)
+                    flow = simulate_parallel(w, sched, gbps)
+                    t = time.perf_counter()
+                    pkt = run_parallel_ocs(emu, name, w, sched, scale, 0.0, d_out / name)
+                    row = {"workload": name, "gpus": n, "switches": s, "delta_s": delay, "spectra_s": a.makespan_s,
+                           "guard_s": guard, "flow_s": flow.time_s, "packet_s": pkt.time_s,
+                           "error": pkt.time_s / flow.time_s - 1, "link_mbps": scale.link_mbps,
+                           "byte_scale": scale.byte_scale, "tdf": scale.tdf,
+                           "dark_measured_s": pkt.slots.dark_window_measured_s,
+                           "start_error_p99_s": pkt.slots.start_error_s.p99,
+                           "drops_dark": pkt.drops.get("dark", 0), "retransmissions": pkt.steps[0].retransmissions,
+                           "delivered": pkt.bytes_delivered == pkt.bytes_sent, "wall_s": time.perf_counter() - t}
+                    rows.append(row)
+                    print(f"{name:<14} {n:>3} {s:>2} | {a.makespan_s * 1e6:>9.1f} {guard * 1e6:>6.1f} "
+                          f"{flow.time_s * 1e6:>9.1f} {pkt.time_s * 1e6:>9.1f} {row['error']:>+7.2%} | "
+                          f"{scale.link_mbps:>4g} Mb/s {scale.tdf:>7.0f} {row['dark_measured_s'] * 1e6:>8.2f} "
+                          f"{row['start_error_p99_s'] * 1e3:>7.2f} {row['drops_dark']:>5} {row['wall_s']:>6.1f}")
+    return rows
 
 
 def parser() -> argparse.ArgumentParser:
@@ -117,6 +181,10 @@ def parser() -> argparse.ArgumentParser:
                     help="directed permutations (the paper's), duplex matchings (this emulator's OCS) or both")
     ap.add_argument("--flow", action=argparse.BooleanOptionalAction, default=True,
                     help="run every Spectra schedule on the flow backend (default on)")
+    ap.add_argument("--packet", action="store_true", help="also run the duplex schedules with real packets (root)")
+    ap.add_argument("--packet-gpus", type=int, nargs="+", default=[8], help="GPUs of the packet runs (8 or 12 or 16)")
+    ap.add_argument("--packet-switches", type=int, nargs="+", default=[2, 4], help="OCSes s of the packet runs")
+    ap.add_argument("--packet-delay-us", type=float, default=100.0, help="delta of the packet runs, us")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "runs" / "reproduce_spectra")
     return ap
 
@@ -132,15 +200,26 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"--delays-us: must be >= 0, got {' '.join(f'{d:g}' for d in args.delays_us)}")
     if not args.port_gbps > 0:
         return fail(f"--port-gbps: must be positive, got {args.port_gbps:g}")
+    if args.packet and (min(args.packet_gpus) < 8 or any(g % 4 for g in args.packet_gpus) or max(args.packet_gpus) > 16):
+        return fail(f"--packet-gpus: multiples of 4 from 8 to 16, got {' '.join(map(str, args.packet_gpus))}")
+    if args.packet and (min(args.packet_switches) < 1 or max(args.packet_switches) > 4):
+        return fail(f"--packet-switches: from 1 to 4, got {' '.join(map(str, args.packet_switches))}")
+    if args.packet and args.packet_delay_us < 0:
+        return fail(f"--packet-delay-us: must be >= 0, got {args.packet_delay_us:g}")
     circuits = ["directed", "duplex"] if args.circuits == "both" else [args.circuits]
     with writing(args.out):
         t = time.perf_counter()
         rows = table(args.gpus, args.switches, [d * 1e-6 for d in args.delays_us], args.port_gbps, circuits,
                      args.flow)
-        summary(rows, args.flow, time.perf_counter() - t)
         args.out.mkdir(parents=True, exist_ok=True)
         write_csv(args.out / "spectra.csv", rows)
-        print(f"wrote {args.out}/spectra.csv")
+        packet = None
+        if args.packet:
+            packet = packet_table(args.packet_gpus, args.packet_switches, args.packet_delay_us * 1e-6, args.port_gbps,
+                                  args.out)
+            write_csv(args.out / "packet.csv", packet)
+        summary(rows, args.flow, time.perf_counter() - t, packet)
+        print(f"wrote {args.out}/spectra.csv" + (f" and {args.out}/packet.csv" if packet else ""))
         return 0
 
 

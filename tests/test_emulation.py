@@ -265,6 +265,40 @@ def test_dependency_driven_runs_traffic_through_dark_windows_like_the_flow_model
     assert got["overlap"][0].time_s < 0.85 * got["always"][0].time_s
 
 
+def test_spectra_schedule_on_parallel_ocses_matches_the_flow_model(run_dir):
+    """Spectra (arXiv 2603.07373) on 2 parallel OCSes with real packets: 8 GPUs, an MoE layer's
+    dispatch matrix, delta = 100 us. The controller runs each OCS's slots on its own timeline;
+    every transfer moves on whichever OCSes join its GPUs. Every byte arrives, no frame dies in a
+    dark window, every slot's dark window is at least delta, and the completion time is within
+    3% of the flow backend's on the same (guarded) schedule."""
+    from emulation.emulator.parallel_ocs import packet_guard_s, run_parallel_ocs
+    from emulation.flowsim.parallel_ocs import simulate_parallel
+    from emulation.planners import spectra as sp
+    from emulation.units import bytes_per_s
+    from emulation.workloads import spectra as wl
+    from topologies import parallel_ocs
+
+    n, s, delta = 8, 2, 100e-6
+    d = wl.moe_matrix(gpus=n, skew="zipf", skew_param=1.2)
+    plan = sp.spectra(d, s, bytes_per_s(400), delta, "duplex")
+    w = wl.demand_workload(d, "moe")
+    with EmulatedFabric(parallel_ocs(n, s, 400, delta), run_dir, link_mbps=10.0) as emu:
+        scale = calibrated_scale(emu, 0.1, run_dir / "calibration")
+        sched = plan.schedule.guarded(packet_guard_s(plan.schedule, scale, emu.mtu))
+        pkt = run_parallel_ocs(emu, "moe", w, sched, scale, 0.0, run_dir / "moe")
+    flow = simulate_parallel(w, sched, 400)
+    err = pkt.time_s / flow.time_s - 1
+    print(f"spectra moe: packet {pkt.time_s * 1e6:.1f} us, flow {flow.time_s * 1e6:.1f} us, error {err:+.2%}, "
+          f"dark {pkt.slots.dark_window_measured_s * 1e6:.2f} us, start error p99 "
+          f"{pkt.slots.start_error_s.p99 * 1e3:.2f} ms, drops {pkt.drops.get('dark')}")
+    # measured: +0.8..+1.6% (4 idle runs and 1 beside a busy loop on a 2-core machine, 2026-11)
+    assert abs(err) < 0.03, (pkt.time_s, flow.time_s)
+    assert pkt.bytes_delivered == pkt.bytes_sent and pkt.drops.get("dark", 0) <= 0.01 * pkt.drops["sent"]
+    assert pkt.slots.slots_run == sched.reconfigurations
+    assert delta <= pkt.slots.dark_window_measured_s < 1.1 * delta
+    assert flow.time_s <= sched.makespan_s  # the guarded schedule carries every byte on both backends
+
+
 def test_stragglar_on_packets_matches_the_flow_ratio_and_crossover(run_dir):
     """8 GPUs on an EPS, alpha 3 us, 450 GiB/s, 1 GiB. Post-barrier (the straggler
     2 x Phase A late) the packet Ring/StragglAR ratio is within 15% of the flow backend's; the

@@ -273,3 +273,31 @@ def test_reproduce_spectra_prints_its_table_and_refuses_bad_flags(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--gpus" in bad.stderr
     assert not (tmp_path / "b").exists()
+
+
+def test_a_guarded_schedule_lengthens_every_slot_and_the_packet_backend_refuses_what_it_cannot_carry():
+    from emulation.emulator.net import EmulationError
+    from emulation.emulator.parallel_ocs import START_GUARD_S, ocs_configurations, packet_guard_s
+    from emulation.scale import Scale
+    from emulation.schedule import OcsSequence, ParallelSchedule
+
+    d = wl.uniform_matrix(8, row_bytes=2**26)
+    a = sp.spectra(d, 2, 50e9, 100e-6, "duplex")
+    g = a.schedule.guarded(5e-6)
+    assert [len(q.slots_s) for q in g.ocs] == [len(q.slots_s) for q in a.schedule.ocs]
+    assert g.makespan_s == pytest.approx(a.schedule.makespan_s + 5e-6 * max(len(q.slots_s) for q in g.ocs))
+    with pytest.raises(ValueError, match="guard_s"):
+        a.schedule.guarded(-1.0)
+    scale = Scale(5.0, 0.1, 400.0)  # TDF 8000
+    guard = packet_guard_s(a.schedule, scale, 1500)
+    longest = max(x for q in a.schedule.ocs for x in q.slots_s)
+    assert START_GUARD_S / scale.tdf + 2 * (1 / 0.97 - 1) * longest < guard < START_GUARD_S / scale.tdf + 0.07 * longest
+    configs = ocs_configurations(parallel_ocs(8, 2, 400.0, 100e-6), a.schedule)
+    assert [len(c) for c in configs] == [len(q.configs) for q in a.schedule.ocs]
+    assert all(c.port == k for k, seq in enumerate(configs) for conf in seq for cs in conf.values()
+               for circuit in cs for c in (circuit.a, circuit.b))  # OCS k's circuits join ports k
+    one_way = ParallelSchedule((OcsSequence((((0, 1),),), (1e-3,)),), 1e-4)
+    with pytest.raises(EmulationError, match="one-way"):
+        ocs_configurations(parallel_ocs(8, 2, 400.0, 1e-4), one_way)
+    with pytest.raises(EmulationError, match="parallel-ocs fabric"):
+        ocs_configurations(parallel_ocs(8, 1, 400.0, 1e-4), a.schedule)

@@ -366,11 +366,15 @@ class Channel:
         """Draw pieces of transfer ``tid`` from ``pool`` inside this channel's windows until the
         pool is empty (other channels draw too), each piece framed with its own header; returns
         when the first byte was written (or now, if another channel took everything)."""
-        gate, t_first = self.gate, None
+        gate, t_first, said = self.gate, None, False
         while pool.left > 0:
             now = time.monotonic()
             on, off = gate.window(now)
             if now < on:  # a later window (or none: the pool empties through the other channels)
+                if on - gate.t0 >= gate.cycle_s and not said:  # this connection's windows are over
+                    print(f"transfer {tid}: {pool.left} bytes left for the other channels after this one's "
+                          f"last window (channel unacked {self.unacked()})", file=sys.stderr, flush=True)
+                    said = True
                 time.sleep(min(on - now, POOL_POLL_S))
                 continue
             budget = int(gate.rate * (off - now)) - self.unacked()

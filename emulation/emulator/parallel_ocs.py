@@ -18,11 +18,13 @@ the TDF.
 
 Only duplex circuits can be emulated (a circuit joins two ports both ways; TCP needs its ACKs):
 a configuration holding a one-way circuit is refused (plan with ``circuits="duplex"``). A
-schedule trimmed where its last byte arrives leaves the packet backend no slack: a sender drains
-slightly less than the line rate (:data:`~emulation.emulator.slotted.RATE_MARGIN`) and stops
-writing before each window closes so that its last segment and the ACKs cross before the dark
-(:func:`~emulation.emulator.slotted.ack_margin_s`); run such a schedule with slots lengthened
-by a guard (:meth:`emulation.schedule.ParallelSchedule.guarded`) on both backends.
+schedule trimmed where its last byte arrives leaves the packet backend no slack: a sender starts
+:data:`START_GUARD_S` after a window's planned start (the controller installs circuits a little
+late), drains slightly less than the line rate (:data:`~emulation.emulator.slotted.RATE_MARGIN`)
+and stops writing before each window closes so that its last segment and the ACKs cross before
+the dark (:func:`~emulation.emulator.slotted.ack_margin_s`). Run such a schedule with every slot
+lengthened by :func:`packet_guard_s` (:meth:`emulation.schedule.ParallelSchedule.guarded`) on
+both backends; a pair whose windows cannot carry its bytes on packets is refused before the run.
 """
 
 from __future__ import annotations
@@ -46,6 +48,24 @@ from emulation.workloads.model import Workload
 
 #: Wall seconds between asking the controller for the sequences and their origin t0.
 START_DELAY_S = 0.3
+#: Emulated seconds a sender waits after a window's planned start. The controller removes a
+#: slot's circuits at its planned end (never early: in-flight data would die) and installs the
+#: next ones R after that removal was acknowledged and the datapath flushed, so a slot starts
+#: 10-50 ms late with 16 GPUs on 2 OCSes (measured); data written into a circuit that is not up
+#: yet is lost and waits for a retransmission.
+START_GUARD_S = 0.08
+
+
+def packet_guard_s(schedule: ParallelSchedule, scale: Scale, mtu: int, start_guard_s: float = START_GUARD_S) -> float:
+    """Seconds (real) to lengthen every slot by (:meth:`ParallelSchedule.guarded`) so that the
+    packet backend can carry what the flow model carries in it: the start guard
+    (``start_guard_s``, emulated) and the ACK
+    margin (emulated, divided by the TDF) and twice the share of the slot a gated sender leaves
+    undrained (1 - :data:`~emulation.emulator.slotted.RATE_MARGIN`, of the longest slot: TCP's
+    own pace varies around it)."""
+    longest = max((d for seq in schedule.ocs for d in seq.slots_s), default=0.0)
+    return ((start_guard_s + ack_margin_s(scale.link_mbps, 0.0, mtu)) / scale.tdf
+            + 2 * (1 / RATE_MARGIN - 1) * longest)
 
 
 def ocs_configurations(fabric, schedule: ParallelSchedule) -> list[list[Configuration]]:
@@ -77,10 +97,11 @@ def ocs_configurations(fabric, schedule: ParallelSchedule) -> list[list[Configur
 
 
 def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedule: ParallelSchedule, scale: Scale,
-                     alpha_s: float, run_dir: Path) -> RunResult:
+                     alpha_s: float, run_dir: Path, start_guard_s: float = START_GUARD_S) -> RunResult:
     """Execute the one step of ``workload`` on the parallel OCSes of ``schedule`` (module doc).
 
     :param schedule: real-time slots and dark window R (multiplied by the TDF here).
+    :param start_guard_s: emulated seconds senders wait after a window's planned start.
     :returns: a :class:`RunResult` (``planner`` ``parallel-ocs``) whose ``slots`` holds the
         slot utilisation (delivered bytes / bytes the up circuits could carry until the end),
         ``cycles`` (the end over the schedule's makespan), ``slots_run``, ``start_error_s``
@@ -97,7 +118,7 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
     windows: list[dict[tuple[int, int], list[list[float]]]] = [{} for _ in range(n)]
     for k in range(len(schedule.ocs)):
         for t_on, t_off, i in schedule.windows(k):
-            on, off = t_on * tdf, t_off * tdf
+            on, off = t_on * tdf + start_guard_s, t_off * tdf
             for c in configs[k][i][fabric.ocs[k].name]:
                 for a, b in ((c.a.gpu, c.b.gpu), (c.b.gpu, c.a.gpu)):
                     windows[a].setdefault((b, k), []).append([on, max(on, off - margin)])
@@ -113,6 +134,12 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
         if not ks:
             raise EmulationError(f"GPUs {t.src} -> {t.dst} are never connected by the schedule")
         eb = max(scale.emulated_bytes(t.bytes), len(ks))
+        room = sum(b - a for k in ks for a, b in windows[t.src][(t.dst, k)]) * rate
+        if room < eb:
+            raise EmulationError(f"GPUs {t.src} -> {t.dst}: their windows carry {room / eb:.0%} of their bytes on "
+                                 f"packets; lengthen every slot by packet_guard_s = "
+                                 f"{packet_guard_s(schedule, scale, emu.mtu, start_guard_s) * 1e6:.2f} us "
+                                 f"(ParallelSchedule.guarded)")
         # Every connection gets a part (it draws from the transfer's pool, whose size is their
         # sum); the split by window time is only where each starts.
         share = [sum(b - a for a, b in windows[t.src][(t.dst, k)]) for k in ks]
@@ -127,9 +154,12 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
     run_dir.mkdir(parents=True, exist_ok=True)
 
     emu.client.apply(Configuration({}), 0.0)
-    # A segment lost in the dark is resumed at the connection's next window (the agents' stall
-    # nudge); the retransmission timer must not fire in the dark and back off.
-    emu.set_rto_min(max(FAST_RTO_MIN_MS, 2e3 * schedule.makespan_s * tdf))
+    # A segment lost inside a window (its circuit late) must be resent inside that window, which
+    # may be its connection's last: TCP's retransmission timer at a quarter of the shortest
+    # window. One that fires in the dark backs off, and the agents' stall nudge resumes the
+    # connection at its next window.
+    shortest = min((b - a for w in windows for ws in w.values() for a, b in ws), default=1.0)
+    emu.set_rto_min(max(FAST_RTO_MIN_MS, 1e3 * shortest / 4))
     running = False
     try:
         with agents(emu, schedules.ranks, run_dir) as (coord, alive):
@@ -153,7 +183,15 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
             t0 = emu.client.start_sequences(seqs, schedule.reconfiguration_delay_s * tdf, START_DELAY_S)["t0"]
             running = True
             coord.broadcast({"go": 0, "t0": t0, "at": t0, "origin": t0})
-            reports = coord.gather("done", timeout, alive)
+            try:
+                reports = coord.gather("done", timeout, alive)
+            except EmulationError as e:
+                late = [x["start_error_s"] for x in emu.client.events(since) if x["kind"] == "ocs-slot"]
+                raise EmulationError(
+                    f"{e}: some transfer ran out of windows. The controller started slots up to "
+                    f"{max(late, default=0.0) * 1e3:.0f} ms late (emulated), the senders waited {start_guard_s * 1e3:.0f} ms; "
+                    f"data written into a circuit not up yet waits for a retransmission. Emulate fewer GPUs or OCSes, "
+                    f"or a larger start guard") from None
 
             def done() -> bool:
                 return any(e["kind"] == "sequences-done" for e in emu.client.events(since))
