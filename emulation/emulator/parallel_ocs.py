@@ -188,10 +188,9 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
             except EmulationError as e:
                 late = [x["start_error_s"] for x in emu.client.events(since) if x["kind"] == "ocs-slot"]
                 raise EmulationError(
-                    f"{e}: some transfer ran out of windows. The controller started slots up to "
-                    f"{max(late, default=0.0) * 1e3:.0f} ms late (emulated), the senders waited {start_guard_s * 1e3:.0f} ms; "
-                    f"data written into a circuit not up yet waits for a retransmission. Emulate fewer GPUs or OCSes, "
-                    f"or a larger start guard") from None
+                    f"{e}: some transfer ran out of windows: its connections drained less than the emulated link "
+                    f"rate inside them (the controller started slots up to {max(late, default=0.0) * 1e3:.0f} ms late, "
+                    f"emulated; the senders waited {start_guard_s * 1e3:.0f} ms). Emulate fewer GPUs or OCSes") from None
 
             def done() -> bool:
                 return any(e["kind"] == "sequences-done" for e in emu.client.events(since))
