@@ -242,6 +242,25 @@ class Receiver:
             return {t: self.done_at[t] for t in tids}
 
 
+class SendLog:
+    """A step's (or epoch's) sends: ``pending`` parts (a one-item list, counted up by the caller),
+    ``sent`` ``{tid: [first byte, last byte]}`` (CLOCK_MONOTONIC s), filled by :meth:`report`,
+    which the channels call as each part is written; ``lock`` guards both and is notified."""
+
+    def __init__(self):
+        self.sent: dict[int, list[float]] = {}
+        self.pending = [0]
+        self.lock = threading.Condition()
+
+    def report(self, tid: int, t0: float, t1: float) -> None:
+        """Part of ``tid`` written from ``t0`` to ``t1``."""
+        with self.lock:
+            s = self.sent.setdefault(tid, [t0, t1])
+            s[0], s[1] = min(s[0], t0), max(s[1], t1)
+            self.pending[0] -= 1
+            self.lock.notify_all()
+
+
 def abort(sock: socket.socket) -> None:
     """Close ``sock`` with a reset (``SO_LINGER`` 0), leaving no FIN_WAIT or TIME_WAIT state
     behind: at the end of a run the fabric may no longer join the peers (an OCS in some other
@@ -489,16 +508,8 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
             t_arrive = t_go + arrival  # a straggler joins the collective late
         t_release = max(t_go, t_arrive)  # the senders wait until then (plus alpha)
         receiver.expect_transfers(step["recv"])
-        sent: dict[int, list[float]] = {}
-        pending = [0]
-        lock = threading.Condition()
-
-        def report(tid: int, t0: float, t1: float) -> None:
-            with lock:
-                s = sent.setdefault(tid, [t0, t1])
-                s[0], s[1] = min(s[0], t0), max(s[1], t1)
-                pending[0] -= 1
-                lock.notify_all()
+        log = SendLog()
+        sent, pending, lock, report = log.sent, log.pending, log.lock, log.report
 
         pooled = bool(rotor and rotor.get("pooled"))
         for tid, dst, parts in step["send"]:
@@ -579,17 +590,9 @@ def _run_epochs(schedule: dict, receiver: Receiver, conns: dict, gates: dict, sa
         steps = schedule["steps"][first:end]
         receiver.expect_transfers([r for st in steps for r in st["recv"]])
         live, t_live = threading.Event(), [0.0]
-        sent: dict[int, list[float]] = {}
         ready: dict[int, float] = {}
-        pending = [0]
-        lock = threading.Condition()
-
-        def report(tid: int, t0: float, t1: float) -> None:
-            with lock:
-                s = sent.setdefault(tid, [t0, t1])
-                s[0], s[1] = min(s[0], t0), max(s[1], t1)
-                pending[0] -= 1
-                lock.notify_all()
+        log = SendLog()
+        sent, pending, lock, report = log.sent, log.pending, log.lock, log.report
 
         by_dst: dict[int, list] = {}
         for st in steps:

@@ -38,7 +38,7 @@ import numpy as np
 from emulation.emulator.agent_schedule import AgentSchedules
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
 from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, agents, open_under, write_tcp_info
-from emulation.emulator.slotted import RATE_MARGIN, ack_margin_s
+from emulation.emulator.slotted import RATE_MARGIN, ack_margin_s, duplex_matchings
 from emulation.fabric import Circuit, Configuration, PortRef
 from emulation.poll import wait_until
 from emulation.results import Percentiles, RunResult, Slots, StepResult, TransferResult
@@ -80,17 +80,11 @@ def ocs_configurations(fabric, schedule: ParallelSchedule) -> list[list[Configur
     out = []
     for k, seq in enumerate(schedule.ocs):
         name, configs = fabric.ocs[k].name, []
-        for i, pairs in enumerate(seq.configs):
-            directed = set(pairs)
-            one_way = sorted(p for p in directed if (p[1], p[0]) not in directed)
-            if one_way:
-                a, b = one_way[0]
-                raise EmulationError(f"OCS {k} slot {i}: circuit {a}->{b} is one-way; the packet backend emulates "
-                                     f"duplex circuits only (plan with circuits='duplex')")
-            und = sorted({(min(a, b), max(a, b)) for a, b in directed})
-            used = [g for p in und for g in p]
-            if len(used) != len(set(used)) or max(used, default=0) >= fabric.gpus:
-                raise EmulationError(f"OCS {k} slot {i}: not a matching of {fabric.gpus} GPUs")
+        try:
+            matchings = duplex_matchings(seq, fabric.gpus)
+        except EmulationError as e:
+            raise EmulationError(f"OCS {k}: {e}") from None
+        for und in matchings:
             configs.append(Configuration({name: [Circuit.of(PortRef(a, k), PortRef(b, k)) for a, b in und]}))
         out.append(configs)
     return out

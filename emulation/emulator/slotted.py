@@ -39,15 +39,16 @@ from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, agents, open
 from emulation.fabric import Configuration, assign_ports
 from emulation.results import Percentiles, RunResult, Slots, StepResult, TransferResult
 from emulation.scale import Scale
-from emulation.schedule import RelayPlan, SlotSchedule, transfer_parts
+from emulation.schedule import OcsSequence, RelayPlan, SlotSchedule, transfer_parts
 from emulation.workloads.model import Workload
 
 #: Fraction of the emulated link rate a gated sender plans to drain (HTB and TCP jitter).
 RATE_MARGIN = 0.97
 
 
-def duplex_matchings(schedule: SlotSchedule, gpus: int) -> list[list[tuple[int, int]]]:
-    """Each configuration of ``schedule`` as undirected GPU pairs.
+def duplex_matchings(schedule: SlotSchedule | OcsSequence, gpus: int) -> list[list[tuple[int, int]]]:
+    """Each configuration of ``schedule`` (a rotor's, or one OCS's of a parallel schedule) as
+    undirected GPU pairs.
 
     :raises EmulationError: a circuit is one-way, or a GPU has two circuits in one slot.
     """
