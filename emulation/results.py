@@ -229,7 +229,8 @@ class CollectiveResult(_Record):
     built ``fabric``, the ``cost`` alpha/delta, ``semantics``, ``straggler``, ``iterations``,
     every iteration's ``arrivals_s`` and the ``runs``. Flow backend: ``simulation_wall_s`` per
     job. Packet backend: the machine's ``capabilities``, the ``controller`` framework (``os-ken``
-    or ``ryu``) and your own controller ``apps``, the fabric interfaces' ``mtu`` (bytes), the
+    or ``ryu``) and your own controller ``apps``, the fabric interfaces' ``mtu`` (bytes), the TCP
+    congestion controls the GPUs' connections ran (``tcp_congestion``, e.g. ``["cubic"]``), the
     link-rate ``calibration`` and chosen ``headroom`` probe, the ``scale`` model (an incomplete
     run holds the runs measured before it failed)."""
 
@@ -244,6 +245,7 @@ class CollectiveResult(_Record):
     controller: Optional[str] = None
     apps: list[str] = Field(default_factory=list)
     mtu: Optional[int] = None
+    tcp_congestion: list[str] = Field(default_factory=list)
     slotted_rate_cap_mbps: Optional[float] = None
     calibration: Optional[dict[str, Any]] = None
     headroom: Optional[dict[str, Any]] = None

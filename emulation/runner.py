@@ -172,6 +172,7 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
         except (EmulationError, ControllerError, KeyboardInterrupt) as e:
             # what was measured so far, marked incomplete, then the teardown and the error
             error = str(e) if not isinstance(e, KeyboardInterrupt) else "interrupted"
+            meta["tcp_congestion"] = sorted(emu.tcp_congestion)
             partial = collective_envelope(exp, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": False,
                                                                 "error": error})
             write_result(out, partial)
@@ -179,6 +180,7 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
         finally:
             if capture is not None:
                 capture.stop()
+        meta["tcp_congestion"] = sorted(emu.tcp_congestion)
     meta["warnings"] += _warnings(runs)
     return collective_envelope(exp, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": True})
 

@@ -102,7 +102,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "$VENV/bin/python" -c "import os_ken, mininet.net, numpy, scipy, networkx, pydantic, cvxpy, topohub, scapy, simpy"
   touch "$stamp"
 fi
-test_imports="import pytest, distributed, jsonschema, sphinx, myst_parser, furo, sphinxarg, sphinxcontrib.autodoc_pydantic"
+test_imports="import pytest, xdist, distributed, jsonschema, sphinx, myst_parser, furo, sphinxarg, sphinxcontrib.autodoc_pydantic"
 if [[ $extras == *,test,* || $extras == *,docs,* ]] && ! "$VENV/bin/python" -c "$test_imports" 2>/dev/null; then
   pip_install -e ".[test]"
   "$VENV/bin/python" -c "$test_imports"

@@ -107,12 +107,26 @@ def test_every_pair_works_or_refuses_in_one_line_naming_the_kind(tmp_path, kind,
     _pair(kind, command, tmp_path)
 
 
+#: Packet pairs that a longer test already runs through the CLI, asserting far more.
+RUN_ELSEWHERE = {("rails", "train"): "tests/test_opus.py::test_a_torch_job_drives_the_rails_and_matches_the_flow_replay",
+                 ("training", "train"): "tests/test_lumion_emulation.py"}
+
+
+def test_the_packet_pairs_run_here_or_in_a_longer_test():
+    packets = {p for p, w in PAIRS.items() if w == "packets"}
+    assert set(RUN_ELSEWHERE) < packets
+    for pair, where in RUN_ELSEWHERE.items():
+        path, _, name = where.partition("::")
+        text = (ROOT / path).read_text()
+        assert f'"emulation.cli", "{pair[1]}"' in text and (not name or f"def {name}(" in text), (pair, where)
+
+
 @pytest.mark.emulation
 @pytest.mark.skipif(not torch_available(), reason="PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh)")
-@pytest.mark.parametrize("kind, command", sorted(p for p, w in PAIRS.items() if w == "packets"))
+@pytest.mark.parametrize("kind, command", sorted(p for p, w in PAIRS.items() if w == "packets" and p not in RUN_ELSEWHERE))
 def test_the_packet_pairs_work(run_dir, kind, command):
-    """The torch jobs, shortened: one recovery of a smaller LUMION job; two rail iterations in
-    one control mode."""
+    """The torch jobs, shortened (the others are in :data:`RUN_ELSEWHERE`): one recovery of a
+    smaller LUMION job; two rail iterations in one control mode."""
     path = _small(kind, run_dir)
     text = path.read_text()
     if kind == "training":

@@ -36,7 +36,12 @@ BPS = GBPS * 1e9 / 8
 
 
 # ---- synthesis and checker -------------------------------------------------------------------
-@pytest.mark.parametrize("n", range(3, 65))
+#: Every size up to 48, then a few: the greedy synthesis of an odd size above 48 takes 3-7 s
+#: (networkx matchings), 13 of them 52 s of the suite.
+CHECKED_SIZES = [*range(3, 49), 51, 57, 62, 63, 64]
+
+
+@pytest.mark.parametrize("n", CHECKED_SIZES)
 def test_synthesised_schedule_passes_the_checker(n):
     w = stragglar_allreduce(n, 1 << 20)
     check_stragglar(w)

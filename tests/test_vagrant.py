@@ -206,7 +206,9 @@ def test_the_makefile_runs_the_venv_in_ocslab_venv_and_dot_venv_without_it():
         assert r.returncode == 0, r.stderr
         return [line for line in r.stdout.splitlines() if "/bin/" in line]
 
-    assert dry("demo", "test") == [".venv/bin/ocslab run experiments/demo.yaml", ".venv/bin/python -m pytest -q tests "]
+    assert dry("demo", "test") == [".venv/bin/ocslab run experiments/demo.yaml",
+                                   '.venv/bin/python -m pytest -q -n auto -m "not emulation" --durations=10 tests  || a=$?; \\',
+                                   ".venv/bin/python -m pytest -q -m emulation --durations=10 tests  || b=$?; \\"]
     assert dry("demo", OCSLAB_VENV="/home/vagrant/venvs/ocslab/venv") == [
         "/home/vagrant/venvs/ocslab/venv/bin/ocslab run experiments/demo.yaml"]
     assert dry("demo", "OCSLAB_VENV=/srv/v") == ["/srv/v/bin/ocslab run experiments/demo.yaml"]

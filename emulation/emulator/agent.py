@@ -55,7 +55,8 @@ routes channels separately (parallel circuits, ECMP). Each part is framed as ``!
 (transfer id, part bytes) followed by the payload.
 
 Control protocol (newline-delimited JSON), agent -> orchestrator: ``{"listening": r}``, then
-``{"ready": r}`` after connecting to its peers, ``{"done": step, "send": {tid: [t_start,
+``{"ready": r, "tcp_congestion": [the congestion controls its connections run]}`` after
+connecting to its peers, ``{"done": step, "send": {tid: [t_start,
 t_sent]}, "recv": {tid: t_end}, "retrans": segments retransmitted so far, "retrans_by_conn":
 {connection (:func:`emulation.dataplane.tcp_connection`): segments retransmitted so far, those
 that retransmitted}, "stalls": stalled windows so far, "t_go", "t_heard", "t_done"}`` per step; orchestrator -> agent: ``{"connect": true}``,
@@ -161,6 +162,7 @@ class Receiver:
         # Bound every connection's window (accepted sockets inherit it): flow control, not loss,
         # keeps what is in flight within the queues (RCV_BUDGET).
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, window)
+        set_congestion_control(self.sock)
         self.sock.bind((ip, port))
         self.sock.listen(256)
         self.cond = threading.Condition()
@@ -261,6 +263,20 @@ class SendLog:
             self.lock.notify_all()
 
 
+def set_congestion_control(sock: socket.socket, name: str = dpn.TCP_CONGESTION) -> None:
+    """Give ``sock`` the TCP congestion control ``name`` (:data:`emulation.dataplane.TCP_CONGESTION`);
+    a kernel without it leaves the default, which :func:`congestion_control` then reports."""
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
+    except OSError:
+        pass
+
+
+def congestion_control(sock: socket.socket) -> str:
+    """The TCP congestion control ``sock`` runs (e.g. ``"cubic"``)."""
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\0", 1)[0].decode()
+
+
 def abort(sock: socket.socket) -> None:
     """Close ``sock`` with a reset (``SO_LINGER`` 0), leaving no FIN_WAIT or TIME_WAIT state
     behind: at the end of a run the fabric may no longer join the peers (an OCS in some other
@@ -298,6 +314,7 @@ class Channel:
         # with it, so the connection's ACKs travel on the same channel as its data.
         self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, channel << 2)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        set_congestion_control(self.sock)
         self.sock.settimeout(30)
         self.sock.connect((ip, port))
         self.sock.settimeout(None)
@@ -479,7 +496,7 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
     rotor = schedule.get("rotor")
     gates = _gates(rotor)
     conns.update({(d, c): Channel(ips[d], port, c, _gate(gates, d, c)) for d, c in used if (d, c) not in later})
-    say({"ready": rank})
+    say({"ready": rank, "tcp_congestion": sorted({congestion_control(c.sock) for c in conns.values()})})
 
     if "epochs" in schedule:
         _run_epochs(schedule, receiver, conns, gates, say, hear)

@@ -358,6 +358,8 @@ class EmulatedFabric(Lifecycle):
         self.controller: subprocess.Popen | None = None
         self.client: ControllerClient | None = None
         self.children: list[subprocess.Popen] = []
+        #: TCP congestion controls the agents' connections ran (their ``ready`` reports)
+        self.tcp_congestion: set[str] = set()
         self.registration: registry.Registration | None = None
         self._switch_probed = time.monotonic()
 
@@ -498,10 +500,9 @@ class EmulatedFabric(Lifecycle):
                     out = intf.node.cmd("ip", "link", "set", "dev", intf.name, "mtu", str(self.mtu))
                     if out.strip():
                         raise EmulationError(f"mtu: {intf.name} refused MTU {self.mtu}: {out.strip()}")
-        cc = TCP_CONGESTION if TCP_CONGESTION in _available_congestion_control() else None
-        for host in self.net.hosts:
+        for host in self.net.hosts:  # TCP's congestion control is set per socket by the agents
             host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
-                     " net.ipv4.tcp_slow_start_after_idle=0" + (f" net.ipv4.tcp_congestion_control={cc}" if cc else ""))
+                     " net.ipv4.tcp_slow_start_after_idle=0")
             # ACKs carry their connection's DSCP, so they travel on its channel: otherwise every
             # ACK takes channel 0 and that circuit loses ~2% per flow to the others' ACKs.
             host.cmd("sysctl -qw net.ipv4.tcp_reflect_tos=1")
@@ -719,18 +720,6 @@ class EmulatedFabric(Lifecycle):
                                      env={**os.environ, **(env or {})})
         self.children.append(p)
         return p
-
-
-#: TCP congestion control of every GPU: the same on every machine (this kind defaults to bbr,
-#: whose pacing and periodic probing leave a bottleneck idle now and then; Ubuntu to cubic).
-TCP_CONGESTION = "cubic"
-
-
-def _available_congestion_control() -> set[str]:
-    try:
-        return set(Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split())
-    except OSError:
-        return set()
 
 
 #: How often :meth:`EmulatedFabric.check_health` asks ovs-vswitchd to answer (s).

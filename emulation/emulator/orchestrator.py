@@ -211,7 +211,8 @@ def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path):
 
         coord.accept_all(60, alive)
         coord.broadcast({"connect": True})
-        coord.gather("ready", 60, alive)
+        for m in coord.gather("ready", 60, alive):
+            emu.tcp_congestion.update(m.get("tcp_congestion", []))
         yield coord, alive
         coord.broadcast({"exit": True})
         for p in procs:
