@@ -56,14 +56,14 @@ def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[object]], 
 
 def write_csv(path: Path, rows: Iterable[Sequence[object]] | Sequence[dict], header: Sequence[str] | None = None) -> None:
     """``path``: a CSV file with a header line. ``rows`` are sequences under ``header``, or dicts
-    with the same keys (the header is the first one's keys).
+    (the header is the first one's keys; a key another lacks is an empty cell).
 
     :raises OSError: ``path`` cannot be written.
     """
     rows = list(rows)
     if header is None:
         header = list(rows[0]) if rows else []
-        rows = [[r[k] for k in header] for r in rows]
+        rows = [[r.get(k) for k in header] for r in rows]  # a key a row lacks: an empty cell
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(header)

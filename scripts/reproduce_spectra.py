@@ -30,6 +30,7 @@ D ...] [--circuits directed|duplex|both] [--no-flow] [--packet [--packet-gpus N 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -111,9 +112,13 @@ def summary(rows: list[dict], flow: bool, wall: float, packet: list[dict] | None
         dev = max(abs(r["flow_deviation"]) for r in rows)
         line += f"; flow backend = planner within {dev:.0e} in all {len(rows)}"
     if packet:
-        err = [abs(r["error"]) for r in packet]
-        line += (f"; packets within {max(err):.2%} of flow in {len(packet)} runs "
-                 f"({sum(r['delivered'] for r in packet)} delivered every byte)")
+        ran = [r for r in packet if r["packet_s"] is not None]
+        err = [abs(r["error"]) for r in ran]
+        line += (f"; packets within {max(err, default=0.0):.2%} of flow in {len(ran)} runs "
+                 f"({sum(r['delivered'] for r in ran)} delivered every byte)")
+        if len(ran) < len(packet):
+            line += "; not carried here: " + ", ".join(f"{r['workload']} at {r['gpus']} GPUs, s = {r['switches']}"
+                                                      for r in packet if r["packet_s"] is None)
     print(line + f"; {wall:.0f} s")
 
 
@@ -122,9 +127,64 @@ def summary(rows: list[dict], flow: bool, wall: float, packet: list[dict] | None
 PACKET_WALL_S = 40.0
 
 
+#: The lowest link rate a packet run steps down to (Mbit/s).
+MIN_PACKET_MBPS = 1.25
+
+
 def packet_table(gpus: list[int], switches: list[int], delay: float, gbps: float, out: Path) -> list[dict]:
     """Every workload's duplex Spectra schedule at each (n, s) with real packets beside the flow
-    backend, one emulated fabric per (n, s); one row each (module doc)."""
+    backend, one emulated fabric per (n, s) at the calibrated link rate; one row each (module
+    doc). A run whose senders ran out of windows (the machine did not carry the fabric's slots)
+    runs again on a new fabric: with a start guard of 1.25 x the controller's largest lateness if
+    the guard was shorter, else at half the rate, down to :data:`MIN_PACKET_MBPS`; each row keeps
+    its start guard and the settings given up.
+
+    At the lowest rate, the workloads left get rows with ``packet_s`` None (not carried here).
+
+    :raises emulation.emulator.net.EmulationError: a run failed otherwise.
+    """
+    from emulation.emulator.parallel_ocs import START_GUARD_S, WindowsMissed
+
+    rows: list[dict] = []
+    print(f"packets: delta {delay * 1e6:g} us; times in us (real-equivalent); guard: what every slot is lengthened "
+          f"by for packets; flow and packets run the guarded schedule")
+    print(f"{'workload':<14} {'n':>3} {'s':>2} | {'Spectra':>9} {'guard':>6} {'flow':>9} {'packets':>9} {'error':>7} | "
+          f"{'link':>9} {'TDF':>7} {'dark us':>8} {'late ms':>7} {'drops':>5} {'wall s':>6}")
+    for n in gpus:
+        for s in switches:
+            todo = workloads(n)
+            rate_mbps, tried, guard = None, [], START_GUARD_S
+            while todo:
+                d_out = out / "packet" / f"{n}gpus-{s}ocs-{len(tried)}"
+                used: list[float] = []
+                try:
+                    _packet_rows(n, s, delay, gbps, d_out, todo, rate_mbps, guard, tried, rows, used)
+                    todo = []
+                except WindowsMissed as e:
+                    rate_mbps = used[0] if used else None
+                    done = {r["workload"] for r in rows if (r["gpus"], r["switches"]) == (n, s)}
+                    todo = [w for w in todo if w[0] not in done]
+                    tried.append(f"{rate_mbps:g}Mb/{guard * 1e3:.0f}ms")
+                    if guard < 1.25 * e.late_s:  # the controller was late: wait for it longer
+                        guard = math.ceil(1.25 * e.late_s * 100) / 100
+                    elif rate_mbps is not None and rate_mbps / 2 >= MIN_PACKET_MBPS:
+                        rate_mbps /= 2
+                    else:  # this machine does not carry the rest: say so in their rows
+                        print(f"{', '.join(w[0] for w in todo)} at {n} GPUs, s = {s}: not carried on this machine "
+                              f"(given up: {' '.join(tried)}; {str(e).split(': ', 1)[0]})")
+                        rows += [{"workload": w[0], "gpus": n, "switches": s, "delta_s": delay, "packet_s": None,
+                                  "error": None, "delivered": False, "given_up": " ".join(tried)} for w in todo]
+                        break
+                    print(f"{todo[0][0]}: not faithful at {tried[-1]} (the controller up to {e.late_s * 1e3:.0f} ms "
+                          f"late): again at {rate_mbps:g} Mbit/s with a {guard * 1e3:.0f} ms start guard")
+    return rows
+
+
+def _packet_rows(n: int, s: int, delay: float, gbps: float, d_out: Path, todo: list, rate_mbps: float | None,
+                 start_guard_s: float, tried: list[str], rows: list[dict], used: list[float]) -> None:
+    """Run ``todo``'s workloads at (n, s) on one new fabric, at ``rate_mbps`` or (None) the
+    calibrated rate (appended to ``used``, Mbit/s), senders starting ``start_guard_s`` (wall s)
+    into each window; append a row per run to ``rows``."""
     from emulation.emulator.calibration import calibrated_scale
     from emulation.emulator.net import EmulatedFabric
     from emulation.emulator.parallel_ocs import packet_guard_s, run_parallel_ocs
@@ -132,41 +192,35 @@ def packet_table(gpus: list[int], switches: list[int], delay: float, gbps: float
     from topologies.builders import parallel_ocs
 
     rate = bytes_per_s(gbps)
-    rows = []
-    print(f"packets: delta {delay * 1e6:g} us; times in us (real-equivalent); guard: what every slot is lengthened "
-          f"by for packets; flow and packets run the guarded schedule")
-    print(f"{'workload':<14} {'n':>3} {'s':>2} | {'Spectra':>9} {'guard':>6} {'flow':>9} {'packets':>9} {'error':>7} | "
-          f"{'link':>9} {'TDF':>7} {'dark us':>8} {'late ms':>7} {'drops':>5} {'wall s':>6}")
-    for n in gpus:
-        for s in switches:
-            d_out = out / "packet" / f"{n}gpus-{s}ocs"
-            with EmulatedFabric(parallel_ocs(n, s, gbps, delay), d_out, link_mbps=10.0) as emu:
-                base = calibrated_scale(emu, 0.1, d_out / "calibration")
-                for name, _cls, d in workloads(n):
-                    a = sp.spectra(d, s, rate, delay, "duplex")
-                    wall = a.makespan_s * base.tdf
-                    scale = base if wall <= PACKET_WALL_S else Scale(base.link_mbps, base.byte_scale * PACKET_WALL_S / wall,
-                                                                     gbps)
-                    guard = packet_guard_s(a.schedule, scale, emu.mtu)
-                    sched = a.schedule.guarded(guard)
-                    w = wl.demand_workload(d, name)
-                    flow = simulate_parallel(w, sched, gbps)
-                    t = time.perf_counter()
-                    pkt = run_parallel_ocs(emu, name, w, sched, scale, 0.0, d_out / name)
-                    row = {"workload": name, "gpus": n, "switches": s, "delta_s": delay, "spectra_s": a.makespan_s,
-                           "guard_s": guard, "flow_s": flow.time_s, "packet_s": pkt.time_s,
-                           "error": pkt.time_s / flow.time_s - 1, "link_mbps": scale.link_mbps,
-                           "byte_scale": scale.byte_scale, "tdf": scale.tdf,
-                           "dark_measured_s": pkt.slots.dark_window_measured_s,
-                           "start_error_p99_s": pkt.slots.start_error_s.p99,
-                           "drops_dark": pkt.drops.get("dark", 0), "retransmissions": pkt.steps[0].retransmissions,
-                           "delivered": pkt.bytes_delivered == pkt.bytes_sent, "wall_s": time.perf_counter() - t}
-                    rows.append(row)
-                    print(f"{name:<14} {n:>3} {s:>2} | {a.makespan_s * 1e6:>9.1f} {guard * 1e6:>6.1f} "
-                          f"{flow.time_s * 1e6:>9.1f} {pkt.time_s * 1e6:>9.1f} {row['error']:>+7.2%} | "
-                          f"{scale.link_mbps:>4g} Mb/s {scale.tdf:>7.0f} {row['dark_measured_s'] * 1e6:>8.2f} "
-                          f"{row['start_error_p99_s'] * 1e3:>7.2f} {row['drops_dark']:>5} {row['wall_s']:>6.1f}")
-    return rows
+    with EmulatedFabric(parallel_ocs(n, s, gbps, delay), d_out, link_mbps=rate_mbps or 10.0) as emu:
+        base = (calibrated_scale(emu, 0.1, d_out / "calibration") if rate_mbps is None
+                else Scale(rate_mbps, 0.1, gbps))
+        used.append(base.link_mbps)
+        for name, _cls, d in todo:
+            a = sp.spectra(d, s, rate, delay, "duplex")
+            wall = a.makespan_s * base.tdf
+            scale = base if wall <= PACKET_WALL_S else Scale(base.link_mbps, base.byte_scale * PACKET_WALL_S / wall,
+                                                             gbps)
+            guard = packet_guard_s(a.schedule, scale, emu.mtu, start_guard_s)
+            sched = a.schedule.guarded(guard)
+            w = wl.demand_workload(d, name)
+            flow = simulate_parallel(w, sched, gbps)
+            t = time.perf_counter()
+            pkt = run_parallel_ocs(emu, name, w, sched, scale, 0.0, d_out / name, start_guard_s)
+            row = {"workload": name, "gpus": n, "switches": s, "delta_s": delay, "spectra_s": a.makespan_s,
+                   "guard_s": guard, "flow_s": flow.time_s, "packet_s": pkt.time_s,
+                   "error": pkt.time_s / flow.time_s - 1, "link_mbps": scale.link_mbps,
+                   "start_guard_s": start_guard_s, "given_up": " ".join(tried),
+                   "byte_scale": scale.byte_scale, "tdf": scale.tdf,
+                   "dark_measured_s": pkt.slots.dark_window_measured_s,
+                   "start_error_p99_s": pkt.slots.start_error_s.p99,
+                   "drops_dark": pkt.drops.get("dark", 0), "retransmissions": pkt.steps[0].retransmissions,
+                   "delivered": pkt.bytes_delivered == pkt.bytes_sent, "wall_s": time.perf_counter() - t}
+            rows.append(row)
+            print(f"{name:<14} {n:>3} {s:>2} | {a.makespan_s * 1e6:>9.1f} {guard * 1e6:>6.1f} "
+                  f"{flow.time_s * 1e6:>9.1f} {pkt.time_s * 1e6:>9.1f} {row['error']:>+7.2%} | "
+                  f"{scale.link_mbps:>4g} Mb/s {scale.tdf:>7.0f} {row['dark_measured_s'] * 1e6:>8.2f} "
+                  f"{row['start_error_p99_s'] * 1e3:>7.2f} {row['drops_dark']:>5} {row['wall_s']:>6.1f}")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -56,6 +56,16 @@ START_DELAY_S = 0.3
 START_GUARD_S = 0.08
 
 
+class WindowsMissed(EmulationError):
+    """A parallel-OCS run whose senders ran out of windows with bytes left (the machine did not
+    carry the slots faithfully); ``late_s``: how late the controller started its latest slot
+    (wall seconds)."""
+
+    def __init__(self, message: str, late_s: float):
+        super().__init__(message)
+        self.late_s = late_s
+
+
 def packet_guard_s(schedule: ParallelSchedule, scale: Scale, mtu: int, start_guard_s: float = START_GUARD_S) -> float:
     """Seconds (real) to lengthen every slot by (:meth:`ParallelSchedule.guarded`) so that the
     packet backend can carry what the flow model carries in it: the start guard
@@ -180,11 +190,12 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
             try:
                 reports = coord.gather("done", timeout, alive)
             except EmulationError as e:
-                late = [x["start_error_s"] for x in emu.client.events(since) if x["kind"] == "ocs-slot"]
-                raise EmulationError(
+                late = max((x["start_error_s"] for x in emu.client.events(since) if x["kind"] == "ocs-slot"), default=0.0)
+                raise WindowsMissed(
                     f"{e}: some transfer ran out of windows: its connections drained less than the emulated link "
-                    f"rate inside them (the controller started slots up to {max(late, default=0.0) * 1e3:.0f} ms late, "
-                    f"emulated; the senders waited {start_guard_s * 1e3:.0f} ms). Emulate fewer GPUs or OCSes") from None
+                    f"rate inside them (the controller started slots up to {late * 1e3:.0f} ms late, "
+                    f"emulated; the senders waited {start_guard_s * 1e3:.0f} ms). Emulate fewer GPUs or OCSes, "
+                    f"with a longer start guard, or at a lower link rate", late) from None
 
             def done() -> bool:
                 return any(e["kind"] == "sequences-done" for e in emu.client.events(since))
