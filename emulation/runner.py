@@ -172,17 +172,22 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
         except (EmulationError, ControllerError, KeyboardInterrupt) as e:
             # what was measured so far, marked incomplete, then the teardown and the error
             error = str(e) if not isinstance(e, KeyboardInterrupt) else "interrupted"
-            meta["tcp_congestion"] = sorted(emu.tcp_congestion)
-            partial = collective_envelope(exp, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": False,
+            partial = collective_envelope(exp, "mininet", runs, {**_measured(meta, emu, scale), "complete": False,
                                                                 "error": error})
             write_result(out, partial)
             raise
         finally:
             if capture is not None:
                 capture.stop()
-        meta["tcp_congestion"] = sorted(emu.tcp_congestion)
-    meta["warnings"] += _warnings(runs)
-    return collective_envelope(exp, "mininet", runs, {**meta, "scale": scale.to_json(), "complete": True})
+        measured = _measured(meta, emu, scale)
+    measured["warnings"] += _warnings(runs)
+    return collective_envelope(exp, "mininet", runs, {**measured, "complete": True})
+
+
+def _measured(meta: dict, emu, scale) -> dict:
+    """The packet-backend record of a run so far: ``meta`` with the ``scale`` model and the TCP
+    congestion controls the agents' connections ran (``tcp_congestion``)."""
+    return {**meta, "scale": scale.to_json(), "tcp_congestion": sorted(emu.tcp_congestion)}
 
 
 @contextlib.contextmanager

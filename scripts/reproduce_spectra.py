@@ -156,18 +156,17 @@ def packet_table(gpus: list[int], switches: list[int], delay: float, gbps: float
             rate_mbps, tried, guard = None, [], START_GUARD_S
             while todo:
                 d_out = out / "packet" / f"{n}gpus-{s}ocs-{len(tried)}"
-                used: list[float] = []
                 try:
-                    _packet_rows(n, s, delay, gbps, d_out, todo, rate_mbps, guard, tried, rows, used)
+                    _packet_rows(n, s, delay, gbps, d_out, todo, rate_mbps, guard, tried, rows)
                     todo = []
                 except WindowsMissed as e:
-                    rate_mbps = used[0] if used else None
+                    rate_mbps = e.link_mbps
                     done = {r["workload"] for r in rows if (r["gpus"], r["switches"]) == (n, s)}
                     todo = [w for w in todo if w[0] not in done]
                     tried.append(f"{rate_mbps:g}Mb/{guard * 1e3:.0f}ms")
                     if guard < 1.25 * e.late_s:  # the controller was late: wait for it longer
                         guard = math.ceil(1.25 * e.late_s * 100) / 100
-                    elif rate_mbps is not None and rate_mbps / 2 >= MIN_PACKET_MBPS:
+                    elif rate_mbps / 2 >= MIN_PACKET_MBPS:
                         rate_mbps /= 2
                     else:  # this machine does not carry the rest: say so in their rows
                         print(f"{', '.join(w[0] for w in todo)} at {n} GPUs, s = {s}: not carried on this machine "
@@ -181,10 +180,13 @@ def packet_table(gpus: list[int], switches: list[int], delay: float, gbps: float
 
 
 def _packet_rows(n: int, s: int, delay: float, gbps: float, d_out: Path, todo: list, rate_mbps: float | None,
-                 start_guard_s: float, tried: list[str], rows: list[dict], used: list[float]) -> None:
+                 start_guard_s: float, tried: list[str], rows: list[dict]) -> None:
     """Run ``todo``'s workloads at (n, s) on one new fabric, at ``rate_mbps`` or (None) the
-    calibrated rate (appended to ``used``, Mbit/s), senders starting ``start_guard_s`` (wall s)
-    into each window; append a row per run to ``rows``."""
+    calibrated rate (Mbit/s), senders starting ``start_guard_s`` (wall s) into each window;
+    append a row per run to ``rows``.
+
+    :raises emulation.emulator.parallel_ocs.WindowsMissed: a run missed its windows (at the
+        rate it names)."""
     from emulation.emulator.calibration import calibrated_scale
     from emulation.emulator.net import EmulatedFabric
     from emulation.emulator.parallel_ocs import packet_guard_s, run_parallel_ocs
@@ -195,7 +197,6 @@ def _packet_rows(n: int, s: int, delay: float, gbps: float, d_out: Path, todo: l
     with EmulatedFabric(parallel_ocs(n, s, gbps, delay), d_out, link_mbps=rate_mbps or 10.0) as emu:
         base = (calibrated_scale(emu, 0.1, d_out / "calibration") if rate_mbps is None
                 else Scale(rate_mbps, 0.1, gbps))
-        used.append(base.link_mbps)
         for name, _cls, d in todo:
             a = sp.spectra(d, s, rate, delay, "duplex")
             wall = a.makespan_s * base.tdf

@@ -245,22 +245,63 @@ class Receiver:
 
 
 class SendLog:
-    """A step's (or epoch's) sends: ``pending`` parts (a one-item list, counted up by the caller),
-    ``sent`` ``{tid: [first byte, last byte]}`` (CLOCK_MONOTONIC s), filled by :meth:`report`,
-    which the channels call as each part is written; ``lock`` guards both and is notified."""
+    """A step's (or epoch's) sends: ``sent`` ``{tid: [first byte, last byte]}`` (CLOCK_MONOTONIC
+    s), filled by :meth:`report`, which the channels call as each part expected (:meth:`expect`)
+    is written; :meth:`wait` blocks until none is pending, or a launcher failed (:meth:`fail`)."""
 
     def __init__(self):
         self.sent: dict[int, list[float]] = {}
-        self.pending = [0]
-        self.lock = threading.Condition()
+        self._pending = 0
+        self._errors: list[BaseException] = []
+        self._cond = threading.Condition()
+
+    def expect(self, parts: int = 1) -> None:
+        """``parts`` more parts will be reported."""
+        with self._cond:
+            self._pending += parts
 
     def report(self, tid: int, t0: float, t1: float) -> None:
         """Part of ``tid`` written from ``t0`` to ``t1``."""
-        with self.lock:
+        with self._cond:
             s = self.sent.setdefault(tid, [t0, t1])
             s[0], s[1] = min(s[0], t0), max(s[1], t1)
-            self.pending[0] -= 1
-            self.lock.notify_all()
+            self._pending -= 1
+            self._cond.notify_all()
+
+    def fail(self, err: BaseException) -> None:
+        """A thread that hands out parts failed: :meth:`wait` raises ``err``."""
+        with self._cond:
+            self._errors.append(err)
+            self._cond.notify_all()
+
+    def wait(self, timeout: float, what: str) -> None:
+        """Until every expected part is written.
+
+        :raises TimeoutError: not within ``timeout`` s (``what`` names the step).
+        :raises BaseException: the first error given to :meth:`fail`.
+        """
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._pending == 0 or self._errors, timeout):
+                raise TimeoutError(f"{what}: sends did not finish in {timeout} s")
+            if self._errors:
+                raise self._errors[0]
+
+
+def _drain(used: list, timeout: float, what: str) -> None:
+    """Wait until the peers acknowledged everything written on the connections ``used``: the
+    fabric changes next, and a final ACK lost in the dark window would leave a connection in
+    retransmission backoff (~1 s).
+
+    :raises TimeoutError: not within ``timeout`` s (``what`` names the step).
+    """
+    wait_until(lambda: not any(c.unacked() for c in used), timeout, lambda: TimeoutError(
+        f"{what}: data not acknowledged in {timeout} s"), interval_s=0.0005)
+
+
+def _retransmissions(conns: dict) -> dict:
+    """The ``done`` report's ``retrans`` and ``retrans_by_conn`` (module doc)."""
+    by_conn = {c.name(): n for c in conns.values() if (n := c.retransmissions())}
+    return {"retrans": sum(by_conn.values()), "retrans_by_conn": by_conn}
 
 
 def set_congestion_control(sock: socket.socket, name: str = dpn.TCP_CONGESTION) -> None:
@@ -526,34 +567,24 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
         t_release = max(t_go, t_arrive)  # the senders wait until then (plus alpha)
         receiver.expect_transfers(step["recv"])
         log = SendLog()
-        sent, pending, lock, report = log.sent, log.pending, log.lock, log.report
-
         pooled = bool(rotor and rotor.get("pooled"))
         for tid, dst, parts in step["send"]:
             pool = Pool(sum(b for _c, b in parts)) if pooled else None  # every channel draws from one pool
             for c, part in parts:
-                with lock:
-                    pending[0] += 1
-                conns[(dst, c)].jobs.put((tid, pool or part, t_release + alpha, report))
+                log.expect()
+                conns[(dst, c)].jobs.put((tid, pool or part, t_release + alpha, log.report))
         for in_tid, out_tid, dst, nbytes in step.get("relay", []):
-            with lock:
-                pending[0] += 1
-            receiver.on_arrival(in_tid, lambda ch=conns[(dst, 0)], o=out_tid, b=nbytes, done=report:
+            log.expect()
+            receiver.on_arrival(in_tid, lambda ch=conns[(dst, 0)], o=out_tid, b=nbytes, done=log.report:
                                 ch.jobs.put((o, b, time.monotonic() + alpha, done)))
-        with lock:
-            if not lock.wait_for(lambda: pending[0] == 0, timeout):
-                raise TimeoutError(f"rank {rank} step {index}: sends did not finish in {timeout} s")
+        what = f"rank {rank} step {index}"
+        log.wait(timeout, what)
         recv = receiver.wait([tid for tid, _s, _b in step["recv"]], timeout)
         if step.get("drain"):
-            # The fabric changes next: wait for the peers' acknowledgements, or a final ACK lost
-            # in the dark window would leave the connection in retransmission backoff (~1 s).
-            used = [conns[(dst, c)] for _tid, dst, parts in step["send"] for c, _b in parts]
-            wait_until(lambda: not any(c.unacked() for c in used), timeout, lambda: TimeoutError(
-                f"rank {rank} step {index}: data not acknowledged in {timeout} s"), interval_s=0.0005)
-        by_conn = {c.name(): n for c in conns.values() if (n := c.retransmissions())}
+            _drain([conns[(dst, c)] for _tid, dst, parts in step["send"] for c, _b in parts], timeout, what)
         stalls = sum(c.stalls for c in conns.values())
-        say({"done": index, "rank": rank, "t_go": t_go, "t_heard": t_heard, "send": sent, "recv": recv,
-             "retrans": sum(by_conn.values()), "retrans_by_conn": by_conn, "stalls": stalls, "t_done": time.monotonic()})
+        say({"done": index, "rank": rank, "t_go": t_go, "t_heard": t_heard, "send": log.sent, "recv": recv,
+             **_retransmissions(conns), "stalls": stalls, "t_done": time.monotonic()})
     hear()  # exit
 
 
@@ -609,15 +640,11 @@ def _run_epochs(schedule: dict, receiver: Receiver, conns: dict, gates: dict, sa
         live, t_live = threading.Event(), [0.0]
         ready: dict[int, float] = {}
         log = SendLog()
-        sent, pending, lock, report = log.sent, log.pending, log.lock, log.report
-
         by_dst: dict[int, list] = {}
         for st in steps:
             for (tid, dst, parts), deps, wait in zip(st["send"], st["deps"], st["live"]):
                 by_dst.setdefault(dst, []).append((tid, parts, deps, set(wait)))
-                pending[0] += len(parts)
-
-        errors: list[BaseException] = []
+                log.expect(len(parts))
 
         def launch(dst: int, items: list) -> None:
             try:
@@ -629,18 +656,16 @@ def _run_epochs(schedule: dict, receiver: Receiver, conns: dict, gates: dict, sa
                     # their new circuits are live.
                     for c, part in parts:
                         if c not in wait:
-                            conns[(dst, c)].jobs.put((tid, part, t_ready + alpha, report))
+                            conns[(dst, c)].jobs.put((tid, part, t_ready + alpha, log.report))
                     if any(c in wait for c, _b in parts):
                         if not live.wait(timeout):
                             raise TimeoutError(f"rank {rank} epoch {e}: no word that the new circuits are live in "
                                                f"{timeout} s")
                         for c, part in parts:
                             if c in wait:
-                                conns[(dst, c)].jobs.put((tid, part, max(t_ready + alpha, t_live[0]), report))
-            except BaseException as err:  # raised again by the main thread, which is waiting on ``lock``
-                with lock:
-                    errors.append(err)
-                    lock.notify_all()
+                                conns[(dst, c)].jobs.put((tid, part, max(t_ready + alpha, t_live[0]), log.report))
+            except BaseException as err:  # raised again by the main thread, waiting in log.wait
+                log.fail(err)
 
         threads = [threading.Thread(target=launch, args=(d, items), daemon=True) for d, items in by_dst.items()]
         for t in threads:
@@ -650,19 +675,14 @@ def _run_epochs(schedule: dict, receiver: Receiver, conns: dict, gates: dict, sa
             assert m.get("live") == e, m
             t_live[0] = m["t_live"]
             live.set()
-        with lock:
-            if not lock.wait_for(lambda: pending[0] == 0 or errors, timeout):
-                raise TimeoutError(f"rank {rank} epoch {e}: sends did not finish in {timeout} s")
-            if errors:
-                raise errors[0]
+        what = f"rank {rank} epoch {e}"
+        log.wait(timeout, what)
         recv = receiver.wait([tid for st in steps for tid, _s, _b in st["recv"]], timeout)
-        if steps[-1].get("drain"):  # the next epoch reconfigures: wait for the peers' ACKs
-            used = [conns[(dst, c)] for st in steps for _tid, dst, parts in st["send"] for c, _b in parts]
-            wait_until(lambda: not any(c.unacked() for c in used), timeout, lambda: TimeoutError(
-                f"rank {rank} epoch {e}: data not acknowledged in {timeout} s"), interval_s=0.0005)
-        by_conn = {c.name(): n for c in conns.values() if (n := c.retransmissions())}
-        say({"done": e, "rank": rank, "t_go": t_go, "t_heard": t_heard, "send": sent, "recv": recv, "ready": ready,
-             "retrans": sum(by_conn.values()), "retrans_by_conn": by_conn, "stalls": 0, "t_done": time.monotonic()})
+        if steps[-1].get("drain"):  # the next epoch reconfigures
+            _drain([conns[(dst, c)] for st in steps for _tid, dst, parts in st["send"] for c, _b in parts],
+                   timeout, what)
+        say({"done": e, "rank": rank, "t_go": t_go, "t_heard": t_heard, "send": log.sent, "recv": recv,
+             "ready": ready, **_retransmissions(conns), "stalls": 0, "t_done": time.monotonic()})
     hear()  # exit
 
 

@@ -58,12 +58,13 @@ START_GUARD_S = 0.08
 
 class WindowsMissed(EmulationError):
     """A parallel-OCS run whose senders ran out of windows with bytes left (the machine did not
-    carry the slots faithfully); ``late_s``: how late the controller started its latest slot
-    (wall seconds)."""
+    carry the slots faithfully) at ``link_mbps`` (Mbit/s per link); ``late_s``: how late the
+    controller started its latest slot (wall seconds)."""
 
-    def __init__(self, message: str, late_s: float):
+    def __init__(self, message: str, late_s: float, link_mbps: float):
         super().__init__(message)
         self.late_s = late_s
+        self.link_mbps = link_mbps
 
 
 def packet_guard_s(schedule: ParallelSchedule, scale: Scale, mtu: int, start_guard_s: float = START_GUARD_S) -> float:
@@ -195,7 +196,7 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
                     f"{e}: some transfer ran out of windows: its connections drained less than the emulated link "
                     f"rate inside them (the controller started slots up to {late * 1e3:.0f} ms late, "
                     f"emulated; the senders waited {start_guard_s * 1e3:.0f} ms). Emulate fewer GPUs or OCSes, "
-                    f"with a longer start guard, or at a lower link rate", late) from None
+                    f"with a longer start guard, or at a lower link rate", late, scale.link_mbps) from None
 
             def done() -> bool:
                 return any(e["kind"] == "sequences-done" for e in emu.client.events(since))
