@@ -31,12 +31,14 @@ DPID_NIC = 0x0001_0000_0000
 DPID_OCS = 0x0002_0000_0000
 DPID_EPS = 0x0003_0000_0000
 AGENT_PORT = 5001
-#: TCP congestion control of every GPU connection, set per socket (``TCP_CONGESTION``): the same
-#: on every machine. Debian 12 kernels default to bbr, whose pacing and periodic bandwidth
-#: probing leave a bottleneck idle now and then; and a network namespace may only choose, by
-#: sysctl, what ``net.ipv4.tcp_allowed_congestion_control`` lists (``reno bbr`` there), while a
-#: root process may set any loaded one on its own sockets.
-TCP_CONGESTION = "cubic"
+#: TCP congestion control the agents set on every GPU connection (``TCP_CONGESTION``), or None:
+#: the host's default, bbr on Debian 12 (a network namespace may only choose, by sysctl, what
+#: ``net.ipv4.tcp_allowed_congestion_control`` lists, ``reno bbr`` there; a root process may set
+#: any loaded one on its own sockets). ``"cubic"`` brings the demo within -0.5..-3.6% of the flow
+#: backend, but with it the captured lab run lost upcalls in Open vSwitch (``datapath`` drops) in
+#: 2 of 9 idle runs, so the default stays until that is understood. Every packet result
+#: records what its connections ran (``tcp_congestion``).
+TCP_CONGESTION: str | None = None
 #: OpenFlow cookies of the lowest-priority drop rules the controller installs: on an OCS they
 #: count packets that reached a port with no circuit (dark), on a NIC or EPS bridge packets with
 #: no route (:mod:`emulation.emulator.counters`).

@@ -92,7 +92,8 @@ def test_ring_allreduce_is_link_bound_and_delivers_every_byte(run_dir):
         scale = calibrated_scale(emu, 0.1, run_dir / "calibration")
         r = run_workload(emu, "ring", w, make_plan("none", f, w), scale, alpha, run_dir / "ring")
     assert r.bytes_delivered == r.bytes_sent == w.bytes_sent
-    assert emu.tcp_congestion == {dpn.TCP_CONGESTION}  # every connection, whatever the host's default
+    assert len(emu.tcp_congestion) == 1  # every connection runs the same, and it is recorded
+    assert dpn.TCP_CONGESTION is None or emu.tcp_congestion == {dpn.TCP_CONGESTION}
     assert len(r.steps) == 2 * (n - 1)
     assert all(a.end_s <= b.start_s + 1e-9 for a, b in zip(r.steps, r.steps[1:]))  # round-synchronous
     pred = ring_alpha_beta_s(n, size, alpha, 400)

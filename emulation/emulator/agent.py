@@ -304,9 +304,12 @@ def _retransmissions(conns: dict) -> dict:
     return {"retrans": sum(by_conn.values()), "retrans_by_conn": by_conn}
 
 
-def set_congestion_control(sock: socket.socket, name: str = dpn.TCP_CONGESTION) -> None:
-    """Give ``sock`` the TCP congestion control ``name`` (:data:`emulation.dataplane.TCP_CONGESTION`);
-    a kernel without it leaves the default, which :func:`congestion_control` then reports."""
+def set_congestion_control(sock: socket.socket, name: str | None = dpn.TCP_CONGESTION) -> None:
+    """Give ``sock`` the TCP congestion control ``name`` (:data:`emulation.dataplane.TCP_CONGESTION`;
+    None leaves the host's default); a kernel without it leaves the default, which
+    :func:`congestion_control` then reports."""
+    if name is None:
+        return
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
     except OSError:
