@@ -14,8 +14,10 @@ instance, but only its cache (flows are re-created on their next packet).
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
+import threading
 import time
 
 
@@ -25,23 +27,28 @@ class DatapathError(RuntimeError):
 
 class DatapathCache:
     """The cached datapath flows of the ovs-vswitchd whose control socket is ``ctl_path``
-    (``/var/run/openvswitch/ovs-vswitchd.<pid>.ctl``)."""
+    (``/var/run/openvswitch/ovs-vswitchd.<pid>.ctl``).
+
+    Safe to share between threads: concurrent purges are coalesced (:meth:`purge`)."""
 
     def __init__(self, ctl_path: str, timeout: float = 5.0):
         self.ctl_path = ctl_path
         self.timeout = timeout
-        self._id = 0
+        self._ids = itertools.count(1)
+        self._cond = threading.Condition()
+        self._running = False  # a purge is in progress
+        self._last = (float("-inf"), float("-inf"))  # (start, end) of the last purge that succeeded
 
     def call(self, method: str, *params: str) -> str:
         """Run one ``ovs-appctl`` command; its text answer.
 
         :raises DatapathError: no answer within the timeout, or an error answer."""
-        self._id += 1
+        rid = next(self._ids)
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.settimeout(self.timeout)
                 s.connect(self.ctl_path)
-                s.sendall(json.dumps({"id": self._id, "method": method, "params": list(params)}).encode())
+                s.sendall(json.dumps({"id": rid, "method": method, "params": list(params)}).encode())
                 buf, dec = b"", json.JSONDecoder()
                 while True:
                     chunk = s.recv(65536)
@@ -59,7 +66,35 @@ class DatapathCache:
             raise DatapathError(f"{method}: {reply['error']}")
         return str(reply.get("result", ""))
 
-    def purge(self) -> float:
-        """Flush every cached datapath flow; the CLOCK_MONOTONIC time (s) it was done."""
-        self.call("revalidator/purge")
-        return time.monotonic()
+    def purge(self, after: float | None = None) -> float:
+        """Flush every cached datapath flow, so that every OpenFlow change acknowledged at or
+        before ``after`` (CLOCK_MONOTONIC s; default: now) holds in the datapath; the time (s) the
+        flush that did so ended.
+
+        Group commit: one purge started at or after ``after`` serves every caller waiting for it
+        (several OCSes changing at once wait for one purge together, not for one each in turn);
+        a caller finding a purge already under way that started earlier waits for it to end, then
+        starts the next one, or joins one another caller started meanwhile.
+
+        :raises DatapathError: as :meth:`call` (every caller waiting on that purge tries its own).
+        """
+        after = time.monotonic() if after is None else after
+        with self._cond:
+            while self._last[0] < after:
+                if not self._running:
+                    break
+                self._cond.wait()
+            else:
+                return self._last[1]
+            self._running = True
+        start, end = time.monotonic(), None
+        try:
+            self.call("revalidator/purge")
+            end = time.monotonic()
+        finally:
+            with self._cond:
+                self._running = False
+                if end is not None:
+                    self._last = (start, end)
+                self._cond.notify_all()
+        return end
