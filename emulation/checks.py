@@ -20,7 +20,7 @@ from __future__ import annotations
 from emulation.drops import artefact_problem, summarise
 from emulation.fabric import Fabric
 from emulation.results import Checks, RunResult
-from emulation.schedule import ClosedFormRun, RunDescription, SlottedPlan
+from emulation.schedule import ClosedFormRun, ParallelPlan, RunDescription, SlottedPlan
 
 #: Relative slack before a check fails (timing noise of the packet backend).
 TOLERANCE = 0.01
@@ -85,7 +85,7 @@ def complete(res: RunResult, run: RunDescription | ClosedFormRun, fabric: Fabric
         return res
     res.predicted_s = run.schedule.predicted_s
     res.padding_bytes = run.padding_bytes
-    if isinstance(run.schedule, SlottedPlan):
+    if isinstance(run.schedule, (SlottedPlan, ParallelPlan)):
         res.slots = res.slots.model_copy(update=run.schedule.summary())
     res.checks = check_run(res, fabric)
     return res

@@ -110,14 +110,16 @@ class Percentiles(_Record):
 
 
 class Slots(_Record):
-    """A time-slotted run (:class:`emulation.schedule.SlottedPlan`). Both backends:
-    ``slot_utilisation`` (delivered bytes / bytes the up circuits could carry until the end),
-    ``cycles`` (rotor turns until the end), ``relayed_bytes`` (two-hop forwarding) and the
-    schedule's shape (:meth:`emulation.schedule.SlottedPlan.summary`: ``method``,
-    ``slots_per_turn``, ``turn_s``, ``reconfiguration_delay_s``, ``guard_s``, ``forwarding``,
-    ``planned_turns``). Packet backend: ``slots_run``, ``start_error_s`` (the controller's
-    ``|measured - planned|`` slot start, emulated s), ``dark_window_measured_s`` (median, real s)
-    and ``guard_emulated_s``."""
+    """A time-slotted run (:class:`emulation.schedule.SlottedPlan`) or a run on parallel OCSes
+    (:class:`emulation.schedule.ParallelPlan`). Both backends: ``slot_utilisation`` (delivered
+    bytes / bytes the up circuits could carry until the end), ``cycles`` (rotor turns until the
+    end; parallel OCSes: the end over the schedules' makespans), ``relayed_bytes`` (two-hop
+    forwarding) and the schedule's shape (:meth:`emulation.schedule.SlottedPlan.summary`:
+    ``method``, ``slots_per_turn``, ``turn_s``, ``reconfiguration_delay_s``, ``guard_s``,
+    ``forwarding``, ``planned_turns``; :meth:`emulation.schedule.ParallelPlan.summary` also
+    ``planned_makespan_s`` and ``lower_bound_s``, per step). Packet backend: ``slots_run``,
+    ``start_error_s`` (the controller's ``|measured - planned|`` slot start, emulated s),
+    ``dark_window_measured_s`` (median, real s) and ``guard_emulated_s``."""
 
     slot_utilisation: float
     cycles: float
@@ -133,6 +135,8 @@ class Slots(_Record):
     start_error_s: Optional[Percentiles] = None
     dark_window_measured_s: Optional[float] = None
     guard_emulated_s: Optional[float] = None
+    planned_makespan_s: Optional[list[float]] = None
+    lower_bound_s: Optional[list[float]] = None
 
 
 class RunResult(_Record):
@@ -209,6 +213,48 @@ class RunResult(_Record):
         if isinstance(d, dict) and ("algbw_gbps" in d or "busbw_gbps" in d):
             d = {k: v for k, v in d.items() if k not in ("algbw_gbps", "busbw_gbps")}
         return d
+
+
+def sequenced(parts: list[RunResult]) -> RunResult:
+    """One run made of ``parts``, runs of consecutive steps (one step each or more), part k
+    starting when part k - 1 ended: step and transfer records shifted by that offset (steps
+    renumbered in order, transfers keeping their part's step), ``time_s``, bytes, drops and
+    retransmission counts added, the slots of every part combined (utilisation weighted by
+    time, cycles over the summed makespans, slot starts' worst percentiles, the median dark
+    window's mean). The other fields are the first part's, to be set by the caller.
+
+    :raises ValueError: no part."""
+    if not parts:
+        raise ValueError("parts: at least one run")
+    out = parts[0].model_copy(deep=True)
+    steps, transfers, t = [], [], 0.0
+    for p in parts:
+        base = len(steps)
+        for st in p.steps:
+            steps.append(st.model_copy(update={"index": len(steps), "start_s": st.start_s + t, "end_s": st.end_s + t}))
+        transfers += [tr.model_copy(update={"step": tr.step + base, "start_s": tr.start_s + t, "end_s": tr.end_s + t})
+                      for tr in p.transfers]
+        t += p.time_s
+    out.steps, out.transfers, out.time_s = steps, transfers, t
+    out.bytes_sent = sum(p.bytes_sent for p in parts)
+    out.bytes_delivered = sum(p.bytes_delivered for p in parts)
+    out.drops = {k: sum(p.drops.get(k, 0) for p in parts) for k in parts[0].drops
+                 if all(isinstance(p.drops.get(k, 0), (int, float)) for p in parts)}
+    slots = [p.slots for p in parts if p.slots is not None]
+    if slots:
+        times = [p.time_s for p in parts if p.slots is not None]
+        total = sum(times) or 1.0
+        starts = [s.start_error_s for s in slots if s.start_error_s is not None]
+        darks = [s.dark_window_measured_s for s in slots if s.dark_window_measured_s is not None]
+        out.slots = slots[0].model_copy(update={
+            "slot_utilisation": sum(s.slot_utilisation * w for s, w in zip(slots, times)) / total,
+            "cycles": t / sum(w / s.cycles for s, w in zip(slots, times) if s.cycles) if all(s.cycles for s in slots)
+            else 0.0,
+            "slots_run": sum(s.slots_run for s in slots) if all(s.slots_run is not None for s in slots) else None,
+            "start_error_s": Percentiles(median=max(x.median for x in starts), p99=max(x.p99 for x in starts),
+                                         max=max(x.max for x in starts)) if starts else None,
+            "dark_window_measured_s": sum(darks) / len(darks) if darks else None})
+    return out
 
 
 class FabricRecord(_Record):

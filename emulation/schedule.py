@@ -341,8 +341,50 @@ class SlottedPlan:
         return out
 
 
-#: What the fabric does over a run: per-step configurations or a time-slotted schedule.
-FabricSchedule = Union[Plan, SlottedPlan]
+@dataclass(frozen=True)
+class ParallelPlan:
+    """A run on parallel OCSes (Spectra, arXiv 2603.07373): every step of ``workload`` is one
+    demand matrix with a :class:`ParallelSchedule` of its own, ``planned[i]`` for step i (real
+    seconds, as planned); both backends run :attr:`schedules`, every slot ``guard_s`` longer,
+    step i + 1's schedule starting when step i's last byte has arrived. ``method`` names the
+    decomposition each step kept; ``lower_bound_s[i]`` is step i's makespan lower bound
+    (seconds).
+
+    :param planner: ``parallel-spectra`` or ``parallel-baseline`` (the scenario's ``schedule``).
+    """
+
+    planner: str
+    planned: tuple[ParallelSchedule, ...]
+    method: tuple[str, ...]
+    workload: Workload
+    guard_s: float = 0.0
+    lower_bound_s: tuple[float, ...] = ()
+
+    @property
+    def schedules(self) -> tuple[ParallelSchedule, ...]:
+        """What both backends run: every step's schedule with its slots ``guard_s`` longer."""
+        return tuple(p.guarded(self.guard_s) for p in self.planned)
+
+    @property
+    def predicted_s(self) -> float:
+        """The guarded makespans summed, seconds: the run's time if every byte moves at once."""
+        return sum(s.makespan_s for s in self.schedules)
+
+    def summary(self) -> dict:
+        """The schedules' shape for a result's ``slots``: ``method``, ``slots_per_turn`` (the
+        configurations of every OCS over all steps), ``turn_s`` (the guarded makespans summed),
+        ``reconfiguration_delay_s``, ``guard_s``, ``planned_makespan_s`` (per step, unguarded) and
+        ``lower_bound_s``."""
+        return {"method": "+".join(dict.fromkeys(self.method)), "guard_s": self.guard_s,
+                "slots_per_turn": sum(s.reconfigurations for s in self.planned), "turn_s": self.predicted_s,
+                "reconfiguration_delay_s": self.planned[0].reconfiguration_delay_s if self.planned else None,
+                "planned_makespan_s": [s.makespan_s for s in self.planned],
+                "lower_bound_s": list(self.lower_bound_s)}
+
+
+#: What the fabric does over a run: per-step configurations, a time-slotted schedule or parallel
+#: OCSes' schedules.
+FabricSchedule = Union[Plan, SlottedPlan, ParallelPlan]
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ filled in completely."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,16 +15,16 @@ from emulation.emulator.net import EmulatedFabric, EmulationError
 from emulation.emulator.orchestrator import collective_events, run_workload
 from emulation.emulator.slotted import run_slotted
 from emulation.planners.cost import CostModel
-from emulation.results import RunResult
+from emulation.results import RunResult, sequenced
 from emulation.scale import Scale
-from emulation.schedule import RunDescription, SlottedPlan
+from emulation.schedule import ParallelPlan, RunDescription, SlottedPlan
 
 
 def run_scale(run: RunDescription, scale: Scale, mtu: int) -> Scale:
     """The scale ``run`` is emulated at: ``scale``, its byte scale raised for a run whose steps
     would be few frames of ``mtu`` on the wire (:meth:`emulation.scale.Scale.for_steps`); a
-    time-slotted run keeps ``scale`` (its slots are sized at it)."""
-    if isinstance(run.schedule, SlottedPlan):
+    time-slotted run or one on parallel OCSes keeps ``scale`` (its slots are sized at it)."""
+    if isinstance(run.schedule, (SlottedPlan, ParallelPlan)):
         return scale
     return scale.for_steps(run.smallest_step_bytes, dpn.mss(mtu))
 
@@ -55,6 +56,8 @@ def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostMo
             res = run_slotted(emu, run.name, w, sched.schedule, scale, cost.alpha_s, run_dir, sched.planner,
                               relay=sched.relay)
             end["time_s"] = res.time_s
+    elif isinstance(sched, ParallelPlan):
+        res = _run_parallel(emu, run, sched, scale, cost, run_dir)
     elif semantics == "dependency-driven":
         if emu.user_apps:
             raise EmulationError("semantics: dependency-driven runs raise no step events; run them without --app")
@@ -64,3 +67,35 @@ def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostMo
                            owner="app" if sched.planner == "none" else "planner")
     res.byte_scale = scale.byte_scale
     return complete(res, run, emu.fabric, iteration, arrivals)
+
+
+def parallel_guard_refusal(plan: ParallelPlan, scale: Scale, mtu: int) -> str | None:
+    """Why the packet backend cannot run ``plan`` at ``scale``, or None: its slots must be
+    lengthened by at least :func:`~emulation.emulator.parallel_ocs.packet_guard_s` of every step's
+    planned schedule (a sender starts a window late, drains a little under the line rate and
+    stops before the window closes), and ``plan.guard_s`` is less."""
+    from emulation.emulator.parallel_ocs import packet_guard_s
+
+    need = max(packet_guard_s(p, scale, mtu) for p in plan.planned)
+    if plan.guard_s >= need:
+        return None
+    return (f"guard_s: {plan.guard_s * 1e6:.4g} us lengthens every slot less than the {need * 1e6:.4g} us its "
+            f"senders need on packets at {scale.link_mbps:g} Mbit/s (TDF {scale.tdf:.0f}): set the run's guard_s "
+            f"to at least that, or emulate at a lower emulation.link_mbps")
+
+
+def _run_parallel(emu: EmulatedFabric, run: RunDescription, plan: ParallelPlan, scale: Scale, cost: CostModel,
+                  run_dir: Path) -> RunResult:
+    """Every step of ``run`` on its own parallel-OCS schedule
+    (:func:`~emulation.emulator.parallel_ocs.run_parallel_ocs`, logs in ``run_dir/step-i``), one
+    after the other; the steps' results as one run. The caller checks the guard first
+    (:func:`parallel_guard_refusal`; ``ocslab run`` refuses before any run starts)."""
+    from emulation.emulator.parallel_ocs import run_parallel_ocs
+
+    w = plan.workload
+    parts = [run_parallel_ocs(emu, run.name, dataclasses.replace(w, steps=(st,)), sc, scale, cost.alpha_s,
+                              run_dir / f"step-{i}")
+             for i, (st, sc) in enumerate(zip(w.steps, plan.schedules))]
+    res = sequenced(parts)
+    res.collective, res.algorithm, res.bytes, res.planner = w.collective, w.algorithm, w.bytes, plan.planner
+    return res

@@ -3,6 +3,7 @@ in virtual time, its result filled in completely."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -11,8 +12,8 @@ from emulation.fabric import Fabric
 from emulation.flowsim.simulate import simulate
 from emulation.flowsim.slotted import simulate_slotted
 from emulation.planners.cost import CostModel
-from emulation.results import RunResult
-from emulation.schedule import ClosedFormRun, RunDescription, SlottedPlan
+from emulation.results import RunResult, sequenced
+from emulation.schedule import ClosedFormRun, ParallelPlan, RunDescription, SlottedPlan
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,9 @@ MAX_RECORDED_TRANSFERS = 200_000
 def execute(fabric: Fabric, run: RunDescription, cost: CostModel, *, semantics: str = "round-synchronous",
             arrivals_s: Sequence[float] | None = None, iteration: int = 0) -> RunResult:
     """Simulate ``run`` on ``fabric``: a per-step plan with :func:`~emulation.flowsim.simulate.simulate`,
-    a time-slotted one with :func:`~emulation.flowsim.slotted.simulate_slotted`.
+    a time-slotted one with :func:`~emulation.flowsim.slotted.simulate_slotted`, one on parallel
+    OCSes step by step with :func:`~emulation.flowsim.parallel_ocs.simulate_parallel` (each step
+    on its own schedule, from when the previous one ended).
 
     :param arrivals_s: real time each rank arrives (default: all at 0).
     :raises emulation.flowsim.SimulationError: the workload cannot be simulated.
@@ -35,6 +38,13 @@ def execute(fabric: Fabric, run: RunDescription, cost: CostModel, *, semantics: 
         res = simulate_slotted(w, sched.schedule, fabric.port_gbps, alpha_s=cost.alpha_s, arrivals_s=arrivals,
                                name=run.name, relay=sched.relay)
         res.planner = sched.planner
+    elif isinstance(sched, ParallelPlan):
+        from emulation.flowsim.parallel_ocs import simulate_parallel
+
+        res = sequenced([simulate_parallel(dataclasses.replace(w, steps=(st,)), sc, fabric.port_gbps,
+                                           alpha_s=cost.alpha_s, name=run.name)
+                         for st, sc in zip(w.steps, sched.schedules)])
+        res.collective, res.algorithm, res.bytes, res.planner = w.collective, w.algorithm, w.bytes, sched.planner
     else:
         res = simulate(fabric, w, sched, alpha_s=cost.alpha_s, delta_s=cost.delta_s, semantics=semantics,
                        arrivals_s=arrivals, name=run.name, record_transfers=w.transfer_count <= MAX_RECORDED_TRANSFERS)

@@ -118,9 +118,10 @@ def _run_one(sc: Scenario, backend: str, out: Path, force: bool):
 
 def _plan(sc: Scenario, args, path: Path) -> int:
     """``ocslab plan``: each run's plan at one size (keep / reconfigure per step, circuits
-    changed, cost-model time per step), or a rotor's schedule; nothing runs."""
+    changed, cost-model time per step), a rotor's schedule, or the parallel OCSes' schedules
+    per step; nothing runs."""
     from emulation.planners import StepCoster
-    from emulation.schedule import SlottedPlan
+    from emulation.schedule import ParallelPlan, SlottedPlan
 
     exp = _experiment(sc)
     try:
@@ -141,7 +142,13 @@ def _plan(sc: Scenario, args, path: Path) -> int:
             if p.relay:
                 print(f"{r.name}: two-hop forwarding relays {p.relay.relayed_bytes / 2**20:.1f} MiB; "
                       f"planned turns per step {list(p.relay.turns)}")
-    plans = [(r, p) for r, p in plans if not isinstance(p, SlottedPlan)]
+        elif isinstance(p, ParallelPlan):
+            for i, (st, sc) in enumerate(zip(p.workload.steps, p.planned)):
+                print(f"{r.name}: step {i} ({st.phase}) on {len(sc.ocs)} parallel OCSes, {p.planner} "
+                      f"({p.method[i]}): {sc.reconfigurations} configurations, makespan {sc.makespan_s * 1e6:.2f} us "
+                      f"(lower bound {p.lower_bound_s[i] * 1e6:.2f} us, x{sc.makespan_s / p.lower_bound_s[i]:.3f}); "
+                      f"slots {p.guard_s * 1e6:g} us longer on both backends, R {sc.reconfiguration_delay_s * 1e6:g} us")
+    plans = [(r, p) for r, p in plans if not isinstance(p, (SlottedPlan, ParallelPlan))]
     if args.json:
         print(json.dumps({r.name: {"workload": p.workload.to_json(), "plan": p.to_json()} for r, p in plans}))
         return 0

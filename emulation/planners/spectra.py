@@ -87,7 +87,9 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from emulation.planners.bvn import bidirectional_decompose, bvn_decompose, stuff, weighted_round_robin
-from emulation.schedule import OcsSequence, ParallelSchedule
+from emulation.schedule import OcsSequence, ParallelPlan, ParallelSchedule
+from emulation.units import bytes_per_s
+from emulation.workloads.model import Workload
 
 Circuits = Literal["duplex", "directed"]
 #: Step 1's candidate decompositions (module doc), tried in this order.
@@ -523,3 +525,53 @@ def baseline(d, switches: int, rate: float, delta: float, circuits: Circuits = "
         if best is None or cand.makespan_s < best.makespan_s * (1 - TOLERANCE):
             best = cand
     return best
+
+
+#: The scenario's ``schedule`` names of the two planners, and the plan's ``planner``.
+SCHEDULES = {"spectra": "parallel-spectra", "spectra-baseline": "parallel-baseline"}
+
+
+def step_matrix(workload: Workload, index: int) -> np.ndarray:
+    """Step ``index`` of ``workload`` as a demand matrix: (n, n) bytes, ``d[src, dst]`` the sum of
+    its transfers' bytes, zero diagonal (a GPU's transfer to itself crosses no fabric)."""
+    st = workload.steps[index]
+    d = np.zeros((workload.ranks, workload.ranks))
+    np.add.at(d, (st.src, st.dst), st.bytes.astype(float))
+    np.fill_diagonal(d, 0.0)
+    return d
+
+
+def plan_parallel(schedule: str, fabric, workload: Workload, guard_s: float = 0.0) -> ParallelPlan:
+    """A scenario run's plan on parallel OCSes: every step of ``workload`` a demand matrix
+    (:func:`step_matrix`) scheduled by :func:`spectra` (``schedule`` ``spectra``) or
+    :func:`baseline` (``spectra-baseline``) on the fabric's s OCSes with duplex circuits, delta =
+    the OCSes' R and B = the fabric's port rate; every slot then lengthened by ``guard_s``
+    (seconds; the packet backend's slack, :func:`emulation.emulator.parallel_ocs.packet_guard_s`).
+    Steps run one after the other.
+
+    :param fabric: a :class:`~emulation.fabric.Fabric` of :func:`topologies.builders.parallel_ocs`
+        (one port of every GPU on each OCS).
+    :raises SpectraError: an unknown ``schedule``, a fabric that is not parallel OCSes, a step
+        that moves no bytes between two GPUs, ``guard_s`` < 0.
+    """
+    if schedule not in SCHEDULES:
+        raise SpectraError(f"schedule: unknown {schedule!r} (known: {', '.join(SCHEDULES)})")
+    if guard_s < 0:
+        raise SpectraError(f"guard_s: must be >= 0, got {guard_s}")
+    if not fabric.port_per_ocs or not fabric.ocs:
+        raise SpectraError(f"fabric: a {schedule} schedule needs parallel OCSes, one port of every GPU on each "
+                           f"(topology parallel-ocs), not {fabric.name}")
+    s, rate = len(fabric.ocs), bytes_per_s(fabric.port_gbps)
+    delta = max(o.reconfiguration_delay_s for o in fabric.ocs)
+    plan = spectra if schedule == "spectra" else baseline
+    scheds, methods, bounds = [], [], []
+    for i, st in enumerate(workload.steps):
+        d = step_matrix(workload, i)
+        if not d.any():
+            raise SpectraError(f"step {i} ({st.phase}): moves no bytes between two GPUs; a parallel-OCS schedule "
+                               f"needs a demand in every step")
+        p = plan(d, s, rate, delta, "duplex")
+        scheds.append(p.schedule)
+        methods.append(p.decomposition)
+        bounds.append(lower_bound(d, s, rate, delta, "duplex"))
+    return ParallelPlan(SCHEDULES[schedule], tuple(scheds), tuple(methods), workload, guard_s, tuple(bounds))

@@ -92,6 +92,10 @@ class Experiment:
         w = self.workload(run, size)
         if run.schedule == "none":
             sched: FabricSchedule = make_plan(run.planner, self.fabric, w, self.cost)
+        elif run.schedule.startswith("spectra"):
+            from emulation.planners.spectra import plan_parallel
+
+            sched = plan_parallel(run.schedule, self.fabric, w, run.guard_s)
         else:
             pair = None
             if run.schedule == "rotor" and run.slot_s is None and run.collective == "moe":

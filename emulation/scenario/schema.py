@@ -316,16 +316,21 @@ class RunSpec(StrictModel):
     ``always`` (every step on its ideal topology), ``greedy`` or ``dp`` (reconfigure where the
     ``cost:`` model says it pays) or ``overlap`` (each step's peers wired one step ahead, for
     dependency-driven runs; SWOT)."""
-    schedule: Literal["none", "rotor", "plan"] = "none"
+    schedule: Literal["none", "rotor", "plan", "spectra", "spectra-baseline"] = "none"
     """Time-slotted OCS instead of a planner: ``none`` (the planner reconfigures between steps),
     ``rotor`` (the round-robin matchings of all GPUs, equal slots) or ``plan`` (a duplex BvN plan
-    of the run's traffic matrix, priced with the fabric's R); a schedule needs ``ocs-star`` with
-    one port per GPU."""
+    of the run's traffic matrix, priced with the fabric's R), both on ``ocs-star`` with one port
+    per GPU; or, on ``parallel-ocs``, every step's demand matrix scheduled over the parallel OCSes
+    by ``spectra`` (Spectra: decompose, assign by load, equalize; arXiv 2603.07373) or
+    ``spectra-baseline`` (one decomposition, every OCS in lockstep), steps one after the other
+    (:func:`emulation.planners.spectra.plan_parallel`)."""
     slot_s: float | None = Field(default=None, gt=0)
     """Length of every rotor slot, real seconds; none: the largest (src, dst) buffer of the
     padded collective, or of the workload, at the port rate (``rotor`` only)."""
     guard_s: float = Field(default=0.0, ge=0)
-    """Guard band hosts keep at both ends of a slot, real seconds (both backends)."""
+    """Guard band hosts keep at both ends of a slot, real seconds (both backends); with a
+    ``spectra`` schedule, what every slot is lengthened by (the packet backend refuses a run whose
+    guard is shorter than its senders need at the emulated rate, and says how long it must be)."""
     slot_headroom: float = Field(default=0.0, ge=0, le=10)
     """How much more than it must every slot carries, a fraction (0.1: a tenth more)."""
     forwarding: Literal["direct", "two-hop"] = "direct"
@@ -352,8 +357,11 @@ class RunSpec(StrictModel):
             raise ValueError(f"planner: must be none with schedule {self.schedule} (the rotor sets the circuits)")
         if self.slot_s is not None and self.schedule != "rotor":
             raise ValueError("slot_s: only a rotor schedule takes a slot length")
-        if self.forwarding == "two-hop" and self.schedule == "none":
+        if self.forwarding == "two-hop" and self.schedule not in ("rotor", "plan"):
             raise ValueError("forwarding: two-hop needs a schedule (rotor or plan)")
+        if self.slot_headroom and self.schedule.startswith("spectra"):
+            raise ValueError("slot_headroom: a spectra schedule sizes its slots to its demand; lengthen them with "
+                             "guard_s")
         return self
 
     @field_validator("planner")
@@ -438,9 +446,13 @@ class Scenario(NamedScenario):
             raise ValueError("sizes: at least one buffer size is needed (runs other than moe)")
         if any(r.collective == "moe" for r in self.runs) and self.moe is None:
             raise ValueError("moe: a moe section is needed by runs with collective moe")
-        if any(r.schedule != "none" for r in self.runs) and (
+        if any(r.schedule in ("rotor", "plan") for r in self.runs) and (
                 self.fabric.topology != "ocs-star" or self.fabric.ports_per_gpu != 1):
             raise ValueError("fabric: a rotor schedule needs topology ocs-star with ports_per_gpu 1")
+        spectra = [r.name for r in self.runs if r.schedule.startswith("spectra")]
+        if spectra and self.fabric.topology != "parallel-ocs":
+            raise ValueError(f"fabric: run {spectra[0]}'s spectra schedule needs topology parallel-ocs, not "
+                             f"{self.fabric.topology}")
         return self
 
     @model_validator(mode="after")
@@ -451,6 +463,9 @@ class Scenario(NamedScenario):
 
     @model_validator(mode="after")
     def _straggler_rank(self) -> Scenario:
+        spectra = [r.name for r in self.runs if r.schedule.startswith("spectra")]
+        if self.straggler is not None and spectra:
+            raise ValueError(f"straggler: run {spectra[0]}'s spectra schedule starts every GPU at once (no straggler)")
         if self.straggler is not None and self.straggler.rank >= self.fabric.gpus:
             raise ValueError(f"straggler.rank: {self.straggler.rank} is not a rank of {self.fabric.gpus} GPUs")
         return self
