@@ -484,8 +484,10 @@ class CircuitSwitch(OcsLabApp):
         its acknowledgement latency, never early); an installation early by a running estimate of
         its acknowledgement latency, but never before the removal's acknowledgement plus R (every
         dark window lasts at least R). Every slot logs an event
-        ``ocs-slot`` (its OCS, index, planned start, ``t_dark``: removal acknowledged, ``t_live``:
-        circuits acknowledged) and ``sequences-done`` closes the run.
+        ``ocs-slot`` (its OCS, index, planned start, ``t_dark``: removal acknowledged, ``t_sent``:
+        installation sent, ``t_barrier``: its barrier reply, ``t_live``: the datapath flushed after
+        it) and ``sequences-done`` closes the run; an OCS whose switch fails (no barrier reply, a
+        failed flush) logs ``sequences-failed`` (its OCS and the error) and stops every sequence.
 
         :param sequences: per OCS (index k of the fabric's OCSes, at most all of them), its
             ``(circuits, slot_s)`` in order.
@@ -533,6 +535,14 @@ class CircuitSwitch(OcsLabApp):
         self.state.log_event("sequences-done", t0=t0)
 
     def _run_timeline(self, k: int, events, t0: float, dark: float) -> None:
+        try:
+            self._timeline(k, events, t0, dark)
+        except Exception as e:  # a switch that stopped answering: say so, and stop every OCS's sequence
+            self.state.log_event("sequences-failed", logging.ERROR, ocs=self.state.fabric.ocs[k].name,
+                                 error=f"{type(e).__name__}: {e}")
+            self._rotor_stop.set()
+
+    def _timeline(self, k: int, events, t0: float, dark: float) -> None:
         # A removal is sent at its planned time, never early: circuits carry traffic to the end of
         # their slot (a late removal only lengthens the slot by its acknowledgement latency). An
         # installation is sent early by a running estimate of its acknowledgement latency, but

@@ -76,7 +76,8 @@ class DatapathCache:
         a caller finding a purge already under way that started earlier waits for it to end, then
         starts the next one, or joins one another caller started meanwhile.
 
-        :raises DatapathError: as :meth:`call` (every caller waiting on that purge tries its own).
+        :raises DatapathError: as :meth:`call`, to the caller whose flush failed; the callers
+            waiting on it then flush again (one of them, the others joining it).
         """
         after = time.monotonic() if after is None else after
         with self._cond:

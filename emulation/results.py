@@ -147,11 +147,12 @@ class RunResult(_Record):
     over the run (``links_omitted``: how many links carried bytes that are not listed, in a
     closed-form run that does not derive every sender, :mod:`emulation.flowsim.stragglar`);
     ``checks`` holds the sanity checks (:func:`emulation.checks.check_run`);
-    ``predicted_s`` is the planner's cost-model time of the plan (seconds; greedy, dp, always);
+    ``predicted_s`` is the planner's cost-model time of the plan (seconds; greedy, dp, always;
+    parallel OCSes: the guarded makespans summed);
     ``iteration`` numbers repeated runs (scenario ``iterations``) and ``straggler_delay_s`` is the
     straggler's arrival delay D in that iteration (0 without a straggler); ``padding_bytes`` are
     bytes sent that carry no payload (MoE null tokens, tile rounding); ``slots`` describes a
-    time-slotted run; ``drops`` (packet backend) the packets lost in the run, by place
+    time-slotted run or one on parallel OCSes; ``drops`` (packet backend) the packets lost in the run, by place
     (:mod:`emulation.drops`); ``byte_scale`` (packet backend) the byte scale s it was emulated at:
     the scenario's, or larger for a run of small steps (:meth:`emulation.scale.Scale.for_steps`). ``algbw_gbps`` and ``busbw_gbps`` are derived (Gbit/s).
     """
@@ -215,18 +216,28 @@ class RunResult(_Record):
         return d
 
 
+def _added(values: list) -> Any:
+    """Numbers added; dicts merged key by key (recursively); anything else: the first one."""
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return sum(values)
+    if all(isinstance(v, dict) for v in values):
+        return {k: _added([v[k] for v in values if k in v]) for k in dict.fromkeys(k for v in values for k in v)}
+    return values[0]
+
+
 def sequenced(parts: list[RunResult]) -> RunResult:
     """One run made of ``parts``, runs of consecutive steps (one step each or more), part k
     starting when part k - 1 ended: step and transfer records shifted by that offset (steps
-    renumbered in order, transfers keeping their part's step), ``time_s``, bytes, drops and
-    retransmission counts added, the slots of every part combined (utilisation weighted by
-    time, cycles over the summed makespans, slot starts' worst percentiles, the median dark
-    window's mean). The other fields are the first part's, to be set by the caller.
+    renumbered in order, each transfer keeping its step), ``time_s``, bytes, ``drops`` (counts
+    added, places merged), omitted counts and ``link_bytes`` (per link) added; the slots of every
+    part combined: utilisation as delivered bytes over the up circuits' capacity of all parts,
+    cycles as the time over the summed makespans, slots run added, slot-start percentiles and
+    the median dark window of the worst part. Per-step records (retransmissions, timing) stay
+    with their steps. The other fields are the first part's, to be set by the caller.
 
     :raises ValueError: no part."""
     if not parts:
         raise ValueError("parts: at least one run")
-    out = parts[0].model_copy(deep=True)
     steps, transfers, t = [], [], 0.0
     for p in parts:
         base = len(steps)
@@ -235,25 +246,31 @@ def sequenced(parts: list[RunResult]) -> RunResult:
         transfers += [tr.model_copy(update={"step": tr.step + base, "start_s": tr.start_s + t, "end_s": tr.end_s + t})
                       for tr in p.transfers]
         t += p.time_s
-    out.steps, out.transfers, out.time_s = steps, transfers, t
-    out.bytes_sent = sum(p.bytes_sent for p in parts)
-    out.bytes_delivered = sum(p.bytes_delivered for p in parts)
-    out.drops = {k: sum(p.drops.get(k, 0) for p in parts) for k in parts[0].drops
-                 if all(isinstance(p.drops.get(k, 0), (int, float)) for p in parts)}
-    slots = [p.slots for p in parts if p.slots is not None]
+    links: dict[tuple, float] = {}
+    for p in parts:
+        for row in p.link_bytes:
+            links[tuple(row[:4])] = links.get(tuple(row[:4]), 0.0) + row[4]
+    out = parts[0].model_copy(update={
+        "steps": steps, "transfers": transfers, "time_s": t, "bytes_sent": sum(p.bytes_sent for p in parts),
+        "bytes_delivered": sum(p.bytes_delivered for p in parts),
+        "transfers_omitted": sum(p.transfers_omitted for p in parts),
+        "links_omitted": sum(p.links_omitted for p in parts),
+        "link_bytes": [[*k, v] for k, v in links.items()],
+        "drops": _added([p.drops for p in parts]) if all(p.drops for p in parts) else {}})
+    slots = [(p, p.slots) for p in parts if p.slots is not None]
     if slots:
-        times = [p.time_s for p in parts if p.slots is not None]
-        total = sum(times) or 1.0
-        starts = [s.start_error_s for s in slots if s.start_error_s is not None]
-        darks = [s.dark_window_measured_s for s in slots if s.dark_window_measured_s is not None]
-        out.slots = slots[0].model_copy(update={
-            "slot_utilisation": sum(s.slot_utilisation * w for s, w in zip(slots, times)) / total,
-            "cycles": t / sum(w / s.cycles for s, w in zip(slots, times) if s.cycles) if all(s.cycles for s in slots)
-            else 0.0,
-            "slots_run": sum(s.slots_run for s in slots) if all(s.slots_run is not None for s in slots) else None,
+        capacity = sum(p.bytes_delivered / s.slot_utilisation for p, s in slots if s.slot_utilisation > 0)
+        span = sum(p.time_s / s.cycles for p, s in slots if s.cycles > 0)
+        starts = [s.start_error_s for _p, s in slots if s.start_error_s is not None]
+        darks = [s.dark_window_measured_s for _p, s in slots if s.dark_window_measured_s is not None]
+        runs = [s.slots_run for _p, s in slots]
+        out.slots = slots[0][1].model_copy(update={
+            "slot_utilisation": sum(p.bytes_delivered for p, _s in slots) / capacity if capacity else 0.0,
+            "cycles": t / span if span else 0.0,
+            "slots_run": sum(runs) if None not in runs else None,
             "start_error_s": Percentiles(median=max(x.median for x in starts), p99=max(x.p99 for x in starts),
                                          max=max(x.max for x in starts)) if starts else None,
-            "dark_window_measured_s": sum(darks) / len(darks) if darks else None})
+            "dark_window_measured_s": max(darks) if darks else None})
     return out
 
 
@@ -277,8 +294,10 @@ class CollectiveResult(_Record):
     job. Packet backend: the machine's ``capabilities``, the ``controller`` framework (``os-ken``
     or ``ryu``) and your own controller ``apps``, the fabric interfaces' ``mtu`` (bytes), the TCP
     congestion controls the GPUs' connections ran (``tcp_congestion``, e.g. ``["cubic"]``), the
-    link-rate ``calibration`` and chosen ``headroom`` probe, the ``scale`` model (an incomplete
-    run holds the runs measured before it failed)."""
+    link-rate ``calibration`` and chosen ``headroom`` probe, ``slotted_rate_cap_mbps`` (the
+    highest rate at which every time-slotted run's guard band, and every parallel-OCS run's guard,
+    suffices; the calibration stays under it), the ``scale`` model (an incomplete run holds the
+    runs measured before it failed)."""
 
     fabric: FabricRecord
     cost: dict[str, float]

@@ -188,6 +188,32 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
     return collective_envelope(exp, "mininet", runs, {**measured, "complete": True})
 
 
+def _parallel_rate_cap(exp: Experiment, requested: float | None, mtu: int, force: bool) -> float | None:
+    """The highest link rate (Mbit/s) at which every run on parallel OCSes has the guard its
+    packet senders need (:func:`emulation.emulator.execute.parallel_rate_cap`), or None without
+    such runs. Unless ``force``: refuses a guard too short at every rate, and a given rate above
+    the cap, in one line naming the guard to set.
+
+    :raises HeadroomError: as said."""
+    from emulation.emulator.calibration import AUTO_START_MBPS
+    from emulation.emulator.execute import parallel_rate_cap, parallel_guard_refusal
+    from emulation.schedule import ParallelPlan
+
+    cap = None
+    for size, r in exp.jobs:
+        plan = exp.resolve(r, size).schedule if r.schedule.startswith("spectra") else None
+        if not isinstance(plan, ParallelPlan):
+            continue
+        top = parallel_rate_cap(plan, exp.emulation.byte_scale, exp.port_gbps, mtu)
+        rate = requested if requested is not None else AUTO_START_MBPS
+        if top is None or (requested is not None and requested > top):
+            if not force:
+                raise HeadroomError(f"runs: {r.name}: {parallel_guard_refusal(plan, exp.scale(rate), mtu)}")
+            continue
+        cap = top if cap is None else min(cap, top)
+    return cap
+
+
 def _guard_refusal(exp: Experiment, scale, mtu: int) -> str | None:
     """The first run on parallel OCSes whose ``guard_s`` is too short at ``scale``
     (:func:`emulation.emulator.execute.parallel_guard_refusal`), as one line, or None; checked
@@ -217,7 +243,9 @@ def emulated_fabric(exp: Experiment, out: Path, force: bool = False, ofctl_rest:
     meta)``, ``meta`` holding the machine's capabilities, warnings, controller, apps and MTU.
 
     :raises HeadroomError: a time-slotted run's guard band is shorter than the emulated switch's
-        precision at the given rate (unless ``force``).
+        precision at the given rate, or a run on parallel OCSes has a guard too short for its
+        packet senders at the given rate or at any (unless ``force``); the calibration is capped
+        at the rate where every guard suffices (``slotted_rate_cap_mbps``).
     :raises emulation.emulator.net.EmulationError: see :class:`~emulation.emulator.net.EmulatedFabric`.
     """
     from emulation.emulator.calibration import AUTO_START_MBPS, GUARD_FLOOR_S, slotted_rate_cap
@@ -231,16 +259,20 @@ def emulated_fabric(exp: Experiment, out: Path, force: bool = False, ofctl_rest:
                   "apps": list(em.apps), "mtu": em.mtu}
     if not caps.netem and exp.cost.delta_s > 0:
         meta["warnings"].append("netem missing: per-hop propagation delay delta was not emulated")
-    guards = [r.guard_s for _, r in exp.jobs if r.schedule != "none"]
+    guards = [r.guard_s for _, r in exp.jobs if r.schedule in ("rotor", "plan")]
     cap = None
     if guards:
         cap = slotted_rate_cap(max(min(guards), 1e-9), em.byte_scale, exp.port_gbps)
-        meta["slotted_rate_cap_mbps"] = cap
         if requested is not None and requested > cap and em.headroom != "skip" and not force:
             raise HeadroomError(
                 f"emulation.link_mbps: at {requested:g} Mbit/s the guard band of {min(guards):.3g} s lasts "
                 f"{min(guards) * exp.scale(requested).tdf * 1e3:.2f} ms emulated, less than the emulated switch's "
                 f"{GUARD_FLOOR_S * 1e3:g} ms precision: at most {cap:.3g} Mbit/s (or auto)")
+    parallel = _parallel_rate_cap(exp, requested, em.mtu, force or em.headroom == "skip")
+    if parallel is not None:
+        cap = parallel if cap is None else min(cap, parallel)
+    if cap is not None:
+        meta["slotted_rate_cap_mbps"] = cap
     start = requested if requested is not None else min(AUTO_START_MBPS, cap or AUTO_START_MBPS)
     with EmulatedFabric(exp.fabric, out / "emulation", link_mbps=start,
                         delay_s=exp.cost.delta_s * exp.scale(start).tdf, capabilities=caps,

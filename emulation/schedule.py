@@ -1,17 +1,18 @@
 """What the fabric does over time: the one contract between the planners and both backends.
 
-A run's fabric schedule takes one of two forms, both carrying the workload they are for
+A run's fabric schedule takes one of three forms, each carrying the workload it is for
 (``.workload``; a planner may split steps, so backends execute the schedule's workload) and the
-planner that made them (``.planner``):
+planner that made it (``.planner``):
 
 - :class:`Plan` (*per-step*): for every step of the workload, the configuration it runs on and
   whether reaching it needs a reconfiguration (``reconfigure``: the changed circuits go dark for
   the reconfiguration delay R first) or not (``keep``). Made by :mod:`emulation.planners`
   (``none``, ``always``, ``greedy``, ``dp``; PCCL, arXiv 2509.15450).
-- :class:`ParallelSchedule` (*parallel OCSes*): s OCSes, each GPU with one port on every one,
-  each OCS running its own one-shot sequence of configurations on its own clock (a dark window
-  of R before each), never waiting for traffic; a GPU pair's bytes move on every OCS whose
-  current circuit joins them (Spectra, arXiv 2603.07373; :mod:`emulation.planners.spectra`).
+- :class:`ParallelPlan` (*parallel OCSes*): every step a :class:`ParallelSchedule` of its own,
+  run one after the other: s OCSes, each GPU with one port on every one, each OCS running its
+  own one-shot sequence of configurations on its own clock (a dark window of R before each),
+  never waiting for traffic; a GPU pair's bytes move on every OCS whose current circuit joins
+  them (Spectra, arXiv 2603.07373; :mod:`emulation.planners.spectra`).
 - :class:`SlottedPlan` (*time-slotted*): the OCS cycles on its own clock through the
   configurations of a :class:`SlotSchedule` (a dark window of R before every slot) and never
   waits for traffic; hosts send while a circuit to their destination is up, directly or, with a

@@ -390,10 +390,69 @@ def test_the_packet_backend_names_the_guard_a_spectra_run_needs():
     short = dataclasses_replace(plan, guard_s=5e-6)
     why = parallel_guard_refusal(short, scale, 1500)
     assert why.startswith("guard_s: 5 us lengthens every slot less than the ") and "10 Mbit/s (TDF 4000)" in why
-    need = float(why.split("less than the ")[1].split(" us")[0]) * 1e-6
-    assert 5e-6 < need <= 40e-6
-    assert parallel_guard_refusal(dataclasses_replace(plan, guard_s=need * 1.0001), scale, 1500) is None
-    assert parallel_guard_refusal(short, Scale(1.25, 0.1, 400.0), 1500) is not None  # TDF 32,000: still too short
+    for rate in (10.0, 2.5, 1.25):  # the length named is accepted as printed (rounded up)
+        why = parallel_guard_refusal(short, Scale(rate, 0.1, 400.0), 1500)
+        assert why is not None, rate  # 5 us is too short even at TDF 32,000
+        need = float(why.split("less than the ")[1].split(" us")[0]) * 1e-6
+        assert 5e-6 < need <= 40e-6
+        assert parallel_guard_refusal(dataclasses_replace(plan, guard_s=need), Scale(rate, 0.1, 400.0), 1500) is None
+
+
+def test_the_calibration_is_capped_where_the_guard_suffices_and_a_hopeless_guard_is_refused_before_the_fabric():
+    """``ocslab run`` on packets caps the link rate at the highest one where every parallel-OCS
+    run's guard covers its senders (:func:`emulation.emulator.execute.parallel_rate_cap`); a
+    guard too short at every rate, or a given rate above the cap, is refused in one line naming
+    the guard to set, before anything starts."""
+    from emulation.emulator.execute import parallel_guard_need_s, parallel_rate_cap
+    from emulation.runner import HeadroomError, _parallel_rate_cap
+    from emulation.scale import Scale
+    from emulation.scenario.load import load_experiment
+
+    _sc, exp = load_experiment(SCENARIO)
+    plan = next(exp.runs()).schedule
+    cap = parallel_rate_cap(plan, 0.1, 400.0, 1500)
+    assert 10.0 < cap < 20.0  # measured: 12.1 Mbit/s for 40 us
+    assert parallel_guard_need_s(plan, Scale(cap, 0.1, 400.0), 1500) <= 40e-6 \
+        < parallel_guard_need_s(plan, Scale(cap * 1.01, 0.1, 400.0), 1500)
+    assert parallel_rate_cap(dataclasses_replace(plan, guard_s=1e-6), 0.1, 400.0, 1500) is None
+    assert _parallel_rate_cap(exp, None, 1500, force=False) == pytest.approx(cap)
+    with pytest.raises(HeadroomError, match=r"^runs: spectra: guard_s: 40 us .* at 20 Mbit/s"):
+        _parallel_rate_cap(exp, 20.0, 1500, force=False)
+    assert _parallel_rate_cap(exp, 20.0, 1500, force=True) is None
+
+
+def test_steps_run_one_after_the_other_make_one_result():
+    """:func:`emulation.results.sequenced`: the second part's records start where the first
+    ended, steps are renumbered, counts and drop places are added, and link bytes summed per link."""
+    from emulation.results import RunResult, Slots, StepResult, TransferResult, sequenced
+
+    def part(t, delivered, util, drops):
+        return RunResult(name="r", collective="alltoallv", algorithm="x", planner="parallel-ocs", ranks=2, bytes=10,
+                         backend="flow", time_s=t, steps=[StepResult.of(0, "p", 0.0, t, "slotted")],
+                         transfers=[TransferResult.of(0, 0, 1, delivered, 0.0, t)], bytes_sent=delivered,
+                         bytes_delivered=delivered, link_bytes=[[0, 0, 1, 0, float(delivered)]], drops=drops,
+                         slots=Slots(slot_utilisation=util, cycles=0.5, slots_run=3))
+    a = part(2.0, 100, 0.5, {"dark": 1, "sent": 10, "where": {"ocs0": 1}})
+    b = part(3.0, 300, 0.75, {"dark": 2, "sent": 20, "where": {"ocs0": 1, "ocs1": 1}})
+    r = sequenced([a, b])
+    assert r.time_s == 5.0 and [s.index for s in r.steps] == [0, 1]
+    assert (r.steps[1].start_s, r.steps[1].end_s) == (2.0, 5.0)
+    assert [(t.step, t.start_s, t.end_s) for t in r.transfers] == [(0, 0.0, 2.0), (1, 2.0, 5.0)]
+    assert r.bytes_delivered == r.bytes_sent == 400 and r.link_bytes == [[0, 0, 1, 0, 400.0]]
+    assert r.drops == {"dark": 3, "sent": 30, "where": {"ocs0": 2, "ocs1": 1}}
+    assert r.slots.slot_utilisation == pytest.approx(400 / (100 / 0.5 + 300 / 0.75))
+    assert r.slots.cycles == pytest.approx(0.5) and r.slots.slots_run == 6
+    assert a.time_s == 2.0 and a.steps[0].start_s == 0.0  # the parts are left as they were
+
+
+def test_a_failed_ocs_sequence_is_a_controller_failure_not_missed_windows():
+    from emulation.emulator.net import EmulationError
+    from emulation.emulator.parallel_ocs import WindowsMissed, _raise_if_failed
+
+    _raise_if_failed([{"kind": "ocs-slot"}, {"kind": "sequences-done"}])  # nothing failed
+    with pytest.raises(EmulationError, match="sequence of ocs1 failed: BarrierTimeout: no reply") as e:
+        _raise_if_failed([{"kind": "sequences-failed", "ocs": "ocs1", "error": "BarrierTimeout: no reply"}])
+    assert not isinstance(e.value, WindowsMissed)
 
 
 def dataclasses_replace(obj, **changes):

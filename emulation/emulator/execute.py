@@ -5,6 +5,7 @@ filled in completely."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,9 +40,13 @@ def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostMo
     ``scale`` is the scenario's; the run is emulated at :func:`run_scale` of it, recorded as the
     result's ``byte_scale``.
 
+    A run on parallel OCSes (:class:`~emulation.schedule.ParallelPlan`) runs its steps one after
+    the other, each on its own schedule (:func:`_run_parallel`).
+
     Who owns the circuits meanwhile (user apps loaded, ``docs/controllers.md``): the user's apps
-    when the run's planner is ``none``, otherwise the planner; in a time-slotted run the rotor
-    (its collective is announced, its steps are not: the rotor runs on the controller's clock).
+    when the run's planner is ``none``, otherwise the planner; in a time-slotted run, or one on
+    parallel OCSes, the planner's sequences (the collective is announced, its steps are not: the
+    slots run on the controller's clock).
 
     :param arrivals_s: real time each rank arrives (default: all at 0; time-slotted runs take none).
     :raises emulation.emulator.net.EmulationError: see the runners; a time-slotted run, or a run
@@ -57,7 +62,10 @@ def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostMo
                               relay=sched.relay)
             end["time_s"] = res.time_s
     elif isinstance(sched, ParallelPlan):
-        res = _run_parallel(emu, run, sched, scale, cost, run_dir)
+        with collective_events(emu, run.name, w, planner=sched.planner, owner="planner", steps=0,
+                               reconfiguration_delay_s=sched.planned[0].reconfiguration_delay_s * scale.tdf) as end:
+            res = _run_parallel(emu, run, sched, scale, cost, run_dir)
+            end["time_s"] = res.time_s
     elif semantics == "dependency-driven":
         if emu.user_apps:
             raise EmulationError("semantics: dependency-driven runs raise no step events; run them without --app")
@@ -69,19 +77,45 @@ def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostMo
     return complete(res, run, emu.fabric, iteration, arrivals)
 
 
-def parallel_guard_refusal(plan: ParallelPlan, scale: Scale, mtu: int) -> str | None:
-    """Why the packet backend cannot run ``plan`` at ``scale``, or None: its slots must be
-    lengthened by at least :func:`~emulation.emulator.parallel_ocs.packet_guard_s` of every step's
-    planned schedule (a sender starts a window late, drains a little under the line rate and
-    stops before the window closes), and ``plan.guard_s`` is less."""
+def parallel_guard_need_s(plan: ParallelPlan, scale: Scale, mtu: int) -> float:
+    """Seconds (real) every slot of ``plan`` must be lengthened by for the packet backend at
+    ``scale``: :func:`~emulation.emulator.parallel_ocs.packet_guard_s` of its longest need over
+    the steps' planned schedules (a sender starts a window late, drains a little under the line
+    rate and stops before the window closes)."""
     from emulation.emulator.parallel_ocs import packet_guard_s
 
-    need = max(packet_guard_s(p, scale, mtu) for p in plan.planned)
+    return max(packet_guard_s(p, scale, mtu) for p in plan.planned)
+
+
+def parallel_guard_refusal(plan: ParallelPlan, scale: Scale, mtu: int) -> str | None:
+    """Why the packet backend cannot run ``plan`` at ``scale``, or None: ``plan.guard_s`` is
+    shorter than :func:`parallel_guard_need_s`. The line names the length to set, rounded up to
+    0.01 us (that length is accepted)."""
+    need = parallel_guard_need_s(plan, scale, mtu)
     if plan.guard_s >= need:
         return None
-    return (f"guard_s: {plan.guard_s * 1e6:.4g} us lengthens every slot less than the {need * 1e6:.4g} us its "
-            f"senders need on packets at {scale.link_mbps:g} Mbit/s (TDF {scale.tdf:.0f}): set the run's guard_s "
-            f"to at least that, or emulate at a lower emulation.link_mbps")
+    return (f"guard_s: {plan.guard_s * 1e6:.4g} us lengthens every slot less than the "
+            f"{math.ceil(need * 1e8) / 100:g} us its senders need on packets at {scale.link_mbps:g} Mbit/s "
+            f"(TDF {scale.tdf:.0f}): set the run's guard_s to at least that, or emulate at a lower "
+            f"emulation.link_mbps")
+
+
+def parallel_rate_cap(plan: ParallelPlan, byte_scale: float, port_gbps: float, mtu: int) -> float | None:
+    """The highest emulated link rate (Mbit/s, to 0.1%) at which ``plan.guard_s`` covers
+    :func:`parallel_guard_need_s`, or None if it covers it at no rate (the need falls with the
+    rate, towards the share of the longest slot a sender leaves undrained)."""
+    def fits(mbps: float) -> bool:
+        return parallel_guard_need_s(plan, Scale(mbps, byte_scale, port_gbps), mtu) <= plan.guard_s
+
+    lo, hi = 1e-3, 1e4
+    if not fits(lo):
+        return None
+    if fits(hi):
+        return hi
+    while hi / lo > 1.001:
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 def _run_parallel(emu: EmulatedFabric, run: RunDescription, plan: ParallelPlan, scale: Scale, cost: CostModel,
@@ -89,13 +123,14 @@ def _run_parallel(emu: EmulatedFabric, run: RunDescription, plan: ParallelPlan, 
     """Every step of ``run`` on its own parallel-OCS schedule
     (:func:`~emulation.emulator.parallel_ocs.run_parallel_ocs`, logs in ``run_dir/step-i``), one
     after the other; the steps' results as one run. The caller checks the guard first
-    (:func:`parallel_guard_refusal`; ``ocslab run`` refuses before any run starts)."""
+    (:func:`parallel_guard_refusal`; ``ocslab run`` caps the calibration at
+    :func:`parallel_rate_cap` and refuses before any run starts)."""
     from emulation.emulator.parallel_ocs import run_parallel_ocs
 
     w = plan.workload
-    parts = [run_parallel_ocs(emu, run.name, dataclasses.replace(w, steps=(st,)), sc, scale, cost.alpha_s,
+    parts = [run_parallel_ocs(emu, run.name, dataclasses.replace(w, steps=(st,)), seq, scale, cost.alpha_s,
                               run_dir / f"step-{i}")
-             for i, (st, sc) in enumerate(zip(w.steps, plan.schedules))]
+             for i, (st, seq) in enumerate(zip(w.steps, plan.schedules))]
     res = sequenced(parts)
     res.collective, res.algorithm, res.bytes, res.planner = w.collective, w.algorithm, w.bytes, plan.planner
     return res

@@ -79,6 +79,16 @@ def packet_guard_s(schedule: ParallelSchedule, scale: Scale, mtu: int, start_gua
             + 2 * (1 / RATE_MARGIN - 1) * longest)
 
 
+def _raise_if_failed(events: list[dict], cause: Exception | None = None) -> None:
+    """Raise :class:`EmulationError` naming the OCS whose sequence failed in the controller
+    (``sequences-failed``: a switch stopped answering), if one did: not a machine that missed its
+    windows (:class:`WindowsMissed`)."""
+    failed = [e for e in events if e["kind"] == "sequences-failed"]
+    if failed:
+        raise EmulationError(f"the controller's sequence of {failed[0]['ocs']} failed: {failed[0]['error']}"
+                             + (f" ({cause})" if cause else "")) from None
+
+
 def ocs_configurations(fabric, schedule: ParallelSchedule) -> list[list[Configuration]]:
     """Every slot of every OCS as a configuration of that OCS alone (duplex circuits on port k).
 
@@ -113,7 +123,9 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
         (median, p99, max of ``|measured - planned|`` slot starts, emulated s) and
         ``dark_window_measured_s`` (median, real s).
     :raises EmulationError: see :func:`ocs_configurations`; the workload has more than one step
-        or a pair the schedule never joins; an agent died or the step did not finish in time.
+        or a pair the schedule never joins; an agent died or the step did not finish in time; the
+        controller's sequence of an OCS failed (``sequences-failed``).
+    :raises WindowsMissed: the senders ran out of windows with bytes left.
     """
     fabric, n, tdf = emu.fabric, workload.ranks, scale.tdf
     if n != fabric.gpus or len(workload.steps) != 1:
@@ -191,6 +203,7 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
             try:
                 reports = coord.gather("done", timeout, alive)
             except EmulationError as e:
+                _raise_if_failed(emu.client.events(since), e)
                 late = max((x["start_error_s"] for x in emu.client.events(since) if x["kind"] == "ocs-slot"), default=0.0)
                 raise WindowsMissed(
                     f"{e}: some transfer ran out of windows: its connections drained less than the emulated link "
@@ -199,7 +212,9 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
                     f"with a longer start guard, or at a lower link rate", late, scale.link_mbps) from None
 
             def done() -> bool:
-                return any(e["kind"] == "sequences-done" for e in emu.client.events(since))
+                events = emu.client.events(since)
+                _raise_if_failed(events)
+                return any(e["kind"] == "sequences-done" for e in events)
 
             wait_until(done, schedule.makespan_s * tdf + 30, lambda: EmulationError("the OCS sequences did not end"))
             running = False

@@ -143,11 +143,11 @@ def _plan(sc: Scenario, args, path: Path) -> int:
                 print(f"{r.name}: two-hop forwarding relays {p.relay.relayed_bytes / 2**20:.1f} MiB; "
                       f"planned turns per step {list(p.relay.turns)}")
         elif isinstance(p, ParallelPlan):
-            for i, (st, sc) in enumerate(zip(p.workload.steps, p.planned)):
-                print(f"{r.name}: step {i} ({st.phase}) on {len(sc.ocs)} parallel OCSes, {p.planner} "
-                      f"({p.method[i]}): {sc.reconfigurations} configurations, makespan {sc.makespan_s * 1e6:.2f} us "
-                      f"(lower bound {p.lower_bound_s[i] * 1e6:.2f} us, x{sc.makespan_s / p.lower_bound_s[i]:.3f}); "
-                      f"slots {p.guard_s * 1e6:g} us longer on both backends, R {sc.reconfiguration_delay_s * 1e6:g} us")
+            for i, (st, seq) in enumerate(zip(p.workload.steps, p.planned)):
+                print(f"{r.name}: step {i} ({st.phase}) on {len(seq.ocs)} parallel OCSes, {p.planner} "
+                      f"({p.method[i]}): {seq.reconfigurations} configurations, makespan {seq.makespan_s * 1e6:.2f} us "
+                      f"(lower bound {p.lower_bound_s[i] * 1e6:.2f} us, x{seq.makespan_s / p.lower_bound_s[i]:.3f}); "
+                      f"slots {p.guard_s * 1e6:g} us longer on both backends, R {seq.reconfiguration_delay_s * 1e6:g} us")
     plans = [(r, p) for r, p in plans if not isinstance(p, (SlottedPlan, ParallelPlan))]
     if args.json:
         print(json.dumps({r.name: {"workload": p.workload.to_json(), "plan": p.to_json()} for r, p in plans}))

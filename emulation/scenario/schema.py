@@ -408,7 +408,7 @@ class Scenario(NamedScenario):
     is delivered, and after R if it reconfigures) or ``dependency-driven`` (a transfer starts as
     soon as the chunks it sends have arrived and its circuit is live, so steps overlap and
     traffic on kept circuits moves through a reconfiguration's dark window; both backends,
-    per-step plans only: rotor runs are round-synchronous)."""
+    per-step plans only: rotor runs and runs on parallel OCSes are round-synchronous)."""
     straggler: StragglerSpec | None = None
     """A rank that arrives late at every collective; none: no straggler."""
     iterations: int = Field(default=1, ge=1, le=10_000)
