@@ -225,7 +225,7 @@ def _added(values: list) -> Any:
     return values[0]
 
 
-def sequenced(parts: list[RunResult]) -> RunResult:
+def sequenced(parts: list[RunResult], workload=None, planner: str | None = None) -> RunResult:
     """One run made of ``parts``, runs of consecutive steps (one step each or more), part k
     starting when part k - 1 ended: step and transfer records shifted by that offset (steps
     renumbered in order, each transfer keeping its step), ``time_s``, bytes, ``drops`` (counts
@@ -233,7 +233,9 @@ def sequenced(parts: list[RunResult]) -> RunResult:
     part combined: utilisation as delivered bytes over the up circuits' capacity of all parts,
     cycles as the time over the summed makespans, slots run added, slot-start percentiles and
     the median dark window of the worst part. Per-step records (retransmissions, timing) stay
-    with their steps. The other fields are the first part's, to be set by the caller.
+    with their steps. ``collective``, ``algorithm`` and ``bytes`` are ``workload``'s (a
+    :class:`~emulation.workloads.model.Workload`, whose steps the parts ran) and ``planner`` is
+    ``planner``, when given; the other fields are the first part's.
 
     :raises ValueError: no part."""
     if not parts:
@@ -256,7 +258,9 @@ def sequenced(parts: list[RunResult]) -> RunResult:
         "transfers_omitted": sum(p.transfers_omitted for p in parts),
         "links_omitted": sum(p.links_omitted for p in parts),
         "link_bytes": [[*k, v] for k, v in links.items()],
-        "drops": _added([p.drops for p in parts]) if all(p.drops for p in parts) else {}})
+        "drops": _added([p.drops for p in parts]) if all(p.drops for p in parts) else {},
+        **({"collective": workload.collective, "algorithm": workload.algorithm, "bytes": workload.bytes}
+           if workload is not None else {}), **({"planner": planner} if planner else {})})
     slots = [(p, p.slots) for p in parts if p.slots is not None]
     if slots:
         capacity = sum(p.bytes_delivered / s.slot_utilisation for p, s in slots if s.slot_utilisation > 0)

@@ -141,7 +141,8 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
     one emulated fabric, captured if ``pcap`` says so (:func:`start_capture`).
 
     :raises HeadroomError: the given rate misses the target and the policy is ``refuse``; a run
-        on parallel OCSes whose ``guard_s`` is too short at the calibrated rate (unless ``force``).
+        on parallel OCSes whose ``guard_s`` is too short (:func:`emulated_fabric`, before the
+        fabric starts; the calibration stays under the rate where every guard suffices).
     :raises emulation.emulator.calibration.CalibrationError: no rate reaches the target.
     :raises emulation.emulator.net.EmulationError: the emulation could not be brought up, or a
         run failed (an agent or the controller died, a step timed out): ``out/result.json`` then
@@ -156,9 +157,6 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
     with emulated_fabric(exp, out, force) as (emu, meta):
         rate = calibrate_link(emu, exp, out, force, meta, progress)
         scale = exp.scale(rate)
-        why = _guard_refusal(exp, scale, emu.mtu)
-        if why and not force:
-            raise HeadroomError(why)
         capture = None
         try:
             if pcap:
@@ -212,21 +210,6 @@ def _parallel_rate_cap(exp: Experiment, requested: float | None, mtu: int, force
             continue
         cap = top if cap is None else min(cap, top)
     return cap
-
-
-def _guard_refusal(exp: Experiment, scale, mtu: int) -> str | None:
-    """The first run on parallel OCSes whose ``guard_s`` is too short at ``scale``
-    (:func:`emulation.emulator.execute.parallel_guard_refusal`), as one line, or None; checked
-    before any run starts."""
-    from emulation.emulator.execute import parallel_guard_refusal
-    from emulation.schedule import ParallelPlan
-
-    for size, r in exp.jobs:
-        plan = exp.resolve(r, size).schedule if r.schedule.startswith("spectra") else None
-        why = isinstance(plan, ParallelPlan) and parallel_guard_refusal(plan, scale, mtu)
-        if why:
-            return f"runs: {r.name}: {why}"
-    return None
 
 
 def _measured(meta: dict, emu, scale) -> dict:

@@ -31,6 +31,7 @@ backend).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal, Union
 
@@ -365,6 +366,11 @@ class ParallelPlan:
     def schedules(self) -> tuple[ParallelSchedule, ...]:
         """What both backends run: every step's schedule with its slots ``guard_s`` longer."""
         return tuple(p.guarded(self.guard_s) for p in self.planned)
+
+    def parts(self) -> list[tuple[Workload, ParallelSchedule]]:
+        """What each backend runs, step by step: a one-step workload and its guarded schedule."""
+        return [(dataclasses.replace(self.workload, steps=(st,)), sched)
+                for st, sched in zip(self.workload.steps, self.schedules)]
 
     @property
     def predicted_s(self) -> float:

@@ -4,7 +4,6 @@ filled in completely."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -122,15 +121,9 @@ def _run_parallel(emu: EmulatedFabric, run: RunDescription, plan: ParallelPlan, 
                   run_dir: Path) -> RunResult:
     """Every step of ``run`` on its own parallel-OCS schedule
     (:func:`~emulation.emulator.parallel_ocs.run_parallel_ocs`, logs in ``run_dir/step-i``), one
-    after the other; the steps' results as one run. The caller checks the guard first
-    (:func:`parallel_guard_refusal`; ``ocslab run`` caps the calibration at
-    :func:`parallel_rate_cap` and refuses before any run starts)."""
+    after the other; the steps' results as one run. ``ocslab run`` checks the guard before the
+    fabric starts and caps the calibration at :func:`parallel_rate_cap`."""
     from emulation.emulator.parallel_ocs import run_parallel_ocs
 
-    w = plan.workload
-    parts = [run_parallel_ocs(emu, run.name, dataclasses.replace(w, steps=(st,)), seq, scale, cost.alpha_s,
-                              run_dir / f"step-{i}")
-             for i, (st, seq) in enumerate(zip(w.steps, plan.schedules))]
-    res = sequenced(parts)
-    res.collective, res.algorithm, res.bytes, res.planner = w.collective, w.algorithm, w.bytes, plan.planner
-    return res
+    return sequenced([run_parallel_ocs(emu, run.name, step, seq, scale, cost.alpha_s, run_dir / f"step-{i}")
+                      for i, (step, seq) in enumerate(plan.parts())], plan.workload, plan.planner)

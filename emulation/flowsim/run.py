@@ -3,7 +3,6 @@ in virtual time, its result filled in completely."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -41,10 +40,8 @@ def execute(fabric: Fabric, run: RunDescription, cost: CostModel, *, semantics: 
     elif isinstance(sched, ParallelPlan):
         from emulation.flowsim.parallel_ocs import simulate_parallel
 
-        res = sequenced([simulate_parallel(dataclasses.replace(w, steps=(st,)), sc, fabric.port_gbps,
-                                           alpha_s=cost.alpha_s, name=run.name)
-                         for st, sc in zip(w.steps, sched.schedules)])
-        res.collective, res.algorithm, res.bytes, res.planner = w.collective, w.algorithm, w.bytes, sched.planner
+        res = sequenced([simulate_parallel(step, seq, fabric.port_gbps, alpha_s=cost.alpha_s, name=run.name)
+                         for step, seq in sched.parts()], w, sched.planner)
     else:
         res = simulate(fabric, w, sched, alpha_s=cost.alpha_s, delta_s=cost.delta_s, semantics=semantics,
                        arrivals_s=arrivals, name=run.name, record_transfers=w.transfer_count <= MAX_RECORDED_TRANSFERS)

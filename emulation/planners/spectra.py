@@ -531,19 +531,9 @@ def baseline(d, switches: int, rate: float, delta: float, circuits: Circuits = "
 SCHEDULES = {"spectra": "parallel-spectra", "spectra-baseline": "parallel-baseline"}
 
 
-def step_matrix(workload: Workload, index: int) -> np.ndarray:
-    """Step ``index`` of ``workload`` as a demand matrix: (n, n) bytes, ``d[src, dst]`` the sum of
-    its transfers' bytes, zero diagonal (a GPU's transfer to itself crosses no fabric)."""
-    st = workload.steps[index]
-    d = np.zeros((workload.ranks, workload.ranks))
-    np.add.at(d, (st.src, st.dst), st.bytes.astype(float))
-    np.fill_diagonal(d, 0.0)
-    return d
-
-
 def plan_parallel(schedule: str, fabric, workload: Workload, guard_s: float = 0.0) -> ParallelPlan:
     """A scenario run's plan on parallel OCSes: every step of ``workload`` a demand matrix
-    (:func:`step_matrix`) scheduled by :func:`spectra` (``schedule`` ``spectra``) or
+    (:meth:`emulation.workloads.model.Step.demand`) scheduled by :func:`spectra` (``schedule`` ``spectra``) or
     :func:`baseline` (``spectra-baseline``) on the fabric's s OCSes with duplex circuits, delta =
     the OCSes' R and B = the fabric's port rate; every slot then lengthened by ``guard_s``
     (seconds; the packet backend's slack, :func:`emulation.emulator.parallel_ocs.packet_guard_s`).
@@ -566,7 +556,7 @@ def plan_parallel(schedule: str, fabric, workload: Workload, guard_s: float = 0.
     plan = spectra if schedule == "spectra" else baseline
     scheds, methods, bounds = [], [], []
     for i, st in enumerate(workload.steps):
-        d = step_matrix(workload, i)
+        d = st.demand(workload.ranks)
         if not d.any():
             raise SpectraError(f"step {i} ({st.phase}): moves no bytes between two GPUs; a parallel-OCS schedule "
                                f"needs a demand in every step")
