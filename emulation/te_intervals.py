@@ -6,7 +6,10 @@ how far each controller's view of the demand is off) and the record of every int
 
 The flow backend's WAN model (:mod:`emulation.flowsim.wan`) and the packet replay
 (:mod:`emulation.emulator.wan_replay`) both start from a :class:`WanSetup` and neither imports the
-other; the WAN kind's result holds the :class:`Interval` records.
+other; the WAN kind's result holds the :class:`Interval` records. The scenario sections a WAN
+run is prepared from live with what they parametrise: :class:`TrafficSpec` and the packet
+replay's :class:`ReplaySpec` here, the tunnels', TE's, slicing's and deviation's with their
+planners. :func:`summary` and :func:`agreement` condense a series of intervals.
 """
 
 from __future__ import annotations
@@ -14,12 +17,82 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from emulation.planners.divergence import Deviation
-from emulation.planners.slicing import Slicing, make_slicing
-from emulation.planners.tunnels import Tunnels, k_shortest
+from emulation.planners.slicing import SliceSpec, Slicing, make_slicing
+from emulation.planners.tunnels import Tunnels, TunnelSpec, k_shortest
+from emulation.sections import StrictModel
 from topologies.wan import TrafficMatrices, WanError, WanTopology
+
+
+class TrafficSpec(StrictModel):
+    """``traffic:`` the topology's own matrices (``bundled``) or a ``tm,src,dst,demand`` CSV
+    over its routers, multiplied by ``scale``, ``count`` of them from index ``first`` (default:
+    all)."""
+
+    matrices: str = "bundled"
+    """The demand matrices: ``bundled`` (the topology's own) or the path of a
+    ``tm,src,dst,demand`` CSV over its routers (demands in the unit of the link capacities)."""
+    scale: float = Field(default=1.0, gt=0)
+    """Factor every demand is multiplied by."""
+    first: int = Field(default=0, ge=0)
+    """Index of the first matrix replayed."""
+    count: int | None = Field(default=None, ge=1)
+    """Matrices replayed from ``first``, one interval each; none: all the rest."""
+
+    def replayed(self, available: int) -> int:
+        """How many matrices are replayed of a series of ``available``."""
+        return self.count if self.count is not None else available - self.first
+
+
+class KillSpec(StrictModel):
+    """``replay.kill:`` SIGKILL slice ``slice``'s controller at the start of interval
+    ``interval`` (counted from the first replayed matrix)."""
+
+    slice: int = Field(ge=0)
+    """The slice whose controller is killed (SIGKILL), 0-based."""
+    interval: int = Field(ge=1)
+    """The interval at whose start it is killed, counted from the first replayed matrix."""
+
+
+class FailSpec(StrictModel):
+    """``replay.fail:`` take the cable of ``link`` ``[u, v]`` (router indices; both directions)
+    down halfway through interval ``interval``; every controller recomputes without it."""
+
+    link: tuple[int, int]
+    """The link ``[u, v]`` taken down, router indices (both directions of its cable)."""
+    interval: int = Field(ge=0)
+    """The interval halfway through which it goes down, counted from the first replayed matrix."""
+
+
+class ReplaySpec(StrictModel):
+    """``replay:`` how the packet backend replays the matrices
+    (:func:`emulation.emulator.wan_replay.replay_wan`): ``interval_s`` how long each matrix is
+    replayed, ``flows`` UDP flows per demand, ``payload_bytes`` per datagram, ``warmup_s`` after
+    each interval's start before link loads are measured, and the faults ``kill`` and ``fail``.
+    (The emulated rate of the largest-capacity link is the scenario's ``emulation.link_mbps``:
+    Mbit/s of frames, every link shaped in proportion to its capacity.)"""
+
+    interval_s: float = Field(default=3.0, ge=1.0, le=60)
+    """How long each matrix is replayed, seconds."""
+    flows: int = Field(default=128, ge=1, le=1000)
+    """UDP flows per demand (the routers' select groups split flows, not packets)."""
+    payload_bytes: int = Field(default=500, ge=64, le=1400)
+    """UDP payload of every datagram, bytes."""
+    warmup_s: float = Field(default=1.0, ge=0.2)
+    """Time from each interval's start to when link loads are measured, seconds (at least 0.5 s
+    of the interval must remain)."""
+    kill: KillSpec | None = None
+    """A slice controller killed during the replay; none: no kill."""
+    fail: FailSpec | None = None
+    """A link taken down during the replay; none: no link fails."""
+
+    @model_validator(mode="after")
+    def _warmup(self):
+        if self.warmup_s > self.interval_s - 0.5:
+            raise ValueError(f"warmup_s: {self.warmup_s} leaves under 0.5 s of the {self.interval_s} s interval")
+        return self
 
 
 @dataclass(frozen=True)
@@ -39,27 +112,27 @@ class WanSetup:
     deviation: Deviation
 
 
-def prepare(topo: WanTopology, tms: TrafficMatrices, *, first: int = 0, count: int | None = None,
-            scale: float = 1.0, k: int = 4, slice_method: str = "random", slice_count: int = 5,
-            slice_seed: int = 0, deviation: Deviation = Deviation()) -> WanSetup:
-    """The :class:`WanSetup` of ``count`` matrices of ``tms`` from index ``first`` (default: all
-    to the end), each times ``scale``, over the ``k`` shortest tunnels of every demand
-    (:func:`emulation.planners.tunnels.k_shortest`), the routers sliced by ``slice_method``
-    (``random``: ``slice_count`` slices, seeded with ``slice_seed``;
-    :func:`emulation.planners.slicing.make_slicing` on the replayed matrices' mean) and every
-    controller's view of the demand off by ``deviation``.
+def prepare(topo: WanTopology, tms: TrafficMatrices, traffic: TrafficSpec = TrafficSpec(),
+            tunnels: TunnelSpec = TunnelSpec(), slices: SliceSpec = SliceSpec(),
+            deviation: Deviation = Deviation()) -> WanSetup:
+    """The :class:`WanSetup` of ``traffic.count`` matrices of ``tms`` from index ``traffic.first``
+    (default: all to the end), each times ``traffic.scale``, over the ``tunnels.k`` shortest
+    tunnels of every demand (:func:`emulation.planners.tunnels.k_shortest`), the routers sliced
+    by ``slices`` (:func:`emulation.planners.slicing.make_slicing` on the replayed matrices' mean)
+    and every controller's view of the demand off by ``deviation``.
 
-    :raises topologies.wan.WanError: the matrices asked for are not in ``tms``, k < 1, a pair of
-        routers has no path, or no valid slicing was found.
+    :raises topologies.wan.WanError: the matrices asked for are not in ``tms``, a pair of routers
+        has no path, or no valid slicing was found.
     """
-    count = count if count is not None else len(tms) - first
+    first = traffic.first
+    count = traffic.count if traffic.count is not None else len(tms) - first
     if not 0 <= first < len(tms) or count < 1 or first + count > len(tms):
         raise WanError(f"traffic: {count} matrices from index {first} asked of a series of {len(tms)}")
     indices = list(range(first, first + count))
-    mean = tms.matrices[first:first + count].mean(axis=0) * scale
-    return WanSetup(topo, k_shortest(topo, k), np.array(topo.capacity), indices,
-                    [tms[i] * scale for i in indices], mean,
-                    make_slicing(slice_method, topo, mean, slice_count, slice_seed), deviation)
+    mean = tms.matrices[first:first + count].mean(axis=0) * traffic.scale
+    return WanSetup(topo, k_shortest(topo, tunnels.k), np.array(topo.capacity), indices,
+                    [tms[i] * traffic.scale for i in indices], mean,
+                    make_slicing(slices.method, topo, mean, slices.count, slices.seed), deviation)
 
 
 class Measured(BaseModel):
@@ -107,3 +180,45 @@ class Interval(BaseModel):
     max_overload: float
     link_load: list[float]
     measured: Measured | None = None
+
+
+#: Links loaded below this fraction of capacity are left out of :func:`agreement`'s relative error.
+AGREEMENT_FLOOR = 0.1
+
+
+def summary(intervals: list[Interval]) -> dict[str, float]:
+    """Over ``intervals``: mean congestion, largest overload (fraction), mean delivered /
+    offered, mean loss / carried."""
+    iv = intervals
+    return {"mean_congestion": float(np.mean([i.congestion for i in iv])),
+            "max_overload": max((i.max_overload for i in iv), default=0.0),
+            "delivered_over_offered": float(np.mean([i.delivered / i.offered for i in iv if i.offered > 0])),
+            "loss_over_carried": float(np.mean([i.loss / i.carried for i in iv if i.carried > 0]))}
+
+
+def agreement(intervals: list[Interval], capacity: list[float], skip: set[int] = frozenset()) -> dict[str, float] | None:
+    """Measured against computed link load over ``intervals`` not in ``skip`` (indices), links of
+    ``capacity`` (demand units): the median and 95th percentile of the relative error on links
+    loaded to at least :data:`AGREEMENT_FLOOR` of capacity, and of the error in utilisation
+    points on every link; datagrams lost / sent; the longest reinstall between intervals (s).
+    None if an interval was not measured (the flow backend) or no link was busy."""
+    rel, pts, sent, lost, re = [], [], 0, 0, []
+    cap = np.array(capacity)
+    for j, i in enumerate(intervals):
+        m = i.measured
+        if m is None:
+            return None
+        sent, lost = sent + m.sent, lost + m.lost
+        if j > 0:  # the first install precedes the traffic and includes the solvers' start-up
+            re += list(m.reinstall_s.values())
+        if j in skip:
+            continue
+        c, x = np.array(i.link_load), np.array(m.link_load)
+        busy = c >= AGREEMENT_FLOOR * cap
+        rel += list(np.abs(x[busy] - c[busy]) / c[busy])
+        pts += list(np.abs(x - c) / cap)
+    if not rel:
+        return None
+    return {"links": len(rel), "rel_error_median": float(np.median(rel)), "rel_error_p95": float(np.percentile(rel, 95)),
+            "util_error_median": float(np.median(pts)), "util_error_p95": float(np.percentile(pts, 95)),
+            "loss": lost / sent if sent else 0.0, "reinstall_max_s": max(re, default=0.0)}

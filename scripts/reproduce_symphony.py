@@ -55,7 +55,7 @@ def table(name: str, scale: float, sd: float) -> tuple[list[dict], dict]:
     mean = tms.matrices.mean(axis=0) * scale
     random5 = make_slicing("random", topo, mean, 5, 0)
     per_router = make_slicing("per-router", topo, mean)
-    dev = Deviation("half-normal", sd, 0)
+    dev = Deviation(distribution="half-normal", sd=sd, seed=0)
     rows = []
     for obj in OBJECTIVES:
         got = {m: [] for m in METHODS}

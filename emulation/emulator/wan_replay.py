@@ -42,7 +42,7 @@ from emulation.emulator.wan_traffic import BIN_S
 from emulation.output import Progress
 from emulation.planners.divergence import Outcome, evaluate, owned, views
 from emulation.planners.te import bucket_weights, solve
-from emulation.te_intervals import Measured, WanSetup
+from emulation.te_intervals import Measured, ReplaySpec, WanSetup
 
 #: Time between starting the generators and the first interval, s (their start-up is ~0.3 s).
 LEAD_S = 2.0
@@ -66,17 +66,16 @@ class WanReplay:
     frame_bytes: int
 
 
-def replay_wan(setup: WanSetup, te: dict, replay, run_dir: Path, *, link_mbps: float, controller: str = "os-ken",
+def replay_wan(setup: WanSetup, te: dict, replay: ReplaySpec, run_dir: Path, *, link_mbps: float, controller: str = "os-ken",
                progress: Progress | None = None) -> WanReplay:
     """Replay the matrices of ``setup`` as UDP flows through Open vSwitch routers, one TE
     controller per slice (module doc; Symphony's decentralised TE, arXiv 2510.11937). Controller
     logs, generator plans and per-site datagram counts go to ``run_dir``.
 
     :param te: what every controller solves: ``{"objective", "regulariser" (lambda, a number),
-        "capacity_headroom"}`` (:func:`emulation.planners.te.solve`).
-    :param replay: the replay's settings (a WAN scenario's ``wan.replay``): ``interval_s``,
-        ``flows`` per demand, ``payload_bytes``, ``warmup_s``, and the faults ``kill`` (``slice``,
-        ``interval``) and ``fail`` (``link`` ``[u, v]``, ``interval``), each None if absent.
+        "capacity_headroom"}`` (:meth:`emulation.planners.te.TeSpec.settings`).
+    :param replay: the replay's settings (a WAN scenario's ``wan.replay``,
+        :class:`emulation.te_intervals.ReplaySpec`).
     :param link_mbps: the emulated rate of the largest-capacity link (Mbit/s of frames).
     :param controller: the slice controllers' framework, ``os-ken`` or ``ryu``.
     :param progress: called as ``progress(label, done, total)`` before each interval.

@@ -28,17 +28,18 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
 from emulation.envelope import envelope
 from emulation.flowsim.wan import interval, simulate_wan
 from emulation.kinds import Kind, RunRequest, validated
 from emulation.output import Progress, Refused, fail
 from emulation.planners.divergence import Deviation
-from emulation.planners.slicing import METHODS
-from emulation.planners.te import OBJECTIVES, SYMPHONY_LAMBDA
-from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel, known_name
-from emulation.te_intervals import Interval, WanSetup, prepare
+from emulation.planners.slicing import SliceSpec
+from emulation.planners.te import TeSpec
+from emulation.planners.tunnels import TunnelSpec
+from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel
+from emulation.te_intervals import Interval, ReplaySpec, TrafficSpec, WanSetup, prepare
 from emulation.wan import report
 from emulation.wan.results import WanResult
 from topologies.wan import TrafficMatrices, WanError, WanTopology, load_bundled, wan_directory
@@ -46,147 +47,6 @@ from topologies.wan import TrafficMatrices, WanError, WanTopology, load_bundled,
 #: The fastest emulated WAN link (Mbit/s): every UDP datagram crosses the userspace switch of
 #: every router on its path.
 MAX_LINK_MBPS = 200.0
-
-
-class TrafficSpec(StrictModel):
-    """``traffic:``: the topology's own matrices (``bundled``) or a ``tm,src,dst,demand`` CSV
-    over its routers, multiplied by ``scale``, ``count`` of them from index ``first`` (default:
-    all)."""
-
-    matrices: str = "bundled"
-    """The demand matrices: ``bundled`` (the topology's own) or the path of a
-    ``tm,src,dst,demand`` CSV over its routers (demands in the unit of the link capacities)."""
-    scale: float = Field(default=1.0, gt=0)
-    """Factor every demand is multiplied by."""
-    first: int = Field(default=0, ge=0)
-    """Index of the first matrix replayed."""
-    count: int | None = Field(default=None, ge=1)
-    """Matrices replayed from ``first``, one interval each; none: all the rest."""
-
-
-class TunnelSpec(StrictModel):
-    """``tunnels:``: ``k`` shortest simple paths per demand (``ksp``: hop count, Yen)."""
-
-    k: int = Field(default=4, ge=1, le=16)
-    """Tunnels per demand: its k shortest simple paths."""
-    method: Literal["ksp"] = "ksp"
-    """How the tunnels are found: ``ksp`` (Yen's k shortest paths by hop count)."""
-
-
-class TeSpec(StrictModel):
-    """``te:``: the ``objective`` (``max-flow``, ``mcf``, ``min-mlu``), the regulariser lambda
-    (a number >= 0, or ``symphony``) and ``capacity_headroom``, the fraction of every link's
-    capacity the TE leaves free."""
-
-    objective: str = "mcf"
-    """What every controller's TE optimises: ``max-flow`` (the carried demand), ``mcf`` (maximum
-    concurrent flow: the fraction of every demand carried) or ``min-mlu`` (the maximum link
-    utilisation, minimised)."""
-    regulariser: float | Literal["symphony"] = 0.0
-    """The regulariser lambda: the weight of ``sum_e u_e^2`` (link utilisations) Symphony adds
-    to the objective, a number >= 0 (0: the plain LP), or ``symphony``: its artefact's value for
-    the objective."""
-    capacity_headroom: float = Field(default=0.0, ge=0, lt=1)
-    """Fraction of every link's capacity the TE leaves free."""
-
-    @field_validator("objective")
-    @classmethod
-    def _objective(cls, v: str) -> str:
-        return known_name(v, OBJECTIVES, "objective")
-
-    @field_validator("regulariser")
-    @classmethod
-    def _lam(cls, v):
-        if v != "symphony" and v < 0:
-            raise ValueError(f"must be >= 0 or symphony, got {v}")
-        return v
-
-    @property
-    def lam(self) -> float:
-        """lambda as a number."""
-        return SYMPHONY_LAMBDA[self.objective] if self.regulariser == "symphony" else float(self.regulariser)
-
-
-class SliceSpec(StrictModel):
-    """``slices:``: ``method`` (``random``, ``per-router``, ``one``), ``count`` (random) and
-    ``seed``."""
-
-    count: int = Field(default=5, ge=1)
-    """Slices of the ``random`` method (at most the routers)."""
-    method: str = "random"
-    """How the routers are sliced among controllers: ``random`` (Symphony's randomised connected
-    slicing into ``count`` slices), ``per-router`` (a controller per router) or ``one`` (one
-    central controller)."""
-    seed: int = 0
-    """Seed of the random slicing."""
-
-    @field_validator("method")
-    @classmethod
-    def _method(cls, v: str) -> str:
-        return known_name(v, METHODS, "method")
-
-
-class DivergenceSpec(StrictModel):
-    """``divergence:``: every controller's view of a demand is ``D (1 - p)``, p drawn per
-    controller and demand (:class:`emulation.planners.divergence.Deviation`)."""
-
-    distribution: Literal["half-normal", "heavy-tail"] = "half-normal"
-    """How a controller's error p on a demand is drawn, per controller and demand:
-    ``half-normal`` (``|N(0, sd)|``) or ``heavy-tail`` (``Lomax(shape 3) x sd x 2``: the
-    same scale, rare large errors); p is capped at 0.95."""
-    sd: float = Field(default=0.05, ge=0, le=0.5)
-    """Scale of the error p, a fraction of the demand; 0: every controller sees the true demand."""
-    seed: int = 0
-    """Seed of the error draws (with the matrix index)."""
-
-
-class KillSpec(StrictModel):
-    """``packet.kill:``: SIGKILL slice ``slice``'s controller at the start of interval
-    ``interval`` (counted from the first replayed matrix)."""
-
-    slice: int = Field(ge=0)
-    """The slice whose controller is killed (SIGKILL), 0-based."""
-    interval: int = Field(ge=1)
-    """The interval at whose start it is killed, counted from the first replayed matrix."""
-
-
-class FailSpec(StrictModel):
-    """``packet.fail:``: take the cable of ``link`` ``[u, v]`` (router indices; both directions)
-    down halfway through interval ``interval``; every controller recomputes without it."""
-
-    link: tuple[int, int]
-    """The link ``[u, v]`` taken down, router indices (both directions of its cable)."""
-    interval: int = Field(ge=0)
-    """The interval halfway through which it goes down, counted from the first replayed matrix."""
-
-
-class ReplaySpec(StrictModel):
-    """``wan.replay:`` how the packet backend replays the matrices: ``interval_s`` how long each
-    matrix is replayed, ``flows`` UDP flows per demand, ``payload_bytes`` per datagram,
-    ``warmup_s`` after each interval's start before link loads are measured, and the faults
-    ``kill`` and ``fail``. (The emulated rate of the largest-capacity link is
-    ``emulation.link_mbps``: Mbit/s of frames, every link shaped in proportion to its capacity;
-    the slice controllers' framework ``emulation.controller``.)"""
-
-    interval_s: float = Field(default=3.0, ge=1.0, le=60)
-    """How long each matrix is replayed, seconds."""
-    flows: int = Field(default=128, ge=1, le=1000)
-    """UDP flows per demand (the routers' select groups split flows, not packets)."""
-    payload_bytes: int = Field(default=500, ge=64, le=1400)
-    """UDP payload of every datagram, bytes."""
-    warmup_s: float = Field(default=1.0, ge=0.2)
-    """Time from each interval's start to when link loads are measured, seconds (at least 0.5 s
-    of the interval must remain)."""
-    kill: KillSpec | None = None
-    """A slice controller killed during the replay; none: no kill."""
-    fail: FailSpec | None = None
-    """A link taken down during the replay; none: no link fails."""
-
-    @model_validator(mode="after")
-    def _warmup(self):
-        if self.warmup_s > self.interval_s - 0.5:
-            raise ValueError(f"warmup_s: {self.warmup_s} leaves under 0.5 s of the {self.interval_s} s interval")
-        return self
 
 
 class WanSpec(StrictModel):
@@ -205,7 +65,7 @@ class WanSpec(StrictModel):
     """The TE every controller solves."""
     slices: SliceSpec = SliceSpec()
     """How the routers are sliced among controllers."""
-    divergence: DivergenceSpec = DivergenceSpec()
+    divergence: Deviation = Deviation()
     """How far each controller's view of the demand is off the true demand."""
     replay: ReplaySpec = ReplaySpec()
     """How the packet backend replays the matrices, and its faults."""
@@ -259,26 +119,22 @@ class WanScenario(NamedScenario):
 
 def _deep(sc: WanScenario) -> None:
     topo, tms = sc.wan.load()
-    t = sc.wan.traffic
+    t, s, p = sc.wan.traffic, sc.wan.slices, sc.wan.replay
     if t.first >= len(tms):
         raise ScenarioError(f"wan.traffic.first: {t.first} but {sc.wan.topology} has {len(tms)} matrices")
     if t.count is not None and t.first + t.count > len(tms):
         raise ScenarioError(f"wan.traffic.count: {t.first} + {t.count} exceeds the {len(tms)} matrices")
-    s = sc.wan.slices
     if s.method == "random" and s.count > topo.routers:
         raise ScenarioError(f"wan.slices.count: {s.count} slices of {topo.routers} routers")
-    p = sc.wan.replay
-    count = t.count if t.count is not None else len(tms) - t.first
-    slices = {"random": s.count, "per-router": topo.routers, "one": 1}[s.method]
+    count, slices = t.replayed(len(tms)), s.slices(topo.routers)
     if p.kill is not None and p.kill.slice >= slices:
         raise ScenarioError(f"wan.replay.kill.slice: {p.kill.slice} but there are {slices} slices")
     if p.kill is not None and p.kill.interval >= count:
         raise ScenarioError(f"wan.replay.kill.interval: {p.kill.interval} but {count} matrices are replayed")
-    if p.fail is not None:
-        if tuple(p.fail.link) not in topo.links:
-            raise ScenarioError(f"wan.replay.fail.link: {list(p.fail.link)} is not a link of {topo.name}")
-        if p.fail.interval >= count:
-            raise ScenarioError(f"wan.replay.fail.interval: {p.fail.interval} but {count} matrices are replayed")
+    if p.fail is not None and tuple(p.fail.link) not in topo.links:
+        raise ScenarioError(f"wan.replay.fail.link: {list(p.fail.link)} is not a link of {topo.name}")
+    if p.fail is not None and p.fail.interval >= count:
+        raise ScenarioError(f"wan.replay.fail.interval: {p.fail.interval} but {count} matrices are replayed")
 
 
 def _load(path: Path, data: dict) -> WanScenario:
@@ -294,16 +150,7 @@ def _setup(sc: WanScenario) -> WanSetup:
     """What both backends replay of ``sc`` (:func:`emulation.te_intervals.prepare`).
     :raises WanError: unreadable data."""
     w = sc.wan
-    topo, tms = w.load()
-    return prepare(topo, tms, first=w.traffic.first, count=w.traffic.count, scale=w.traffic.scale, k=w.tunnels.k,
-                   slice_method=w.slices.method, slice_count=w.slices.count, slice_seed=w.slices.seed,
-                   deviation=Deviation(w.divergence.distribution, w.divergence.sd, w.divergence.seed))
-
-
-def _te_settings(sc: WanScenario) -> dict:
-    """The TE every controller solves: objective, lambda (a number) and capacity headroom."""
-    return {"objective": sc.wan.te.objective, "regulariser": sc.wan.te.lam,
-            "capacity_headroom": sc.wan.te.capacity_headroom}
+    return prepare(*w.load(), w.traffic, w.tunnels, w.slices, w.divergence)
 
 
 def _result(sc: WanScenario, setup: WanSetup, intervals: list[Interval], packet: dict | None = None) -> WanResult:
@@ -312,7 +159,7 @@ def _result(sc: WanScenario, setup: WanSetup, intervals: list[Interval], packet:
     return WanResult(
         topology={"name": topo.name, "routers": list(topo.names), "links": [list(l) for l in topo.links],
                   "capacity": list(topo.capacity)},
-        te=_te_settings(sc), tunnels={"k": w.tunnels.k, "count": len(setup.tunnels.paths)},
+        te=w.te.settings(), tunnels={"k": w.tunnels.k, "count": len(setup.tunnels.paths)},
         slicing={"method": slicing.method, "count": slicing.count, "slice_of": list(slicing.slice_of),
                  "blast_radius": slicing.blast_radius(mean), "shares": slicing.shares(mean)},
         divergence=w.divergence.model_dump(), traffic=w.traffic.model_dump(), intervals=intervals, packet=packet)
@@ -341,7 +188,7 @@ def emulate_wan(sc: WanScenario, run_dir: Path, progress: Progress | None = None
     from emulation.emulator.wan_replay import replay_wan
 
     setup, p, emu = _setup(sc), sc.wan.replay, sc.emulation
-    rep = replay_wan(setup, _te_settings(sc), p, run_dir, link_mbps=emu.link_mbps, controller=emu.controller,
+    rep = replay_wan(setup, sc.wan.te.settings(), p, run_dir, link_mbps=emu.link_mbps, controller=emu.controller,
                      progress=progress)
     intervals = [interval(setup, j, o, m) for j, (o, m) in enumerate(zip(rep.outcomes, rep.measured))]
     return _result(sc, setup, intervals, {**p.model_dump(), "link_mbps": emu.link_mbps, "controller": emu.controller,

@@ -22,22 +22,27 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from pydantic import Field
 
 from emulation.planners.slicing import Slicing
 from emulation.planners.te import Objective, link_load, solve
 from emulation.planners.tunnels import Tunnels
+from emulation.sections import StrictModel
 
 
-@dataclass(frozen=True)
-class Deviation:
-    """How far a controller's view of a demand is off: ``p = |N(0, sd)|`` (``half-normal``, the
-    default, sd 5%) or ``p ~ Lomax(shape 3) x sd x 2`` (``heavy-tail``: same mean scale, rare large
-    errors), capped at 0.95, drawn independently per slice and demand from a generator seeded
-    with ``seed`` and the matrix index."""
+class Deviation(StrictModel):
+    """``divergence:`` how far a controller's view of a demand is off: every controller sees
+    ``D (1 - p)``, p drawn independently per slice and demand from a generator seeded with
+    ``seed`` and the matrix index, capped at 0.95."""
 
     distribution: Literal["half-normal", "heavy-tail"] = "half-normal"
-    sd: float = 0.05
+    """How a controller's error p on a demand is drawn, per controller and demand:
+    ``half-normal`` (``|N(0, sd)|``) or ``heavy-tail`` (``Lomax(shape 3) x sd x 2``: the
+    same scale, rare large errors); p is capped at 0.95."""
+    sd: float = Field(default=0.05, ge=0, le=0.5)
+    """Scale of the error p, a fraction of the demand; 0: every controller sees the true demand."""
     seed: int = 0
+    """Seed of the error draws (with the matrix index)."""
 
     def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` deviations p in [0, 0.95]."""

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from pydantic import Field, field_validator
 
+from emulation.sections import StrictModel, known_name
 from topologies.wan import WanError, WanTopology
 
 Method = Literal["random", "per-router", "one"]
@@ -24,6 +26,29 @@ METHODS: tuple[str, ...] = ("random", "per-router", "one")
 
 #: A slice may exceed the target weight (total / k) by this fraction, and fall short by as much.
 SLACK = 0.3
+
+
+class SliceSpec(StrictModel):
+    """``slices:`` how the routers are sliced among controllers: ``method``, ``count`` (random)
+    and ``seed``; :func:`make_slicing` of them."""
+
+    count: int = Field(default=5, ge=1)
+    """Slices of the ``random`` method (at most the routers)."""
+    method: str = "random"
+    """How the routers are sliced among controllers: ``random`` (Symphony's randomised connected
+    slicing into ``count`` slices), ``per-router`` (a controller per router) or ``one`` (one
+    central controller)."""
+    seed: int = 0
+    """Seed of the random slicing."""
+
+    @field_validator("method")
+    @classmethod
+    def _method(cls, v: str) -> str:
+        return known_name(v, METHODS, "method")
+
+    def slices(self, routers: int) -> int:
+        """How many slices this makes of ``routers`` routers."""
+        return {"random": self.count, "per-router": routers, "one": 1}[self.method]
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from pydantic import Field, field_validator
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
 from emulation.planners.tunnels import Tunnels
+from emulation.sections import StrictModel, known_name
 from topologies.wan import WanTopology
 
 Objective = Literal["max-flow", "mcf", "min-mlu"]
@@ -39,6 +41,46 @@ OBJECTIVES: tuple[str, ...] = ("max-flow", "mcf", "min-mlu")
 
 #: Symphony's regulariser weights per objective (its released artefact).
 SYMPHONY_LAMBDA = {"max-flow": 1.0, "mcf": 1e-4, "min-mlu": 1e-4}
+
+
+class TeSpec(StrictModel):
+    """``te:`` what every controller's TE solves (:func:`solve`): the ``objective``, the
+    regulariser lambda (a number >= 0, or ``symphony``) and ``capacity_headroom``, the fraction
+    of every link's capacity the TE leaves free."""
+
+    objective: str = "mcf"
+    """What every controller's TE optimises: ``max-flow`` (the carried demand), ``mcf`` (maximum
+    concurrent flow: the fraction of every demand carried) or ``min-mlu`` (the maximum link
+    utilisation, minimised)."""
+    regulariser: float | Literal["symphony"] = 0.0
+    """The regulariser lambda: the weight of ``sum_e u_e^2`` (link utilisations) Symphony adds
+    to the objective, a number >= 0 (0: the plain LP), or ``symphony``: its artefact's value for
+    the objective."""
+    capacity_headroom: float = Field(default=0.0, ge=0, lt=1)
+    """Fraction of every link's capacity the TE leaves free."""
+
+    @field_validator("objective")
+    @classmethod
+    def _objective(cls, v: str) -> str:
+        return known_name(v, OBJECTIVES, "objective")
+
+    @field_validator("regulariser")
+    @classmethod
+    def _lam(cls, v):
+        if v != "symphony" and v < 0:
+            raise ValueError(f"must be >= 0 or symphony, got {v}")
+        return v
+
+    @property
+    def lam(self) -> float:
+        """lambda as a number."""
+        return SYMPHONY_LAMBDA[self.objective] if self.regulariser == "symphony" else float(self.regulariser)
+
+    def settings(self) -> dict:
+        """``{"objective", "regulariser" (lambda, a number), "capacity_headroom"}``: what a
+        controller is handed and a result records."""
+        return {"objective": self.objective, "regulariser": self.lam, "capacity_headroom": self.capacity_headroom}
+
 
 #: The bucket weights of one demand's select group sum to GROUP_WEIGHT (:func:`bucket_weights`).
 #: Open vSwitch selects a bucket with its dp_hash method (flows hashed onto 64 values, each value

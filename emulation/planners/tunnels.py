@@ -5,10 +5,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import islice
+from typing import Literal
 
 import numpy as np
+from pydantic import Field
 
+from emulation.sections import StrictModel
 from topologies.wan import WanError, WanTopology
+
+
+class TunnelSpec(StrictModel):
+    """``tunnels:`` ``k`` shortest simple paths per demand (``ksp``: hop count, Yen;
+    :func:`k_shortest`)."""
+
+    k: int = Field(default=4, ge=1, le=16)
+    """Tunnels per demand: its k shortest simple paths."""
+    method: Literal["ksp"] = "ksp"
+    """How the tunnels are found: ``ksp`` (Yen's k shortest paths by hop count)."""
 
 
 @dataclass(frozen=True)

@@ -46,11 +46,12 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from emulation import dataplane as dpn
 from emulation.fabric import Fabric, FabricError
 from emulation.planners import PLANNERS, CostModel
+from emulation.sections import StrictModel, known_name
 from emulation.units import parse_bytes
 from emulation.workloads import ALGORITHMS, known
 from emulation.workloads.moe import MoELayer
@@ -63,21 +64,6 @@ MAX_GPUS = 131072
 
 class ScenarioError(ValueError):
     """A scenario that cannot be run; ``str()`` is one line naming the field."""
-
-
-def known_name(value: str, registry, what: str) -> str:
-    """``value`` if it names an entry of ``registry``. :raises ValueError: ``unknown WHAT 'value' (known: ...)``."""
-    if value not in registry:
-        raise ValueError(f"unknown {what} {value!r} (known: {', '.join(registry)})")
-    return value
-
-
-class StrictModel(BaseModel):
-    """A section of a scenario file: unknown fields, infinities and NaN are refused; immutable.
-    The docstring under each field is its description (with its unit), which the JSON Schema,
-    the scenario reference and the errors show (:mod:`emulation.scenario.fields`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True)
 
 
 class FabricSpec(StrictModel):
