@@ -27,13 +27,31 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import networkx as nx
+from pydantic import Field
 
 from emulation.fabric import Circuit, Configuration, Fabric, PortRef
+from emulation.sections import StrictModel
 
 #: The slice shapes a TPU-like torus rack allocates (accelerators per axis), smallest first.
 LEGAL_SHAPES: tuple[tuple[int, int, int], ...] = ((2, 2, 1), (2, 2, 2), (2, 2, 4), (2, 4, 4), (4, 4, 4))
 #: Torus ports per accelerator (``+x -x +y -y +z -z``).
 PORTS = 6
+
+
+class RackSpec(StrictModel):
+    """``rack:`` accelerators per axis of the torus, per axis of a server, spare servers; the
+    :class:`TorusRack` they make (:meth:`build`)."""
+
+    dims: tuple[int, int, int] = (4, 4, 4)
+    """Accelerators per axis of the rack's 3-D torus (multiples of ``server``'s)."""
+    server: tuple[int, int, int] = (2, 2, 1)
+    """Accelerators per axis of one server; servers tile the torus."""
+    spares: int = Field(default=0, ge=0)
+    """Spare servers, held back from the tenants."""
+
+    def build(self) -> TorusRack:
+        """The :class:`TorusRack`. :raises RackError: dims not a multiple of the server's."""
+        return TorusRack(tuple(self.dims), tuple(self.server))
 
 
 class RackError(ValueError):

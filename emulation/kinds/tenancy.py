@@ -35,121 +35,21 @@ from emulation.output import Refused
 from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel
 from emulation.tenancy import report
 from emulation.tenancy.results import TenancyResult, TenantsResult
-from emulation.units import parse_bytes
-from topologies.torus_rack import LEGAL_SHAPES, RackError, TorusRack
-
-
-class RackSection(StrictModel):
-    """``rack:`` accelerators per axis of the torus, per axis of a server, spare servers."""
-
-    dims: tuple[int, int, int] = (4, 4, 4)
-    """Accelerators per axis of the rack's 3-D torus (multiples of ``server``'s)."""
-    server: tuple[int, int, int] = (2, 2, 1)
-    """Accelerators per axis of one server; servers tile the torus."""
-    spares: int = Field(default=0, ge=0)
-    """Spare servers, held back from the tenants."""
-
-    def build(self) -> TorusRack:
-        """The :class:`TorusRack`. :raises RackError: dims not a multiple of the server's."""
-        return TorusRack(tuple(self.dims), tuple(self.server))
-
-
-class TraceSection(StrictModel):
-    """``trace:`` the seeded request trace (:func:`emulation.workloads.tenant_jobs.make_trace`)."""
-
-    jobs: int = Field(ge=1, le=1_000_000)
-    """Jobs in the trace."""
-    seed: int = 0
-    """Seed of the trace's draws."""
-    interarrival_s: float = Field(gt=0)
-    """Mean time between two jobs' arrivals (Poisson arrivals), seconds."""
-    sizes: dict[int, float] = Field(min_length=1)
-    """Job sizes drawn: accelerators (a legal slice size of the rack) -> relative weight (>= 0,
-    not all 0)."""
-    rounds: tuple[int, int] = (1, 1)
-    """Range ``[min, max]`` a job's number of rounds is drawn from, uniformly (both included)."""
-    round_s: tuple[float, float]
-    """Range ``[min, max]`` a job's round time at full bandwidth is drawn from, log-uniformly, seconds."""
-    comm_share: float = Field(default=0.5, ge=0, le=1)
-    """Fraction of a round spent communicating (the rest computes)."""
-    tenants: int = Field(default=4, ge=1)
-    """Tenants the jobs belong to, drawn uniformly."""
-
-    @field_validator("sizes")
-    @classmethod
-    def _sizes(cls, v):
-        for k, w in v.items():
-            if w < 0:
-                raise ValueError(f"size {k}: weight {w} is negative")
-        if sum(v.values()) <= 0:
-            raise ValueError("the weights sum to zero")
-        return v
-
-    @model_validator(mode="after")
-    def _ranges(self):
-        if not 1 <= self.rounds[0] <= self.rounds[1]:
-            raise ValueError(f"rounds: [{self.rounds[0]}, {self.rounds[1]}] is not a range of positive counts")
-        if not 0 < self.round_s[0] <= self.round_s[1]:
-            raise ValueError(f"round_s: [{self.round_s[0]:g}, {self.round_s[1]:g}] is not a range of positive seconds")
-        return self
-
-
-class PhotonicSection(StrictModel):
-    """``photonic:`` the Morphlux allocator's candidate routes per server pair and the
-    interposer's reconfiguration delay R (s; 3.7 us measured on silicon photonics)."""
-
-    k_routes: int = Field(default=5, ge=1, le=50)
-    """Candidate routes per server pair the Morphlux allocator chooses among."""
-    reconfiguration_delay_s: float = Field(default=3.7e-6, ge=0, le=60)
-    """The interposer's reconfiguration delay R, seconds (3.7 us measured on silicon photonics)."""
-
-
-class TenantSection(StrictModel):
-    """One tenant of a packet run: ``gpus`` accelerators (a legal slice size), an AllReduce
-    (``algorithm`` ring or rhd) of ``size`` bytes, started ``start_s`` real seconds after the
-    first."""
-
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z_0-9.-]+$")
-    """The tenant's name, unique in the scenario; it labels the tenant's results."""
-    gpus: int = Field(ge=2)
-    """Accelerators of the tenant's slice (a legal slice size of the rack)."""
-    algorithm: Literal["ring", "rhd"] = "ring"
-    """Its AllReduce's algorithm: ``ring``, or ``rhd`` (a power-of-two ``gpus``)."""
-    size: int = Field(ge=1)
-    """Its AllReduce's buffer, bytes (or a string such as ``16MiB``)."""
-    start_s: float = Field(default=0.0, ge=0)
-    """When it starts after the first tenant, real seconds."""
-
-    @field_validator("size", mode="before")
-    @classmethod
-    def _size(cls, v):
-        return parse_bytes(v) if isinstance(v, str) else v
-
-
-class TenantFabricSpec(StrictModel):
-    """``fabric:`` the emulated fabric of a packet run: every GPU's ``ports_per_gpu`` ports on one
-    OCS at ``port_gbps`` (real Gbit/s), its reconfiguration delay R (real s), the per-message
-    latency ``alpha_s`` (real s). (The emulated link rate and byte scale are ``emulation:``.)"""
-
-    port_gbps: float = Field(default=400.0, gt=0)
-    """Rate of every port, real Gbit/s."""
-    ports_per_gpu: int = Field(default=2, ge=1, le=8)
-    """Ports of every GPU on the OCS."""
-    alpha_s: float = Field(default=5e-6, ge=0)
-    """Per-message latency, real seconds."""
-    reconfiguration_delay_s: float = Field(default=3.7e-6, ge=0)
-    """The OCS's reconfiguration delay R, real seconds."""
+from emulation.planners.allocators import PhotonicSpec
+from emulation.planners.tenants import TenantFabricSpec, TenantSpec
+from emulation.workloads.tenant_jobs import TraceSpec
+from topologies.torus_rack import LEGAL_SHAPES, RackError, RackSpec, TorusRack
 
 
 class TenancySection(StrictModel):
     """``tenancy:`` the rack, a trace to replay (flow backend) or tenants to run with packets
     (packet backend), and what is compared."""
 
-    rack: RackSection = RackSection()
+    rack: RackSpec = RackSpec()
     """The rack: its torus, servers and spares."""
-    trace: TraceSection | None = None
+    trace: TraceSpec | None = None
     """A request trace replayed on the flow backend; none: ``tenants`` run instead."""
-    tenants: list[TenantSection] = Field(default_factory=list)
+    tenants: list[TenantSpec] = Field(default_factory=list)
     """Tenants run at once with packets (packet backend); empty: a ``trace`` replays instead."""
     fabric: TenantFabricSpec = TenantFabricSpec()
     """The emulated fabric the ``tenants`` run on."""
@@ -164,7 +64,7 @@ class TenancySection(StrictModel):
     static_partitions: int | None = Field(default=None, ge=1)
     """Partitions of Propius' static partitioning baseline, added per allocator; none: no such
     baseline."""
-    photonic: PhotonicSection = PhotonicSection()
+    photonic: PhotonicSpec = PhotonicSpec()
     """The photonic allocator's candidate routes and reconfiguration delay."""
 
     @field_validator("schedulers")

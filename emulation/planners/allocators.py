@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
+from pydantic import Field
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from emulation.sections import StrictModel
 from topologies.torus_rack import PORTS, TorusRack
 
 #: Circuits between consecutive servers of a photonic slice's ring for full bandwidth: each
@@ -39,6 +41,16 @@ K_ROUTES = 5
 #: Integer programs whose answers a photonic allocator remembers (the same ring on the same
 #: boundary loads recurs often in a trace; an answer depends on nothing else).
 CACHE_SIZE = 100_000
+
+
+class PhotonicSpec(StrictModel):
+    """``photonic:`` the Morphlux allocator's candidate routes per server pair and the
+    interposer's reconfiguration delay R (s; 3.7 us measured on silicon photonics)."""
+
+    k_routes: int = Field(default=K_ROUTES, ge=1, le=50)
+    """Candidate routes per server pair the Morphlux allocator chooses among."""
+    reconfiguration_delay_s: float = Field(default=3.7e-6, ge=0, le=60)
+    """The interposer's reconfiguration delay R, seconds (3.7 us measured on silicon photonics)."""
 
 
 @dataclass(frozen=True)

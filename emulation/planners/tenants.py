@@ -11,10 +11,61 @@ the controller sets at allocation.
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field, field_validator
+
 from emulation.fabric import Configuration, Fabric, assign_ports
 from emulation.planners.allocators import ClusterState, Photonic
+from emulation.sections import StrictModel
+from emulation.units import parse_bytes
+from emulation.workloads.allreduce import rhd_allreduce, ring_allreduce
+from emulation.workloads.model import Tenant
 from topologies.builders import ocs_star
 from topologies.torus_rack import TorusRack
+
+
+class TenantSpec(StrictModel):
+    """One tenant of a packet run: ``gpus`` accelerators (a legal slice size), an AllReduce
+    (``algorithm`` ring or rhd) of ``size`` bytes, started ``start_s`` real seconds after the
+    first."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z_0-9.-]+$")
+    """The tenant's name, unique in the scenario; it labels the tenant's results."""
+    gpus: int = Field(ge=2)
+    """Accelerators of the tenant's slice (a legal slice size of the rack)."""
+    algorithm: Literal["ring", "rhd"] = "ring"
+    """Its AllReduce's algorithm: ``ring``, or ``rhd`` (a power-of-two ``gpus``)."""
+    size: int = Field(ge=1)
+    """Its AllReduce's buffer, bytes (or a string such as ``16MiB``)."""
+    start_s: float = Field(default=0.0, ge=0)
+    """When it starts after the first tenant, real seconds."""
+
+    @field_validator("size", mode="before")
+    @classmethod
+    def _size(cls, v):
+        return parse_bytes(v) if isinstance(v, str) else v
+
+    def tenant(self, gpus: tuple[int, ...]) -> Tenant:
+        """The :class:`~emulation.workloads.model.Tenant` of this section on ``gpus`` (rank r on
+        ``gpus[r]``)."""
+        allreduce = ring_allreduce if self.algorithm == "ring" else rhd_allreduce
+        return Tenant(self.name, allreduce(self.gpus, self.size), gpus, self.start_s)
+
+
+class TenantFabricSpec(StrictModel):
+    """``fabric:`` the emulated fabric of a packet run: every GPU's ``ports_per_gpu`` ports on one
+    OCS at ``port_gbps`` (real Gbit/s), its reconfiguration delay R (real s), the per-message
+    latency ``alpha_s`` (real s). (The emulated link rate and byte scale are ``emulation:``.)"""
+
+    port_gbps: float = Field(default=400.0, gt=0)
+    """Rate of every port, real Gbit/s."""
+    ports_per_gpu: int = Field(default=2, ge=1, le=8)
+    """Ports of every GPU on the OCS."""
+    alpha_s: float = Field(default=5e-6, ge=0)
+    """Per-message latency, real seconds."""
+    reconfiguration_delay_s: float = Field(default=3.7e-6, ge=0)
+    """The OCS's reconfiguration delay R, real seconds."""
 
 
 class PlacementError(ValueError):

@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from emulation.sections import StrictModel
 
 
 @dataclass(frozen=True)
@@ -56,3 +59,48 @@ def make_trace(jobs: int, seed: int, interarrival_s: float, sizes: dict[int, flo
     who = rng.integers(0, tenants, size=jobs)
     return [Job(i, int(who[i]), float(t[i]), int(size[i]), int(n[i]), float(r[i] * (1 - comm_share)),
                 float(r[i] * comm_share)) for i in range(jobs)]
+
+
+class TraceSpec(StrictModel):
+    """``trace:`` a seeded request trace; :meth:`draw` draws it (:func:`make_trace`)."""
+
+    jobs: int = Field(ge=1, le=1_000_000)
+    """Jobs in the trace."""
+    seed: int = 0
+    """Seed of the trace's draws."""
+    interarrival_s: float = Field(gt=0)
+    """Mean time between two jobs' arrivals (Poisson arrivals), seconds."""
+    sizes: dict[int, float] = Field(min_length=1)
+    """Job sizes drawn: accelerators (a legal slice size of the rack) -> relative weight (>= 0,
+    not all 0)."""
+    rounds: tuple[int, int] = (1, 1)
+    """Range ``[min, max]`` a job's number of rounds is drawn from, uniformly (both included)."""
+    round_s: tuple[float, float]
+    """Range ``[min, max]`` a job's round time at full bandwidth is drawn from, log-uniformly, seconds."""
+    comm_share: float = Field(default=0.5, ge=0, le=1)
+    """Fraction of a round spent communicating (the rest computes)."""
+    tenants: int = Field(default=4, ge=1)
+    """Tenants the jobs belong to, drawn uniformly."""
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, v):
+        for k, w in v.items():
+            if w < 0:
+                raise ValueError(f"size {k}: weight {w} is negative")
+        if sum(v.values()) <= 0:
+            raise ValueError("the weights sum to zero")
+        return v
+
+    @model_validator(mode="after")
+    def _ranges(self):
+        if not 1 <= self.rounds[0] <= self.rounds[1]:
+            raise ValueError(f"rounds: [{self.rounds[0]}, {self.rounds[1]}] is not a range of positive counts")
+        if not 0 < self.round_s[0] <= self.round_s[1]:
+            raise ValueError(f"round_s: [{self.round_s[0]:g}, {self.round_s[1]:g}] is not a range of positive seconds")
+        return self
+
+    def draw(self) -> list[Job]:
+        """The trace's jobs in arrival order (:func:`make_trace` of these fields)."""
+        return make_trace(self.jobs, self.seed, self.interarrival_s, self.sizes, self.rounds, self.round_s,
+                          self.comm_share, self.tenants)
