@@ -128,7 +128,7 @@ def run_opus(n: int, load: float) -> dict:
 
     per, pp = 8, 8
     servers = n // per
-    net = RailNetwork(port_gbps=400, rail_ports=2, scaleup_gbps=3600)
+    net = RailNetwork(port_gbps=400, ports_per_gpu=2, scaleup_gbps=3600)
     t0 = time.perf_counter()
     tr = build_trace(MODELS["llama3-70b"], ParallelSpec(tp=per, pp=pp, dp=servers // pp, micro_batches=32),
                      ComputeSpec(), lambda b: net.tp_allreduce_s(per, b))

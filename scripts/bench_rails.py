@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_rails: --pp {a.pp} must divide --servers {a.servers}", file=sys.stderr)
         return 2
     G = a.gpus_per_server
-    net = RailNetwork(port_gbps=400, rail_ports=2, scaleup_gbps=3600)
+    net = RailNetwork(port_gbps=400, ports_per_gpu=2, scaleup_gbps=3600)
     t0 = time.perf_counter()
     tr = build_trace(MODELS[a.model], ParallelSpec(tp=G, pp=a.pp, dp=a.servers // a.pp, micro_batches=a.micro_batches),
                      ComputeSpec(), lambda b: net.tp_allreduce_s(G, b))

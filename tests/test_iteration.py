@@ -19,7 +19,7 @@ from emulation.workloads.iteration import MODELS, ComputeSpec, Op, ParallelSpec,
 from topologies.rail_network import RailNetwork
 
 ROOT = Path(__file__).resolve().parents[1]
-NET = RailNetwork(port_gbps=100, rail_ports=2, scaleup_gbps=2400)
+NET = RailNetwork(port_gbps=100, ports_per_gpu=2, scaleup_gbps=2400)
 
 
 def _llama(**par):

@@ -18,7 +18,7 @@ from emulation.fabric import EPS, Fabric, FabricError, Link, PortRef
 from emulation.flowsim import simulate
 from emulation.planners import make_plan
 from emulation.planners.failover import circuits_touching, failover, failover_table
-from emulation.kinds.training import JobSpec
+from emulation.torchjob.recoveries import JobSpec
 from emulation.torchjob.launch import torch_available
 from emulation.torchjob.predict import fit_alpha, predict_allreduce
 from emulation.workloads import build

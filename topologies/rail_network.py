@@ -16,12 +16,14 @@ flow engine (numpy), so the package does not re-export it: ``mn --custom`` loads
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
+
+from pydantic import Field, field_validator
 
 from emulation.fabric import EPS, OCS, Configuration, Fabric, PortRef, assign_ports
 from emulation.flowsim.simulate import simulate
 from emulation.schedule import plan_from_configurations
+from emulation.sections import StrictModel
 from emulation.workloads import build
 from emulation.workloads.model import Step, Transfer, Workload
 
@@ -29,29 +31,31 @@ from emulation.workloads.model import Step, Transfer, Workload
 SEGMENTS = ("ring", "link", "eps", "scaleup")
 
 
-@dataclass(frozen=True)
-class RailNetwork:
-    """One rail (Opus, arXiv 2507.08119): ``rail_ports`` ports per GPU at ``port_gbps`` (Gbit/s);
-    an electrical rail gives each GPU one port of ``rail_ports x port_gbps`` (the same NIC
-    bandwidth); ``alpha_s`` seconds per message; ``scaleup_gbps`` the scale-up domain's port rate
-    (TP all-reduces), Gbit/s.
+class RailNetwork(StrictModel):
+    """One rail (Opus, arXiv 2507.08119): ``ports_per_gpu`` ports per GPU at ``port_gbps``
+    (Gbit/s); an electrical rail gives each GPU one port of ``ports_per_gpu x port_gbps`` (the
+    same NIC bandwidth); ``alpha_s`` seconds per message; ``scaleup_gbps`` the scale-up domain's
+    port rate (TP all-reduces), Gbit/s.
 
-    :raises ValueError: a non-positive rate, no rail port or an odd number above 1, a negative alpha.
+    :raises pydantic.ValidationError: a non-positive rate, no rail port or an odd number above 1,
+        a negative alpha.
     """
 
-    port_gbps: float = 200.0
-    rail_ports: int = 2
-    alpha_s: float = 10e-6
-    scaleup_gbps: float = 2400.0
+    port_gbps: float = Field(default=200.0, gt=0)
+    """Rate of every rail (OCS) port, Gbit/s."""
+    ports_per_gpu: int = Field(default=2, ge=1)
+    """OCS ports every GPU has on its rail: 1, or an even number (a ring of circuits takes half to each neighbour)."""
+    alpha_s: float = Field(default=10e-6, ge=0)
+    """Per-message latency, seconds."""
+    scaleup_gbps: float = Field(default=2400.0, gt=0)
+    """Port rate of a server's scale-up domain (TP's all-reduces), Gbit/s."""
 
-    def __post_init__(self) -> None:
-        if not self.port_gbps > 0 or not self.scaleup_gbps > 0:
-            raise ValueError(f"port_gbps, scaleup_gbps: must be > 0, got {self.port_gbps}, {self.scaleup_gbps}")
-        if self.rail_ports < 1 or (self.rail_ports > 1 and self.rail_ports % 2):
-            raise ValueError(f"rail_ports: 1, or an even number (a ring of circuits takes half to each "
-                             f"neighbour), got {self.rail_ports}")
-        if not self.alpha_s >= 0:
-            raise ValueError(f"alpha_s: must be >= 0, got {self.alpha_s}")
+    @field_validator("ports_per_gpu")
+    @classmethod
+    def _even(cls, v: int) -> int:
+        if v > 1 and v % 2:
+            raise ValueError(f"1, or an even number (a ring of circuits takes half to each neighbour), got {v}")
+        return v
 
     def segment(self, n: int, segment: str) -> tuple[Fabric, Configuration]:
         """The fabric of one segment of ``n`` GPUs (module doc) and its circuits (GPUs ``0..n-1``,
@@ -61,7 +65,7 @@ class RailNetwork:
         """
         if segment not in SEGMENTS:
             raise ValueError(f"segment: one of {', '.join(SEGMENTS)}, got {segment!r}")
-        ports = self.rail_ports
+        ports = self.ports_per_gpu
         if segment in ("eps", "scaleup"):
             gbps = self.scaleup_gbps if segment == "scaleup" else self.port_gbps * ports
             fab = Fabric(f"{segment}{n}", n, 1, gbps, eps=(EPS("sw", tuple(PortRef(g, 0) for g in range(n))),))
@@ -97,3 +101,20 @@ def _op_seconds(net: RailNetwork, kind: str, n: int, nbytes: int, segment: str) 
         w = build("pairwise" if kind == "alltoall" else "ring", n, max(nbytes, n), kind)
     plan = plan_from_configurations("opus", config, [config] * len(w.steps), 0.0, w)
     return simulate(fab, w, plan, alpha_s=net.alpha_s, record_transfers=False).time_s
+
+
+class RailFabric(RailNetwork):
+    """``fabric:`` of a rail scenario: ``servers`` x ``gpus_per_server`` GPUs, GPU i of every
+    server on rail i, each rail a :class:`RailNetwork` (its port rate 100 Gbit/s unless given);
+    :meth:`network` is the rail alone."""
+
+    servers: int = Field(ge=2)
+    """Servers: ``pp x dp`` of them (a rank of the trace each)."""
+    gpus_per_server: int = Field(ge=1)
+    """GPUs per server: the TP degree; GPU i of every server is on rail i."""
+    port_gbps: float = Field(default=100.0, gt=0)
+    """Rate of every rail (OCS) port, Gbit/s."""
+
+    def network(self) -> RailNetwork:
+        """The rail, without the fabric's size (what the flow replay's segments are built from)."""
+        return RailNetwork(**self.model_dump(include=set(RailNetwork.model_fields)))

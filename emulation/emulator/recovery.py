@@ -130,7 +130,7 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
     ``mode`` (module doc).
 
     :param fabric: the rack (:func:`topologies.builders.rack`) holding the job's ring.
-    :param job: the job as JSON (:class:`emulation.kinds.training.JobSpec`).
+    :param job: the job as JSON (:class:`emulation.torchjob.recoveries.JobSpec`).
     :param placement: GPU of every rank at launch; ``spares``: the spare GPUs, preferred first.
     :param reconfiguration_delay_s: emulated dark window of the recovery's reconfiguration, seconds.
     :param timeout_s: wall-clock bound of each launch.

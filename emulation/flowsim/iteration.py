@@ -17,8 +17,8 @@ Every rank runs its program; an op starts when its inputs allow:
   for it forever.
 
 **Segments.** A group's circuits occupy rail ports (``(rank, port)``): a DP, EP or expert-DP
-ring uses every rail port of its members (a pair of ranks gets ``rail_ports`` parallel circuits,
-a ring ``rail_ports / 2`` to each neighbour); a pipeline pair uses every port with 2 stages,
+ring uses every rail port of its members (a pair of ranks gets ``ports_per_gpu`` parallel circuits,
+a ring ``ports_per_gpu / 2`` to each neighbour); a pipeline pair uses every port with 2 stages,
 otherwise the lower half of the downstream stage's ports and the upper half of the upstream's,
 so both links of a middle stage coexist. Two groups *conflict* when they share a port.
 
@@ -197,7 +197,7 @@ class _Replay:
         self.asks_left = 200 * sum(self.len) * iterations + 10_000  # more: groups livelock
 
     def _segment(self, g: Group) -> tuple[tuple[int, int], ...]:
-        P = self.net.rail_ports
+        P = self.net.ports_per_gpu
         if g.dim == "pp" and self.tr.parallel.pp > 2:
             up, down = g.members
             return tuple((up, p) for p in range(P // 2, P)) + tuple((down, p) for p in range(P // 2))
@@ -470,10 +470,10 @@ def simulate_iteration(trace: IterationTrace, net: RailNetwork, mode: str, recon
         raise ValueError("reconfiguration_delay_s, control_rtt_s: must be finite and >= 0")
     if iterations < 2:
         raise ValueError(f"iterations: at least 2 (the first starts unconfigured), got {iterations}")
-    if net.rail_ports < 2 and mode != "eps":
+    if net.ports_per_gpu < 2 and mode != "eps":
         ring = next((g for g in trace.groups.values() if len(g.members) > 2), None)
         if ring is not None:
-            raise ValueError(f"rail_ports: group {ring.id} of {len(ring.members)} ranks needs a ring of circuits, "
+            raise ValueError(f"ports_per_gpu: group {ring.id} of {len(ring.members)} ranks needs a ring of circuits, "
                              f"which takes 2 ports per GPU; the rail has 1")
     rp = _Replay(trace, net, mode, reconfiguration_delay_s, control_rtt_s, iterations, record)
     rp.run()

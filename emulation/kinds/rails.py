@@ -25,7 +25,7 @@ and ``compute`` are :class:`~emulation.workloads.iteration.ParallelSpec` and
 and sweep on bigger rail fabrics. ``ocslab run`` sweeps on the flow backend
 (:class:`emulation.rails.results.RailsResult`); ``ocslab train`` runs ``torch_job``
 (:class:`emulation.torchjob.rails_job.TorchJobSpec`) on the packet backend
-(:class:`emulation.rails.results.TorchJobResult`).
+(:class:`emulation.torchjob.rails_job.TorchJobResult`).
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ from emulation.flowsim.rail_sweep import rail_trace
 from emulation.kinds import Kind, RunRequest, command_job, validated
 from emulation.output import Refused
 from emulation.rails import report
-from emulation.rails.results import RailsResult, TorchJobResult
+from emulation.rails.results import RailsResult
 from emulation.scenario.schema import NamedScenario, ScenarioError, StrictModel
-from emulation.torchjob.rails_job import TorchJobSpec
+from emulation.torchjob.rails_job import TorchJobResult, TorchJobSpec
 from emulation.workloads.iteration import MODELS, ComputeSpec, IterationTrace, ParallelSpec, TransformerSpec
-from topologies.rail_network import RailNetwork
+from topologies.rail_network import RailFabric
 
 
 def _known_model(v):
@@ -61,35 +61,6 @@ ModelRef = Annotated[Union[str, TransformerSpec], AfterValidator(_known_model)]
 def transformer_of(ref: str | TransformerSpec) -> TransformerSpec:
     """The :class:`TransformerSpec` of a :data:`ModelRef`."""
     return MODELS[ref] if isinstance(ref, str) else ref
-
-
-class RailFabric(StrictModel):
-    """``fabric:`` ``servers`` x ``gpus_per_server``, ``ports_per_gpu`` OCS ports per GPU on its
-    rail at ``port_gbps``, the scale-up domain at ``scaleup_gbps``, ``alpha_s`` per message."""
-
-    servers: int = Field(ge=2)
-    """Servers: ``pp x dp`` of them (a rank of the trace each)."""
-    gpus_per_server: int = Field(ge=1)
-    """GPUs per server: the TP degree; GPU i of every server is on rail i."""
-    port_gbps: float = Field(default=100.0, gt=0)
-    """Rate of every rail (OCS) port, Gbit/s."""
-    ports_per_gpu: int = Field(default=2, ge=1)
-    """OCS ports every GPU has on its rail: 1, or an even number (a ring of circuits takes half to each neighbour)."""
-    scaleup_gbps: float = Field(default=2400.0, gt=0)
-    """Port rate of a server's scale-up domain (TP's all-reduces), Gbit/s."""
-    alpha_s: float = Field(default=10e-6, ge=0)
-    """Per-message latency, seconds."""
-
-    @field_validator("ports_per_gpu")
-    @classmethod
-    def _even(cls, v: int) -> int:
-        if v > 1 and v % 2:
-            raise ValueError(f"1, or an even number (a ring of circuits takes half to each neighbour), got {v}")
-        return v
-
-    def network(self) -> RailNetwork:
-        """The rail's :class:`RailNetwork`."""
-        return RailNetwork(self.port_gbps, self.ports_per_gpu, self.alpha_s, self.scaleup_gbps)
 
 
 class ControlSection(StrictModel):
@@ -286,10 +257,11 @@ def _run(req: RunRequest):
 
 def _train(sc: RailsScenario, args, path: Path) -> int:
     """``ocslab train``: the scenario's torch job on emulated rails under each control mode
-    (:func:`emulation.rails.run.run_packet`), beside the flow backend's replay."""
-    from emulation.rails.run import run_packet
+    (:func:`emulation.torchjob.rails_job.run_rail_job`), beside the flow backend's replay."""
     from emulation.torchjob.launch import torch_available
+    from emulation.torchjob.rails_job import run_rail_job
 
+    r = sc.rails
     if args.recovery is not None:
         raise Refused("--recovery: applies to training scenarios (LUMION), not rails ones")
     if sc.rails.torch_job is None:
@@ -298,7 +270,8 @@ def _train(sc: RailsScenario, args, path: Path) -> int:
     if not torch_available():
         raise Refused("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh)")
     return command_job(KIND, sc, args.out, "train", len(sc.rails.torch_job.modes),
-                       lambda out, progress: envelope("rails", sc.name, "both", run_packet(sc, out, progress)))
+                       lambda out, progress: envelope("rails", sc.name, "both", run_rail_job(
+                           r.trace(), r.fabric.network(), r.fabric.gpus_per_server, r.torch_job, out, progress)))
 
 
 #: A rail scenario's result: its sweep (``ocslab run``) or its torch job (``ocslab train``).

@@ -37,81 +37,12 @@ from emulation.kinds import Kind, RunRequest, command_job, validated
 from emulation.output import Refused
 from emulation.planners.failover import failover_table
 from emulation.scale import Scale
-from emulation.scenario.schema import EmulationSpec, FabricSpec, NamedScenario, ScenarioError, StrictModel
-from emulation.torchjob.recoveries import RecoverySetup
+from emulation.scenario.schema import EmulationSpec, FabricSpec, NamedScenario, ScenarioError
+from emulation.torchjob.recoveries import FailureSpec, JobSpec, RecoverySetup
 from emulation.training import report
 from emulation.training.results import TrainingResult
 
 Recovery = Literal["optical", "electrical", "migration"]
-
-
-class JobSpec(StrictModel):
-    """``job:`` section: the model (an MLP ``features -> hidden x layers -> classes``), the
-    generated dataset (``samples`` points), the global ``batch`` (split over the ranks), SGD
-    learning rate ``lr``, ``steps`` in all, a checkpoint every ``checkpoint_every`` steps,
-    ``seed``; ``warmup_steps`` after each (re)launch are left out of the steady-state figures.
-    ``restart``: ``warm`` (default: the relaunch assigns ranks to standby processes that have
-    imported torch on every GPU, as a production job keeps warm workers) or ``cold`` (new
-    processes: Python and torch start inside the recovery time)."""
-
-    model: Literal["mlp"] = "mlp"
-    """The model: ``mlp``, an MLP ``features -> hidden x layers -> classes``."""
-    features: int = Field(default=32, ge=1, le=4096)
-    """Input features of every sample (the MLP's input width)."""
-    hidden: int = Field(default=512, ge=1, le=8192)
-    """Width of every hidden layer."""
-    layers: int = Field(default=2, ge=1, le=8)
-    """Hidden layers."""
-    classes: int = Field(default=10, ge=2, le=1000)
-    """Output classes."""
-    samples: int = Field(default=8192, ge=1)
-    """Points of the generated dataset (labelled by a seeded random teacher network)."""
-    batch: int = Field(default=64, ge=1)
-    """Global batch, samples per step, split over the ranks."""
-    lr: float = Field(default=0.05, gt=0)
-    """SGD learning rate."""
-    steps: int = Field(default=50, ge=2, le=100_000)
-    """Training steps in all."""
-    checkpoint_every: int = Field(default=5, ge=1)
-    """Steps between two checkpoints."""
-    seed: int = 0
-    """Seed of the dataset, its order and the model's initial weights."""
-    warmup_steps: int = Field(default=2, ge=0)
-    """Steps after each (re)launch left out of the steady-state figures."""
-    restart: Literal["warm", "cold"] = "warm"
-    """How a recovery relaunches the job: ``warm`` (ranks go to standby processes that have
-    imported torch on every GPU, as a production job keeps warm workers) or ``cold`` (new
-    processes: Python and torch start inside the recovery time)."""
-
-    @model_validator(mode="after")
-    def _sizes(self) -> JobSpec:
-        if self.batch > self.samples:
-            raise ValueError(f"batch: {self.batch} exceeds the dataset's {self.samples} samples")
-        return self
-
-    @property
-    def parameters(self) -> int:
-        """Number of model parameters."""
-        dims = [self.features] + [self.hidden] * self.layers + [self.classes]
-        return sum(a * b + b for a, b in zip(dims, dims[1:]))
-
-    @property
-    def gradient_bytes(self) -> int:
-        """Bytes every rank AllReduces per step: float32 gradients plus the loss."""
-        return 4 * (self.parameters + 1)
-
-
-class FailureSpec(StrictModel):
-    """``failure:`` section: working GPU ``gpu`` fails as soon as the job has completed step
-    ``at_step`` (0-based, as rank 0 logs it): its fabric ports go down and its processes are
-    killed. A step count, not a time, so that where the failure lands relative to the last
-    checkpoint (and so which steps are lost and run again) is the same on every machine."""
-
-    gpu: int = Field(ge=0)
-    """The working GPU that fails: its fabric ports go down and its processes are killed."""
-    at_step: int = Field(ge=0)
-    """The step after which the GPU fails (0-based, as rank 0 logs it): one between two
-    checkpoints, so that completed steps are lost and run again."""
 
 
 class TrainingScenario(NamedScenario):
@@ -188,10 +119,8 @@ class TrainingScenario(NamedScenario):
 
         :raises ScenarioError: the builder rejects the rack.
         """
-        return RecoverySetup(fabric=self.fabric.build(), job=self.job.model_dump(),
-                             gradient_bytes=self.job.gradient_bytes, placement=self.placement, spares=self.spares,
-                             failed_gpu=self.failure.gpu, at_step=self.failure.at_step,
-                             link_mbps=self.emulation.link_mbps, tdf=self.tdf,
+        return RecoverySetup(fabric=self.fabric.build(), job=self.job, placement=self.placement, spares=self.spares,
+                             failure=self.failure, link_mbps=self.emulation.link_mbps, tdf=self.tdf,
                              reconfiguration_delay_s=self.fabric.reconfiguration_delay_s, timeout_s=self.timeout_s)
 
 

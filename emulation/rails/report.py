@@ -11,7 +11,8 @@ from rich.table import Table
 from emulation.envelope import ResultEnvelope
 from emulation.figures import console, figure, table, write_csv
 from emulation.flowsim.rail_sweep import FabricRun
-from emulation.rails.results import RailsResult, TorchJobResult
+from emulation.rails.results import RailsResult
+from emulation.torchjob.rails_job import TorchJobResult
 
 #: Colours of the timeline, by what a rank does (comm ops by dimension).
 COLOURS = {"compute": "#c8c8c8", "pp": "#1f77b4", "dp": "#2ca02c", "edp": "#98df8a", "ep": "#ff7f0e",

@@ -5,17 +5,17 @@
   (:func:`emulation.flowsim.rail_sweep.sweep_fabric`), on the scenario's fabric and on each
   ``larger`` one; a timeline of one steady iteration per mode at the sweep's delay closest to
   100 ms (:func:`emulation.flowsim.rail_sweep.steady_timelines`).
-- :func:`run_packet` (``ocslab train``, packet backend): ``rails.torch_job`` on emulated rails
-  beside the flow replay (:func:`emulation.torchjob.rails_job.run_rail_job`).
+
+``ocslab train`` (packet backend) hands ``rails.torch_job`` to
+:func:`emulation.torchjob.rails_job.run_rail_job`, which runs it on emulated rails beside the flow
+replay and returns its typed result.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from emulation.flowsim.rail_sweep import rail_trace, steady_timelines, sweep_fabric
 from emulation.output import Progress
-from emulation.rails.results import RailsResult, TorchJobResult
+from emulation.rails.results import RailsResult
 
 
 def run_rails(sc, progress: Progress | None = None) -> RailsResult:
@@ -35,17 +35,3 @@ def run_rails(sc, progress: Progress | None = None) -> RailsResult:
                        larger=larger, timeline_delay_s=R,
                        timeline=steady_timelines(tr, net, r.modes, R, r.control.rtt_s, r.iterations),
                        paper=r.paper.model_dump() if r.paper else None)
-
-
-def run_packet(sc, out: Path, progress: Progress | None = None) -> TorchJobResult:
-    """Every mode of ``rails.torch_job.modes`` of ``sc`` (a
-    :class:`emulation.kinds.rails.RailsScenario`) on a fresh emulation, with the flow replay
-    beside it; each mode's summary also in ``out/MODE/summary.json``.
-
-    :raises EmulationError: the emulation or the job failed. :raises ValueError: bad fabric.
-    """
-    from emulation.torchjob.rails_job import run_rail_job
-
-    r = sc.rails
-    return TorchJobResult.model_validate(
-        run_rail_job(r.trace(), r.fabric.network(), r.fabric.gpus_per_server, r.torch_job, out, progress))

@@ -35,10 +35,10 @@ import shutil
 import statistics
 import tempfile
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 import networkx as nx
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from emulation.fabric import Configuration, Fabric, assign_ports
 from emulation.flowsim.iteration import simulate_iteration
@@ -94,7 +94,7 @@ def packet_fabric(trace: IterationTrace, net: RailNetwork, gpus_per_server: int,
     from topologies import rails
 
     G = gpus_per_server
-    bare = rails(trace.ranks, G, rail_ports=net.rail_ports, port_gbps=net.port_gbps,
+    bare = rails(trace.ranks, G, rail_ports=net.ports_per_gpu, port_gbps=net.port_gbps,
                  reconfiguration_delay_s=reconfiguration_delay_s, rail="ocs", initial="empty",
                  scaleup_gbps=net.scaleup_gbps)
     dims = [("dp", "edp"), ("pp", "mp")]
@@ -105,7 +105,7 @@ def packet_fabric(trace: IterationTrace, net: RailNetwork, gpus_per_server: int,
         for g in sorted(trace.groups.values(), key=lambda g: g.id):
             if g.dim in want and len(g.members) == 2 and not used & set(g.members):
                 used |= set(g.members)
-                pairs += [tuple(m * G + r for m in g.members)] * net.rail_ports
+                pairs += [tuple(m * G + r for m in g.members)] * net.ports_per_gpu
         circuits.update(assign_ports(bare, f"rail{r}", pairs).to_json())
     fab = Fabric(bare.name, bare.gpus, bare.ports_per_gpu, bare.port_gbps, ocs=bare.ocs, eps=bare.eps,
                  initial=Configuration.from_json(circuits))
@@ -163,18 +163,70 @@ def summarise_job(run_dir: Path, gpus: int, iterations: int, tdf: float = 1.0) -
             "control_rtt_s": statistics.median(rtts) / tdf if rtts else 0.0, "ops": ops}
 
 
+class Rewire(BaseModel):
+    """One rewire by the Opus app: the OCS, when it went dark (controller clock, s), R requested
+    and the dark window measured (s)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ocs: Optional[str] = None
+    t_dark: Optional[float] = None
+    requested_s: float
+    measured_s: float
+
+
+class TorchJobRun(BaseModel):
+    """One control mode's torch job (real seconds): the steady iteration time and every
+    iteration's start and end, the most any rank waited on the controller per iteration, the
+    largest compute overrun, the loss per iteration, the job's round trip to the controller,
+    the headroom probe, the rewires, the flow backend's iteration time and reconfigurations per
+    iteration for the same trace, the ``deviation`` (packet over flow, minus one) and the
+    ``timeline`` of the second iteration (``{"t0", "t1", "intervals": [[gpu, t0, t1, kind, dim,
+    phase]]}``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    iteration_s: float
+    iterations_end_s: list[float]
+    iterations_start_s: list[float]
+    control_wait_s: float
+    overrun_s: float
+    loss: list[float]
+    control_rtt_s: float
+    headroom: dict[str, Any]
+    time_dilation: float = 1.0
+    """The port rate over the emulated link rate (1: no dilation); every time here is already
+    divided by it."""
+    reconfigurations: list[Rewire]
+    flow_iteration_s: float
+    flow_reconfigurations_per_iteration: float
+    deviation: float
+    timeline: dict[str, Any]
+
+
+class TorchJobResult(BaseModel):
+    """A rail scenario's torch job on the packet backend beside the flow backend (``ocslab
+    train``; inside the envelope): the fabric's port rate ``link_mbps`` (Mbit/s; each run's
+    ``headroom.link_mbps`` is the rate it was emulated at, lower under time dilation), R (s), the
+    fabric's size and one :class:`TorchJobRun` per control mode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    link_mbps: float
+    reconfiguration_delay_s: float
+    gpus: int
+    servers: int
+    gpus_per_server: int
+    runs: dict[str, TorchJobRun]
+
+
 def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, job: TorchJobSpec, out: Path,
-                 progress: Progress | None = None) -> dict:
+                 progress: Progress | None = None) -> TorchJobResult:
     """Every mode of ``job.modes`` on a fresh emulation of ``trace``'s rails (:func:`packet_fabric`),
     with the flow replay beside it (module doc); each mode's record also in
     ``out/MODE/summary.json``.
 
-    :returns: ``{"link_mbps", "reconfiguration_delay_s" (s), "gpus", "servers",
-        "gpus_per_server", "runs": {mode: {"iteration_s", "iterations_end_s",
-        "iterations_start_s", "control_wait_s", "overrun_s", "loss", "control_rtt_s",
-        "headroom", "reconfigurations": [{"ocs", "t_dark", "requested_s", "measured_s"}],
-        "flow_iteration_s", "flow_reconfigurations_per_iteration", "deviation", "timeline"}}}``
-        (real seconds; the timeline as :func:`job_timeline`).
+    :returns: the :class:`TorchJobResult` (real seconds; the timelines as :func:`job_timeline`).
     :raises EmulationError: the emulation or the job failed. :raises ValueError: bad fabric.
     """
     from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric
@@ -184,8 +236,7 @@ def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, 
     port_mbps = net.port_gbps * 1000
     gpus = fabric.gpus
     out.mkdir(parents=True, exist_ok=True)
-    res = {"link_mbps": port_mbps, "reconfiguration_delay_s": job.reconfiguration_delay_s,
-           "gpus": gpus, "servers": trace.ranks, "gpus_per_server": gpus_per_server, "runs": {}}
+    runs: dict[str, TorchJobRun] = {}
     ceiling = port_mbps  # auto: later modes probe from the first mode's rate down
     for k, mode in enumerate(job.modes):
         if progress:
@@ -223,22 +274,17 @@ def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, 
         flow = simulate_iteration(trace, net, mode, job.reconfiguration_delay_s, job_sum["control_rtt_s"],
                                   job.iterations, record=False)
         ops = job_sum.pop("ops")
-        res["runs"][mode] = {
-            **job_sum,
-            "headroom": probe,
-            "time_dilation": tdf,
-            "reconfigurations": [{"ocs": e.get("ocs"), "t_dark": e.get("t_dark"),
-                                  "requested_s": e["reconfiguration_delay_s"] / tdf,
-                                  "measured_s": e["dark_window_measured_s"] / tdf} for e in rewires],
-            "flow_iteration_s": flow.iteration_s,
-            "flow_reconfigurations_per_iteration": flow.reconfigurations_per_iteration,
-            "deviation": job_sum["iteration_s"] / flow.iteration_s - 1.0,
-            "timeline": job_timeline(ops, trace, job_sum),
-        }
-        (d / "summary.json").write_text(json.dumps(res["runs"][mode], indent=1))
+        runs[mode] = TorchJobRun(
+            **job_sum, headroom=probe, time_dilation=tdf,
+            reconfigurations=[Rewire(ocs=e.get("ocs"), t_dark=e.get("t_dark"), requested_s=e["reconfiguration_delay_s"] / tdf,
+                                     measured_s=e["dark_window_measured_s"] / tdf) for e in rewires],
+            flow_iteration_s=flow.iteration_s, flow_reconfigurations_per_iteration=flow.reconfigurations_per_iteration,
+            deviation=job_sum["iteration_s"] / flow.iteration_s - 1.0, timeline=job_timeline(ops, trace, job_sum))
+        (d / "summary.json").write_text(runs[mode].model_dump_json(indent=1))
     if progress:
         progress("done", len(job.modes), len(job.modes))
-    return res
+    return TorchJobResult(link_mbps=port_mbps, reconfiguration_delay_s=job.reconfiguration_delay_s, gpus=gpus,
+                          servers=trace.ranks, gpus_per_server=gpus_per_server, runs=runs)
 
 
 def _check_headroom(emu, link_mbps: float | str | None, port_mbps: float, ceiling: float, run_dir: Path) -> dict:

@@ -45,13 +45,14 @@ import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from emulation.fabric import Configuration, Fabric
 from emulation.output import Progress
+from emulation.sections import StrictModel
 from emulation.torchjob.predict import fit_alpha, predict_allreduce
 
 
@@ -161,6 +162,75 @@ class RecoveryComparison(_Record):
     after_over_before: dict[str, float]
 
 
+class JobSpec(StrictModel):
+    """``job:`` section: the model (an MLP ``features -> hidden x layers -> classes``), the
+    generated dataset (``samples`` points), the global ``batch`` (split over the ranks), SGD
+    learning rate ``lr``, ``steps`` in all, a checkpoint every ``checkpoint_every`` steps,
+    ``seed``; ``warmup_steps`` after each (re)launch are left out of the steady-state figures.
+    ``restart``: ``warm`` (default: the relaunch assigns ranks to standby processes that have
+    imported torch on every GPU, as a production job keeps warm workers) or ``cold`` (new
+    processes: Python and torch start inside the recovery time)."""
+
+    model: Literal["mlp"] = "mlp"
+    """The model: ``mlp``, an MLP ``features -> hidden x layers -> classes``."""
+    features: int = Field(default=32, ge=1, le=4096)
+    """Input features of every sample (the MLP's input width)."""
+    hidden: int = Field(default=512, ge=1, le=8192)
+    """Width of every hidden layer."""
+    layers: int = Field(default=2, ge=1, le=8)
+    """Hidden layers."""
+    classes: int = Field(default=10, ge=2, le=1000)
+    """Output classes."""
+    samples: int = Field(default=8192, ge=1)
+    """Points of the generated dataset (labelled by a seeded random teacher network)."""
+    batch: int = Field(default=64, ge=1)
+    """Global batch, samples per step, split over the ranks."""
+    lr: float = Field(default=0.05, gt=0)
+    """SGD learning rate."""
+    steps: int = Field(default=50, ge=2, le=100_000)
+    """Training steps in all."""
+    checkpoint_every: int = Field(default=5, ge=1)
+    """Steps between two checkpoints."""
+    seed: int = 0
+    """Seed of the dataset, its order and the model's initial weights."""
+    warmup_steps: int = Field(default=2, ge=0)
+    """Steps after each (re)launch left out of the steady-state figures."""
+    restart: Literal["warm", "cold"] = "warm"
+    """How a recovery relaunches the job: ``warm`` (ranks go to standby processes that have
+    imported torch on every GPU, as a production job keeps warm workers) or ``cold`` (new
+    processes: Python and torch start inside the recovery time)."""
+
+    @model_validator(mode="after")
+    def _sizes(self) -> JobSpec:
+        if self.batch > self.samples:
+            raise ValueError(f"batch: {self.batch} exceeds the dataset's {self.samples} samples")
+        return self
+
+    @property
+    def parameters(self) -> int:
+        """Number of model parameters."""
+        dims = [self.features] + [self.hidden] * self.layers + [self.classes]
+        return sum(a * b + b for a, b in zip(dims, dims[1:]))
+
+    @property
+    def gradient_bytes(self) -> int:
+        """Bytes every rank AllReduces per step: float32 gradients plus the loss."""
+        return 4 * (self.parameters + 1)
+
+
+class FailureSpec(StrictModel):
+    """``failure:`` section: working GPU ``gpu`` fails as soon as the job has completed step
+    ``at_step`` (0-based, as rank 0 logs it): its fabric ports go down and its processes are
+    killed. A step count, not a time, so that where the failure lands relative to the last
+    checkpoint (and so which steps are lost and run again) is the same on every machine."""
+
+    gpu: int = Field(ge=0)
+    """The working GPU that fails: its fabric ports go down and its processes are killed."""
+    at_step: int = Field(ge=0)
+    """The step after which the GPU fails (0-based, as rank 0 logs it): one between two
+    checkpoints, so that completed steps are lost and run again."""
+
+
 @dataclass(frozen=True)
 class RecoverySetup:
     """The job, the rack and the GPU failure that every recovery of :func:`run_recoveries`
@@ -169,12 +239,9 @@ class RecoverySetup:
 
     :param fabric: the rack (:func:`topologies.builders.rack`) at its real rates, holding the
         job's ring of circuits.
-    :param job: the job as JSON (:class:`emulation.kinds.training.JobSpec`'s fields), which the
-        training program reads; its ``warmup_steps``, ``batch`` (global, samples) and
-        ``restart`` (``warm`` or ``cold``) are read here too.
-    :param gradient_bytes: bytes every rank AllReduces per step.
+    :param job: the job (:class:`JobSpec`; the training program reads it as JSON).
     :param placement: GPU of every rank at launch; ``spares``: the spare GPUs, preferred first.
-    :param failed_gpu: the working GPU that fails once the job has completed step ``at_step``.
+    :param failure: which working GPU fails, after which step (:class:`FailureSpec`).
     :param link_mbps: emulated port rate, Mbit/s.
     :param tdf: the time dilation factor of the emulation (:class:`emulation.scale.Scale` with
         byte scale 1: a real program sends real bytes, so it is the real port rate over
@@ -184,12 +251,10 @@ class RecoverySetup:
     """
 
     fabric: Fabric
-    job: dict[str, Any]
-    gradient_bytes: int
+    job: JobSpec
     placement: tuple[int, ...]
     spares: tuple[int, ...]
-    failed_gpu: int
-    at_step: int
+    failure: FailureSpec
     link_mbps: float
     tdf: float
     reconfiguration_delay_s: float
@@ -241,9 +306,9 @@ def summarise_recovery(raw: dict, setup: RecoverySetup) -> RecoveryRun:
     dark = fo.get("dark_window_measured_s", 0.0)
     rewritten = timeline["rewritten"]
     job, fabric = setup.job, setup.fabric
-    st_before = _steady(before, job["warmup_steps"], job["batch"])
-    st_after = _steady(after, job["warmup_steps"], job["batch"])
-    nbytes = setup.gradient_bytes
+    st_before = _steady(before, job.warmup_steps, job.batch)
+    st_after = _steady(after, job.warmup_steps, job.batch)
+    nbytes = job.gradient_bytes
     old, new = raw["placement"]
     after_config = Configuration.from_json(fo["configuration"])  # what the controller installed
     emu_fabric = _emulated(fabric, setup.link_mbps)
@@ -308,10 +373,10 @@ def run_recoveries(setup: RecoverySetup, modes: list[str], out: Path,
     for i, mode in enumerate(modes):
         if progress:
             progress(mode, i, len(modes))
-        raw = run_recovery(setup.fabric, setup.job, list(setup.placement), list(setup.spares), mode,
-                           setup.failed_gpu, setup.at_step, setup.link_mbps,
+        raw = run_recovery(setup.fabric, setup.job.model_dump(), list(setup.placement), list(setup.spares), mode,
+                           setup.failure.gpu, setup.failure.at_step, setup.link_mbps,
                            setup.reconfiguration_delay_s * setup.tdf, out / mode, setup.timeout_s, caps,
-                           restart=setup.job["restart"])
+                           restart=setup.job.restart)
         (out / mode / "raw.json").write_text(json.dumps(raw, indent=1))
         runs.append(summarise_recovery(raw, setup))
     if progress:

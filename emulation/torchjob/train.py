@@ -4,7 +4,7 @@ Run by the recovery supervisor (:mod:`emulation.emulator.recovery`) on every GPU
 
     python -m emulation.torchjob.train --job JOB.json --dir RUN_DIR --launch L
 
-``JOB.json`` holds the job (:class:`emulation.kinds.training.JobSpec` as JSON). The dataset
+``JOB.json`` holds the job (:class:`emulation.torchjob.recoveries.JobSpec` as JSON). The dataset
 is generated, the same on every rank: ``samples`` points x ~ N(0, I) in ``features``
 dimensions, labelled by a fixed random teacher network (seeded), so there is something to
 learn. Step s takes global batch s of a seeded permutation per epoch; rank r trains on rows
