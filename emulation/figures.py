@@ -1,6 +1,6 @@
 """Figures and tables every kind's report draws with: a matplotlib figure saved to a PNG
-(:func:`figure`), a rich table (:func:`table`), a wide console (:func:`console`) and a CSV file
-(:func:`write_csv`). Nothing here knows a kind; the reports (``emulation/report.py`` and each
+(:func:`figure`), a Gantt chart of lanes and its legend (:func:`lanes`, :func:`legend`), a rich
+table (:func:`table`), a wide console (:func:`console`) and a CSV file (:func:`write_csv`). Nothing here knows a kind; the reports (``emulation/report.py`` and each
 kind's ``report.py``) say what goes in them."""
 
 from __future__ import annotations
@@ -35,6 +35,40 @@ def figure(path: Path, rows: int = 1, cols: int = 1, size: tuple[float, float] =
         fig.savefig(path, dpi=dpi)
     finally:
         plt.close(fig)
+
+
+def lanes(ax, spans: Iterable[tuple[int, float, float, str]], colours: dict[str, object] | None = None,
+          height: float = 0.8, edges: bool = False) -> dict[str, object]:
+    """Draw a Gantt chart on ``ax``: each span ``(lane, start, width, category)`` a bar on lane
+    ``lane`` (y = lane, ``height`` high), coloured by ``colours[category]``; a category missing
+    from ``colours`` (default: none given) takes the next tab10 colour, and is added to it. With
+    ``edges``, a thin white line separates adjacent spans (left out above 200 spans in a lane,
+    where it would hide them). One artist per (lane, colour), so a lane of thousands of spans
+    stays cheap.
+
+    :returns: the colours by category (for :func:`legend`).
+    """
+    from matplotlib import colormaps
+
+    colours = {} if colours is None else colours
+    palette = colormaps["tab10"]
+    bars: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    for lane, start, width, category in spans:
+        bars.setdefault((lane, category), []).append((start, width))
+    for (lane, category), xs in bars.items():
+        colour = colours.setdefault(category, palette(len(colours) % 10))
+        ax.broken_barh(xs, (lane - height / 2, height), facecolors=colour, edgecolors="white",
+                       linewidth=0.5 if edges and len(xs) < 200 else 0)
+    return colours
+
+
+def legend(where, colours: dict[str, object], leave_out: Iterable[str] = (), **kwargs) -> None:
+    """A legend of coloured patches, one per category of ``colours`` but ``leave_out``, on
+    ``where`` (axes or figure; ``kwargs`` to its ``legend``)."""
+    from matplotlib.patches import Patch
+
+    leave_out = set(leave_out)
+    where.legend(handles=[Patch(color=c, label=k) for k, c in colours.items() if k not in leave_out], **kwargs)
 
 
 def console(width: int = 110) -> Console:

@@ -12,7 +12,7 @@ from rich.console import Console
 from emulation.drops import summarise
 from emulation.envelope import ResultEnvelope
 from emulation.figures import console as wide_console
-from emulation.figures import figure, table, write_csv
+from emulation.figures import figure, lanes, legend, table, write_csv
 from emulation.scale import FRAMES_PER_STEP
 from emulation.units import format_bytes
 
@@ -38,36 +38,21 @@ def write(env: ResultEnvelope, out: Path) -> list[str]:
 def timeline(env: ResultEnvelope, path: Path) -> None:
     """One row per run (the first three iterations of each): its steps as bars (colour by
     phase), dark windows in black, the straggler's arrival as a red tick."""
-    import matplotlib.pyplot as plt
-
     runs = [r for r in env.result.runs if r.iteration < 3]
     with figure(path, size=(10, 0.5 * len(runs) + 1.5)) as (fig, axes):
-        _timeline(axes[0, 0], env, runs, plt)
-
-
-def _timeline(ax, env: ResultEnvelope, runs: list, plt) -> None:
-    colours = {}
-    palette = plt.get_cmap("tab10")
-    for y, r in enumerate(runs):  # one collection per (run, phase): a 16,384-GPU Ring has 32,766 steps
-        bars: dict[str, list[tuple[float, float]]] = {}
-        dark = []
-        for s in r.steps:
-            bars.setdefault(s.phase, []).append((s.start_s * 1e3, (s.end_s - s.start_s) * 1e3))
-            if s.dark_window_measured_s:
-                dark.append((s.start_s * 1e3, s.dark_window_measured_s * 1e3))
-        for phase, spans in bars.items():
-            c = colours.setdefault(phase, palette(len(colours) % 10))
-            ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=c, edgecolors="white", linewidth=0.5 if len(spans) < 200 else 0)
-        if dark:
-            ax.broken_barh(dark, (y - 0.2, 0.4), facecolors="black")
-        if r.straggler_delay_s:
-            ax.plot([r.straggler_delay_s * 1e3] * 2, [y - 0.45, y + 0.45], color="red", lw=2)
-    ax.set_yticks(range(len(runs)), [f"{r.name} {format_bytes(r.bytes)}" + (f" #{r.iteration}" if r.iteration else "")
-                                     for r in runs])
-    ax.set_xlabel("time (ms, real-equivalent)")
-    ax.set_title(f"{env.scenario} ({env.backend}): steps; black = dark window")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
-    ax.legend(handles, list(colours), loc="lower right", fontsize="small")
+        ax = axes[0, 0]
+        colours = lanes(ax, ((y, s.start_s * 1e3, (s.end_s - s.start_s) * 1e3, s.phase)
+                             for y, r in enumerate(runs) for s in r.steps), edges=True)
+        lanes(ax, ((y, s.start_s * 1e3, s.dark_window_measured_s * 1e3, "dark") for y, r in enumerate(runs)
+                   for s in r.steps if s.dark_window_measured_s), {"dark": "black"}, height=0.4)
+        for y, r in enumerate(runs):
+            if r.straggler_delay_s:
+                ax.plot([r.straggler_delay_s * 1e3] * 2, [y - 0.45, y + 0.45], color="red", lw=2)
+        ax.set_yticks(range(len(runs)), [f"{r.name} {format_bytes(r.bytes)}" + (f" #{r.iteration}" if r.iteration else "")
+                                         for r in runs])
+        ax.set_xlabel("time (ms, real-equivalent)")
+        ax.set_title(f"{env.scenario} ({env.backend}): steps; black = dark window")
+        legend(ax, colours, loc="lower right", fontsize="small")
 
 
 def _mib(n: float) -> str:

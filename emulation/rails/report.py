@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.table import Table
 
 from emulation.envelope import ResultEnvelope
-from emulation.figures import console, figure, table, write_csv
+from emulation.figures import console, figure, lanes, legend, table, write_csv
 from emulation.flowsim.rail_sweep import FabricRun
 from emulation.rails.results import RailsResult
 from emulation.torchjob.rails_job import TorchJobResult
@@ -68,30 +68,17 @@ def overhead_plot(result: RailsResult, path: Path) -> None:
 
 def draw_lanes(ax, timeline: dict, names: list[str]) -> None:
     """Draw ``timeline`` (``{"t0", "t1", "intervals": [[lane, t0, t1, kind, dim, phase]]}``,
-    seconds) on ``ax``: lane i (labelled ``names[i]``, top to bottom) holds its intervals clipped
-    to ``[t0, t1]``, from 0 at ``t0``, coloured by :data:`COLOURS`: compute, waiting on the
-    controller, any other wait (white) or the comm op's dimension."""
+    seconds) on ``ax`` (:func:`emulation.figures.lanes`): lane i (labelled ``names[i]``, top to
+    bottom) holds its intervals clipped to ``[t0, t1]``, from 0 at ``t0``, coloured by
+    :data:`COLOURS`: compute, waiting on the controller, any other wait (white) or the comm op's
+    dimension."""
     t0, t1 = timeline["t0"], timeline["t1"]
-    bars: dict[tuple[int, str], list[tuple[float, float]]] = {}  # one artist per lane and colour
-    for lane, a, b, kind, dim, _phase in timeline["intervals"]:
-        a, b = max(a, t0), min(b, t1)
-        if b <= a:
-            continue
-        key = kind if kind in ("compute", "wait-controller") else ("wait" if kind.startswith("wait") else dim)
-        bars.setdefault((lane, COLOURS.get(key, "k")), []).append((a - t0, b - a))
-    for (lane, colour), spans in bars.items():
-        ax.broken_barh(spans, (lane - 0.4, 0.8), color=colour, linewidth=0)
+    lanes(ax, ((lane, max(a, t0) - t0, min(b, t1) - max(a, t0),
+                kind if kind in ("compute", "wait-controller") else ("wait" if kind.startswith("wait") else dim))
+               for lane, a, b, kind, dim, _phase in timeline["intervals"] if min(b, t1) > max(a, t0)), dict(COLOURS))
     ax.set_xlim(0, t1 - t0)
     ax.set_yticks(range(len(names)), names, fontsize=7)
     ax.invert_yaxis()
-
-
-def _lane_legend(fig, leave_out: tuple[str, ...]) -> None:
-    """The colours of :data:`COLOURS` but ``leave_out``, in one row under the lanes."""
-    from matplotlib.patches import Patch
-
-    handles = [Patch(color=c, label=k) for k, c in COLOURS.items() if k not in leave_out]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7)
 
 
 def timeline_plot(result: RailsResult, path: Path) -> None:
@@ -107,7 +94,7 @@ def timeline_plot(result: RailsResult, path: Path) -> None:
             R = "" if mode == "eps" else f", R = {result.timeline_delay_s * 1e3:g} ms"
             ax.set_title(f"{mode}{R}: one iteration, {tl['t1'] - tl['t0']:.2f} s", fontsize=9)
         axes[-1, 0].set_xlabel("seconds into the iteration")
-        _lane_legend(fig, ("wait",))
+        legend(fig, COLOURS, ("wait",), loc="lower center", ncol=len(COLOURS) - 1, fontsize=7)
 
 
 def _table(fr: FabricRun, paper: dict | None, title: str) -> Table:
@@ -184,7 +171,7 @@ def packet_timeline_plot(result: TorchJobResult, path: Path) -> None:
                          f"{min(dark, default=0) * 1e3:.0f}-{max(dark, default=0) * 1e3:.0f} ms for R = "
                          f"{res['reconfiguration_delay_s'] * 1e3:g} ms", fontsize=9)
         axes[-1, 0].set_xlabel("seconds into the second iteration")
-        _lane_legend(fig, ("wait", "ep", "edp"))
+        legend(fig, COLOURS, ("wait", "ep", "edp"), loc="lower center", ncol=len(COLOURS) - 3, fontsize=7)
 
 
 def print_packet(result: TorchJobResult, name: str) -> None:
