@@ -18,13 +18,19 @@ The first rate (from the top) where the probe reaches 90% and Ring is within 10%
 ceiling at n; lower rates are not tried. A count whose every rate down to ``--min-mbps`` fails
 has no ceiling ("none"): this machine cannot emulate n GPUs faithfully.
 
+Every row also gives the link load the machine carried (efficiency x rate x links); the largest
+of a passing row, per datapath, is this machine's forwarding capacity (a lower bound: an
+overloaded probe carries less than the machine can, as losses and retransmissions take their
+share), from which the script prints the capacity model (:func:`emulation.emulator.limits.lab_gpus`): GPUs per machine at 5-40 Mbit/s per link,
+and how many GPUs a lab of ``--machines`` such machines runs a Ring on at 10 Mbit/s.
+
 Each count is measured on both datapaths in turn (``--datapath both``, the default): every port on
 a packet socket served by ovs-vswitchd's one main thread (before), and the GPUs' ports polled
 by a PMD thread over AF_XDP on a core of its own (after, :mod:`emulation.emulator.pmd`).
 
 Usage (root, Open vSwitch running): ``.venv/bin/python scripts/bench_packet_ceiling.py
 [--gpus 8 16 32 64] [--start-mbps 20] [--min-mbps 0.625] [--mtu 1500|9000] [--datapath both|packet|pmd]
-[--json runs/ceiling.json] [--markdown]``. Results and logs under ``runs/bench_packet_ceiling/``.
+[--machines 16] [--json runs/ceiling.json] [--markdown]``. Results and logs under ``runs/bench_packet_ceiling/``.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s:
             out: Path, mtu: int, datapath: str = "pmd") -> list[dict]:
     """Probe and Ring at each of ``rates`` (descending) on n GPUs until one passes; every row."""
     from emulation.emulator.calibration import measure_headroom
+    from emulation.emulator.limits import carried_mbps
     from emulation.emulator.net import EmulatedFabric, EmulationError
     from emulation.emulator.orchestrator import run_workload
     from emulation.flowsim import simulate
@@ -75,7 +82,8 @@ def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s:
             pkt = run_workload(emu, "ring", w, plan, scale, alpha_s, where / f"ring-{rate:g}")
             row = {"gpus": n, "datapath": datapath, "mtu": mtu, "link_mbps": rate, "tdf": scale.tdf, "probe_efficiency": head["efficiency"],
                    "ring_packet_s": pkt.time_s, "ring_flow_s": flow, "ring_error": (pkt.time_s - flow) / flow,
-                   "retransmissions": sum(s.retransmissions or 0 for s in pkt.steps), "setup_s": setup_s}
+                   "retransmissions": sum(s.retransmissions or 0 for s in pkt.steps), "setup_s": setup_s,
+                   "carried_mbps": carried_mbps(n, 2, rate, head["efficiency"])}
             row["ok"] = row["probe_efficiency"] >= PROBE_TARGET and abs(row["ring_error"]) <= RING_TOLERANCE
             rows.append(row)
             print(f"{n:>3} GPUs {datapath:>6} {rate:>7g} Mbit/s: probe {head['efficiency']:6.1%}  ring {pkt.time_s * 1e3:8.3f} ms "
@@ -115,6 +123,29 @@ def markdown(rows: list[dict], gpus: list[int], where: str) -> str:
     return "\n".join(out)
 
 
+def capacity(rows: list[dict], machines: int) -> str:
+    """The capacity model per datapath measured: the most link load a passing probe carried here,
+    the GPUs per machine it allows at 5-40 Mbit/s, and a lab of ``machines`` machines at 10
+    Mbit/s (:func:`emulation.emulator.limits.lab_gpus`)."""
+    from emulation.emulator.limits import gpus_per_machine, lab_gpus
+
+    out = []
+    for d in dict.fromkeys(r["datapath"] for r in rows):
+        passed = [r for r in rows if r["datapath"] == d and r["ok"]]
+        if not passed:
+            out.append(f"capacity model ({d}): no rate passed, so no capacity is measured")
+            continue
+        best = max(passed, key=lambda r: r["carried_mbps"])
+        cap = best["carried_mbps"]
+        per = ", ".join(f"{gpus_per_machine(cap, r)} at {r:g}" for r in (5, 10, 20, 40))
+        out.append(f"capacity model ({d}): this machine carried at most {cap:.0f} Mbit/s of link load ({best['gpus']} "
+                   f"GPUs at {best['link_mbps']:g} Mbit/s, probe {best['probe_efficiency']:.1%}); GPUs per machine "
+                   f"(2 ports, probe >= 90%): {per} Mbit/s; {machines} machines at 10 Mbit/s: "
+                   f"{lab_gpus(machines, cap, 10.0)} GPUs with the OCS sharded per machine, "
+                   f"{lab_gpus(machines, cap, 10.0, ocs='central')} with one central OCS")
+    return "\n".join(out)
+
+
 def parser() -> argparse.ArgumentParser:
     """This script's argument parser (the docs' command lines are checked against it)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -130,6 +161,7 @@ def parser() -> argparse.ArgumentParser:
                    help="packet: every port on packet sockets, one ovs-vswitchd thread (before); pmd: the GPUs' "
                         "ports polled by a PMD thread over AF_XDP (after, MTU 1500 only); both: each in turn")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_packet_ceiling")
+    p.add_argument("--machines", type=int, default=16, help="machines of the lab the capacity model sizes (default 16)")
     p.add_argument("--json", type=Path)
     p.add_argument("--markdown", action="store_true")
     return p
@@ -151,9 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_packet_ceiling: --mtu: must be in [{dpn.MTU}, {dpn.MAX_MTU}] bytes, got {args.mtu}",
               file=sys.stderr)
         return 2
-    if not (0 < args.min_mbps <= args.start_mbps <= 1000) or not 0 < args.byte_scale <= 1 or min(args.gpus) < 2:
+    if (not (0 < args.min_mbps <= args.start_mbps <= 1000) or not 0 < args.byte_scale <= 1 or min(args.gpus) < 2
+            or args.machines < 1):
         print("bench_packet_ceiling: need 0 < --min-mbps <= --start-mbps <= 1000, 0 < --byte-scale <= 1, "
-              "--gpus >= 2", file=sys.stderr)
+              "--gpus >= 2, --machines >= 1", file=sys.stderr)
         return 2
     from emulation.output import writing
 
@@ -181,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             args.json.write_text(json.dumps({"machine": where, "rows": rows}, indent=1))
         if args.markdown:
             print(markdown(rows, args.gpus, where))
+        if rows:
+            print(capacity(rows, args.machines))
         return 0
 
 

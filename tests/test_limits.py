@@ -81,3 +81,32 @@ def test_jumbo_frames_warn_when_a_transfer_is_a_few_frames():
     assert 0.17 < at < 0.18 and frame_warning(ring, at, 9000) is None
     small = frame_warning(runs[("ring", 1 << 20)], 0.1, 9000)  # 13 kB: 1.5 frames
     assert small.startswith("ring 1MiB: its smallest transfer is 1.5 frames of MTU 9000")
+
+
+def test_the_capacity_model_recovers_the_measured_ceilings_from_one_measured_load():
+    """One measured probe (32 GPUs x 2 ports at 10 Mbit/s reached 90.9% with the PMD datapath:
+    582 Mbit/s carried) predicts the other measured ceilings (docs/emulator.md): 8 GPUs at 40
+    Mbit/s and 16 at 20 (measured there: 88%, the edge)."""
+    from emulation.emulator.limits import carried_mbps, gpus_per_machine
+
+    cap = carried_mbps(32, 2, 10.0, 0.909)
+    assert cap == pytest.approx(581.76)
+    assert [gpus_per_machine(cap, r) for r in (5, 10, 20, 40)] == [64, 32, 16, 8]
+    assert gpus_per_machine(cap, 10.0, reserve_links=4) == 30  # a machine that also ends tunnels
+    with pytest.raises(ValueError):
+        gpus_per_machine(cap, 0.0)
+
+
+def test_a_lab_scales_with_machines_only_when_the_ocs_is_sharded():
+    from emulation.emulator.limits import gpus_per_machine, lab_gpus
+
+    cap = 582.0
+    one = gpus_per_machine(cap, 10.0)
+    assert lab_gpus(1, cap, 10.0) == one == lab_gpus(1, cap, 10.0, ocs="central")
+    assert lab_gpus(16, cap, 10.0) == 16 * 30 == 480
+    assert lab_gpus(16, cap, 10.0, ocs="central") == 21 < one  # every frame crosses the one OCS machine
+    assert lab_gpus(4, cap, 10.0, ports_per_gpu=4) == 4 * 14
+    with pytest.raises(ValueError):
+        lab_gpus(0, cap, 10.0)
+    with pytest.raises(ValueError):
+        lab_gpus(2, cap, 10.0, ocs="split")

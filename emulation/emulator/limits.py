@@ -61,3 +61,63 @@ def check_packet_size(gpus: int, ports_per_gpu: int, field: str = "fabric.gpus",
               f"{available_memory() >> 20} MiB available, {MEMORY_PER_GPU_BYTES >> 20} MiB per GPU")
     return (f"{field}: {gpus} GPUs with {ports_per_gpu} ports each is beyond what the packet backend can "
             f"emulate faithfully here (at most {limit}: {reason}); use the flow backend")
+
+
+#: The headroom probe's pass mark: carried load over offered (every link saturated at once).
+PROBE_PASS = 0.90
+
+
+def carried_mbps(gpus: int, ports_per_gpu: int, link_mbps: float, efficiency: float) -> float:
+    """The link load (Mbit/s, summed over every emulated link) a machine carried in a headroom
+    probe of ``gpus`` x ``ports_per_gpu`` links at ``link_mbps`` that reached ``efficiency``
+    (carried over offered): the machine's forwarding capacity, measured, when the probe is at the
+    machine's ceiling (``scripts/bench_packet_ceiling.py``)."""
+    return gpus * ports_per_gpu * link_mbps * efficiency
+
+
+def gpus_per_machine(capacity_mbps: float, link_mbps: float, ports_per_gpu: int = 2,
+                     reserve_links: float = 0.0) -> int:
+    """The most GPUs one machine that forwards ``capacity_mbps`` of link load emulates at
+    ``link_mbps`` per link with ``ports_per_gpu`` links each, the probe reaching
+    :data:`PROBE_PASS`: ``n`` with ``(n x ports_per_gpu + reserve_links) x link_mbps x
+    PROBE_PASS <= capacity_mbps``. ``reserve_links``: links' worth of load the machine also
+    forwards for others (a tunnel's end: :func:`lab_gpus`).
+
+    :raises ValueError: a non-positive rate, capacity or port count.
+    """
+    if not (capacity_mbps > 0 and link_mbps > 0 and ports_per_gpu >= 1):
+        raise ValueError(f"need capacity_mbps > 0, link_mbps > 0, ports_per_gpu >= 1, got {capacity_mbps}, "
+                         f"{link_mbps}, {ports_per_gpu}")
+    return max(0, int((capacity_mbps / (link_mbps * PROBE_PASS) - reserve_links) // ports_per_gpu))
+
+
+def lab_gpus(machines: int, capacity_mbps: float, link_mbps: float, ports_per_gpu: int = 2,
+             ocs: str = "sharded") -> int:
+    """The most GPUs a lab of ``machines`` machines, each forwarding ``capacity_mbps`` of link
+    load, emulates at ``link_mbps`` per link for a Ring AllReduce (neighbours placed on the same
+    machine, consecutive ranks on consecutive machines).
+
+    A frame costs a machine alone two passes of its datapath (the GPU's NIC bridge, then the
+    OCS); ``capacity_mbps`` is what one machine carried that way.
+
+    - ``ocs="sharded"``: every machine runs the OCS ports of its own GPUs; a circuit between two
+      machines continues through a tunnel, whose ends cost a pass each (and the far shard one
+      more). Counted as one more link of load per direction on each of its machines: a Ring
+      crosses each of a machine's two boundaries with ``ports_per_gpu / 2`` circuits (at least
+      1), so every machine reserves ``4 x max(1, ports_per_gpu / 2)`` links
+      (:func:`gpus_per_machine`).
+    - ``ocs="central"``: one machine holds the whole OCS (as Mininet places a switch on one
+      server); every frame reaches it through a tunnel, crosses the OCS and leaves through a
+      tunnel, three passes there against two on a machine alone, so the lab emulates about two
+      thirds of what one machine does alone, however many machines it has.
+
+    :raises ValueError: see :func:`gpus_per_machine`; an unknown ``ocs``; fewer than 1 machine.
+    """
+    if machines < 1:
+        raise ValueError(f"machines: need at least 1, got {machines}")
+    if ocs == "central":
+        return gpus_per_machine(capacity_mbps * (2 / 3 if machines > 1 else 1), link_mbps, ports_per_gpu)
+    if ocs != "sharded":
+        raise ValueError(f"ocs: sharded or central, got {ocs!r}")
+    reserve = 0 if machines == 1 else 4 * max(1, ports_per_gpu // 2)
+    return machines * gpus_per_machine(capacity_mbps, link_mbps, ports_per_gpu, reserve)
