@@ -124,8 +124,7 @@ def prepare(topo: WanTopology, tms: TrafficMatrices, traffic: TrafficSpec = Traf
     :raises topologies.wan.WanError: the matrices asked for are not in ``tms``, a pair of routers
         has no path, or no valid slicing was found.
     """
-    first = traffic.first
-    count = traffic.count if traffic.count is not None else len(tms) - first
+    first, count = traffic.first, traffic.replayed(len(tms))
     if not 0 <= first < len(tms) or count < 1 or first + count > len(tms):
         raise WanError(f"traffic: {count} matrices from index {first} asked of a series of {len(tms)}")
     indices = list(range(first, first + count))

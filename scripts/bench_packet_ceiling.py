@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_flowsim import machine  # noqa: E402
 
-PROBE_TARGET = 0.90
+from emulation.emulator.limits import PROBE_PASS as PROBE_TARGET  # noqa: E402
 RING_TOLERANCE = 0.10
 
 

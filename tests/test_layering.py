@@ -34,7 +34,6 @@ INTERFACES = {
     "print_summary": "a report module's summary tables",
     "print_packet": "a kind's report of its packet run",
     "timeline_plot": "a kind's timeline figure",
-    "run_packet": "a kind's packet-backend job",
 }
 
 

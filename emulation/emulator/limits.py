@@ -12,6 +12,10 @@ at 96-97% of link rate, 1,000-1,250 Mbit/s in all). Calibration
 :data:`~emulation.emulator.calibration.MIN_MBPS`; a fabric whose ports would need less than that
 is refused here, with the limit. Memory is the other bound: every GPU is a namespace with a
 shell and an agent process (:data:`MEMORY_PER_GPU_BYTES`, measured 30-40 MB with its agent).
+
+The capacity model (:func:`gpus_per_machine`, :func:`lab_gpus`) sizes a fabric from the link load
+a machine was measured to carry (:func:`carried_mbps`, ``scripts/bench_packet_ceiling.py``), for
+one machine or a lab of several.
 """
 
 from __future__ import annotations

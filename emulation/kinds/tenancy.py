@@ -32,11 +32,11 @@ from emulation.envelope import envelope
 from emulation.flowsim.job_manager import POLICIES, static_partitions
 from emulation.kinds import Kind, RunRequest, validated
 from emulation.output import Refused
+from emulation.planners.allocators import PhotonicSpec
+from emulation.planners.tenants import TenantFabricSpec, TenantSpec
 from emulation.scenario.schema import EmulationSpec, NamedScenario, ScenarioError, StrictModel
 from emulation.tenancy import report
 from emulation.tenancy.results import TenancyResult, TenantsResult
-from emulation.planners.allocators import PhotonicSpec
-from emulation.planners.tenants import TenantFabricSpec, TenantSpec
 from emulation.workloads.tenant_jobs import TraceSpec
 from topologies.torus_rack import LEGAL_SHAPES, RackError, RackSpec, TorusRack
 

@@ -51,8 +51,9 @@ MAX_LINK_MBPS = 200.0
 
 class WanSpec(StrictModel):
     """``wan:``: the topology (bundled: ``b4``, ``abilene``, ``geant``; or a directory with
-    ``topology.json`` and ``traffic_matrices.csv``, :mod:`topologies.wan`), the sections above and
-    the packet backend's ``replay`` (:class:`ReplaySpec`)."""
+    ``topology.json`` and ``traffic_matrices.csv``, :mod:`topologies.wan`), the sections of the
+    layers they parametrise (traffic and replay: :mod:`emulation.te_intervals`; tunnels, TE,
+    slicing, divergence: :mod:`emulation.planners`)."""
 
     topology: str
     """The WAN: ``b4``, ``abilene`` or ``geant`` (bundled with their matrices), or a directory

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from emulation.fabric import Configuration, Fabric, assign_ports
 from emulation.flowsim.iteration import simulate_iteration
 from emulation.output import Progress
-from emulation.scenario.schema import StrictModel
+from emulation.sections import StrictModel
 from emulation.workloads.iteration import IterationTrace, stage_layers
 from topologies.rail_network import RailNetwork
 
