@@ -422,7 +422,8 @@ class CircuitSwitch(OcsLabApp):
         estimates of their acknowledgement latency. Every slot logs an event ``rotor-slot`` with
         its planned start, ``t_dark`` (removal acknowledged: the previous slot's measured end) and
         ``t_live`` (new circuits acknowledged: the measured slot start), and ``rotor-done`` closes
-        the run.
+        the run; a switch that fails (no barrier reply, a failed flush) logs ``rotor-failed`` (the
+        error) and ends the rotor.
 
         :returns: ``{"t0", "slots"}`` at once (the rotor runs in its own thread).
         :raises FabricError: a configuration is invalid. :raises RuntimeError: a rotor is running.
@@ -436,8 +437,8 @@ class CircuitSwitch(OcsLabApp):
         self.prepare(configs)
         t0 = time.monotonic() + start_delay_s
         self._rotor_stop = threading.Event()
-        self._rotor = threading.Thread(target=self._run_rotor, args=(configs, slots_s, reconfiguration_delay_s, count, t0),
-                                       daemon=True)
+        self._rotor = threading.Thread(target=self._failing_as, daemon=True, args=(
+            "rotor-failed", {}, self._run_rotor, configs, slots_s, reconfiguration_delay_s, count, t0))
         self._rotor.start()
         return {"t0": t0, "slots": count}
 
@@ -526,7 +527,8 @@ class CircuitSwitch(OcsLabApp):
         # and the datapath flush never delays another's change (run one after the other, four
         # OCSes of 16 ports changing together started their slots up to 1.4 s late, emulated,
         # under load). Their flushes are coalesced (DatapathCache.purge).
-        threads = [threading.Thread(target=self._run_timeline, args=(k, events, t0, dark), daemon=True)
+        threads = [threading.Thread(target=self._failing_as, daemon=True, args=(
+            "sequences-failed", {"ocs": self.state.fabric.ocs[k].name}, self._timeline, k, events, t0, dark))
                    for k, events in enumerate(timelines)]
         for th in threads:
             th.start()
@@ -534,12 +536,14 @@ class CircuitSwitch(OcsLabApp):
             th.join()
         self.state.log_event("sequences-done", t0=t0)
 
-    def _run_timeline(self, k: int, events, t0: float, dark: float) -> None:
+    def _failing_as(self, kind: str, fields: dict, run, *args) -> None:
+        # The body of a rotor or sequence thread: a switch that stopped answering (or any error)
+        # is logged as event ``kind`` with ``fields`` and the error, and stops every rotor and
+        # sequence thread, so that the run says what failed instead of timing out.
         try:
-            self._timeline(k, events, t0, dark)
-        except Exception as e:  # a switch that stopped answering: say so, and stop every OCS's sequence
-            self.state.log_event("sequences-failed", logging.ERROR, ocs=self.state.fabric.ocs[k].name,
-                                 error=f"{type(e).__name__}: {e}")
+            run(*args)
+        except Exception as e:
+            self.state.log_event(kind, logging.ERROR, **fields, error=f"{type(e).__name__}: {e}")
             self._rotor_stop.set()
 
     def _timeline(self, k: int, events, t0: float, dark: float) -> None:

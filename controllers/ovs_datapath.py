@@ -81,11 +81,9 @@ class DatapathCache:
         """
         after = time.monotonic() if after is None else after
         with self._cond:
-            while self._last[0] < after:
-                if not self._running:
-                    break
+            while self._running and self._last[0] < after:
                 self._cond.wait()
-            else:
+            if self._last[0] >= after:  # a purge that started after the change has ended
                 return self._last[1]
             self._running = True
         start, end = time.monotonic(), None

@@ -7,7 +7,9 @@ modelled
 
 - ``congestion``: the queue of a shaped fabric link overflowed;
 - ``dark``: a packet reached an OCS port that had no circuit (a dark window, or a rotor slot
-  that does not join the pair).
+  that does not join the pair); where a NIC routes by channel whatever the circuits (one-port
+  GPUs, parallel OCSes), also a packet sent outside its window that the next circuit carried to
+  another GPU's NIC.
 
 artefacts (a run with any fails its sanity check, :func:`emulation.checks.check_run`)
 

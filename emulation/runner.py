@@ -194,14 +194,13 @@ def _parallel_rate_cap(exp: Experiment, requested: float | None, mtu: int, force
 
     :raises HeadroomError: as said."""
     from emulation.emulator.calibration import AUTO_START_MBPS
-    from emulation.emulator.execute import parallel_rate_cap, parallel_guard_refusal
-    from emulation.schedule import ParallelPlan
+    from emulation.emulator.execute import parallel_guard_refusal, parallel_rate_cap
 
     cap = None
     for size, r in exp.jobs:
-        plan = exp.resolve(r, size).schedule if r.schedule.startswith("spectra") else None
-        if not isinstance(plan, ParallelPlan):
+        if not r.schedule.startswith("spectra"):
             continue
+        plan = exp.resolve(r, size).schedule
         top = parallel_rate_cap(plan, exp.emulation.byte_scale, exp.port_gbps, mtu)
         rate = requested if requested is not None else AUTO_START_MBPS
         if top is None or (requested is not None and requested > top):

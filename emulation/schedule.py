@@ -32,6 +32,7 @@ backend).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Literal, Union
 
@@ -362,7 +363,7 @@ class ParallelPlan:
     guard_s: float = 0.0
     lower_bound_s: tuple[float, ...] = ()
 
-    @property
+    @functools.cached_property
     def schedules(self) -> tuple[ParallelSchedule, ...]:
         """What both backends run: every step's schedule with its slots ``guard_s`` longer."""
         return tuple(p.guarded(self.guard_s) for p in self.planned)

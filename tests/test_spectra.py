@@ -447,12 +447,16 @@ def test_steps_run_one_after_the_other_make_one_result():
 
 def test_a_failed_ocs_sequence_is_a_controller_failure_not_missed_windows():
     from emulation.emulator.net import EmulationError
-    from emulation.emulator.parallel_ocs import WindowsMissed, _raise_if_failed
+    from emulation.emulator.orchestrator import raise_if_switch_failed
+    from emulation.emulator.parallel_ocs import WindowsMissed
 
-    _raise_if_failed([{"kind": "ocs-slot"}, {"kind": "sequences-done"}])  # nothing failed
+    raise_if_switch_failed([{"kind": "ocs-slot"}, {"kind": "sequences-done"}])  # nothing failed
     with pytest.raises(EmulationError, match="sequence of ocs1 failed: BarrierTimeout: no reply") as e:
-        _raise_if_failed([{"kind": "sequences-failed", "ocs": "ocs1", "error": "BarrierTimeout: no reply"}])
+        raise_if_switch_failed([{"kind": "sequences-failed", "ocs": "ocs1", "error": "BarrierTimeout: no reply"}])
     assert not isinstance(e.value, WindowsMissed)
+    with pytest.raises(EmulationError, match=r"rotor failed: DatapathError: flush \(step 2 timed out\)"):
+        raise_if_switch_failed([{"kind": "rotor-slot"}, {"kind": "rotor-failed", "error": "DatapathError: flush"}],
+                               EmulationError("step 2 timed out"))
 
 
 def dataclasses_replace(obj, **changes):

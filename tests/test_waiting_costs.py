@@ -135,3 +135,25 @@ def test_a_pooled_sender_waiting_for_its_window_wakes_when_the_pool_empties():
     assert woke == [True] and time.monotonic() - t < 1.0
     assert pool.take(1) == 0
     assert Pool(0).empty.is_set()
+
+
+def test_a_nic_drop_on_parallel_ocses_is_a_frame_that_met_the_next_circuit_counted_dark():
+    """On parallel OCSes the NICs route channel k out of port k whatever the circuits, so a NIC
+    drops only a frame an OCS handed it for another GPU (sent outside its window): ``dark``, a
+    fabric effect. Where a NIC also routes through circuits (two ports on one OCS), its drops
+    stay ``no_route``, an artefact."""
+    from emulation.emulator.counters import DropCounters, Ports, Snapshot, nic_drops_are_dark
+    from topologies import ocs_star
+    from topologies.builders import parallel_ocs
+
+    assert nic_drops_are_dark(parallel_ocs(8, 2)) and nic_drops_are_dark(ocs_star(8, 1, 400.0, 0.0, "empty"))
+    assert not nic_drops_are_dark(ocs_star(8, 2, 400.0, 0.0, "ring"))
+    ports = Ports((), (), {}, ("ocl-o0", "ocl-o1"), ("ocl-n3",))
+
+    def snap(ocs: int, nic: int) -> Snapshot:
+        return Snapshot(0.0, {}, 0, 0, {}, {"ocl-o0": ocs, "ocl-o1": 0, "ocl-n3": nic}, 0, 0, 0)
+
+    dark = DropCounters(ports, misdelivered_is_dark=True).drops(snap(0, 0), snap(4, 1))
+    assert (dark["dark"], dark["no_route"], dark["where"]) == (5, 0, {})
+    hole = DropCounters(ports, misdelivered_is_dark=False).drops(snap(0, 0), snap(4, 1))
+    assert (hole["dark"], hole["no_route"], hole["where"]) == (4, 1, {"no_route ocl-n3": 1})

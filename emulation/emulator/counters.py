@@ -98,13 +98,22 @@ class Snapshot:
     probes_tx: int | None = None
 
 
+def nic_drops_are_dark(fabric) -> bool:
+    """True if a NIC's drops on ``fabric`` (a :class:`~emulation.fabric.Fabric`) are packets that
+    crossed a reconfiguration into the wrong circuit, to be counted ``dark``: GPUs of one port on
+    OCSes (nothing transits a NIC), or every GPU's port k on OCS k alone (parallel OCSes:
+    :attr:`~emulation.fabric.Fabric.port_per_ocs`), whose NICs send channel k out of port k
+    whatever the circuits. A NIC then drops only what an OCS handed it for another GPU: a frame
+    sent outside its window (a TCP retransmission or ACK) that met the next circuit."""
+    return bool(fabric.ocs) and (fabric.ports_per_gpu == 1 or fabric.port_per_ocs)
+
+
 class DropCounters:
     """Reads the drop counters of one running emulation (module doc).
 
     :param ports: the roles of the emulation's interfaces (:meth:`Ports.of_net`).
     :param misdelivered_is_dark: a NIC's drops are packets that crossed a reconfiguration into the
-        wrong circuit (a fabric of one-port GPUs on OCSes, where nothing transits a NIC), not
-        holes in its routes.
+        wrong circuit, not holes in its routes (:func:`nic_drops_are_dark`).
     """
 
     def __init__(self, ports: Ports, misdelivered_is_dark: bool = False):

@@ -48,7 +48,7 @@ def packet_gpu_limit(ports_per_gpu: int, cores: int | None = None, memory: int |
     """
     cores = cores or os.cpu_count() or 1
     memory = available_memory() if memory is None else memory
-    by_cpu = int(switching_mbps_per_core(mtu) * cores / (MIN_MBPS * max(1, ports_per_gpu)))
+    by_cpu = gpus_per_machine(switching_mbps_per_core(mtu) * cores, MIN_MBPS, max(1, ports_per_gpu), efficiency=1.0)
     by_memory = int(memory // MEMORY_PER_GPU_BYTES)
     return (by_cpu, "CPU") if by_cpu <= by_memory else (by_memory, "memory")
 
@@ -80,19 +80,21 @@ def carried_mbps(gpus: int, ports_per_gpu: int, link_mbps: float, efficiency: fl
 
 
 def gpus_per_machine(capacity_mbps: float, link_mbps: float, ports_per_gpu: int = 2,
-                     reserve_links: float = 0.0) -> int:
+                     reserve_links: float = 0.0, efficiency: float = PROBE_PASS) -> int:
     """The most GPUs one machine that forwards ``capacity_mbps`` of link load emulates at
-    ``link_mbps`` per link with ``ports_per_gpu`` links each, the probe reaching
-    :data:`PROBE_PASS`: ``n`` with ``(n x ports_per_gpu + reserve_links) x link_mbps x
-    PROBE_PASS <= capacity_mbps``. ``reserve_links``: links' worth of load the machine also
-    forwards for others (a tunnel's end: :func:`lab_gpus`).
+    ``link_mbps`` per link with ``ports_per_gpu`` links each, every link carrying ``efficiency``
+    of its rate (default: the probe's pass mark, :data:`PROBE_PASS`; 1: ``capacity_mbps`` is
+    what the machine forwards faithfully, as in :func:`packet_gpu_limit`): ``n`` with
+    ``(n x ports_per_gpu + reserve_links) x link_mbps x efficiency <= capacity_mbps``.
+    ``reserve_links``: links' worth of load the machine also forwards for others (a tunnel's
+    end: :func:`lab_gpus`).
 
     :raises ValueError: a non-positive rate, capacity or port count.
     """
     if not (capacity_mbps > 0 and link_mbps > 0 and ports_per_gpu >= 1):
         raise ValueError(f"need capacity_mbps > 0, link_mbps > 0, ports_per_gpu >= 1, got {capacity_mbps}, "
                          f"{link_mbps}, {ports_per_gpu}")
-    return max(0, int((capacity_mbps / (link_mbps * PROBE_PASS) - reserve_links) // ports_per_gpu))
+    return max(0, int((capacity_mbps / (link_mbps * efficiency) - reserve_links) // ports_per_gpu))
 
 
 def lab_gpus(machines: int, capacity_mbps: float, link_mbps: float, ports_per_gpu: int = 2,

@@ -31,7 +31,7 @@ from emulation.emulator.capabilities import Capabilities, detect
 from emulation.emulator import pmd as pmd_ports
 from emulation.emulator import registry, shaper
 from emulation.emulator.controller_client import ControllerClient
-from emulation.emulator.counters import DropCounters, Ports
+from emulation.emulator.counters import DropCounters, Ports, nic_drops_are_dark
 from emulation.emulator.lifecycle import Lifecycle
 from emulation.emulator.agent import RCV_BUDGET
 from emulation.emulator.ovs_sockets import SEND_BUFFER, SocketBufferError, SocketBuffers, packet_sockets
@@ -509,8 +509,7 @@ class EmulatedFabric(Lifecycle):
 
         self.net.staticArp()
         self.net.start()
-        self.drops = DropCounters(Ports.of_net(self.net),
-                                  misdelivered_is_dark=self.fabric.ports_per_gpu == 1 and bool(self.fabric.ocs))
+        self.drops = DropCounters(Ports.of_net(self.net), misdelivered_is_dark=nic_drops_are_dark(self.fabric))
         if self.link_mbps is not None:
             keep_qdiscs(self.drops.ports.ovs_ports)
             try:

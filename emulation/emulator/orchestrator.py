@@ -257,6 +257,18 @@ def collective_record(kind: str, name: str, workload: Workload, **fields) -> dic
             "bytes": int(workload.bytes), "gpus": list(range(workload.ranks)), **fields}
 
 
+def raise_if_switch_failed(events: list[dict], cause: Exception | None = None) -> None:
+    """Raise :class:`EmulationError` if the controller's rotor or an OCS's slot sequence failed
+    among ``events`` (``rotor-failed``, ``sequences-failed``: a switch stopped answering), naming
+    what failed and why (and ``cause``, what the run saw): a controller-clocked run then says so
+    instead of reporting missed windows or a timeout."""
+    failed = next((e for e in events if e["kind"] in ("rotor-failed", "sequences-failed")), None)
+    if failed is not None:
+        what = f"sequence of {failed['ocs']}" if failed["kind"] == "sequences-failed" else "rotor"
+        raise EmulationError(f"the controller's {what} failed: {failed['error']}"
+                             + (f" ({cause})" if cause else "")) from None
+
+
 @contextlib.contextmanager
 def collective_events(emu: EmulatedFabric, name: str, workload: Workload, *, planner: str, owner: str, steps: int,
                       reconfiguration_delay_s: float):

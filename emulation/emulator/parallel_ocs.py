@@ -37,7 +37,8 @@ import numpy as np
 
 from emulation.emulator.agent_schedule import AgentSchedules
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
-from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, agents, open_under, write_tcp_info
+from emulation.emulator.orchestrator import (AGENT_TIMEOUT_MARGIN_S, agents, open_under, raise_if_switch_failed,
+                                             write_tcp_info)
 from emulation.emulator.slotted import RATE_MARGIN, ack_margin_s, duplex_matchings
 from emulation.fabric import Circuit, Configuration, PortRef
 from emulation.poll import wait_until
@@ -77,16 +78,6 @@ def packet_guard_s(schedule: ParallelSchedule, scale: Scale, mtu: int, start_gua
     longest = max((d for seq in schedule.ocs for d in seq.slots_s), default=0.0)
     return ((start_guard_s + ack_margin_s(scale.link_mbps, 0.0, mtu)) / scale.tdf
             + 2 * (1 / RATE_MARGIN - 1) * longest)
-
-
-def _raise_if_failed(events: list[dict], cause: Exception | None = None) -> None:
-    """Raise :class:`EmulationError` naming the OCS whose sequence failed in the controller
-    (``sequences-failed``: a switch stopped answering), if one did: not a machine that missed its
-    windows (:class:`WindowsMissed`)."""
-    failed = [e for e in events if e["kind"] == "sequences-failed"]
-    if failed:
-        raise EmulationError(f"the controller's sequence of {failed[0]['ocs']} failed: {failed[0]['error']}"
-                             + (f" ({cause})" if cause else "")) from None
 
 
 def ocs_configurations(fabric, schedule: ParallelSchedule) -> list[list[Configuration]]:
@@ -203,8 +194,9 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
             try:
                 reports = coord.gather("done", timeout, alive)
             except EmulationError as e:
-                _raise_if_failed(emu.client.events(since), e)
-                late = max((x["start_error_s"] for x in emu.client.events(since) if x["kind"] == "ocs-slot"), default=0.0)
+                events = emu.client.events(since)
+                raise_if_switch_failed(events, e)
+                late = max((x["start_error_s"] for x in events if x["kind"] == "ocs-slot"), default=0.0)
                 raise WindowsMissed(
                     f"{e}: some transfer ran out of windows: its connections drained less than the emulated link "
                     f"rate inside them (the controller started slots up to {late * 1e3:.0f} ms late, "
@@ -213,7 +205,7 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
 
             def done() -> bool:
                 events = emu.client.events(since)
-                _raise_if_failed(events)
+                raise_if_switch_failed(events)
                 return any(e["kind"] == "sequences-done" for e in events)
 
             wait_until(done, schedule.makespan_s * tdf + 30, lambda: EmulationError("the OCS sequences did not end"))

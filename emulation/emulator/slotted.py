@@ -35,7 +35,8 @@ import numpy as np
 from emulation import dataplane as dpn
 from emulation.emulator.agent_schedule import AgentSchedules
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
-from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, agents, open_under, write_tcp_info
+from emulation.emulator.orchestrator import (AGENT_TIMEOUT_MARGIN_S, agents, open_under, raise_if_switch_failed,
+                                             write_tcp_info)
 from emulation.fabric import Configuration, assign_ports
 from emulation.results import Percentiles, RunResult, Slots, StepResult, TransferResult
 from emulation.scale import Scale
@@ -200,7 +201,11 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
             t_go = time.monotonic()
             coord.broadcast({"go": 0, "t0": t0})
             for si in range(len(workload.steps)):
-                reports = coord.gather("done", step_timeout, alive)
+                try:
+                    reports = coord.gather("done", step_timeout, alive)
+                except EmulationError as e:
+                    raise_if_switch_failed(emu.client.events(since), e)
+                    raise
                 done.append(reports)
                 ends = [t for m in reports for t in m["recv"].values()]
                 end = max(ends) if ends else time.monotonic()
