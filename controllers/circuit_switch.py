@@ -50,14 +50,15 @@ class CircuitSwitch(OcsLabApp):
         super().__init__(*args, **kwargs)
         self._apply_lock = threading.Lock()
         ctl = cfg.CONF.ocslab.ovs_ctl
-        self._datapath = DatapathCache(ctl) if ctl else None
+        # one control socket per ovs-vswitchd holding our bridges (several on a fabric spread over servers)
+        self._datapaths = [DatapathCache(c) for c in ctl.split(",") if c] if ctl else []
         self._run_dark = 0.0  # R of the run in progress, emulated s (EventCollectiveBegin)
 
     def _in_datapath(self, t_ack: float) -> float:
         """Make a change acknowledged (barrier) at ``t_ack`` hold in the datapath too: with
         ``--ocslab-ovs-ctl``, flush the cached flows (:mod:`controllers.ovs_datapath`) and return
         when that was done; otherwise return ``t_ack``."""
-        return self._datapath.purge(t_ack) if self._datapath is not None else t_ack
+        return max((d.purge(t_ack) for d in self._datapaths), default=t_ack)
 
     # ---- switch life cycle -----------------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)

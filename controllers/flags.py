@@ -20,7 +20,7 @@ OPTS = [
     cfg.IntOpt("api-port", default=0, help="port of the JSON API on 127.0.0.1"),
     cfg.StrOpt("events", help="file the controller appends every event to, one JSON object per line "
                               "(controllers.state.FabricState.log_event), whatever the framework's log format"),
-    cfg.StrOpt("ovs-ctl", help="ovs-vswitchd's control socket: the circuit switch flushes the cached datapath "
+    cfg.StrOpt("ovs-ctl", help="ovs-vswitchd's control socket (comma-separated: one per ovs-vswitchd holding our bridges): the circuit switch flushes the cached datapath "
                                "flows after every barrier, so that its timestamps hold on the wire "
                                "(controllers.ovs_datapath)"),
 ]

@@ -132,6 +132,10 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("kinds", help="list the scenario kinds, their backends and the commands each answers")
     sub.add_parser("clean", help="remove what killed ocslab runs left behind (only ours: ocl- bridges and "
                    "interfaces, marked processes, run records) and say what was removed")
+    sv = sub.add_parser("servers", help="lab servers on this machine for a fabric spread over servers "
+                        "(emulation.servers; docs/cluster.md): up NAME..., down, status")
+    sv.add_argument("action", choices=["up", "down", "status"])
+    sv.add_argument("names", nargs="*", help="server names for up (1-8 lowercase letters and digits)")
     return p
 
 
@@ -142,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd in kinds.FILE_COMMANDS:
         return _file_command(args)
     return {"workload": _workload, "torch": _torch, "clean": lambda a: _clean(), "schema": _schema,
-            "kinds": _kinds, "pcap": _pcap, "fabric": _fabric}[args.cmd](args)
+            "kinds": _kinds, "pcap": _pcap, "fabric": _fabric, "servers": _servers}[args.cmd](args)
 
 
 def _file_command(args) -> int:
@@ -223,6 +227,37 @@ def _clean() -> int:
     for line in removed:
         print(f"removed {line}")
     print(f"clean: {len(removed)} thing(s) removed" if removed else "clean: nothing of ocslab's was left behind")
+    return 0
+
+
+def _servers(args) -> int:
+    """``ocslab servers up NAME... | down | status`` (:mod:`emulation.emulator.server_lab`)."""
+    from emulation.emulator import server_lab
+
+    if os.geteuid() != 0:
+        return fail("servers: needs root (run with sudo)")
+    if args.action == "up":
+        if not args.names:
+            return fail("servers up: name at least one server (e.g. ocslab servers up a b)")
+        try:
+            made = server_lab.lab_up(args.names)
+        except server_lab.LabError as e:
+            return fail(str(e))
+        for s in made:
+            print(f"server {s.name}: {s.ip} (namespace {s.netns}), ssh -F {server_lab.ssh_config()} {s.name}")
+        print(f"servers: {len(made)} up; name them in a scenario: emulation: {{servers: [{', '.join(args.names)}]}}")
+        return 0
+    if args.names:
+        return fail(f"servers {args.action}: takes no names")
+    if args.action == "down":
+        for line in server_lab.lab_down():
+            print(f"removed {line}")
+        print("servers: the lab is down")
+        return 0
+    servers = server_lab.lab_servers()
+    for s in servers:
+        print(f"server {s.name}: {s.ip} {'up' if s.alive() else 'DOWN (ocslab servers up ' + s.name + ')'}")
+    print(f"servers: {len(servers)} in the lab" if servers else "servers: no lab (ocslab servers up a b)")
     return 0
 
 

@@ -300,8 +300,9 @@ class CollectiveResult(_Record):
     congestion controls the GPUs' connections ran (``tcp_congestion``, e.g. ``["cubic"]``), the
     link-rate ``calibration`` and chosen ``headroom`` probe, ``slotted_rate_cap_mbps`` (the
     highest rate at which every time-slotted run's guard band, and every parallel-OCS run's guard,
-    suffices; the calibration stays under it), the ``scale`` model (an incomplete run holds the
-    runs measured before it failed)."""
+    suffices; the calibration stays under it), the ``scale`` model, the ``servers`` the fabric was
+    spread over (empty: one machine; docs/cluster.md) (an incomplete run holds the runs measured
+    before it failed)."""
 
     fabric: FabricRecord
     cost: dict[str, float]
@@ -314,6 +315,7 @@ class CollectiveResult(_Record):
     controller: Optional[str] = None
     apps: list[str] = Field(default_factory=list)
     mtu: Optional[int] = None
+    servers: list[str] = Field(default_factory=list)
     tcp_congestion: list[str] = Field(default_factory=list)
     slotted_rate_cap_mbps: Optional[float] = None
     calibration: Optional[dict[str, Any]] = None

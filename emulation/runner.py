@@ -256,10 +256,37 @@ def emulated_fabric(exp: Experiment, out: Path, force: bool = False, ofctl_rest:
     if cap is not None:
         meta["slotted_rate_cap_mbps"] = cap
     start = requested if requested is not None else min(AUTO_START_MBPS, cap or AUTO_START_MBPS)
+    servers = cluster_of(em)
+    if servers is not None:
+        meta["servers"] = servers.servers
     with EmulatedFabric(exp.fabric, out / "emulation", link_mbps=start,
                         delay_s=exp.cost.delta_s * exp.scale(start).tdf, capabilities=caps,
-                        controller=em.controller, apps=em.apps, mtu=em.mtu, ofctl_rest=ofctl_rest) as emu:
+                        controller=em.controller, apps=em.apps, mtu=em.mtu, ofctl_rest=ofctl_rest,
+                        servers=servers) as emu:
         yield emu, meta
+
+
+def cluster_of(em):
+    """The :class:`~emulation.emulator.cluster.Cluster` of an ``emulation:`` section's
+    ``servers`` (None without), reached with its ``ssh_config``, else the lab's
+    (:mod:`emulation.emulator.server_lab`) when the lab has every one of them.
+
+    :raises emulation.emulator.net.MachineUnfit: a server does not resolve or has no route.
+    """
+    if not em.servers:
+        return None
+    from emulation.emulator import server_lab
+    from emulation.emulator.cluster import Cluster
+    from emulation.emulator.net import MachineUnfit
+    from emulation.emulator.sites import ClusterError
+
+    config = em.ssh_config
+    if config is None and set(em.servers) <= {s.name for s in server_lab.lab_servers()}:
+        config = str(server_lab.ssh_config())
+    try:
+        return Cluster(list(em.servers), Path(config) if config else None)
+    except ClusterError as e:
+        raise MachineUnfit(f"emulation.{e}") from None
 
 
 def calibrate_link(emu, exp: Experiment, out: Path, force: bool, meta: dict,

@@ -4,7 +4,9 @@
 #     bridges), iproute2 (ip, tc and ss: Mininet's links, the emulator's qdiscs and probes;
 #     Debian's mininet does not depend on it and a minimal Debian lacks it), ethtool (veth
 #     offloads off on the userspace datapath), iputils-ping (the emulation tests' reachability
-#     probes), tcpdump (ocslab run --pcap), python3-venv and make; with the test extra, vagrant
+#     probes), tcpdump (ocslab run --pcap), python3-venv and make, openssh-server and sudo (a fabric
+#     spread over servers: the lab's servers each run this sshd, never the machine's own service;
+#     Mininet's cluster edition runs every server command through sudo); with the test extra, vagrant
 #     (the tests validate the Vagrantfile) and tshark (Wireshark's dissector, the capture
 #     analysis's second reader of retransmissions; ocslab pcap uses it wherever it is installed).
 #   .venv (or $OCSLAB_VENV): made from the system python3 with system site packages (so `import
@@ -31,7 +33,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 2
 fi
 
-pkgs=(mininet openvswitch-switch iproute2 ethtool iputils-ping tcpdump python3-venv make)
+pkgs=(mininet openvswitch-switch iproute2 ethtool iputils-ping tcpdump python3-venv make openssh-server sudo)
 # the tests also validate the lab VMs' Vagrantfile (`vagrant validate`, no provider needed)
 case ",${OCSLAB_EXTRAS:-}," in *,test,*) pkgs+=(vagrant tshark) ;; esac
 missing=()

@@ -19,6 +19,9 @@ those of :mod:`emulation.drops`).
   take (no protocol handles their EtherType: the receive ``drop`` of ``/proc/net/dev``). A quiet
   snapshot pauses the probes while it reads (:attr:`DropCounters.probes`).
 
+On a fabric spread over servers (:mod:`emulation.emulator.cluster`) every counter is read on the
+server that holds the device, bridge or host, and summed; ``backlog`` once per machine.
+
 Everything but ``ovs_tx`` is read at every step boundary; ``ovs_tx`` needs the fabric to be quiet
 (no packet in flight), which it is before the first step and after the last. Every counter is
 read from devices, sockets and bridges this emulation owns, except ``backlog`` and
@@ -29,17 +32,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
 from emulation import dataplane as dpn
+from emulation.emulator.sites import LOCAL, Site
 from emulation.poll import poll_until
-
-
-def _run(args: list[str], timeout: float = 10.0) -> str:
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout).stdout
 
 
 @dataclass(frozen=True)
@@ -50,6 +48,8 @@ class Ports:
     :param ovs_ports: every root-namespace device attached to one of our bridges.
     :param hosts: ``{host pid: interface}`` of every GPU (its end of the injection link).
     :param ocs_bridges: OCS bridge names; :param forwarding_bridges: NIC and EPS bridge names.
+    :param servers: ``{device, bridge or str(host pid): server}`` where the fabric is spread over
+        servers; empty: everything on this machine.
     """
 
     fabric_tx: tuple[str, ...]
@@ -57,25 +57,33 @@ class Ports:
     hosts: dict[int, str]
     ocs_bridges: tuple[str, ...]
     forwarding_bridges: tuple[str, ...]
+    servers: dict[str, str] = field(default_factory=dict)
 
     @staticmethod
     def of_net(net) -> Ports:
-        """Classify the interfaces of a built Mininet network of :mod:`topologies.mininet_topos`."""
-        fabric_tx, ovs, hosts = [], [], {}
+        """Classify the interfaces of a built Mininet network of :mod:`topologies.mininet_topos`
+        (nodes of the cluster edition carry their ``server``)."""
+        fabric_tx, ovs, hosts, servers = [], [], {}, {}
         for link in net.links:
             if getattr(link, "isPatchLink", False):
                 continue
             for me, peer in ((link.intf1, link.intf2), (link.intf2, link.intf1)):
                 kind, peer_kind = dpn.node_kind(me.node.name), dpn.node_kind(peer.node.name)
+                server = getattr(me.node, "server", None)
+                if server is not None:
+                    servers[me.name if kind != "g" else str(me.node.pid)] = server
                 if kind == "g":
                     hosts[me.node.pid] = me.name
                     continue
                 ovs.append(me.name)
                 if kind and peer_kind and (kind in "ne" and peer_kind in "ne") or (kind == "n" and peer_kind == "o"):
                     fabric_tx.append(me.name)
+        for sw in net.switches:
+            if getattr(sw, "server", None) is not None:
+                servers[sw.name] = sw.server
         return Ports(tuple(sorted(fabric_tx)), tuple(sorted(ovs)), hosts,
                      tuple(sorted(s.name for s in net.switches if dpn.node_kind(s.name) == "o")),
-                     tuple(sorted(s.name for s in net.switches if dpn.node_kind(s.name) in ("n", "e"))))
+                     tuple(sorted(s.name for s in net.switches if dpn.node_kind(s.name) in ("n", "e"))), servers)
 
 
 @dataclass
@@ -114,9 +122,11 @@ class DropCounters:
     :param ports: the roles of the emulation's interfaces (:meth:`Ports.of_net`).
     :param misdelivered_is_dark: a NIC's drops are packets that crossed a reconfiguration into the
         wrong circuit, not holes in its routes (:func:`nic_drops_are_dark`).
+    :param sites: ``{server: Site}`` of the servers named in ``ports.servers`` (a fabric spread
+        over servers); None: this machine.
     """
 
-    def __init__(self, ports: Ports, misdelivered_is_dark: bool = False):
+    def __init__(self, ports: Ports, misdelivered_is_dark: bool = False, sites: dict[str, Site] | None = None):
         #: the wire probe processes of a captured run (:mod:`emulation.emulator.probe`): a quiet
         #: snapshot pauses them (SIGSTOP) while it waits for quiet and counts them apart
         self.probes: list = []
@@ -126,37 +136,70 @@ class DropCounters:
         self.misdelivered_is_dark = misdelivered_is_dark
         self._ovs_set = set(ports.ovs_ports)
         self._bridges = set(ports.ocs_bridges) | set(ports.forwarding_bridges)
+        self._sites = dict(sites or {})
+        #: one site per machine, whose per-machine counters (``backlog``) are read
+        self._machines = self._one_per_machine()
+
+    def site_of_device(self, name: str) -> Site:
+        """Where device, bridge or ``str(host pid)`` ``name`` lives."""
+        server = self.ports.servers.get(name)
+        return self._sites[server] if server is not None else LOCAL
+
+    def _all_sites(self) -> list[Site]:
+        return list(self._sites.values()) or [LOCAL]
+
+    def _one_per_machine(self) -> list[Site]:
+        seen, out = set(), []
+        for site in self._all_sites():
+            boot = site.read(["/proc/sys/kernel/random/boot_id"]).get("/proc/sys/kernel/random/boot_id", site.name)
+            if boot not in seen:
+                seen.add(boot)
+                out.append(site)
+        return out
+
+    def _by_site(self, names) -> list[tuple[Site, list[str]]]:
+        groups: dict[int, tuple[Site, list[str]]] = {}
+        for n in names:
+            site = self.site_of_device(n)
+            groups.setdefault(id(site), (site, []))[1].append(n)
+        return list(groups.values())
 
     # ---- readers ---------------------------------------------------------------------------
     def _qdisc_drops(self) -> dict[str, int]:
         out = {}
-        for q in json.loads(_run(["tc", "-s", "-j", "qdisc", "show"]) or "[]"):
-            dev = q.get("dev")
-            if dev in self._ovs_set and q.get("root"):
-                out[dev] = int(q.get("drops", 0))
+        for site in self._all_sites():
+            for q in json.loads(site.out(["tc", "-s", "-j", "qdisc", "show"], 10) or "[]"):
+                dev = q.get("dev")
+                if dev in self._ovs_set and q.get("root") and self.site_of_device(dev) is site:
+                    out[dev] = int(q.get("drops", 0))
         return out
 
     def _veth_drops(self) -> int:
         total = 0
-        for dev in self.ports.ovs_ports:
-            base = Path("/sys/class/net") / dev / "statistics"
-            for name in ("tx_dropped", "rx_dropped"):
+        for site, devs in self._by_site(self.ports.ovs_ports):
+            paths = [f"/sys/class/net/{dev}/statistics/{name}" for dev in devs for name in ("tx_dropped", "rx_dropped")]
+            for text in site.read(paths).values():
                 try:
-                    total += int((base / name).read_text())
-                except (OSError, ValueError):
+                    total += int(text)
+                except ValueError:
                     pass
         return total
 
-    @staticmethod
-    def _softnet_drops() -> int:
-        return sum(int(line.split()[1], 16) for line in Path("/proc/net/softnet_stat").read_text().splitlines())
+    def _softnet_drops(self) -> int:
+        total = 0
+        for site in self._machines:
+            text = site.read(["/proc/net/softnet_stat"]).get("/proc/net/softnet_stat", "")
+            total += sum(int(line.split()[1], 16) for line in text.splitlines())
+        return total
 
     def _ovs_socket_drops(self) -> dict[str, int]:
         """``{device: drops}`` of Open vSwitch's receive packet sockets on our ports."""
         out = {}
-        for line in _run(["ss", "-f", "link", "-m", "-a", "-n", "-H"]).splitlines():
+        lines = [(site, line) for site in self._all_sites()
+                 for line in site.out(["ss", "-f", "link", "-m", "-a", "-n", "-H"], 10).splitlines()]
+        for site, line in lines:
             m = re.search(r"\*:(\S+)\s.*skmem:\(([^)]*)\)", line)
-            if not m or m.group(1) not in self._ovs_set:
+            if not m or m.group(1) not in self._ovs_set or self.site_of_device(m.group(1)) is not site:
                 continue
             d = re.search(r"\bd(\d+)", m.group(2))
             out[m.group(1)] = out.get(m.group(1), 0) + (int(d.group(1)) if d else 0)
@@ -169,15 +212,16 @@ class DropCounters:
 
     def _datapath(self) -> tuple[dict[str, int], int]:
         """Packets sent to (and dropped at) each of our bridges' own ports, and upcalls lost."""
-        text = _run(["ovs-appctl", "dpctl/show", "-s"])
-        m = re.search(r"lost:(\d+)", text)
-        lost = int(m.group(1)) if m else 0
-        sunk = {}
-        for port, body in re.findall(r"port \d+: (\S+) \(tap\)\n((?:\s{4}.*\n?)*)", text):
-            if port in self._bridges:
-                tx = re.search(r"TX packets:(\d+)\D+\d+\D+dropped:(\d+)", body)
-                if tx:
-                    sunk[port] = int(tx.group(1)) + int(tx.group(2))
+        lost, sunk = 0, {}
+        for site in self._all_sites():
+            text = site.out(["ovs-appctl", "dpctl/show", "-s"], 10)
+            m = re.search(r"lost:(\d+)", text)
+            lost += int(m.group(1)) if m else 0
+            for port, body in re.findall(r"port \d+: (\S+) \(tap\)\n((?:\s{4}.*\n?)*)", text):
+                if port in self._bridges and self.site_of_device(port) is site:
+                    tx = re.search(r"TX packets:(\d+)\D+\d+\D+dropped:(\d+)", body)
+                    if tx:
+                        sunk[port] = int(tx.group(1)) + int(tx.group(2))
         return sunk, lost
 
     def _hosts(self) -> tuple[int, int, int]:
@@ -185,12 +229,11 @@ class DropCounters:
         protocol of theirs took (``/proc/net/dev``'s receive ``drop``: a wire probe, whose
         EtherType no GPU handles)."""
         tx = rx = unhandled = 0
+        texts = {}
+        for site, pids in self._by_site(str(p) for p in self.ports.hosts):
+            texts.update({int(path.split("/")[2]): t for path, t in site.read([f"/proc/{p}/net/dev" for p in pids]).items()})
         for pid, intf in self.ports.hosts.items():
-            try:
-                text = Path(f"/proc/{pid}/net/dev").read_text()
-            except OSError:
-                continue
-            for line in text.splitlines():
+            for line in texts.get(pid, "").splitlines():
                 name, _, rest = line.partition(":")
                 if name.strip() == intf:
                     v = rest.split()
@@ -204,12 +247,13 @@ class DropCounters:
         (``controllers.circuit_switch``, the probe rule matching the GPU's port). Open vSwitch
         credits a rule with its cached datapath flows' packets when they are revalidated: they are
         flushed first (on a quiet fabric nothing is lost by it)."""
-        _run(["ovs-appctl", "revalidator/purge"])
+        for site in self._all_sites():
+            site.run(["ovs-appctl", "revalidator/purge"])
         sent = 0
         for br in self.ports.forwarding_bridges:
             if dpn.node_kind(br) == "n":
-                flows = _run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", br,
-                              f"dl_type={dpn.PROBE_ETHERTYPE:#06x},in_port={dpn.NIC_HOST_PORT}"])
+                flows = self.site_of_device(br).out(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", br,
+                                                     f"dl_type={dpn.PROBE_ETHERTYPE:#06x},in_port={dpn.NIC_HOST_PORT}"])
                 sent += sum(int(n) for n in re.findall(r"n_packets=(\d+)", flows))
         return sent
 

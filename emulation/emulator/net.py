@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -28,6 +29,8 @@ from pathlib import Path
 from controllers.ovs_datapath import DatapathCache, DatapathError
 from emulation import dataplane as dpn
 from emulation.emulator.capabilities import Capabilities, detect
+from emulation.emulator.cluster import Cluster
+from emulation.emulator.sites import LOCAL, ClusterError, Site, remote_env
 from emulation.emulator import pmd as pmd_ports
 from emulation.emulator import registry, shaper
 from emulation.emulator.controller_client import ControllerClient
@@ -275,7 +278,7 @@ def stop_net(net) -> None:
         stop_pid(shell, timeout=5.0)
 
 
-def keep_qdiscs(devices) -> None:
+def keep_qdiscs(devices, site: Site = LOCAL) -> None:
     """Tell Open vSwitch to leave the qdiscs of ``devices`` (ports of our bridges) alone: it
     resets the qdisc of a port whose QoS it manages on any reconfiguration of any bridge, unless
     the port's QoS is ``linux-noop``.
@@ -286,7 +289,7 @@ def keep_qdiscs(devices) -> None:
     for dev in devices:
         args += ["--", "set", "port", dev, "qos=@noop"]
     args += ["--", "--id=@noop", "create", "qos", "type=linux-noop"]
-    r = subprocess.run(args, capture_output=True, text=True)
+    r = site.run(args)
     if r.returncode:
         raise EmulationError(f"ovs-vsctl could not set QoS linux-noop on our ports: {r.stderr.strip()}")
 
@@ -322,6 +325,8 @@ class EmulatedFabric(Lifecycle):
         ``mtu / byte_scale`` real bytes, and a transfer ends about one frame time early against a
         fluid link (:func:`emulation.runner.frame_warning`; docs/emulator.md, "How many GPUs this machine
         emulates faithfully").
+    :param servers: spread the fabric over these servers with Mininet's cluster edition
+        (:mod:`emulation.emulator.cluster`); None: all on this machine. No PMD ports there.
     :param pmd: poll the GPUs' own links with a PMD thread over AF_XDP, on a core of its own
         (:mod:`emulation.emulator.pmd`); None: wherever this machine can (the userspace datapath,
         ``afxdp`` ports, two cores or more) and the MTU is 1500. :attr:`pmd` says whether it is.
@@ -334,7 +339,7 @@ class EmulatedFabric(Lifecycle):
     def __init__(self, fabric: Fabric, run_dir: Path, *, link_mbps: float,
                  delay_s: float = 0.0, capabilities: Capabilities | None = None, controller: str = "os-ken",
                  apps: tuple[str, ...] = (), mtu: int = dpn.MTU, ofctl_rest: int | None = None,
-                 pmd: bool | None = None):
+                 pmd: bool | None = None, servers: Cluster | None = None):
         if not 0 < link_mbps <= 1000:
             raise EmulationError(f"link_mbps: the emulated port rate must be in (0, 1000] Mbit/s, got {link_mbps}")
         if not dpn.MTU <= mtu <= dpn.MAX_MTU:
@@ -350,8 +355,11 @@ class EmulatedFabric(Lifecycle):
         if self.ofctl_rest_port is not None and ofctl_rest_unavailable(controller):
             raise MachineUnfit(f"--ofctl-rest: {ofctl_rest_unavailable(controller)}")
         self.caps = capabilities
-        self.pmd = pmd
+        self.cluster = servers
+        self.pmd = False if servers is not None else pmd
         self._pmd_mask_set = False
+        #: ``{server: socket record}`` of the servers' Open vSwitch sockets this run resized
+        self._remote_sockets: dict[str, list] = {}
         self.net = None
         self.drops: DropCounters | None = None
         self.socket_buffers: SocketBuffers | None = None
@@ -387,6 +395,11 @@ class EmulatedFabric(Lifecycle):
         if self.registration is not None:  # never another run's bridges (same names)
             self._delete_leftovers()
         stop_pid(self.controller)
+        for server, record in self._remote_sockets.items():
+            self._sockets_remote(self.cluster.sites[server], ["restore", json.dumps(record)])
+        self._remote_sockets.clear()
+        if self.cluster is not None:
+            self.cluster.close()
         self.controller = None
         if self._pmd_mask_set:  # our ports are gone: give Open vSwitch its PMD core mask back
             pmd_ports.set_mask(self.registration.entry.pmd_mask[0])
@@ -397,6 +410,8 @@ class EmulatedFabric(Lifecycle):
 
     def _start(self) -> None:
         self.registration = claim_machine(self.run_dir)
+        if self.cluster is not None:
+            self._claim_servers()
         self.caps = self.caps or detect()
         log.debug("capabilities: %s", self.caps.to_json())
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -411,12 +426,79 @@ class EmulatedFabric(Lifecycle):
         log.info("every switch connected to the controller")
         if self.pmd is None:
             self.pmd = self.caps.afxdp and self.mtu <= pmd_ports.MAX_MTU
+        if self.cluster is not None:
+            self._size_server_sockets()
+            return
         if not self.caps.ovs_kernel_datapath:
             self._make_send_socket()  # before the GPU ports leave packet sockets
         if self.pmd:
             self._poll_with_pmd()
         if not self.caps.ovs_kernel_datapath:
             self._size_ovs_sockets()
+
+    # ---- servers (a fabric spread with the cluster edition) --------------------------------
+    def _claim_servers(self) -> None:
+        """Check every server and take its run lock; recorded, so that ``ocslab clean`` reaches
+        them after a SIGKILL.
+
+        :raises MachineUnfit: a server cannot be reached or lacks a tool.
+        :raises MachineBusy: another emulation holds a server.
+        """
+        self.registration.entry.servers = {"names": self.cluster.servers,
+                                           "ssh_config": str(self.cluster.ssh_config or "")}
+        self.registration.save()
+        try:
+            self.cluster.check()
+        except ClusterError as e:
+            raise MachineUnfit(str(e)) from None
+        for site in self.cluster.sites.values():
+            if not site.remote:
+                continue  # this machine: claimed above
+            refused = site.hold_lock()
+            if refused:
+                raise MachineBusy(refused)
+            left = site.run(remote_env([sys.executable, "-m", "emulation.emulator.registry", "leftovers"],
+                                       project_root(), {}), timeout=60)
+            if left.stdout.strip():
+                raise MachineBusy(f"server {site.name}: a killed ocslab run left {left.stdout.strip()} behind; "
+                                  "`ocslab clean` removes them (and nothing else)")
+
+    def site_of(self, node_name: str) -> Site:
+        """Where commands for node ``node_name``'s root namespace run (this machine unless the
+        fabric is spread over servers)."""
+        if self.cluster is None:
+            return LOCAL
+        return self.cluster.sites[self.cluster.server_of(node_name, self.fabric.gpus)]
+
+    def sites(self) -> list[Site]:
+        """Every place this emulation's bridges live."""
+        return [LOCAL] if self.cluster is None else list(self.cluster.sites.values())
+
+    def _sockets_remote(self, site: Site, args: list[str]) -> str:
+        r = site.run(remote_env([sys.executable, "-m", "emulation.emulator.ovs_sockets", *args], project_root(), {}),
+                     timeout=60)
+        if r.returncode:
+            raise EmulationError(f"server {site.name}: cannot size Open vSwitch's packet sockets: "
+                                 f"{(r.stderr or r.stdout).strip()[-200:]}")
+        return r.stdout
+
+    def _size_server_sockets(self) -> None:
+        """On every server: have its ovs-vswitchd open its send socket (a frame to one of its
+        NICs' GPU) and raise its packet sockets' buffers for our ports there, as on one machine
+        (:mod:`emulation.emulator.ovs_sockets`); the sizes are given back at teardown."""
+        size = max(SEND_BUFFER, self.in_flight_bytes)
+        for server, site in self.cluster.sites.items():
+            ports = [p for p in self.drops.ports.ovs_ports if self.drops.site_of_device(p) is site]
+            nics = [dpn.nic_name(g) for g in range(self.fabric.gpus) if self.site_of(dpn.nic_name(g)) is site]
+            if not ports:
+                continue
+            if nics:
+                g = dpn.node_index(nics[0])
+                frame = dpn.gpu_mac(g).replace(":", "") + "020000000000" + "88b5" + "00" * 46
+                site.run(["ovs-ofctl", "-O", "OpenFlow13", "packet-out", nics[0], "LOCAL",
+                          f"output:{dpn.NIC_HOST_PORT}", frame])
+            out = self._sockets_remote(site, ["apply", "--send-bytes", str(size), *ports])
+            self._remote_sockets[server] = json.loads(out)["restore"]
 
     def _start_controller(self) -> None:
         fabric_json = self.run_dir / "fabric.json"
@@ -425,12 +507,13 @@ class EmulatedFabric(Lifecycle):
         taken = {self.ofctl_rest_port}
         self.ofp_port, api_port = (_free_port_but(taken), _free_port_but(taken))
         log = open(self.run_dir / "controller.log", "w")
-        args = ["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(self.ofp_port),
+        self.ofp_host = self.cluster.controller_ip if self.cluster is not None else "127.0.0.1"
+        args = ["--ofp-listen-host", self.ofp_host, "--ofp-tcp-listen-port", str(self.ofp_port),
                 "--ocslab-fabric", str(fabric_json), "--ocslab-api-port", str(api_port),
                 "--log-file", str(self.run_dir / "controller.log"),
                 "--ocslab-events", str(self.run_dir / dpn.EVENTS_FILE)]
-        ctl = ovs_ctl_path()
-        if ctl is not None:  # the circuit switch flushes the datapath's cache after each barrier
+        ctl = ovs_ctl_path() if self.cluster is None else self._server_ctl_paths()
+        if ctl:  # the circuit switch flushes the datapath's cache after each barrier
             args += ["--ocslab-ovs-ctl", ctl]
         apps = ["circuit_switch", "routing", "api", "failover", "opus", *self.user_apps]
         if self.ofctl_rest_port is not None:  # the framework's WSGI server, never on ocslab's ports
@@ -458,14 +541,22 @@ class EmulatedFabric(Lifecycle):
 
         setLogLevel("warning")
         topo = FabricTopo(self.fabric)  # unshaped here: _shaped_links() sets every queue after the build
-        self.net = Mininet(
+        if self.cluster is not None:
+            from emulation.emulator.cluster import FabricPlacer, fabric_cluster, remote_classes
+
+            host, switch, link, _ = remote_classes(self.cluster, self.caps.datapath, self.mtu)
+            self.net = fabric_cluster(self.cluster, topo, build=False, controller=None, autoSetMacs=False,
+                                      autoStaticArp=False, host=host, switch=partial(switch, batch=True), link=link,
+                                      placement=FabricPlacer)
+        else:
+            self.net = Mininet(
             topo=topo, build=False, controller=None, autoSetMacs=False, autoStaticArp=False,
             # batch: every bridge is created by one ovs-vsctl run from this process. Unbatched,
             # Mininet types each bridge's command into its node's shell, whose terminal cuts a
             # line at 4095 characters: beyond 8 GPUs the OCS bridge's command is longer, and
             # the bridge never appeared.
             switch=partial(OVSSwitch, datapath=self.caps.datapath, batch=True), link=TCLink,
-        )
+            )
         class _Controller(RemoteController):
             def checkListening(self) -> None:
                 # Mininet probes the port with telnet and decodes the reply as UTF-8: our
@@ -477,10 +568,12 @@ class EmulatedFabric(Lifecycle):
                 # RemoteController.stop does nothing, which left this node's shell running.
                 Node.stop(self)
 
-        self.net.addController(_Controller("c0", ip="127.0.0.1", port=self.ofp_port))
+        self.net.addController(_Controller("c0", ip=self.ofp_host, port=self.ofp_port))
         setLogLevel("critical")  # tc's harmless "quantum ... is big" note for fast host links
         try:
             self._configure()
+        except ClusterError as e:
+            raise EmulationError(str(e)) from None
         finally:
             setLogLevel("warning")
 
@@ -489,7 +582,10 @@ class EmulatedFabric(Lifecycle):
         for link in self.net.links:  # our root-namespace ends: no IPv6 chatter into the fabric
             for intf in (link.intf1, link.intf2):
                 if dpn.node_kind(intf.node.name) != "g" and not getattr(link, "isPatchLink", False):
-                    sysctl(f"net/ipv6/conf/{intf.name}/disable_ipv6", "1")
+                    if self.cluster is None:
+                        sysctl(f"net/ipv6/conf/{intf.name}/disable_ipv6", "1")
+                    else:
+                        intf.node.cmd(f"sysctl -qw net.ipv6.conf.{intf.name}.disable_ipv6=1")
         for link in self.net.links:
             if getattr(link, "isPatchLink", False):
                 continue
@@ -509,11 +605,13 @@ class EmulatedFabric(Lifecycle):
 
         self.net.staticArp()
         self.net.start()
-        self.drops = DropCounters(Ports.of_net(self.net), misdelivered_is_dark=nic_drops_are_dark(self.fabric))
+        self.drops = DropCounters(Ports.of_net(self.net), misdelivered_is_dark=nic_drops_are_dark(self.fabric),
+                                  sites=self.cluster.sites if self.cluster is not None else None)
         if self.link_mbps is not None:
-            keep_qdiscs(self.drops.ports.ovs_ports)
+            for site, ports in self.drops._by_site(self.drops.ports.ovs_ports):
+                keep_qdiscs(ports, site)
             try:
-                shaper.apply(self._shaped_links(), self.run_dir / "tc", self.queue_packets)
+                shaper.apply(self._shaped_links(), self.run_dir / "tc", self.queue_packets, site_of=self._shaping_site)
             except shaper.ShapingError as e:
                 raise EmulationError(str(e)) from None
 
@@ -544,6 +642,12 @@ class EmulatedFabric(Lifecycle):
                     scale = eps.port_gbps / f.port_gbps if eps.port_gbps is not None else 1.0
                 out.append(shaper.Shaped(me.name, rate * scale, None, delay_ms, self.mtu))
         return out
+
+    @property
+    def _shaping_site(self):
+        """``site_of(device)`` for :func:`emulation.emulator.shaper.apply` on a fabric spread
+        over servers; None on one machine (shaped here)."""
+        return self.drops.site_of_device if self.cluster is not None else None
 
     def _poll_with_pmd(self) -> None:
         """Pin Open vSwitch's PMD thread to a core of its own (the previous mask recorded in the
@@ -606,7 +710,7 @@ class EmulatedFabric(Lifecycle):
         """Delete any of our bridges that survived ``net.stop()`` (e.g. a build that failed
         half-way). Only names this fabric owns."""
         for b in bridge_names(self.fabric):
-            subprocess.run(["ovs-vsctl", "--if-exists", "del-br", b], capture_output=True)
+            self.site_of(b).run(["ovs-vsctl", "--if-exists", "del-br", b])
 
     # ---- use ------------------------------------------------------------------------------
     def set_link_mbps(self, mbps: float) -> None:
@@ -622,7 +726,8 @@ class EmulatedFabric(Lifecycle):
         self.delay_s *= self.link_mbps / mbps
         self.link_mbps = mbps
         try:
-            shaper.apply(self._shaped_links(), self.run_dir / "tc", self.queue_packets, change=True)
+            shaper.apply(self._shaped_links(), self.run_dir / "tc", self.queue_packets, change=True,
+                         site_of=self._shaping_site)
         except shaper.ShapingError as e:
             raise EmulationError(str(e)) from None
 
@@ -635,6 +740,11 @@ class EmulatedFabric(Lifecycle):
         after a rotor run): a SYN lost there costs TCP's 1 s initial timeout. Used before untimed
         connection set-up only; the flush is harmless to other bridges (their flows are
         re-created on the next packet)."""
+        if self.cluster is not None:
+            for site in self.sites():
+                if site.run(["ovs-appctl", "--timeout=30", "revalidator/purge"], timeout=40).returncode:
+                    raise EmulationError(f"server {site.name}: Open vSwitch did not flush its datapath")
+            return
         ctl = ovs_ctl_path()
         if ctl is not None:
             try:
@@ -665,6 +775,9 @@ class EmulatedFabric(Lifecycle):
         if self.controller is not None and self.controller.poll() is not None:
             raise EmulationError(f"the controller (pid {self.controller.pid}) exited with {self.controller.returncode} "
                                  f"mid-run (see {self.run_dir / 'controller.log'})")
+        if self.cluster is not None:
+            self._check_servers()
+            return
         pid = _ovs_vswitchd_pid()
         state = _process_state(pid) if pid else None
         if state is None or state in "TtZX":
@@ -680,6 +793,31 @@ class EmulatedFabric(Lifecycle):
                 ok = False
             if not ok:
                 raise EmulationError(f"Open vSwitch's daemon ovs-vswitchd (pid {pid}) stopped answering (ovs-appctl, 2 s)")
+
+    def _check_servers(self) -> None:
+        """Every :data:`SWITCH_PROBE_EVERY_S`, each server's ovs-vswitchd answers within 2 s."""
+        now = time.monotonic()
+        if now - self._switch_probed < SWITCH_PROBE_EVERY_S:
+            return
+        self._switch_probed = now
+        for site in self.sites():
+            try:
+                ok = site.run(["ovs-appctl", "-t", "ovs-vswitchd", "--timeout=2", "version"], timeout=10).returncode == 0
+            except ClusterError:
+                ok = False
+            if not ok:
+                raise EmulationError(f"server {site.name}: Open vSwitch's daemon ovs-vswitchd stopped answering")
+
+    def _server_ctl_paths(self) -> str:
+        """Comma-separated control sockets of the servers' ovs-vswitchd that this machine's
+        controller can reach (servers sharing this machine's filesystem, such as the lab's)."""
+        paths = []
+        for site in self.sites():
+            out = site.out(["sh", "-c", 'd=${OVS_RUNDIR:-/var/run/openvswitch}; '
+                                        'echo "$d/ovs-vswitchd.$(cat "$d/ovs-vswitchd.pid").ctl"']).strip()
+            if out and Path(out).exists():
+                paths.append(out)
+        return ",".join(paths)
 
     def ocs_input_ports(self) -> list[str]:
         """Root-namespace interfaces of every OCS input port (the OCS end of each NIC's fibre:
@@ -715,8 +853,13 @@ class EmulatedFabric(Lifecycle):
         """Start ``args`` inside GPU ``gpu``'s namespace (working directory ``cwd``, default the
         project; our environment plus ``env``), output to ``log``; ended on exit."""
         with open(log, "w") as fh:
-            p = self.host(gpu).popen(args, stdout=fh, stderr=subprocess.STDOUT, cwd=str(cwd or project_root()),
-                                     env={**os.environ, **(env or {})})
+            host = self.host(gpu)
+            if getattr(host, "isRemote", False):  # ssh passes neither the directory nor the environment
+                wrapped = remote_env(args, str(cwd or project_root()), env or {})
+                p = host.popen([shlex.quote(a) for a in wrapped], stdout=fh, stderr=subprocess.STDOUT)
+            else:
+                p = host.popen(args, stdout=fh, stderr=subprocess.STDOUT, cwd=str(cwd or project_root()),
+                               env={**os.environ, **(env or {})})
         self.children.append(p)
         return p
 

@@ -25,6 +25,7 @@ import platform
 import re
 import socket
 import subprocess
+import sys
 from dataclasses import dataclass
 
 #: ``pidfd_getfd`` is 438 in the generic syscall table (x86_64 and aarch64 alike).
@@ -159,3 +160,35 @@ def restore_send_buffers(record: list[list[int]]) -> list[list[int]]:
             except (SocketBufferError, OSError):
                 pass
     return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m emulation.emulator.ovs_sockets apply [--send-bytes N] DEVICE...`` (prints
+    ``{"applied": ..., "restore": record}``) or ``restore RECORD_JSON``: the same sizing run on a
+    server of a fabric spread over servers (:mod:`emulation.emulator.cluster`)."""
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(prog="python -m emulation.emulator.ovs_sockets")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("apply")
+    a.add_argument("--send-bytes", type=int, default=SEND_BUFFER)
+    a.add_argument("devices", nargs="+")
+    r = sub.add_parser("restore")
+    r.add_argument("record")
+    args = p.parse_args(argv)
+    if args.cmd == "restore":
+        print(json.dumps(restore_send_buffers(json.loads(args.record))))
+        return 0
+    buffers = SocketBuffers(args.devices, args.send_bytes)
+    try:
+        applied = buffers.apply()
+    except SocketBufferError as e:
+        print(f"ovs_sockets: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps({"applied": applied, "restore": buffers.restore_record()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -20,6 +20,13 @@ ours outlives a run, even one killed with SIGKILL, and nothing of anyone else's 
   raised, ended with that boot; the run that takes the machine drops such records (its bridges,
   kept in Open vSwitch's database across boots, are still found by name as leftovers).
 
+- **Servers.** A fabric spread over servers (:mod:`emulation.emulator.cluster`) takes each
+  server's lock too, by a process there (:func:`hold`) that writes its own entry in that
+  server's registry and lives as long as the run's ssh connection. The run's entry here names
+  the servers, so :func:`clean` also cleans every server of a dead run
+  (``python -m emulation.emulator.registry clean`` there). ``OCSLAB_REGISTRY_DIR`` moves a
+  registry (the lab's servers, which share this machine's ``/run``, each keep their own).
+
 A run's entry whose holder is gone, a bridge or interface with our prefix, or a marked process
 of a run that is not alive are *leftovers*: :func:`leftovers` finds them (every emulation checks
 at start and refuses to build on them), :func:`clean` (``ocslab clean``) removes exactly them and
@@ -40,11 +47,11 @@ from pathlib import Path
 
 from emulation import dataplane as dpn
 from emulation.emulator.ovs_sockets import restore_send_buffers
+from emulation.emulator.sites import MARKER, ClusterError, Site, remote_env
 from emulation.poll import poll_until
 
 LOCK_NAME = "ocslab-emulation"
-REGISTRY_DIR = Path("/run/ocslab")
-MARKER = "OCSLAB_RUN"
+REGISTRY_DIR = Path(os.environ.get("OCSLAB_REGISTRY_DIR") or "/run/ocslab")
 
 
 class Busy(RuntimeError):
@@ -121,6 +128,8 @@ class Entry:
     #: Open vSwitch's pmd-cpu-mask before the run set its own ([] while untouched; [None]: unset)
     pmd_mask: list = field(default_factory=list)
     boot: str = ""  # kernel boot id when written ('' in records of older ocslab: taken as this boot)
+    #: the servers of a fabric spread over servers: {"names": [...], "ssh_config": path or ""}
+    servers: dict = field(default_factory=dict)
 
     @property
     def expired(self) -> bool:
@@ -262,9 +271,82 @@ def clean() -> list[str]:
     hold = _take_lock("an ocslab emulation is running: {who}; nothing removed")
     try:
         expired = [f"run record of {e.describe()} (written in an earlier boot)" for e in drop_expired()]
-        return expired + _remove(leftovers())
+        left = leftovers()
+        done = expired + _remove(left)
     finally:
         hold.close()
+    for e in left.entries:  # after this machine's: their ssh connections (and lock holders) are gone
+        done += _clean_servers(e.servers)
+    return done
+
+
+def _clean_servers(servers: dict) -> list[str]:
+    """Run :func:`clean` on every server of ``servers`` (an entry's record); lines prefixed with
+    the server's name (a server that cannot be reached says so)."""
+    if not servers.get("names"):
+        return []
+    root = str(Path(__file__).resolve().parents[2])
+    out = []
+    for name in servers["names"]:
+        if name == "localhost":
+            continue
+        site = Site(name, Path(servers["ssh_config"]) if servers.get("ssh_config") else None)
+        try:
+            r = site.run(remote_env([sys.executable, "-m", "emulation.emulator.registry", "clean"], root, {}), timeout=120)
+            lines = json.loads(r.stdout) if r.returncode == 0 else [f"not cleaned: {(r.stderr or r.stdout).strip()[:160]}"]
+        except (ClusterError, ValueError) as e:
+            lines = [f"not cleaned: {e}"]
+        finally:
+            site.close()
+        out += [f"server {name}: {line}" for line in lines]
+    return out
+
+
+def hold(run_id: str) -> int:
+    """Hold this machine's (or server's) lock for run ``run_id`` of another machine: bind the
+    lock, write an entry for it with this process as holder, print ``held`` (or ``busy`` and exit
+    1), then wait until stdin closes (the run's ssh connection ends) and drop the entry."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind("\0" + LOCK_NAME)
+    except OSError:
+        print("busy", flush=True)
+        return 1
+    entry = Entry(run_id=run_id, pid=os.getpid(), start=_start_time(os.getpid()), argv=_command(),
+                  run_dir="", started_at=time.time(), boot=boot_id())
+    REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
+    path = REGISTRY_DIR / f"{run_id}.json"
+    path.write_text(json.dumps(entry.__dict__))
+    print("held", flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        path.unlink(missing_ok=True)
+        sock.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m emulation.emulator.registry leftovers | clean | hold RUN_ID``: what a server of
+    a fabric spread over servers is asked (module doc). ``leftovers`` prints a summary (nothing
+    if none), ``clean`` the JSON list of what it removed."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["leftovers"]:
+        left = leftovers(own=os.environ.get(MARKER))
+        print(left.summary() if left else "")
+        return 0
+    if args[:1] == ["clean"]:
+        try:
+            print(json.dumps(clean()))
+        except Busy as e:
+            print(str(e), file=sys.stderr)
+            return 1
+        return 0
+    if args[:1] == ["hold"] and len(args) == 2:
+        return hold(args[1])
+    print("usage: python -m emulation.emulator.registry leftovers | clean | hold RUN_ID", file=sys.stderr)
+    return 2
+
 
 
 def _remove(left: Leftovers) -> list[str]:
@@ -301,3 +383,7 @@ def _remove(left: Leftovers) -> list[str]:
         (REGISTRY_DIR / f"{e.run_id}.json").unlink(missing_ok=True)
         done.append(f"run record of {e.describe()}")
     return done
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -87,16 +87,28 @@ def tc_commands(link: Shaped, queue_packets: int = QUEUE_PACKETS, change: bool =
     ]
 
 
-def apply(links: list[Shaped], work_dir: Path, queue_packets: int = QUEUE_PACKETS, change: bool = False) -> None:
+def apply(links: list[Shaped], work_dir: Path, queue_packets: int = QUEUE_PACKETS, change: bool = False,
+          site_of=None) -> None:
     """Shape every link end of ``links`` (``change``: set new rates on links shaped before): one
-    ``tc -batch`` per network namespace.
+    ``tc -batch`` per network namespace. ``site_of(device)`` gives the
+    :class:`~emulation.emulator.cluster.Site` holding a root-namespace device (a fabric spread over
+    servers: one batch per server, run there); None: this machine.
 
     :raises ShapingError: tc failed (its message is included).
     """
     by_ns: dict[int | None, list[str]] = {}
+    by_site: dict[int, tuple[object, list[str]]] = {}
     for link in links:
-        by_ns.setdefault(link.pid, []).extend(tc_commands(link, queue_packets, change))
+        if link.pid is None and site_of is not None:
+            site = site_of(link.device)
+            by_site.setdefault(id(site), (site, []))[1].extend(tc_commands(link, queue_packets, change))
+        else:
+            by_ns.setdefault(link.pid, []).extend(tc_commands(link, queue_packets, change))
     work_dir.mkdir(parents=True, exist_ok=True)
+    for site, lines in by_site.values():
+        r = site.run(["tc", "-batch", "-"], timeout=60, input="\n".join(lines) + "\n")
+        if r.returncode:
+            raise ShapingError(f"tc -batch on server {site.name}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
     for pid, lines in by_ns.items():
         path = work_dir / f"tc-{pid or 'root'}.batch"
         path.write_text("\n".join(lines) + "\n")

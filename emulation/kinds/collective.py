@@ -68,6 +68,8 @@ def _run(req: RunRequest):
     exp = _with_controller(sc, req.controller, req.apps, req.backend == "mininet")
     if req.pcap and req.backend != "mininet":
         raise Refused("--pcap: packets are captured on the mininet backend only")
+    if req.pcap and exp.emulation.servers:
+        raise Refused("--pcap: captures are taken on one machine; not with emulation.servers")
     return runner.run(sc, req.backend, req.out, req.progress, force=req.force, experiment=exp, pcap=req.pcap)
 
 

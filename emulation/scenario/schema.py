@@ -198,6 +198,23 @@ class EmulationSpec(StrictModel):
     headroom_target: float = Field(default=0.98, gt=0.5, le=1)
     """Fraction of the link rate the headroom probe must reach with every link saturated at
     once."""
+    servers: tuple[str, ...] = ()
+    """Spread the fabric over these servers (ssh destinations) with Mininet's cluster edition:
+    GPUs and their NICs in blocks per server, the OCS on the first, links between servers as
+    VXLAN tunnels (docs/cluster.md). Empty: everything on this machine."""
+    ssh_config: str | None = None
+    """The ssh client configuration (``ssh -F``) reaching ``servers``; default: the lab's
+    (``ocslab servers up``) while it is up and has them, else your own."""
+
+    @field_validator("servers")
+    @classmethod
+    def _servers(cls, v):
+        if len(set(v)) != len(v):
+            raise ValueError("a server is named twice")
+        for name in v:
+            if not name or any(c.isspace() for c in name) or name.startswith("-"):
+                raise ValueError(f"{name!r} is not an ssh destination")
+        return v
 
     @field_validator("link_mbps")
     @classmethod
