@@ -134,7 +134,11 @@ def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
                       f"under full load (probes: {probes})")
     if result.headroom:
         h = result.headroom
-        console.print(f"headroom: {h['efficiency']:.0%} of link rate at {h['offered_mbps']:.0f} Mbit/s offered")
+        console.print(f"headroom: {h['efficiency']:.0%} of link rate at {h['offered_mbps']:.0f} Mbit/s offered"
+                      + ("; per server: " + ", ".join(f"{k} {v:.0%}" for k, v in h["servers"].items())
+                         if h.get("servers") else ""))
+    if result.servers:
+        console.print(f"servers: the fabric was spread over {', '.join(result.servers)} (Mininet's cluster edition)")
     for w in env.warnings:
         console.print(f"[bold yellow]warning:[/] {w}")
 

@@ -26,6 +26,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from emulation import dataplane as dpn
 from emulation.emulator.net import EmulatedFabric, EmulationError
 from emulation.fabric import Configuration, Fabric, assign_ports
 from emulation.planners import make_plan
@@ -97,7 +98,9 @@ def measure_headroom(emu: EmulatedFabric, scale: Scale, run_dir: Path, seconds: 
     the measured time with the link-bound time.
 
     :returns: ``{"link_mbps", "offered_mbps", "expected_s", "measured_s", "efficiency", "drops"}``
-        (emulated units; ``drops``: the probe run's drops, :mod:`emulation.drops`).
+        (emulated units; ``drops``: the probe run's drops, :mod:`emulation.drops`); on a fabric
+        spread over servers also ``servers``: ``{server: efficiency}`` of the links its GPUs send
+        on (the overall efficiency is the slowest server's).
     """
     from emulation.emulator.orchestrator import run_workload
 
@@ -115,9 +118,25 @@ def measure_headroom(emu: EmulatedFabric, scale: Scale, run_dir: Path, seconds: 
     expected = max(loads.values()) * scale.byte_scale * 8 / (scale.link_mbps * 1e6)
     measured = res.time_s * scale.tdf
     offered = sum(loads.values()) * scale.byte_scale * 8 / 1e6 / expected
-    return {"link_mbps": scale.link_mbps, "offered_mbps": offered, "expected_s": expected, "measured_s": measured,
+    head = {"link_mbps": scale.link_mbps, "offered_mbps": offered, "expected_s": expected, "measured_s": measured,
             "efficiency": expected / measured if measured > 0 else 0.0,
             "drops": {k: v for k, v in res.drops.items() if k != "where"}}
+    if getattr(emu, "cluster", None) is not None and res.transfers:
+        ends: dict[str, float] = {}
+        for t in res.transfers:
+            server = emu.cluster.server_of(dpn.host_name(t.src), fabric.gpus)
+            ends[server] = max(ends.get(server, 0.0), t.end_s * scale.tdf)
+        head["servers"] = {s: expected / e if e > 0 else 0.0 for s, e in sorted(ends.items())}
+    return head
+
+
+def slowest_server(head: dict) -> str:
+    """``" (slowest server: NAME, P%)"`` for a probe of a fabric spread over servers, else ''."""
+    servers = head.get("servers") or {}
+    if not servers:
+        return ""
+    name = min(servers, key=servers.get)
+    return f" (slowest server: {name}, {servers[name]:.0%})"
 
 
 @dataclass
@@ -149,7 +168,7 @@ class Calibration:
         """One line: the requested rate misses the target here, and the rate that does not."""
         asked = next(p for p in self.probes if p["link_mbps"] == self.requested)
         return (f"emulation.link_mbps: {self.requested:g} Mbit/s reached {asked['efficiency']:.0%} of link rate "
-                f"under full load on this machine (target {self.target:.0%}); {self.link_mbps:g} Mbit/s reached "
+                f"under full load on this machine{slowest_server(asked)} (target {self.target:.0%}); {self.link_mbps:g} Mbit/s reached "
                 f"{self.chosen['efficiency']:.0%}: set emulation.link_mbps: {self.link_mbps:g} (or auto)")
 
     def to_json(self) -> dict:
@@ -193,8 +212,8 @@ def calibrate(emu: EmulatedFabric, requested: float | None, byte_scale: float, r
         nxt = _next_rate(rate, head["efficiency"], target)
         if nxt < MIN_MBPS:
             raise CalibrationError(
-                f"the headroom probe reached only {head['efficiency']:.0%} of link rate at {rate:g} Mbit/s per link "
-                f"(target {target:.0%}); this machine cannot carry {emu.fabric.gpus} GPUs faithfully")
+                f"the headroom probe reached only {head['efficiency']:.0%} of link rate at {rate:g} Mbit/s per link"
+                f"{slowest_server(head)} (target {target:.0%}); this machine cannot carry {emu.fabric.gpus} GPUs faithfully")
         rate = nxt
 
 

@@ -108,3 +108,17 @@ def take() -> Census:
         tmp_files=frozenset(os.listdir(tempfile.gettempdir())),
         fds=frozenset(fds),
     )
+
+
+def main() -> int:
+    """``python -m emulation.emulator.census``: print this machine's (or server's) census as JSON
+    (``{field: [sorted names]}``), which the cluster tests take on every server."""
+    import json
+
+    c = take()
+    print(json.dumps({f.name: sorted(getattr(c, f.name)) for f in fields(c)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

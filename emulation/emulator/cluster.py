@@ -232,6 +232,8 @@ def fabric_cluster(cluster: Cluster, topo, **kwargs):
     where = {n: placer.place(n) for n in topo.nodes()}
     for n in topo.nodes():
         topo.nodeInfo(n)["server"] = where[n]
+        if cluster.sites[where[n]].remote:  # the server's one multiplexed ssh connection
+            topo.nodeInfo(n)["controlPath"] = cluster.sites[where[n]].control_path
     link_cls = kwargs["link"]
     for a, b, info in topo.links(withKeys=False, withInfo=True):
         if where[a] != where[b]:

@@ -141,7 +141,8 @@ def _sshd_config(s: LabServer) -> Path:
         "PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
         "UsePAM no", "StrictModes no", "UseDNS no", "PermitTunnel no", "X11Forwarding no",
         "MaxSessions 200", "MaxStartups 200:30:400", "AcceptEnv OCSLAB_RUN", "LogLevel ERROR",
-        f"SetEnv OVS_RUNDIR={s.run_dir} OVS_DBDIR={s.run_dir} OVS_LOGDIR={s.run_dir} "
+        # HOME: a clean one, so that root's shell rc files (bash reads ~/.bashrc under sshd) stay out
+        f"SetEnv HOME={s.run_dir} OVS_RUNDIR={s.run_dir} OVS_DBDIR={s.run_dir} OVS_LOGDIR={s.run_dir} "
         f"OCSLAB_REGISTRY_DIR={s.run_dir}/registry OCSLAB_SERVER={s.name}",
     ]) + "\n")
     return conf
@@ -225,13 +226,17 @@ def lab_up(names: list[str], pin: bool = True) -> list[LabServer]:
             servers.append(LabServer(n, f"{SUBNET}.{k + 1}", f"{PREFIX}{n}", f"{PREFIX}{n}", str(RUN_ROOT / n)))
     _save(servers)
     cores = os.cpu_count() or 1
-    for k, s in enumerate(servers):
-        if s.name in names:
-            _start(s, k % cores if pin and cores > 1 else None)
-    _write_ssh_config(servers)
-    for s in servers:
-        if s.name in names and not poll_until(lambda: reachable(s.name) is None, 20.0, interval_s=0.2):
-            raise LabError(f"server {s.name}: {reachable(s.name)}")
+    try:
+        for k, s in enumerate(servers):
+            if s.name in names:
+                _start(s, k % cores if pin and cores > 1 else None)
+        _write_ssh_config(servers)
+        for s in servers:
+            if s.name in names and not poll_until(lambda: reachable(s.name) is None, 20.0, interval_s=0.2):
+                raise LabError(f"server {s.name}: {reachable(s.name)}")
+    except LabError:
+        lab_down([n for n in names if n not in known])  # nothing half-made stays
+        raise
     return [s for s in servers if s.name in names]
 
 
@@ -249,12 +254,15 @@ def _end(pid: int | None) -> None:
             pass
 
 
-def lab_down() -> list[str]:
-    """End every lab server (its sshd, ovs-vswitchd and ovsdb-server, by pid), delete its
-    namespace, underlay link and run directory, then the underlay bridge. One line per thing
-    removed."""
+def lab_down(names: list[str] | None = None) -> list[str]:
+    """End the lab servers ``names`` (None: every one): their sshd, ovs-vswitchd and
+    ovsdb-server, by pid; delete their namespaces, underlay links and run directories, and the
+    underlay bridge once no server is left. One line per thing removed."""
     done = []
-    for s in lab_servers():
+    servers = lab_servers()
+    for s in servers:
+        if names is not None and s.name not in names:
+            continue
         for d in ("sshd", "ovs-vswitchd", "ovsdb-server"):
             pid = s.pid(d)
             if pid is not None and Path(f"/proc/{pid}").exists():
@@ -266,6 +274,11 @@ def lab_down() -> list[str]:
             subprocess.run(["ip", "netns", "del", s.netns], capture_output=True)
             done.append(f"server {s.name}: namespace {s.netns}")
         shutil.rmtree(s.run_dir, ignore_errors=True)
+    kept = [s for s in servers if names is not None and s.name not in names]
+    if kept:
+        _save(kept)
+        _write_ssh_config(kept)
+        return done
     if Path("/sys/class/net", BRIDGE).exists():
         subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
         done.append(f"underlay bridge {BRIDGE}")

@@ -39,13 +39,14 @@ class Site:
     """Where commands for one server's root namespace run: this machine (``name`` is
     ``localhost``) or a server over ssh (``config``: ssh client configuration, ``-F``). Over ssh
     the connection is multiplexed (a ControlMaster per run, ended by :meth:`close`), so a
-    command costs a few milliseconds."""
+    command costs a few milliseconds (the Mininet nodes on that server share it:
+    :attr:`control_path`)."""
 
     def __init__(self, name: str, config: Path | None = None, control_dir: Path | None = None):
         self.name = name
         self.config = config
         self.remote = name != "localhost"
-        self._control = str((control_dir or Path("/run/ocslab")) / f"ssh-{os.getpid()}-{name}")
+        self.control_path = str((control_dir or Path("/run/ocslab")) / f"ssh-{os.getpid()}-{name}")
         self._lock: subprocess.Popen | None = None
 
     def ssh(self) -> list[str]:
@@ -53,7 +54,7 @@ class Site:
         if not self.remote:
             return []
         return ["ssh", *(["-F", str(self.config)] if self.config else []), "-o", "BatchMode=yes",
-                "-o", "ControlMaster=auto", "-o", f"ControlPath={self._control}", "-o", "ControlPersist=600",
+                "-o", "ControlMaster=auto", "-o", f"ControlPath={self.control_path}", "-o", "ControlPersist=600",
                 self.name]
 
     def run(self, args: list[str], timeout: float = 30.0, input: str | None = None) -> Result:
@@ -122,7 +123,7 @@ class Site:
     def close(self) -> None:
         """Release the lock and end the multiplexed ssh connection (if any)."""
         self.release_lock()
-        if self.remote and Path(self._control).exists():
+        if self.remote and Path(self.control_path).exists():
             subprocess.run([*self.ssh()[:-1], "-O", "exit", self.name], capture_output=True, timeout=10)
 
 
