@@ -55,7 +55,7 @@ class Failed(RuntimeError):
 REFUSALS = ("Refused", "ScenarioError", "BackendError", "HeadroomError", "MachineBusy", "MachineUnfit",
             "Busy", "CompareError")
 #: Exceptions of the backends that end a started job: exit status 1.
-FAILURES = ("Failed", "EmulationError", "ControllerError", "SimulationError", "TeError", "SolverError")
+FAILURES = ("Failed", "EmulationError", "ControllerError", "SimulationError", "TeError", "SolverError", "ClusterError")
 
 
 def _named(e: BaseException, names: tuple[str, ...]) -> bool:

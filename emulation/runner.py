@@ -151,6 +151,7 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
     from emulation.emulator.controller_client import ControllerError
     from emulation.emulator.execute import execute
     from emulation.emulator.net import EmulationError
+    from emulation.emulator.sites import ClusterError
 
     em = exp.emulation
     runs: list[RunResult] = []
@@ -171,7 +172,7 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
                 warning = frame_warning(run, runs[-1].byte_scale, em.mtu)
                 if warning:
                     meta["warnings"].append(warning)
-        except (EmulationError, ControllerError, KeyboardInterrupt) as e:
+        except (EmulationError, ControllerError, ClusterError, KeyboardInterrupt) as e:
             # what was measured so far, marked incomplete, then the teardown and the error
             error = str(e) if not isinstance(e, KeyboardInterrupt) else "interrupted"
             partial = collective_envelope(exp, "mininet", runs, {**_measured(meta, emu, scale), "complete": False,
@@ -284,7 +285,7 @@ def cluster_of(em):
     if config is None and set(em.servers) <= {s.name for s in server_lab.lab_servers()}:
         config = str(server_lab.ssh_config())
     try:
-        return Cluster(list(em.servers), Path(config) if config else None)
+        return Cluster(list(em.servers), Path(config).expanduser().resolve() if config else None)
     except ClusterError as e:
         raise MachineUnfit(f"emulation.{e}") from None
 

@@ -85,6 +85,14 @@ def test_a_bad_lab_server_name_is_refused_before_anything_is_made():
         server_lab.lab_up(["x1", "x1"])
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="ocslab servers needs root")
+@pytest.mark.parametrize("args, words", [(["up"], "name at least one server"), (["down", "x"], "takes no names"),
+                                         (["up", "Bad"], "not a server name")])
+def test_ocslab_servers_refuses_bad_arguments_in_one_line(args, words):
+    r = _ocslab("servers", *args, timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and words in r.stderr, r.stderr
+
+
 # ---- on packets, through the cluster edition ---------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,12 @@ a ``MininetCluster``:
 - **Nodes**: hosts are ``RemoteHost`` and bridges ``RemoteOVSSwitch`` (userspace datapath, one
   batch of ``ovs-vsctl`` per server), driven over ssh with the cluster's ssh configuration.
 - **Links**: within a server as on one machine (veths; the OCS-to-NIC direction an Open vSwitch
-  patch port). Between servers, every fibre direction is a tunnel: :class:`VxlanLink`, the
-  cluster edition's ``RemoteGRELink`` with a VXLAN device in place of ``gretap`` (this kernel
-  has the ``vxlan`` driver and not ``ip_gre``), one VNI per tunnel, the fabric MTU carried whole
-  (the underlay must take MTU + 50 bytes). The NIC end of a tunnel is shaped like any fabric
-  port; the OCS-to-NIC tunnel, which stands for a patch port, is not.
+  patch port). Between servers, every fibre direction is a tunnel: ``VxlanLink``, a
+  ``RemoteLink`` that follows the cluster edition's ``RemoteGRELink`` with a VXLAN device in
+  place of ``gretap`` (this kernel has the ``vxlan`` driver and not ``ip_gre``), one VNI per
+  tunnel, the fabric MTU carried whole (the underlay must take MTU + 50 bytes). A tunnel is
+  shaped as the link it replaces: the NIC-to-OCS direction at its NIC end, at the port rate;
+  the OCS-to-NIC direction (a patch port on one machine) not at its OCS end.
 - **Controller**: one, on this machine, listening on the address this machine reaches the
   servers from (:attr:`Cluster.controller_ip`); every server's bridges connect to it.
 - **Commands per server** (:class:`Site`): shaping, drop counters, health checks, datapath
@@ -40,7 +41,7 @@ import subprocess
 from pathlib import Path
 
 from emulation import dataplane as dpn
-from emulation.emulator.sites import LOCAL, ClusterError, Site
+from emulation.emulator.sites import LOCAL, MARKER, ClusterError, Site
 
 #: UDP port of every VXLAN tunnel (IANA's).
 VXLAN_PORT = 4789
@@ -60,6 +61,9 @@ class Cluster:
             raise ClusterError("servers: name at least one server")
         if len(set(servers)) != len(servers):
             raise ClusterError("servers: a server is named twice")
+        if "localhost" in servers and len(servers) > 1:
+            raise ClusterError("servers: localhost cannot be mixed with other servers (its tunnels and the "
+                               "controller need an address the others reach); name this machine by that address")
         self.servers = list(servers)
         self.ssh_config = Path(ssh_config) if ssh_config else None
         self.sites = {s: Site(s, self.ssh_config) if s != "localhost" else LOCAL for s in self.servers}
@@ -69,10 +73,13 @@ class Cluster:
     def _ip(self, server: str) -> str:
         if server == "localhost":
             return "127.0.0.1"
-        r = subprocess.run(["ssh", *(["-F", str(self.ssh_config)] if self.ssh_config else []), "-G", server],
-                           capture_output=True, text=True, timeout=10)
-        host = next((line.split()[1] for line in r.stdout.splitlines() if line.startswith("hostname ")), server)
-        r = subprocess.run(["getent", "ahostsv4", host], capture_output=True, text=True, timeout=10)
+        try:
+            r = subprocess.run(["ssh", *(["-F", str(self.ssh_config)] if self.ssh_config else []), "-G", server],
+                               capture_output=True, text=True, timeout=10)
+            host = next((line.split()[1] for line in r.stdout.splitlines() if line.startswith("hostname ")), server)
+            r = subprocess.run(["getent", "ahostsv4", host], capture_output=True, text=True, timeout=10)
+        except subprocess.TimeoutExpired:
+            raise ClusterError(f"servers: resolving {server!r} took over 10 s") from None
         if not r.stdout.split():
             raise ClusterError(f"servers: {server!r} does not resolve to an IPv4 address (ssh -G gives {host!r})")
         return r.stdout.split()[0]
@@ -137,7 +144,10 @@ def FabricPlacer(servers: list[str], hosts: list[str], **kwargs):
     cluster = _mininet_cluster()
 
     class _FabricPlacer(cluster.Placer):
+        """The placement above, as the cluster edition's ``Placer`` interface."""
+
         def place(self, node: str) -> str:
+            """The server of ``node`` (a host name of ``hosts``, or an ``ocl-`` bridge name)."""
             kind = dpn.node_kind(node) if node.startswith(dpn.PREFIX) else ("g" if node in self.hosts else None)
             n = len(self.hosts)
             if kind == "n" or node in self.hosts:
@@ -153,16 +163,22 @@ def remote_classes(cluster: Cluster, datapath: str, mtu: int):
     ``cluster``'s ssh configuration; the switch on ``datapath``, tunnels carrying ``mtu``."""
     mc = _mininet_cluster()
     base = ["ssh", "-q", *(["-F", str(cluster.ssh_config)] if cluster.ssh_config else []),
-            "-o", "BatchMode=yes", "-tt"]
+            "-o", "BatchMode=yes", "-o", f"SendEnv={MARKER}", "-tt"]
     ips = cluster.ips
 
     class Host(mc.RemoteHost):
+        """A GPU host on its server."""
+
         sshbase = base
 
     class Node(mc.RemoteNode):
+        """A shell in a server's root namespace."""
+
         sshbase = base
 
     class Switch(mc.RemoteOVSSwitch):
+        """A bridge (NIC, OCS or EPS) on its server's Open vSwitch."""
+
         sshbase = base
 
         def __init__(self, *args, **kwargs):
@@ -186,7 +202,12 @@ def remote_classes(cluster: Cluster, datapath: str, mtu: int):
             return switches
 
     class VxlanLink(mc.RemoteLink):
-        """The cluster edition's GRE link with a VXLAN device (module doc)."""
+        """A link that is a veth pair within a server and a VXLAN tunnel between servers: the
+        cluster edition's ``RemoteGRELink`` (whose ``makeTunnel`` and ``stop`` this follows)
+        with a ``vxlan`` device in place of ``gretap`` (module doc).
+
+        :raises ClusterError: a server refused the tunnel device.
+        """
 
         VNI = itertools.count(1)
 
@@ -240,6 +261,8 @@ def fabric_cluster(cluster: Cluster, topo, **kwargs):
             info["cls"] = link_cls
 
     class FabricCluster(mc.MininetCluster):
+        """``MininetCluster`` whose controller already listens where the servers reach it."""
+
         def addController(self, *args, **kw):  # noqa: N802 - Mininet's name
             return mc.Mininet.addController(self, *args, **kw)  # ours listens on the underlay already
 

@@ -5,7 +5,8 @@ those of :mod:`emulation.drops`).
 - ``dark`` and ``no_route``: the controller's lowest-priority rule on every bridge sends what
   no circuit or route takes to the bridge's own port, which is down, and Open vSwitch counts
   exactly what it drops there (``ovs-appctl dpctl/show -s``);
-- ``veth``: ``tx_dropped``/``rx_dropped`` of our root-namespace devices;
+- ``veth``: ``tx_dropped``/``rx_dropped`` of our root-namespace devices (on a fabric spread over
+  servers, also the UDP datagrams a server could not take: VXLAN frames lost between servers);
 - ``backlog``: ``/proc/net/softnet_stat``;
 - ``ovs_rx``: drops of Open vSwitch's receive packet sockets on our ports (``ss -f link -m``),
   and of the XDP sockets of ports polled over AF_XDP (:mod:`emulation.emulator.pmd`);
@@ -151,8 +152,8 @@ class DropCounters:
     def _one_per_machine(self) -> list[Site]:
         seen, out = set(), []
         for site in self._all_sites():
-            boot = site.read(["/proc/sys/kernel/random/boot_id"]).get("/proc/sys/kernel/random/boot_id", site.name)
-            if boot not in seen:
+            boot = site.read(["/proc/sys/kernel/random/boot_id"]).get("/proc/sys/kernel/random/boot_id")
+            if boot is None or boot not in seen:
                 seen.add(boot)
                 out.append(site)
         return out
@@ -183,6 +184,19 @@ class DropCounters:
                     total += int(text)
                 except ValueError:
                     pass
+        return total
+
+    def _tunnel_drops(self) -> int:
+        """UDP datagrams the servers' network stacks could not take (``/proc/net/snmp``:
+        ``InErrors``, which includes ``RcvbufErrors``): VXLAN frames lost between servers."""
+        total = 0
+        for site in self._all_sites():
+            if not site.remote:
+                continue
+            lines = [x.split() for x in site.read(["/proc/net/snmp"]).get("/proc/net/snmp", "").splitlines()
+                     if x.startswith("Udp:")]
+            if len(lines) >= 2 and "InErrors" in lines[0]:
+                total += int(lines[1][lines[0].index("InErrors")])
         return total
 
     def _softnet_drops(self) -> int:
@@ -262,7 +276,8 @@ class DropCounters:
         """Read every counter now."""
         tx, rx, unhandled = self._hosts()
         sunk, lost = self._datapath()
-        return Snapshot(time.monotonic(), self._qdisc_drops(), self._veth_drops(), self._softnet_drops(),
+        return Snapshot(time.monotonic(), self._qdisc_drops(), self._veth_drops() + self._tunnel_drops(),
+                        self._softnet_drops(),
                         self._ovs_socket_drops(), sunk, lost, tx, rx, unhandled)
 
     def quiet_snapshot(self, settle_s: float = 0.25, timeout_s: float = 5.0) -> Snapshot:

@@ -356,6 +356,7 @@ class EmulatedFabric(Lifecycle):
             raise MachineUnfit(f"--ofctl-rest: {ofctl_rest_unavailable(controller)}")
         self.caps = capabilities
         self.cluster = servers
+        self._claimed: set[str] = set()  # servers whose run lock this run holds
         self.pmd = False if servers is not None else pmd
         self._pmd_mask_set = False
         #: ``{server: socket record}`` of the servers' Open vSwitch sockets this run resized
@@ -389,18 +390,21 @@ class EmulatedFabric(Lifecycle):
         for p in self.children:
             stop_pid(p)
         self.children.clear()
-        if self.net is not None:
-            stop_net(self.net)
+        try:
+            if self.net is not None:
+                if self.cluster is not None:
+                    self._end_remote_agents()
+                stop_net(self.net)
+        finally:
             self.net = None
-        if self.registration is not None:  # never another run's bridges (same names)
-            self._delete_leftovers()
-        stop_pid(self.controller)
-        for server, record in self._remote_sockets.items():
-            self._sockets_remote(self.cluster.sites[server], ["restore", json.dumps(record)])
-        self._remote_sockets.clear()
-        if self.cluster is not None:
-            self.cluster.close()
-        self.controller = None
+            try:
+                if self.registration is not None:  # never another run's bridges (same names)
+                    self._delete_leftovers()
+            finally:
+                stop_pid(self.controller)
+                self.controller = None
+                if self.cluster is not None:
+                    self._release_servers()
         if self._pmd_mask_set:  # our ports are gone: give Open vSwitch its PMD core mask back
             pmd_ports.set_mask(self.registration.entry.pmd_mask[0])
             self._pmd_mask_set = False
@@ -454,14 +458,51 @@ class EmulatedFabric(Lifecycle):
         for site in self.cluster.sites.values():
             if not site.remote:
                 continue  # this machine: claimed above
-            refused = site.hold_lock()
-            if refused:
-                raise MachineBusy(refused)
-            left = site.run(remote_env([sys.executable, "-m", "emulation.emulator.registry", "leftovers"],
-                                       project_root(), {}), timeout=60)
+            try:
+                refused = site.hold_lock()
+                if refused:
+                    raise MachineBusy(refused)
+                left = site.run(remote_env([sys.executable, "-m", "emulation.emulator.registry", "leftovers"],
+                                           project_root(), {}), timeout=60)
+            except ClusterError as e:
+                raise MachineUnfit(str(e)) from None
+            if left.returncode:
+                raise MachineUnfit(f"server {site.name}: ocslab does not run there at {project_root()} "
+                                   f"({(left.stderr or left.stdout).strip()[-160:]})")
             if left.stdout.strip():
-                raise MachineBusy(f"server {site.name}: a killed ocslab run left {left.stdout.strip()} behind; "
-                                  "`ocslab clean` removes them (and nothing else)")
+                raise MachineBusy(f"server {site.name}: an ocslab run left {left.stdout.strip()} behind "
+                                  f"(`ocslab clean` on the machine that ran it, or on {site.name}, removes them)")
+            self._claimed.add(site.name)
+
+    def _end_remote_agents(self) -> None:
+        """End our run's processes left in our GPU hosts' namespaces on each server (an agent
+        whose local ssh client was stopped goes on there), the hosts' shells excepted, which
+        Mininet ends. Best effort: a server that cannot be reached is named in the log."""
+        hosts: dict[str, list[str]] = {}
+        for h in self.net.hosts:
+            if getattr(h, "isRemote", False) and h.pid:
+                hosts.setdefault(h.server, []).append(str(h.pid))
+        for server, pids in hosts.items():
+            try:
+                self.cluster.sites[server].run(remote_env(
+                    [sys.executable, "-m", "emulation.emulator.registry", "end", os.environ.get(registry.MARKER, ""),
+                     *pids], project_root(), {}))
+            except ClusterError as e:
+                log.warning("%s", e)
+
+    def _release_servers(self) -> None:
+        """At teardown: give each server's Open vSwitch its socket sizes back, release the
+        locks and end the ssh connections. Best effort: a server that cannot be reached is named
+        in the log."""
+        for server, site in self.cluster.sites.items():
+            if site.remote and server in self._claimed:
+                try:
+                    if server in self._remote_sockets:
+                        self._sockets_remote(site, ["restore", json.dumps(self._remote_sockets[server])])
+                except (ClusterError, EmulationError) as e:
+                    log.warning("%s", e)
+        self._remote_sockets.clear()
+        self.cluster.close()
 
     def site_of(self, node_name: str) -> Site:
         """Where commands for node ``node_name``'s root namespace run (this machine unless the
@@ -544,7 +585,8 @@ class EmulatedFabric(Lifecycle):
         if self.cluster is not None:
             from emulation.emulator.cluster import FabricPlacer, fabric_cluster, remote_classes
 
-            host, switch, link, _ = remote_classes(self.cluster, self.caps.datapath, self.mtu)
+            # the servers' Open vSwitch: the userspace datapath (our socket sizing and counters expect it)
+            host, switch, link, _ = remote_classes(self.cluster, "user", self.mtu)
             self.net = fabric_cluster(self.cluster, topo, build=False, controller=None, autoSetMacs=False,
                                       autoStaticArp=False, host=host, switch=partial(switch, batch=True), link=link,
                                       placement=FabricPlacer)
@@ -710,7 +752,13 @@ class EmulatedFabric(Lifecycle):
         """Delete any of our bridges that survived ``net.stop()`` (e.g. a build that failed
         half-way). Only names this fabric owns."""
         for b in bridge_names(self.fabric):
-            self.site_of(b).run(["ovs-vsctl", "--if-exists", "del-br", b])
+            site = self.site_of(b)
+            if site.remote and site.name not in self._claimed:
+                continue  # a server this run did not take: its bridges may be another run's
+            try:
+                site.run(["ovs-vsctl", "--timeout=30", "--if-exists", "del-br", b], timeout=60)
+            except ClusterError as e:
+                log.warning("%s (its bridge %s is left; ocslab clean removes it)", e, b)
 
     # ---- use ------------------------------------------------------------------------------
     def set_link_mbps(self, mbps: float) -> None:
@@ -856,7 +904,8 @@ class EmulatedFabric(Lifecycle):
             host = self.host(gpu)
             if getattr(host, "isRemote", False):  # ssh passes neither the directory nor the environment
                 wrapped = remote_env(args, str(cwd or project_root()), env or {})
-                p = host.popen([shlex.quote(a) for a in wrapped], stdout=fh, stderr=subprocess.STDOUT)
+                p = host.popen([shlex.quote(a) for a in wrapped], stdout=fh, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL)
             else:
                 p = host.popen(args, stdout=fh, stderr=subprocess.STDOUT, cwd=str(cwd or project_root()),
                                env={**os.environ, **(env or {})})

@@ -270,13 +270,15 @@ def clean() -> list[str]:
     """
     hold = _take_lock("an ocslab emulation is running: {who}; nothing removed")
     try:
-        expired = [f"run record of {e.describe()} (written in an earlier boot)" for e in drop_expired()]
+        dropped = drop_expired()
         left = leftovers()
-        done = expired + _remove(left)
+        done = [f"run record of {e.describe()} (written in an earlier boot)" for e in dropped] + _remove(left)
+        # then every server of those runs, this machine's lock still held (no run starts meanwhile);
+        # their ssh connections and lock holders ended with this machine's leftovers
+        for e in [*dropped, *left.entries]:
+            done += _clean_servers(e.servers)
     finally:
         hold.close()
-    for e in left.entries:  # after this machine's: their ssh connections (and lock holders) are gone
-        done += _clean_servers(e.servers)
     return done
 
 
@@ -300,6 +302,30 @@ def _clean_servers(servers: dict) -> list[str]:
             site.close()
         out += [f"server {name}: {line}" for line in lines]
     return out
+
+
+def end(run_id: str, host_pids: list[int]) -> list[int]:
+    """End (SIGKILL) the processes of run ``run_id`` in the network namespaces of the processes
+    ``host_pids`` (a run's GPU hosts on this server), those processes themselves excepted, and
+    return their pids: what a run's teardown leaves running on a server when it stops only the
+    local ssh client of a remote agent."""
+    spaces = set()
+    for pid in host_pids:
+        try:
+            spaces.add(os.readlink(f"/proc/{pid}/ns/net"))
+        except OSError:
+            pass
+    ended = []
+    for pid, run in marked_processes().items():
+        if run != run_id or pid in host_pids or pid == os.getpid():
+            continue
+        try:
+            if os.readlink(f"/proc/{pid}/ns/net") in spaces:
+                os.kill(pid, signal.SIGKILL)
+                ended.append(pid)
+        except OSError:
+            pass
+    return ended
 
 
 def hold(run_id: str) -> int:
@@ -327,9 +353,10 @@ def hold(run_id: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m emulation.emulator.registry leftovers | clean | hold RUN_ID``: what a server of
-    a fabric spread over servers is asked (module doc). ``leftovers`` prints a summary (nothing
-    if none), ``clean`` the JSON list of what it removed."""
+    """``python -m emulation.emulator.registry leftovers | clean | hold RUN_ID | end RUN_ID PID...``:
+    what a server of a fabric spread over servers is asked (module doc). ``leftovers`` prints a
+    summary (nothing if none), ``clean`` the JSON list of what it removed, ``end`` that of the
+    pids it ended (:func:`end`)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["leftovers"]:
         left = leftovers(own=os.environ.get(MARKER))
@@ -344,7 +371,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args[:1] == ["hold"] and len(args) == 2:
         return hold(args[1])
-    print("usage: python -m emulation.emulator.registry leftovers | clean | hold RUN_ID", file=sys.stderr)
+    if args[:1] == ["end"] and len(args) >= 2 and all(a.isdigit() for a in args[2:]):
+        print(json.dumps(end(args[1], [int(a) for a in args[2:]])))
+        return 0
+    print("usage: python -m emulation.emulator.registry leftovers | clean | hold RUN_ID | end RUN_ID PID...",
+          file=sys.stderr)
     return 2
 
 

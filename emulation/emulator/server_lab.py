@@ -91,7 +91,12 @@ class LabServer:
 
 def _run(args: list[str], what: str, netns: str | None = None, env: dict | None = None) -> str:
     cmd = (["ip", "netns", "exec", netns] if netns else []) + args
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})})
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})})
+    except FileNotFoundError:
+        raise LabError(f"{what}: {cmd[0]} is not installed (make setup installs openssh-server)") from None
+    except subprocess.TimeoutExpired:
+        raise LabError(f"{what}: `{' '.join(cmd)}` did not finish in 60 s") from None
     if r.returncode != 0:
         raise LabError(f"{what}: `{' '.join(cmd)}` failed: {(r.stderr or r.stdout).strip()[:200]}")
     return r.stdout
@@ -123,7 +128,10 @@ def _write_ssh_config(servers: list[LabServer]) -> None:
     known = []
     lines = ["# ssh -F this file: the ocslab lab's servers (ocslab servers up)"]
     for s in servers:
-        key = Path(s.run_dir, "ssh_host_ed25519_key.pub").read_text().split()
+        try:
+            key = Path(s.run_dir, "ssh_host_ed25519_key.pub").read_text().split()
+        except OSError:
+            continue  # its run directory is gone (a reboot): ocslab servers up makes it again
         known.append(f"{s.ip} {key[0]} {key[1]}")
         lines += [f"Host {s.name} {s.ip}", f"  HostName {s.ip}"]
     lines += ["Host *", "  User root", f"  IdentityFile {d / 'id_ed25519'}", "  IdentitiesOnly yes",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shlex
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from pathlib import Path
 
 #: Environment variable naming the run a process belongs to.
 MARKER = "OCSLAB_RUN"
+#: How long a server has to answer that it holds its run lock (s).
+LOCK_TIMEOUT_S = 30.0
 #: Where ocslab is, here and on every server (the same path: agents run from it).
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -54,6 +57,7 @@ class Site:
         if not self.remote:
             return []
         return ["ssh", *(["-F", str(self.config)] if self.config else []), "-o", "BatchMode=yes",
+                "-o", f"SendEnv={MARKER}",
                 "-o", "ControlMaster=auto", "-o", f"ControlPath={self.control_path}", "-o", "ControlPersist=600",
                 self.name]
 
@@ -101,13 +105,21 @@ class Site:
                          PROJECT_ROOT, {})
         self._lock = subprocess.Popen([*self.ssh()[:-1], "-T", self.name, shlex.join(cmd)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self._lock.stdout.readline().strip()
+        ready, _, _ = select.select([self._lock.stdout], [], [], LOCK_TIMEOUT_S)
+        line = self._lock.stdout.readline().strip() if ready else ""
         if line == "held":
             return None
-        err = self._lock.stderr.read().strip() if self._lock.poll() is not None else ""
+        err = ""
+        if ready:  # it answered otherwise, or exited
+            try:
+                self._lock.wait(5)
+                err = self._lock.stderr.read().strip()
+            except subprocess.TimeoutExpired:
+                pass
         self.release_lock()
         return (f"server {self.name}: another ocslab emulation holds it" if line == "busy"
-                else f"server {self.name}: the run lock could not be taken ({err[:160] or 'no answer'})")
+                else f"server {self.name}: the run lock could not be taken "
+                     f"({err[-160:] or f'no answer in {LOCK_TIMEOUT_S:g} s'})")
 
     def release_lock(self) -> None:
         """Let the lock holder exit (its stdin closes) and reap it."""
@@ -118,6 +130,8 @@ class Site:
             except (OSError, subprocess.TimeoutExpired):
                 self._lock.kill()
                 self._lock.wait()
+            for f in (self._lock.stdout, self._lock.stderr):
+                f.close()
             self._lock = None
 
     def close(self) -> None:

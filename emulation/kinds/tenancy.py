@@ -93,7 +93,8 @@ class TenancyScenario(NamedScenario):
     @model_validator(mode="before")
     @classmethod
     def _emulation(cls, data):
-        return EmulationSpec.defaulted(data, byte_scale=0.001)
+        # a fabric spread over servers runs collective scenarios only
+        return EmulationSpec.defaulted(data, set(EmulationSpec.model_fields) - {"servers", "ssh_config"}, byte_scale=0.001)
 
     @model_validator(mode="after")
     def _kind(self):

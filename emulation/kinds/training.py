@@ -70,6 +70,8 @@ class TrainingScenario(NamedScenario):
         f = self.fabric
         if f.topology != "rack":
             raise ValueError(f"fabric.topology: a training scenario runs on a rack, not {f.topology}")
+        if self.emulation.servers:
+            raise ValueError("emulation.servers: a fabric spread over servers runs collective scenarios only")
         if self.emulation.link_mbps == "auto":
             raise ValueError("emulation.link_mbps: a training scenario needs a rate in Mbit/s (the headroom probe "
                              "measures links, not the torch job's computation, so auto is not offered here)")
