@@ -329,7 +329,8 @@ class EmulatedFabric(Lifecycle):
         (:mod:`emulation.emulator.cluster`); None: all on this machine. No PMD ports there.
     :param pmd: poll the GPUs' own links with a PMD thread over AF_XDP, on a core of its own
         (:mod:`emulation.emulator.pmd`); None: wherever this machine can (the userspace datapath,
-        ``afxdp`` ports, two cores or more) and the MTU is 1500. :attr:`pmd` says whether it is.
+        ``afxdp`` ports, two cores or more), the MTU is 1500 and the fabric has at least
+        :data:`~emulation.emulator.pmd.PMD_MIN_GPUS` GPUs. :attr:`pmd` says whether it is.
     :raises MachineBusy: another emulation is running, or a killed one left state behind.
     :raises MachineUnfit: ``ofctl_rest`` asked on a framework without it, or on a port in use.
     :raises EmulationError: not root, Open vSwitch not running, the controller did not start,
@@ -429,7 +430,8 @@ class EmulatedFabric(Lifecycle):
         self.client.wait_ready(timeout=60)
         log.info("every switch connected to the controller")
         if self.pmd is None:
-            self.pmd = self.caps.afxdp and self.mtu <= pmd_ports.MAX_MTU
+            self.pmd = (self.caps.afxdp and self.mtu <= pmd_ports.MAX_MTU
+                        and self.fabric.gpus >= pmd_ports.PMD_MIN_GPUS)
         if self.cluster is not None:
             self._size_server_sockets()
             return

@@ -39,6 +39,14 @@ from emulation.poll import wait_until
 #: The largest MTU (bytes) whose frames fit an AF_XDP frame in Open vSwitch (4 KiB buffers):
 #: only the standard MTU is used.
 MAX_MTU = dpn.MTU
+#: Fabrics of at most this many GPUs keep packet sockets by default: they calibrate to the same
+#: rate either way, and the PMD thread, busy-polling a core of two, leaves the agents and the
+#: controller one core, so steps start late. Measured 2026-11-27, 3 runs each, idle machine: the
+#: demo (8 GPUs) at 10 Mbit/s either way, RHD with circuits at 25 MiB +3.4 to +4.8% off the flow
+#: backend with the PMD thread, +2.1 to +2.4% without; ring16 (16 GPUs) at 5 Mbit/s either way,
+#: +2.9 to +3.3% with it, +2.2 to +2.6% without. Above it the PMD thread buys the rate (32 GPUs:
+#: 10 Mbit/s against 2.5, docs/emulator.md).
+PMD_MIN_GPUS = 17
 
 
 class PmdError(RuntimeError):
