@@ -253,11 +253,14 @@ class FabricSession:
         """Start capturing the OCS inputs (or the comma-separated ``ports``) with wire probes
         (:func:`emulation.runner.start_capture`).
 
-        :raises SessionError: a capture runs already, or this session captured once."""
+        :raises SessionError: a capture runs already, this session captured once, or the fabric
+            is spread over servers."""
         from emulation.runner import start_capture
 
         if self.capture is not None:
             raise SessionError("capture: already capturing (capture stop first)")
+        if getattr(self.emu, "cluster", None) is not None:
+            raise SessionError("capture: captures are taken on one machine; not on a fabric spread over servers")
         if self._captured:
             raise SessionError(f"capture: this session captured into {self.out / 'emulation' / 'pcap'} already "
                                f"(one capture per session: leave and ocslab up again for another)")

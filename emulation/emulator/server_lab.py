@@ -8,8 +8,8 @@ Each lab server is what a real server of Mininet's cluster edition is, reached t
   ``10.250.0.<k+1>``), MTU :data:`UNDERLAY_MTU` so that a VXLAN tunnel carries 1500- and
   9000-byte fabric frames whole;
 - its own **sshd** (this machine's ``/usr/sbin/sshd``, listening on the server's address only,
-  root by a key made for the lab, ``runs/servers/``), so every command ocslab runs there goes
-  through ssh exactly as it would to another machine;
+  root by a key made for the lab), so every command ocslab runs there goes through ssh exactly
+  as it would to another machine;
 - its own **Open vSwitch** (``ovsdb-server`` and ``ovs-vswitchd``, userspace datapath), whose
   run directory ``/run/ocslab/servers/<name>`` the sshd hands every session as ``OVS_RUNDIR``:
   ``ovs-vsctl``, ``ovs-ofctl`` and ``ovs-appctl`` run over ssh reach that server's switch.
@@ -19,7 +19,9 @@ The lab's names start with ``olab-``, not with ocslab's run prefix ``ocl-``: the
 machines that outlive runs, and ``ocslab clean`` (which removes what dead runs left) leaves them
 alone. ``ocslab servers up a b`` makes them (idempotent), ``ocslab servers down`` ends every
 process it started, by the pids in their pid files, and deletes its namespaces and links;
-``ocslab servers status`` lists them. A scenario then names them (``emulation.servers: [a, b]``)
+``ocslab servers status`` lists them. There is one lab per machine (its files are in
+:data:`RUN_ROOT`, gone at reboot with the servers themselves), whichever checkout of ocslab
+made it. A scenario then names them (``emulation.servers: [a, b]``)
 with the lab's ssh configuration (:func:`ssh_config`), which ocslab uses by default while the
 lab is up. Docs: docs/cluster.md.
 """
@@ -55,8 +57,10 @@ class LabError(RuntimeError):
 
 
 def lab_dir() -> Path:
-    """``runs/servers`` of the project: keys, ssh and sshd configuration, logs, ``lab.json``."""
-    return Path(__file__).resolve().parents[2] / "runs" / "servers"
+    """The lab's own files, one lab per machine whichever checkout made it: ``lab.json``, the
+    lab's key, ``authorized_keys``, ``known_hosts`` and ``ssh_config`` (:data:`RUN_ROOT`), beside
+    each server's run directory (its database, sockets, pid files, host key and logs)."""
+    return RUN_ROOT
 
 
 def ssh_config() -> Path:
