@@ -22,6 +22,7 @@ import pytest
 
 from emulation.emulator import census, server_lab
 from emulation.emulator.sites import Site, remote_env
+from emulation.poll import poll_until
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The test's own lab servers (a user's lab servers are left alone).
@@ -134,6 +135,17 @@ def _censuses() -> dict[str, dict[str, list[str]]]:
     return {n: _server_census(n) for n in NAMES}
 
 
+def _strays() -> dict[str, list[int]]:
+    """Processes living in each test server's namespace besides its three daemons (sshd
+    sessions, lock holders, shells): none once a run is gone."""
+    out = {}
+    for s in server_lab.lab_servers():
+        if s.name in NAMES:
+            daemons = {s.pid(d) for d in ("sshd", "ovsdb-server", "ovs-vswitchd")}
+            out[s.name] = [(p, census._cmdline(p)) for p in sorted(set(server_lab.processes_in(s.netns)) - daemons)]
+    return out
+
+
 def _scenario(path: Path, sizes: str, runs: str, emulation: str) -> None:
     path.write_text(f"""
 name: cluster
@@ -175,6 +187,7 @@ def test_a_fabric_spread_over_two_servers_runs_like_the_flow_model_and_leaves_ev
     assert len(dark) == 5 and all(10e-6 <= d <= 1.2 * 10e-6 + 0.002 / tdf for d in dark), dark
     assert _censuses() == before
     assert census.take().diff(here) == {}
+    assert poll_until(lambda: not any(_strays().values()), 5.0), _strays()
 
 
 @pytest.mark.emulation
@@ -217,4 +230,28 @@ def test_a_sigkilled_cluster_run_is_removed_from_every_server_by_ocslab_clean(ru
     assert f"removed server {NAMES[1]}: bridge ocl-n7" in cleaned.stdout
     assert _censuses() == before
     assert census.take().diff(here) == {}
+    assert poll_until(lambda: not any(_strays().values()), 5.0), _strays()
     assert _ocslab("clean").stdout.strip() == "clean: nothing of ocslab's was left behind"
+
+
+@pytest.mark.emulation
+def test_a_server_lock_is_held_for_the_life_of_the_runs_ssh_connection(lab, monkeypatch):
+    """Each server's run lock (the abstract socket of its network namespace) is held by a process
+    there for as long as the run's ssh connection lasts: a second holder is refused, and the lock
+    is free again once the first connection closes."""
+    monkeypatch.setenv("OCSLAB_RUN", "test-lock-1")
+    first, second, other = (Site(n, server_lab.ssh_config()) for n in (NAMES[0], NAMES[0], NAMES[1]))
+    try:
+        assert first.hold_lock() is None
+        refused = second.hold_lock()
+        assert refused is not None and "another ocslab emulation holds it" in refused and NAMES[0] in refused
+        assert other.hold_lock() is None  # the other server is free
+        first.release_lock()
+        assert second.hold_lock() is None
+    finally:
+        for site in (first, second, other):
+            site.close()
+    from emulation.emulator.registry import marked_processes
+
+    left = {p: Path(f"/proc/{p}/cmdline").read_bytes() for p, r in marked_processes().items() if r == "test-lock-1"}
+    assert not left, left  # holders and ssh connections all ended

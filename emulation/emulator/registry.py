@@ -273,12 +273,30 @@ def clean() -> list[str]:
         dropped = drop_expired()
         left = leftovers()
         done = [f"run record of {e.describe()} (written in an earlier boot)" for e in dropped] + _remove(left)
+        done += _end_ssh_masters()
         # then every server of those runs, this machine's lock still held (no run starts meanwhile);
         # their ssh connections and lock holders ended with this machine's leftovers
         for e in [*dropped, *left.entries]:
             done += _clean_servers(e.servers)
     finally:
         hold.close()
+    return done
+
+
+def _end_ssh_masters() -> list[str]:
+    """Ask every multiplexed ssh connection a dead run left (its control socket
+    ``/run/ocslab/ssh-<pid>-<server>``, :class:`emulation.emulator.sites.Site`) to exit. A master
+    rewrites its own environment (its process title), so the run marker cannot find it; its
+    socket's name says whose it was."""
+    done = []
+    for sock in sorted(REGISTRY_DIR.glob("ssh-*-*")) if REGISTRY_DIR.is_dir() else []:
+        pid = sock.name.split("-")[1]
+        if pid.isdigit() and _start_time(int(pid)) is not None:
+            continue  # its run is alive
+        subprocess.run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "ocslab-master"], capture_output=True,
+                       timeout=10)
+        sock.unlink(missing_ok=True)
+        done.append(f"ssh connection {sock.name}")
     return done
 
 

@@ -266,10 +266,29 @@ def _end(pid: int | None) -> None:
             pass
 
 
+def processes_in(netns: str) -> list[int]:
+    """Pids of the processes living in network namespace ``netns`` (a lab server's: the lab made
+    it, so what lives there is the lab's)."""
+    try:
+        inode = os.stat(f"/run/netns/{netns}").st_ino
+    except OSError:
+        return []
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if os.stat(d / "ns" / "net").st_ino == inode:
+                    out.append(int(d.name))
+            except OSError:
+                pass
+    return out
+
+
 def lab_down(names: list[str] | None = None) -> list[str]:
     """End the lab servers ``names`` (None: every one): their sshd, ovs-vswitchd and
-    ovsdb-server, by pid; delete their namespaces, underlay links and run directories, and the
-    underlay bridge once no server is left. One line per thing removed."""
+    ovsdb-server, by pid, then every process still living in their namespaces (sshd's sessions);
+    delete their namespaces, underlay links and run directories, and the underlay bridge once no
+    server is left. One line per thing removed."""
     done = []
     servers = lab_servers()
     for s in servers:
@@ -280,6 +299,9 @@ def lab_down(names: list[str] | None = None) -> list[str]:
             if pid is not None and Path(f"/proc/{pid}").exists():
                 _end(pid)
                 done.append(f"server {s.name}: {d} (pid {pid})")
+        for pid in processes_in(s.netns):  # its sshd's sessions, and anything else living there
+            _end(pid)
+            done.append(f"server {s.name}: process {pid}")
         if Path("/sys/class/net", s.veth).exists():
             subprocess.run(["ip", "link", "del", s.veth], capture_output=True)
         if Path("/run/netns", s.netns).exists():
@@ -299,4 +321,5 @@ def lab_down(names: list[str] | None = None) -> list[str]:
     return done
 
 
-__all__ = ["LabError", "LabServer", "lab_down", "lab_servers", "lab_up", "reachable", "ssh_args", "ssh_config"]
+__all__ = ["LabError", "LabServer", "lab_down", "lab_servers", "lab_up", "processes_in", "reachable", "ssh_args",
+           "ssh_config"]
