@@ -23,6 +23,7 @@ import pytest
 from emulation.emulator import census, server_lab
 from emulation.emulator.sites import Site, remote_env
 from emulation.poll import poll_until
+from emulation_probes import agents_running
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The test's own lab servers (a user's lab servers are left alone).
@@ -118,19 +119,6 @@ def _server_census(name: str) -> dict[str, list[str]]:
     return {k: c[k] for k in ("bridges", "ports", "interfaces", "qdiscs", "processes")}
 
 
-def _agents_running() -> bool:
-    """An agent of a run runs (on a lab server: its processes are this machine's)."""
-    from emulation.emulator.registry import marked_processes
-
-    for pid in marked_processes():
-        try:
-            if b"emulation.emulator.agent" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return True
-        except OSError:
-            pass
-    return False
-
-
 def _censuses() -> dict[str, dict[str, list[str]]]:
     return {n: _server_census(n) for n in NAMES}
 
@@ -212,7 +200,7 @@ def test_a_sigkilled_cluster_run_is_removed_from_every_server_by_ocslab_clean(ru
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     log = out / "emulation" / "ring-256MiB" / "agent-g7.log"
     deadline = time.monotonic() + 120
-    while not (log.exists() and _agents_running()):
+    while not (log.exists() and agents_running()):
         assert p.poll() is None, "the run ended before its agents started"
         assert time.monotonic() < deadline, "the run did not reach its agents"
         time.sleep(0.1)

@@ -27,6 +27,7 @@ from emulation.planners import make_plan
 from emulation.scale import Scale
 from emulation.workloads import build
 from topologies import ocs_star
+from emulation_probes import agents_running
 
 pytestmark = pytest.mark.emulation
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,18 +87,6 @@ def test_thirty_emulations_in_one_process_leave_nothing_behind(run_dir):
     assert census.take().diff(before) == {}
 
 
-def _agents_running() -> bool:
-    from emulation.emulator.registry import marked_processes
-
-    for pid in marked_processes():
-        try:
-            if b"emulation.emulator.agent" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return True
-        except OSError:
-            pass
-    return False
-
-
 def _write_long_scenario(path: Path) -> None:
     path.write_text("""
 name: long
@@ -112,7 +101,7 @@ def _wait_for_agents(p: subprocess.Popen, out: Path) -> None:
     """Until the run in ``out`` has its agents moving data (then 1 s more)."""
     log = out / "emulation" / "ring-256MiB" / "agent-g3.log"
     deadline = time.monotonic() + 90
-    while not (log.exists() and _agents_running()):
+    while not (log.exists() and agents_running()):
         assert p.poll() is None, "the run ended before its agents started"
         assert time.monotonic() < deadline, "the run did not reach its agents"
         time.sleep(0.1)
@@ -224,7 +213,7 @@ def _ring_in_a_thread(emu: EmulatedFabric, run_dir: Path, caught: dict, **kw) ->
     t = threading.Thread(target=run)
     t.start()
     deadline = time.monotonic() + 60
-    while not ((run_dir / "ring" / "agent-g3.log").exists() and _agents_running()):
+    while not ((run_dir / "ring" / "agent-g3.log").exists() and agents_running()):
         assert t.is_alive() and time.monotonic() < deadline, caught
         time.sleep(0.05)
     time.sleep(1.0)

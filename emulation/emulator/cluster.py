@@ -24,7 +24,8 @@ a ``MininetCluster``:
   flushes, socket sizing, leftovers and the run lock go to the server that holds the devices,
   over one multiplexed ssh connection per server.
 
-The cluster edition's own cleanup runs ``mn -c`` on every server; ocslab never calls it. Each
+The cluster edition's own cleanup (which would sweep every switch and process of Mininet on a
+server) is never called: ocslab removes only what its run made, by name and pid. Each
 server's run lock is held by a process on that server for as long as the run's ssh connection
 lasts (:meth:`Site.hold_lock`).
 
@@ -111,15 +112,10 @@ class Cluster:
             if "ovs" not in lines:
                 raise ClusterError(f"server {s}: Open vSwitch does not answer (ovs-vsctl show)")
 
-    def place(self, gpus: int) -> dict[str, str]:
-        """``{node name: server}`` for every node of an ``gpus``-GPU fabric (:class:`FabricPlacer`)."""
-        placer = FabricPlacer(servers=self.servers, hosts=[dpn.host_name(g) for g in range(gpus)])
-        return {name: placer.place(name) for name in
-                [*(dpn.host_name(g) for g in range(gpus)), *(dpn.nic_name(g) for g in range(gpus))]}
-
     def server_of(self, node_name: str, gpus: int) -> str:
-        """The server of a node (a GPU host, NIC, OCS or EPS bridge) of a ``gpus``-GPU fabric."""
-        return FabricPlacer(servers=self.servers, hosts=[dpn.host_name(g) for g in range(gpus)]).place(node_name)
+        """The server of a node (a GPU host, NIC, OCS or EPS bridge) of a ``gpus``-GPU fabric
+        (:func:`place_node`)."""
+        return place_node(node_name, self.servers, gpus)
 
     def close(self) -> None:
         """End every site's ssh connection and lock holder."""
@@ -137,29 +133,31 @@ def _mininet_cluster():
     return cluster
 
 
+def place_node(node: str, servers: list[str], gpus: int) -> str:
+    """The placement rule (module doc): GPU ``i`` (host ``g<i>``, NIC bridge ``ocl-n<i>``) on
+    ``servers[floor(i S / N)]`` of ``gpus`` = N GPUs, every other bridge on ``servers[0]``."""
+    kind = dpn.node_kind(node)
+    if kind in ("g", "n"):
+        return servers[dpn.node_index(node) * len(servers) // max(1, gpus)]
+    return servers[0]
+
+
 def FabricPlacer(servers: list[str], hosts: list[str], **kwargs):
-    """A cluster-edition ``Placer`` for ocslab fabrics (module doc): GPU ``i`` (host ``g<i>``,
-    NIC bridge ``ocl-n<i>``) on ``servers[floor(i S / N)]``, every other bridge on
-    ``servers[0]``."""
+    """:func:`place_node` as a cluster-edition ``Placer`` (``hosts``: the GPU hosts' names)."""
     cluster = _mininet_cluster()
 
     class _FabricPlacer(cluster.Placer):
-        """The placement above, as the cluster edition's ``Placer`` interface."""
+        """:func:`place_node` behind the cluster edition's ``Placer`` interface."""
 
         def place(self, node: str) -> str:
-            """The server of ``node`` (a host name of ``hosts``, or an ``ocl-`` bridge name)."""
-            kind = dpn.node_kind(node) if node.startswith(dpn.PREFIX) else ("g" if node in self.hosts else None)
-            n = len(self.hosts)
-            if kind == "n" or node in self.hosts:
-                i = dpn.node_index(node) if kind == "n" else self.hosts.index(node)
-                return self.servers[i * len(self.servers) // max(1, n)]
-            return self.servers[0]
+            """The server of ``node`` (a GPU host or an ``ocl-`` bridge name)."""
+            return place_node(node, self.servers, len(self.hosts))
 
     return _FabricPlacer(servers=servers, hosts=hosts, **kwargs)
 
 
 def remote_classes(cluster: Cluster, datapath: str, mtu: int):
-    """``(host, switch, link, node)`` classes of the cluster edition that reach the servers with
+    """``(host, switch, link)`` classes of the cluster edition that reach the servers with
     ``cluster``'s ssh configuration; the switch on ``datapath``, tunnels carrying ``mtu``."""
     mc = _mininet_cluster()
     base = ["ssh", "-q", *(["-F", str(cluster.ssh_config)] if cluster.ssh_config else []),
@@ -168,11 +166,6 @@ def remote_classes(cluster: Cluster, datapath: str, mtu: int):
 
     class Host(mc.RemoteHost):
         """A GPU host on its server."""
-
-        sshbase = base
-
-    class Node(mc.RemoteNode):
-        """A shell in a server's root namespace."""
 
         sshbase = base
 
@@ -237,9 +230,9 @@ def remote_classes(cluster: Cluster, datapath: str, mtu: int):
             else:
                 mc.Link.stop(self)
 
-    for cls in (Host, Node, Switch):
+    for cls in (Host, Switch):
         cls.__qualname__ = cls.__name__
-    return Host, Switch, VxlanLink, Node
+    return Host, Switch, VxlanLink
 
 
 def fabric_cluster(cluster: Cluster, topo, **kwargs):
@@ -270,4 +263,4 @@ def fabric_cluster(cluster: Cluster, topo, **kwargs):
                          **kwargs)
 
 
-__all__ = ["Cluster", "FabricPlacer", "fabric_cluster", "remote_classes", "VXLAN_PORT"]
+__all__ = ["Cluster", "FabricPlacer", "fabric_cluster", "place_node", "remote_classes", "VXLAN_PORT"]

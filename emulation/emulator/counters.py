@@ -158,7 +158,8 @@ class DropCounters:
                 out.append(site)
         return out
 
-    def _by_site(self, names) -> list[tuple[Site, list[str]]]:
+    def by_site(self, names) -> list[tuple[Site, list[str]]]:
+        """``names`` (devices, bridges or ``str(host pid)``) grouped by the site holding them."""
         groups: dict[int, tuple[Site, list[str]]] = {}
         for n in names:
             site = self.site_of_device(n)
@@ -177,7 +178,7 @@ class DropCounters:
 
     def _veth_drops(self) -> int:
         total = 0
-        for site, devs in self._by_site(self.ports.ovs_ports):
+        for site, devs in self.by_site(self.ports.ovs_ports):
             paths = [f"/sys/class/net/{dev}/statistics/{name}" for dev in devs for name in ("tx_dropped", "rx_dropped")]
             for text in site.read(paths).values():
                 try:
@@ -244,7 +245,7 @@ class DropCounters:
         EtherType no GPU handles)."""
         tx = rx = unhandled = 0
         texts = {}
-        for site, pids in self._by_site(str(p) for p in self.ports.hosts):
+        for site, pids in self.by_site(str(p) for p in self.ports.hosts):
             texts.update({int(path.split("/")[2]): t for path, t in site.read([f"/proc/{p}/net/dev" for p in pids]).items()})
         for pid, intf in self.ports.hosts.items():
             for line in texts.get(pid, "").splitlines():

@@ -588,7 +588,7 @@ class EmulatedFabric(Lifecycle):
             from emulation.emulator.cluster import FabricPlacer, fabric_cluster, remote_classes
 
             # the servers' Open vSwitch: the userspace datapath (our socket sizing and counters expect it)
-            host, switch, link, _ = remote_classes(self.cluster, "user", self.mtu)
+            host, switch, link = remote_classes(self.cluster, "user", self.mtu)
             self.net = fabric_cluster(self.cluster, topo, build=False, controller=None, autoSetMacs=False,
                                       autoStaticArp=False, host=host, switch=partial(switch, batch=True), link=link,
                                       placement=FabricPlacer)
@@ -652,7 +652,7 @@ class EmulatedFabric(Lifecycle):
         self.drops = DropCounters(Ports.of_net(self.net), misdelivered_is_dark=nic_drops_are_dark(self.fabric),
                                   sites=self.cluster.sites if self.cluster is not None else None)
         if self.link_mbps is not None:
-            for site, ports in self.drops._by_site(self.drops.ports.ovs_ports):
+            for site, ports in self.drops.by_site(self.drops.ports.ovs_ports):
                 keep_qdiscs(ports, site)
             try:
                 shaper.apply(self._shaped_links(), self.run_dir / "tc", self.queue_packets, site_of=self._shaping_site)
