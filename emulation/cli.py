@@ -186,7 +186,7 @@ def _run(kind: kinds.Kind, sc, args) -> int:
         return fail("--pcap: packets are captured on the mininet backend only")
     return kinds.command_job(
         kind, sc, args.out, f"{kind.name} on {backend}", 1,
-        lambda out, progress: kind.run(kinds.RunRequest(sc, backend, out, progress, force=args.force,
+        lambda out, progress: kind.run_envelope(kinds.RunRequest(sc, backend, out, progress, force=args.force,
                                                         controller=args.controller, apps=tuple(args.app), pcap=pcap)),
         after=_pcap_report if pcap else None)
 
@@ -263,7 +263,7 @@ def _servers(args) -> int:
 
 def _torch(args) -> int:
     from emulation.emulator.limits import check_packet_size
-    from emulation.torchjob.launch import torch_available
+    from emulation.torchjob.launch import torch_missing
     from emulation.torchjob.perf import allreduce_perf
 
     if args.gpus < 3:
@@ -286,9 +286,8 @@ def _torch(args) -> int:
         out = results_dir(args.out, "torch-allreduce-perf")
     except Refused as e:
         return fail(str(e))
-    if not torch_available():
-        return fail("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, "
-                     f"or {sys.executable} -m pip install torch==2.13.0)")
+    if torch_missing():
+        return fail(torch_missing())
     return guarded(out, lambda: _show_allreduce_perf(args, out, allreduce_perf(args.gpus, args.link_mbps, sizes,
                                                                                  args.iters, out)))
 

@@ -19,6 +19,12 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True)
 
 
+class SectionError(ValueError):
+    """A section that validates alone but does not fit the rest of its scenario or its data (a
+    matrix index beyond the matrices, a shape the rack has no slice of); ``str()`` is one line,
+    ``field: problem``, the field's path from the top of the scenario file."""
+
+
 def known_name(value: str, registry, what: str) -> str:
     """``value`` if it names an entry of ``registry``. :raises ValueError: ``unknown WHAT 'value' (known: ...)``."""
     if value not in registry:

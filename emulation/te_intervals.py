@@ -15,15 +15,17 @@ planners. :func:`summary` and :func:`agreement` condense a series of intervals.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
 from emulation.planners.divergence import Deviation
 from emulation.planners.slicing import SliceSpec, Slicing, make_slicing
+from emulation.planners.te import TeRoutes, TeSpec, te_routes
 from emulation.planners.tunnels import Tunnels, TunnelSpec, k_shortest
-from emulation.sections import StrictModel
-from topologies.wan import TrafficMatrices, WanError, WanTopology
+from emulation.sections import SectionError, StrictModel
+from topologies.wan import TrafficMatrices, WanError, WanTopology, load_bundled, wan_directory
 
 
 class TrafficSpec(StrictModel):
@@ -95,6 +97,79 @@ class ReplaySpec(StrictModel):
         return self
 
 
+class WanSpec(StrictModel):
+    """``wan:``: the topology (bundled: ``b4``, ``abilene``, ``geant``; or a directory with
+    ``topology.json`` and ``traffic_matrices.csv``, :mod:`topologies.wan`), the sections of the
+    layers they parametrise (traffic and replay here; tunnels, TE, slicing, divergence:
+    :mod:`emulation.planners`)."""
+
+    topology: str
+    """The WAN: ``b4``, ``abilene`` or ``geant`` (bundled with their matrices), or a directory
+    holding ``topology.json`` and ``traffic_matrices.csv``."""
+    traffic: TrafficSpec = TrafficSpec()
+    """Which demand matrices are replayed, and how scaled."""
+    tunnels: TunnelSpec = TunnelSpec()
+    """The tunnels every demand may use."""
+    te: TeSpec = TeSpec()
+    """The TE every controller solves."""
+    slices: SliceSpec = SliceSpec()
+    """How the routers are sliced among controllers."""
+    divergence: Deviation = Deviation()
+    """How far each controller's view of the demand is off the true demand."""
+    replay: ReplaySpec = ReplaySpec()
+    """How the packet backend replays the matrices, and its faults."""
+
+    @field_validator("topology")
+    @classmethod
+    def _topology(cls, v: str) -> str:
+        wan_directory(v)
+        return v
+
+    def load(self) -> tuple[WanTopology, TrafficMatrices]:
+        """The topology and its traffic matrices (all of them, unscaled). :raises WanError:
+        unreadable files."""
+        return load_bundled(self.topology, self.traffic.matrices)
+
+    def check(self) -> None:
+        """That the replayed matrices, the slices and the faults exist in the topology's data.
+
+        :raises SectionError: ``wan.FIELD: problem``. :raises WanError: unreadable files."""
+        topo, tms = self.load()
+        t, s, p = self.traffic, self.slices, self.replay
+        if t.first >= len(tms):
+            raise SectionError(f"wan.traffic.first: {t.first} but {self.topology} has {len(tms)} matrices")
+        if t.count is not None and t.first + t.count > len(tms):
+            raise SectionError(f"wan.traffic.count: {t.first} + {t.count} exceeds the {len(tms)} matrices")
+        if s.method == "random" and s.count > topo.routers:
+            raise SectionError(f"wan.slices.count: {s.count} slices of {topo.routers} routers")
+        count, slices = t.replayed(len(tms)), s.slices(topo.routers)
+        if p.kill is not None and p.kill.slice >= slices:
+            raise SectionError(f"wan.replay.kill.slice: {p.kill.slice} but there are {slices} slices")
+        if p.kill is not None and p.kill.interval >= count:
+            raise SectionError(f"wan.replay.kill.interval: {p.kill.interval} but {count} matrices are replayed")
+        if p.fail is not None and tuple(p.fail.link) not in topo.links:
+            raise SectionError(f"wan.replay.fail.link: {list(p.fail.link)} is not a link of {topo.name}")
+        if p.fail is not None and p.fail.interval >= count:
+            raise SectionError(f"wan.replay.fail.interval: {p.fail.interval} but {count} matrices are replayed")
+
+    def setup(self) -> WanSetup:
+        """What both backends replay (:func:`prepare`). :raises WanError: unreadable data."""
+        return prepare(*self.load(), self.traffic, self.tunnels, self.slices, self.divergence)
+
+    def routes(self, index: int) -> TeRoutes:
+        """The TE solution of matrix ``index`` (scaled), solved by one central controller on the
+        true demand (:func:`emulation.planners.te.te_routes`).
+
+        :raises IndexError: no such matrix. :raises emulation.planners.te.TeError: the solver failed.
+        """
+        topo, tms = self.load()
+        if not 0 <= index < len(tms):
+            raise IndexError(f"must be in 0..{len(tms) - 1} for {topo.name}, got {index}")
+        te = self.te
+        return te_routes(topo, k_shortest(topo, self.tunnels.k), tms[index] * self.traffic.scale, te.objective, te.lam,
+                         te.capacity_headroom)
+
+
 @dataclass(frozen=True)
 class WanSetup:
     """What both backends derive from a WAN scenario: the topology, its tunnels and capacities
@@ -161,6 +236,11 @@ class Measured(BaseModel):
     events: list[str] = []
     calm: list[int] = [0, 0]
 
+    def worst_demand(self) -> tuple[int, int, float]:
+        """``(src, dst, share lost)`` of the demand that lost the largest share of its datagrams."""
+        d = max(self.demands, key=lambda d: d[3] / d[2] if d[2] else 0)
+        return int(d[0]), int(d[1]), d[3] / d[2] if d[2] else 0.0
+
 
 class Interval(BaseModel):
     """One traffic matrix (demand units of the topology): offered, carried by the controllers'
@@ -221,3 +301,63 @@ def agreement(intervals: list[Interval], capacity: list[float], skip: set[int] =
     return {"links": len(rel), "rel_error_median": float(np.median(rel)), "rel_error_p95": float(np.percentile(rel, 95)),
             "util_error_median": float(np.median(pts)), "util_error_p95": float(np.percentile(pts, 95)),
             "loss": lost / sent if sent else 0.0, "reinstall_max_s": max(re, default=0.0)}
+
+
+class WanResult(BaseModel):
+    """A WAN run's result (inside the envelope, :mod:`emulation.envelope`): the topology, TE,
+    tunnels, slicing, divergence and traffic as run, one :class:`Interval` per matrix, the packet
+    backend's settings (``packet``), and the derived :attr:`summary` and :attr:`agreement`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    topology: dict[str, Any]
+    te: dict[str, Any]
+    tunnels: dict[str, int]
+    slicing: dict[str, Any]
+    divergence: dict[str, Any]
+    traffic: dict[str, Any]
+    intervals: list[Interval]
+    packet: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived(cls, d: Any) -> Any:
+        """Read back from JSON: the derived summary and agreement are recomputed, not read."""
+        return {k: v for k, v in d.items() if k not in ("summary", "agreement")} if isinstance(d, dict) else d
+
+    @computed_field
+    @property
+    def summary(self) -> dict[str, float]:
+        """:func:`summary` of the intervals."""
+        return summary(self.intervals)
+
+    @computed_field
+    @property
+    def agreement(self) -> Optional[dict[str, float]]:
+        """:meth:`agreement_skipping` no interval."""
+        return self.agreement_skipping(frozenset())
+
+    def killed_slice(self) -> tuple[int, float] | None:
+        """The slice whose controller the packet replay killed and its share of the demand's
+        sources (the computed blast radius), or None."""
+        dead = [e.split()[3] for i in self.intervals if i.measured for e in i.measured.events
+                if e.startswith("controller of slice")]
+        return (int(dead[0]), self.slicing["shares"][int(dead[0])]) if dead and self.slicing.get("shares") else None
+
+    def agreement_skipping(self, skip: set[int] = frozenset()) -> dict[str, float] | None:
+        """Packet backend only (else None): :func:`agreement` of the intervals not in ``skip``
+        (indices into ``intervals``)."""
+        return agreement(self.intervals, self.topology["capacity"], skip)
+
+    @classmethod
+    def of(cls, spec: WanSpec, setup: WanSetup, intervals: list[Interval], packet: dict | None = None) -> WanResult:
+        """The result of ``intervals`` run from ``spec`` and its ``setup`` (``packet``: the packet
+        backend's settings)."""
+        topo, slicing, mean = setup.topo, setup.slicing, setup.mean
+        return cls(topology={"name": topo.name, "routers": list(topo.names), "links": [list(l) for l in topo.links],
+                             "capacity": list(topo.capacity)},
+                   te=spec.te.settings(), tunnels={"k": spec.tunnels.k, "count": len(setup.tunnels.paths)},
+                   slicing={"method": slicing.method, "count": slicing.count, "slice_of": list(slicing.slice_of),
+                            "blast_radius": slicing.blast_radius(mean), "shares": slicing.shares(mean)},
+                   divergence=spec.divergence.model_dump(), traffic=spec.traffic.model_dump(), intervals=intervals,
+                   packet=packet)

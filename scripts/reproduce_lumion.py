@@ -39,21 +39,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def part1(sc: TrainingScenario) -> None:
-    fabric = sc.fabric.build()
+    setup = sc.recovery_setup()
+    fabric = setup.fabric
     nbytes = sc.job.gradient_bytes
     print(f"(1) flow backend: ring AllReduce of {nbytes / 1e6:.2f} MB of gradients on {sc.fabric.gpus} GPUs, "
           f"{sc.fabric.port_gbps:g} Gbit/s circuits, electrical path {sc.fabric.electrical_gbps:g} Gbit/s, alpha 0")
-    base = predict_allreduce(fabric, fabric.initial, list(sc.placement), nbytes)
+    base = predict_allreduce(fabric, fabric.initial, list(setup.placement), nbytes)
     print(f"    before the failure: {base * 1e6:.1f} us")
     for mode in sc.recovery:
-        fo = failover_table(fabric, mode, sc.placement, sc.spares)[sc.failure.gpu]
+        fo = failover_table(fabric, mode, setup.placement, setup.spares)[sc.failure.gpu]
         t = predict_allreduce(fabric, fo.configuration, list(fo.placement), nbytes)
         print(f"    {mode:<10} GPUs {list(fo.placement)}: {t * 1e6:.1f} us ({t / base:.2f}x before)")
     print("    electrical recovery vs the electrical path's rate:")
     for frac in (0.25, 0.5, 0.75, 1.0):
         eps = tuple(dataclasses.replace(e, port_gbps=sc.fabric.port_gbps * frac) for e in fabric.eps)
         f = dataclasses.replace(fabric, eps=eps)
-        fo = failover_table(f, "electrical", sc.placement, sc.spares)[sc.failure.gpu]
+        fo = failover_table(f, "electrical", setup.placement, setup.spares)[sc.failure.gpu]
         t = predict_allreduce(f, fo.configuration, list(fo.placement), nbytes)
         print(f"      {frac:>4.2f} x port rate: {t / base:.2f}x the AllReduce before the failure")
 

@@ -28,10 +28,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from emulation import kinds  # noqa: E402
+from emulation.envelope import envelope  # noqa: E402
+from emulation.flowsim.rack_sweep import sweep_tenancy  # noqa: E402
 from emulation.flowsim.tenants import simulate_tenants  # noqa: E402
 from emulation.planners.allocators import ClusterState, Photonic, TorusContiguous  # noqa: E402
 from emulation.tenancy.report import print_summary  # noqa: E402
-from emulation.tenancy.run import run_tenancy  # noqa: E402
 from emulation.workloads.allreduce import ring_allreduce  # noqa: E402
 from emulation.workloads.model import Tenant  # noqa: E402
 from topologies.builders import redirection_fabrics  # noqa: E402
@@ -60,9 +61,9 @@ def part1() -> None:
     check(used == [33, 50, 67, 83, 100], f"torus: {used} % of ports usable per shape (spec: 33/50/67/83/100)")
     sc = kinds.load_as(ROOT / "experiments" / "tenancy_rack64.yaml", "tenancy")
     t0 = time.monotonic()
-    res = run_tenancy(sc)
+    res = sweep_tenancy(sc.tenancy)
     print(f"    {len(res.runs)} replays of {sc.tenancy.trace.jobs} jobs in {time.monotonic() - t0:.1f} s")
-    print_summary(res, sc.name)
+    print_summary(envelope("tenancy", sc.name, "flow", res))
     tor, pho = res.run("torus-contiguous", "fifo").metrics, res.run("photonic", "fifo").metrics
     gain = pho["allocation_bandwidth"] / tor["allocation_bandwidth"] - 1
     frag = pho["fragmentation"] / tor["fragmentation"] - 1 if tor["fragmentation"] else 0.0

@@ -30,9 +30,9 @@ INTERFACES = {
     "main": "a program's entry point (python -m ...)",
     "execute": "a backend's execution of one RunDescription (flowsim/run.py, emulator/execute.py)",
     "write": "a report module's files beside result.json",
-    "show": "a report module's summary of an envelope",
     "print_summary": "a report module's summary tables",
     "print_packet": "a kind's report of its packet run",
+    "write_packet": "a kind's files of its packet run beside result.json",
     "timeline_plot": "a kind's timeline figure",
 }
 

@@ -254,7 +254,7 @@ def test_a_recovery_record_is_summarised_into_the_figures_lumion_reports():
         (0.01, 0.012, 0.02, 0.5, 0.6, 1.3))
     assert tl.first_step == pytest.approx(1.5 + 2.5)
     f = optical.failure_to_rewritten_s
-    assert sc.tdf == setup.tdf == pytest.approx(5000)
+    assert setup.tdf == pytest.approx(5000)  # 100 Gbit/s over 20 Mbit/s, byte scale 1
     assert f.emulated == pytest.approx(0.5) and f.real_equivalent == pytest.approx(0.5 - 0.4 + 0.4 / 5000)
     lo = optical.loss
     assert (lo.resumed_from, lo.last_step_before_failure, lo.steps_redone, lo.replayed_steps) == (4, 7, 3, 3)
@@ -284,9 +284,9 @@ def test_the_training_report_prints_its_tables_and_draws_the_timeline(tmp_path):
     from rich.console import Console
 
     from emulation.kinds.training import TrainingScenario
-    from emulation.torchjob.recoveries import compare_recoveries, summarise_recovery
+    from emulation.envelope import envelope
+    from emulation.torchjob.recoveries import TrainingResult, compare_recoveries, summarise_recovery
     from emulation.training import report
-    from emulation.training.results import TrainingResult
 
     sc = TrainingScenario.model_validate({
         "name": "t", "fabric": {"topology": "rack", "gpus": 4, "spares": 4, "port_gbps": 100, "electrical_gbps": 50},
@@ -296,10 +296,10 @@ def test_the_training_report_prints_its_tables_and_draws_the_timeline(tmp_path):
     runs = [summarise_recovery(_raw("optical", setup.fabric, [0, 1, 4, 3], [2.5, 1.5, 2.0, 2.2, 1.8, 2.0, 2.1]), setup),
             summarise_recovery(_raw("electrical", setup.fabric, [0, 1, 4, 3], [5.0, 3.0, 4.0, 4.4, 3.6, 4.0, 4.2]),
                                setup)]
-    result = TrainingResult(tdf=sc.tdf, parameters=sc.job.parameters, gradient_bytes=sc.job.gradient_bytes,
+    result = TrainingResult(tdf=setup.tdf, parameters=sc.job.parameters, gradient_bytes=sc.job.gradient_bytes,
                             capabilities={}, runs=runs, comparison=compare_recoveries(runs))
     con = Console(record=True, width=200)
-    report.print_summary(result, con)
+    report.print_summary(envelope("training", "t", "mininet", result), con)
     text = con.export_text()
     for title in ("Recovery timeline", "Failure -> circuits rewritten (TDF 5000", "Steady state", "Loss",
                   "Packets the switches sent"):
@@ -339,8 +339,9 @@ def test_run_recoveries_supervises_one_emulation_per_recovery(tmp_path, monkeypa
         "emulation": {"link_mbps": 20}, "job": {"hidden": 64, "layers": 1, "steps": 20, "restart": "cold"},
         "failure": {"gpu": 2, "at_step": 7}, "recovery": ["optical", "electrical"], "timeout_s": 60})
     progress = []
-    runs, caps = run_recoveries(sc.recovery_setup(), sc.recovery, tmp_path, lambda *a: progress.append(a))
-    assert [r.mode for r in runs] == ["optical", "electrical"] and caps == {"netem": True}
+    got = run_recoveries(sc.recovery_setup(), sc.recovery, tmp_path, lambda *a: progress.append(a))
+    runs = got.runs
+    assert [r.mode for r in runs] == ["optical", "electrical"] and got.capabilities == {"netem": True}
     assert progress == [("optical", 0, 2), ("electrical", 1, 2), ("done", 2, 2)]
     assert [c[:6] for c in calls] == [(m, [0, 1, 2, 3], [4, 5, 6, 7], 2, 7, 20) for m in ("optical", "electrical")]
     assert calls[0][6] == pytest.approx(20e-6 * 5000) and calls[0][7:] == (tmp_path / "optical", 60, "cold")

@@ -89,14 +89,14 @@ def test_the_wan_slice_controllers_run_under_ryu_manager(tmp_path):
     if why:
         pytest.skip(f"ryu unavailable: {why}")
     from emulation import kinds
-    from emulation.kinds.wan import emulate_wan
+    from emulation.wan_packet import emulate_wan
 
     sc = kinds.load_as(ROOT / "experiments" / "wan_b4.yaml", "wan")
     sc = sc.model_copy(update={
         "wan": sc.wan.model_copy(update={"traffic": sc.wan.traffic.model_copy(update={"scale": 0.5, "count": 2}),
                                          "te": sc.wan.te.model_copy(update={"regulariser": "symphony"})}),
         "emulation": sc.emulation.model_copy(update={"controller": "ryu"})})
-    res = emulate_wan(sc, tmp_path / "emulation")
+    res = emulate_wan(sc.wan, sc.emulation, tmp_path / "emulation")
     assert "ryu.controller.ofp_handler" in (tmp_path / "emulation" / "controller-0.log").read_text()
     ag = res.agreement
     assert ag["links"] >= 30 and ag["rel_error_median"] < 0.05 and ag["rel_error_p95"] < 0.15

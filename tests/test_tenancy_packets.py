@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from emulation.emulator.tenants import foreign_filter
-from emulation.tenancy.run import run_packet
+from emulation.tenants_packet import compare_tenants
 from emulation import kinds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +43,8 @@ def test_the_foreign_filter_keeps_exactly_the_other_tenants_frames(run_dir):
 @pytest.mark.emulation
 def test_three_tenants_alone_and_together_match_the_flow_backend_and_stay_isolated(run_dir):
     sc = kinds.load_as(ROOT / "experiments" / "tenancy_packets.yaml", "tenancy")
-    res = run_packet(sc, run_dir).model_dump()
+    t = sc.tenancy
+    res = compare_tenants(t.rack, t.tenants, t.fabric, sc.emulation, run_dir).model_dump()
     for r in res["tenants"]:
         print(f"{r['name']} {r['algorithm']} on {r['gpus']}: alone {r['packet_alone_s'] * 1e6:.1f} us "
               f"({r['alone_error']:+.2%}), together {r['packet_together_s'] * 1e6:.1f} us ({r['together_error']:+.2%}), "

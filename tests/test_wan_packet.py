@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from emulation import kinds
-from emulation.kinds.wan import emulate_wan, run_wan
+from emulation.flowsim.wan import run_wan
+from emulation.wan_packet import emulate_wan
 
 pytestmark = pytest.mark.emulation
 
@@ -19,7 +20,7 @@ def faults(tmp_path_factory):
     sc = kinds.load_as(Path(__file__).resolve().parents[1] / "experiments" / "wan_b4_faults.yaml", "wan")
     sc = sc.model_copy(update={"wan": sc.wan.model_copy(update={
         "traffic": sc.wan.traffic.model_copy(update={"count": 4})})})
-    return sc, emulate_wan(sc, tmp_path_factory.mktemp("wan") / "emulation")
+    return sc, emulate_wan(sc.wan, sc.emulation, tmp_path_factory.mktemp("wan") / "emulation")
 
 
 def test_computed_side_is_the_flow_backends_and_packets_agree_with_it(faults):
@@ -31,7 +32,7 @@ def test_computed_side_is_the_flow_backends_and_packets_agree_with_it(faults):
     the counters were read late, partly after the traffic of the interval had ended; the readings
     are now timed by the switch and a reading outside its interval refuses the run.)"""
     sc, res = faults
-    flow = run_wan(sc)
+    flow = run_wan(sc.wan)
     assert np.allclose(res.intervals[0].link_load, flow.intervals[0].link_load, rtol=1e-6, atol=1e-6)
     ag = res.agreement_skipping({1})  # the cable fails in the middle of interval 1
     assert ag["links"] >= 60

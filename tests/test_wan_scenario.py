@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from emulation import kinds
-from emulation.kinds.wan import run_wan
+from emulation.flowsim.wan import run_wan
 
 ROOT = Path(__file__).resolve().parents[1]
 WAN = ROOT / "experiments" / "wan_b4.yaml"
@@ -46,8 +46,8 @@ def test_regularised_slices_stay_within_capacity_where_the_lp_union_overloads():
     max-flow: the LP union overloads (measured: mean congestion 153.3, worst link 16.9% over,
     0.66% of the carried demand lost); with Symphony's regulariser nothing is overloaded."""
     sc = kinds.load_as(WAN, "wan")
-    lp = run_wan(sc).summary
-    sym = run_wan(_with(sc, regulariser="symphony")).summary
+    lp = run_wan(sc.wan).summary
+    sym = run_wan(_with(sc, regulariser="symphony").wan).summary
     assert lp["mean_congestion"] > 50 and lp["max_overload"] > 0.05 and lp["loss_over_carried"] > 0
     assert sym["mean_congestion"] < 0.01 * lp["mean_congestion"] and sym["max_overload"] < 0.01
     assert sym["delivered_over_offered"] >= lp["delivered_over_offered"]

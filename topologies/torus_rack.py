@@ -50,8 +50,12 @@ class RackSpec(StrictModel):
     """Spare servers, held back from the tenants."""
 
     def build(self) -> TorusRack:
-        """The :class:`TorusRack`. :raises RackError: dims not a multiple of the server's."""
-        return TorusRack(tuple(self.dims), tuple(self.server))
+        """The :class:`TorusRack`. :raises RackError: dims not a multiple of the server's, or no
+        server left beside the spares."""
+        rack = TorusRack(tuple(self.dims), tuple(self.server))
+        if self.spares >= rack.servers:
+            raise RackError(f"rack.spares: {self.spares} spare servers of a {rack.servers}-server rack")
+        return rack
 
 
 class RackError(ValueError):
@@ -226,7 +230,8 @@ class TorusRack:
         for s in LEGAL_SHAPES:
             if s[0] * s[1] * s[2] == accelerators and self.orientations(s):
                 return s
-        raise RackError(f"accelerators: no legal slice shape has {accelerators} accelerators")
+        legal = ", ".join(str(a * b * c) for a, b, c in LEGAL_SHAPES if self.orientations((a, b, c)))
+        raise RackError(f"accelerators: no legal slice shape has {accelerators} accelerators (legal: {legal})")
 
     # ---- the electrical torus as a fabric -------------------------------------------------------
     def fabric(self, port_gbps: float = 400.0) -> Fabric:

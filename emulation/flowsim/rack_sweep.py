@@ -2,18 +2,81 @@
 2508.03674, Propius arXiv 2510.19617): each a replay of the same request trace
 (:func:`emulation.flowsim.job_manager.simulate_job_manager`), measured by
 :mod:`emulation.flowsim.job_metrics`, plus Propius' static partitioning baseline per allocator.
-Times in s of virtual time."""
+Times in s of virtual time.
+
+A scenario's sweep is its :class:`RackSweepSpec` (the ``tenancy:`` section's rack, trace and
+what is compared); :func:`sweep_tenancy` runs it into a :class:`TenancyResult`.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import Literal
 
-from emulation.flowsim.job_manager import simulate_job_manager
+from pydantic import BaseModel, Field, field_validator
+
+from emulation.flowsim.job_manager import POLICIES, simulate_job_manager, static_partitions
 from emulation.flowsim.job_metrics import metrics, utilisation_series
 from emulation.output import Progress
-from emulation.planners.allocators import ALLOCATORS, K_ROUTES, Photonic
-from emulation.workloads.tenant_jobs import Job
-from topologies.torus_rack import TorusRack
+from emulation.planners.allocators import ALLOCATORS, K_ROUTES, Photonic, PhotonicSpec
+from emulation.sections import SectionError, StrictModel
+from emulation.workloads.tenant_jobs import Job, TraceSpec
+from topologies.torus_rack import RackError, RackSpec, TorusRack
+
+
+class RackSweepSpec(StrictModel):
+    """``tenancy:`` the rack, the request trace replayed on it, and the allocators, job-manager
+    policies and static partitioning compared."""
+
+    rack: RackSpec = RackSpec()
+    """The rack: its torus, servers and spares."""
+    trace: TraceSpec | None = None
+    """A request trace replayed on the flow backend; none: ``tenants`` run instead."""
+    allocators: list[Literal["torus-contiguous", "photonic"]] = Field(
+        default_factory=lambda: ["torus-contiguous", "photonic"], min_length=1)
+    """Slice allocators compared: ``torus-contiguous`` (contiguous blocks of the torus) or
+    ``photonic`` (Morphlux: a slice's servers joined by circuits routed through the interposer)."""
+    schedulers: list[str] = Field(default_factory=lambda: ["fifo"], min_length=1)
+    """Job-manager policies compared, each with every allocator: ``fifo``, ``random``, ``srtf``
+    (shortest remaining time), ``srdf`` (smallest remaining demand), ``las`` (least attained
+    service) or ``irs`` (scarcest placements first)."""
+    static_partitions: int | None = Field(default=None, ge=1)
+    """Partitions of Propius' static partitioning baseline, added per allocator; none: no such
+    baseline."""
+    photonic: PhotonicSpec = PhotonicSpec()
+    """The photonic allocator's candidate routes and reconfiguration delay."""
+
+    @field_validator("schedulers")
+    @classmethod
+    def _schedulers(cls, v):
+        for s in v:
+            if s not in POLICIES:
+                raise ValueError(f"{s!r} is not one of {', '.join(POLICIES)}")
+        return v
+
+    def built(self) -> TorusRack:
+        """The rack. :raises SectionError: ``tenancy.rack.FIELD: problem``."""
+        try:
+            return self.rack.build()
+        except RackError as e:
+            raise SectionError(f"tenancy.{e}") from None
+
+    def check(self) -> None:
+        """That the rack builds, and that the trace's every size has a slice shape and the
+        static partitions tile the rack. :raises SectionError: ``tenancy.FIELD: problem``."""
+        rack = self.built()
+        for n in self.trace.sizes if self.trace is not None else ():
+            try:
+                rack.shape_for(n)
+            except RackError as e:
+                raise SectionError(f"tenancy.trace.sizes: {str(e).removeprefix('accelerators: ')}") from None
+        if self.trace is not None and self.static_partitions is not None:
+            if self.rack.spares:
+                raise SectionError("tenancy.static_partitions: static partitioning covers the whole rack; set "
+                                   "tenancy.rack.spares to 0")
+            try:
+                static_partitions(rack, self.static_partitions)
+            except ValueError as e:
+                raise SectionError(f"tenancy.{e}") from None
 
 
 class TenancyRun(BaseModel):
@@ -59,3 +122,29 @@ def sweep_rack(rack: TorusRack, jobs: list[Job], allocators: list[str], schedule
     if progress:
         progress("done", len(todo), len(todo))
     return runs
+
+
+class TenancyResult(BaseModel):
+    """A tenancy trace's replays (inside the envelope, :mod:`emulation.envelope`): the rack and
+    trace as run, every replay."""
+
+    rack: dict
+    trace: dict
+    runs: list[TenancyRun]
+
+    def run(self, allocator: str, scheduler: str) -> TenancyRun:
+        """The replay of that allocator and scheduler. :raises KeyError: none."""
+        for r in self.runs:
+            if r.allocator == allocator and r.scheduler == scheduler:
+                return r
+        raise KeyError(f"{allocator}/{scheduler}")
+
+
+def sweep_tenancy(spec: RackSweepSpec, progress: Progress | None = None) -> TenancyResult:
+    """``spec``'s seeded trace (:meth:`~emulation.workloads.tenant_jobs.TraceSpec.draw`) replayed
+    under every allocator with every scheduler, and static partitioning (:func:`sweep_rack`)."""
+    tr, ph = spec.trace, spec.photonic
+    runs = sweep_rack(spec.rack.build(), tr.draw(), spec.allocators, spec.schedulers, spares=spec.rack.spares,
+                      partitions=spec.static_partitions, seed=tr.seed, k_routes=ph.k_routes,
+                      reconfiguration_delay_s=ph.reconfiguration_delay_s, progress=progress)
+    return TenancyResult(rack=spec.rack.model_dump(mode="json"), trace=tr.model_dump(mode="json"), runs=runs)

@@ -7,20 +7,167 @@ The *overhead* of a replay is its iteration time over the electrical rails' (``e
 job, no controller, no reconfiguration) minus one. :func:`sweep_fabric` sweeps one fabric into a
 :class:`FabricRun`; :func:`steady_timelines` keeps what every rank did in one steady iteration
 per mode. Times are seconds of virtual time, except ``wall_s`` and ``replay_s`` (this machine's).
+
+A scenario's sweep is its :class:`RailSweepSpec` (the ``rails:`` section: the model, its
+parallelism, the fabric, the controller's round trip, the delays and modes swept, larger fabrics
+and a published table to compare with); :func:`sweep_rails` runs it into a :class:`RailsResult`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from emulation.flowsim.iteration import simulate_iteration
+from emulation.flowsim.iteration import MODES, simulate_iteration
 from emulation.output import Progress
-from emulation.workloads.iteration import ComputeSpec, IterationTrace, ParallelSpec, TransformerSpec, build_trace
-from topologies.rail_network import RailNetwork
+from emulation.sections import SectionError, StrictModel
+from emulation.workloads.iteration import (ComputeSpec, IterationTrace, ModelRef, ParallelSpec, TransformerSpec,
+                                           build_trace, transformer_of)
+from topologies.rail_network import RailFabric, RailNetwork
+
+
+class ControlSection(StrictModel):
+    """``control:`` the round trip of one request to the Opus controller, seconds."""
+
+    rtt_s: float = Field(default=0.002, ge=0, le=10)
+    """Round trip of one request to the Opus controller, seconds."""
+
+
+class LargerFabric(StrictModel):
+    """One ``larger:`` entry: a bigger rail fabric, the parallelism that fills it and optionally
+    another ``model`` (default: the scenario's)."""
+
+    servers: int = Field(ge=2)
+    """Servers: ``pp x dp`` of this entry's ``parallel``."""
+    gpus_per_server: int = Field(ge=1)
+    """GPUs per server: this entry's TP degree."""
+    parallel: ParallelSpec
+    """The parallelism that fills this fabric."""
+    model: ModelRef | None = None
+    """Another model for this fabric (a name or its fields); none: the scenario's."""
+
+    def transformer(self, default: TransformerSpec) -> TransformerSpec:
+        """This entry's model, or ``default``."""
+        return default if self.model is None else transformer_of(self.model)
+
+
+class PaperTable(StrictModel):
+    """``paper:`` a published table to print beside ours: ``baseline_s`` (no controller) and the
+    iteration times per mode at the scenario's ``sweep_s`` (``null`` where it has none);
+    ``source`` cites it."""
+
+    source: str = ""
+    """Where the table is published."""
+    baseline_s: float | None = Field(default=None, gt=0)
+    """The published iteration time without a controller, seconds; none: not published."""
+    times_s: dict[str, list[float | None]] = Field(default_factory=dict)
+    """Published iteration times per control mode, seconds, one per ``sweep_s`` entry (null
+    where the table has none)."""
+
+
+def _check_shape(servers: int, gpus: int, par: ParallelSpec, where: str) -> None:
+    if par.tp != gpus:
+        raise ValueError(f"{where}parallel.tp: TP fills a server, so it must equal gpus_per_server ({gpus}), "
+                         f"got {par.tp}")
+    if par.pp * par.dp != servers:
+        raise ValueError(f"{where}parallel: pp x dp = {par.pp * par.dp} servers, the fabric has {servers}")
+    if par.dp % par.ep:
+        raise ValueError(f"{where}parallel.ep: must divide dp ({par.dp}), got {par.ep}")
+
+
+class RailSweepSpec(StrictModel):
+    """``rails:`` the job, the fabric, the control plane and the sweep. ``fabric.servers`` must
+    be ``pp x dp`` and ``gpus_per_server`` the TP degree (TP fills a server; every other group
+    then lies on one rail)."""
+
+    model: ModelRef
+    """The model: a published configuration's name (``llama3-8b``, ``llama3-70b``,
+    ``deepseek-moe-16b``) or its fields."""
+    parallel: ParallelSpec
+    """Parallelism degrees and the batch."""
+    compute: ComputeSpec = ComputeSpec()
+    """The GPUs' achieved compute rate and element sizes."""
+    fabric: RailFabric
+    """The rail fabric: servers, GPUs per server, ports and rates."""
+    control: ControlSection = ControlSection()
+    """The control plane: the round trip to the Opus controller."""
+    sweep_s: list[float] = Field(min_length=1)
+    """Reconfiguration delays R swept, seconds, distinct and ascending."""
+    modes: list[str] = Field(default_factory=lambda: ["eps", "on-demand", "speculative"], min_length=1)
+    """Control modes compared, each once: ``eps`` (electrical rails, no controller; the
+    baseline), ``on-demand`` (a phase waits for its circuits), ``speculative`` (the next phase's
+    circuits are asked for early, preempting) or ``speculative-deferred`` (asked early, granted by
+    the on-demand rule)."""
+    iterations: int = Field(default=3, ge=2, le=20)
+    """Iterations every replay runs (the first warms up)."""
+    larger: list[LargerFabric] = Field(default_factory=list)
+    """Bigger rail fabrics the same model and sweep also run on."""
+    paper: PaperTable | None = None
+    """A published table printed beside the results; none: no table."""
+
+    @field_validator("sweep_s")
+    @classmethod
+    def _sweep(cls, v: list[float]) -> list[float]:
+        if any(x < 0 for x in v) or v != sorted(set(v)):
+            raise ValueError(f"need distinct delays >= 0 in ascending order, got {v}")
+        return v
+
+    @field_validator("modes")
+    @classmethod
+    def _modes(cls, v: list[str]) -> list[str]:
+        bad = [m for m in v if m not in MODES]
+        if bad or len(set(v)) != len(v):
+            raise ValueError(f"{bad[0] if bad else 'a repeated mode'!r}: modes are {', '.join(MODES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _shape(self):
+        _check_shape(self.fabric.servers, self.fabric.gpus_per_server, self.parallel, "")
+        for i, big in enumerate(self.larger):
+            _check_shape(big.servers, big.gpus_per_server, big.parallel, f"larger.{i}.")
+        for where, p in [("parallel", self.parallel)] + [(f"larger.{i}.parallel", b.parallel)
+                                                         for i, b in enumerate(self.larger)]:
+            if self.fabric.ports_per_gpu < 2 and max(p.dp, p.pp, p.ep, p.dp // p.ep) > 2:
+                raise ValueError(f"{where}: groups of more than 2 servers need rings of circuits, 2 rail ports "
+                                 f"per GPU (fabric.ports_per_gpu is 1)")
+        if self.paper is not None:
+            for mode, row in self.paper.times_s.items():
+                if mode not in MODES or len(row) != len(self.sweep_s):
+                    raise ValueError(f"paper.times_s.{mode}: needs a mode's {len(self.sweep_s)} times, one per "
+                                     f"sweep_s entry")
+        return self
+
+    def transformer(self) -> TransformerSpec:
+        """The model as a :class:`TransformerSpec`. :raises ValueError: inconsistent fields."""
+        return transformer_of(self.model)
+
+    def trace(self) -> IterationTrace:
+        """The phase trace of one iteration of the model on the fabric (:func:`rail_trace`).
+        :raises ValueError: as there."""
+        return rail_trace(self.transformer(), self.parallel, self.compute, self.fabric.network(),
+                          self.fabric.gpus_per_server)
+
+    def check(self) -> None:
+        """That every fabric's model builds and its parallelism fits it (stages no more than
+        layers, EP only on a model with experts). :raises SectionError: ``rails.FIELD: problem``."""
+        try:
+            model = self.transformer()
+        except ValueError as e:
+            raise SectionError(f"rails.model: {e}") from None
+        todo = [("rails.parallel", self.parallel, model)]
+        for i, big in enumerate(self.larger):
+            try:
+                todo.append((f"rails.larger.{i}.parallel", big.parallel, big.transformer(model)))
+            except ValueError as e:
+                raise SectionError(f"rails.larger.{i}.model: {e}") from None
+        for where, par, m in todo:
+            if par.pp > m.layers:
+                raise SectionError(f"{where}.pp: {par.pp} stages for {m.layers} layers")
+            if par.ep > 1 and not m.moe:
+                raise SectionError(f"{where}.ep: {m.name} has no experts, ep must be 1")
 
 
 class SweepPoint(BaseModel):
@@ -124,3 +271,42 @@ def steady_timelines(trace: IterationTrace, net: RailNetwork, modes: list[str], 
             [iv.rank, iv.t0, iv.t1, iv.kind, iv.dim, iv.phase] for iv in res.intervals
             if iv.t1 > start and iv.t0 < end]}
     return timeline
+
+
+class RailsResult(BaseModel):
+    """A rail sweep (inside the envelope, :mod:`emulation.envelope`): ``model`` with ``params``
+    parameters, the controller's round trip, ``main`` (the scenario's fabric), ``larger``
+    fabrics, ``timeline`` intervals ``[rank, t0, t1, kind, dim, phase]`` of one steady iteration
+    per mode at ``timeline_delay_s`` (``{mode: {"t0", "t1", "intervals"}}``, seconds), the
+    ``paper`` table if the scenario has one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    params: int
+    control_rtt_s: float
+    main: FabricRun
+    larger: list[FabricRun] = Field(default_factory=list)
+    timeline_delay_s: float = 0.0
+    timeline: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    paper: Optional[dict[str, Any]] = None
+
+
+def sweep_rails(spec: RailSweepSpec, progress: Progress | None = None) -> RailsResult:
+    """``spec``'s sweep: the phase trace of one iteration swept over every control mode and
+    every delay of ``sweep_s`` (:func:`sweep_fabric`) on its fabric and on each ``larger`` one,
+    and a timeline of one steady iteration per mode at the swept delay closest to 100 ms
+    (:func:`steady_timelines`)."""
+    r = spec
+    net, tr = r.fabric.network(), r.trace()
+    main = sweep_fabric(tr, net, r.fabric.servers, r.fabric.gpus_per_server, r.modes, r.sweep_s, r.control.rtt_s,
+                        r.iterations, progress, "")
+    larger = [sweep_fabric(rail_trace(b.transformer(tr.model), b.parallel, r.compute, net, b.gpus_per_server), net,
+                           b.servers, b.gpus_per_server, r.modes, r.sweep_s, r.control.rtt_s, r.iterations, progress,
+                           f"{b.servers * b.gpus_per_server} GPUs: ") for b in r.larger]
+    R = min(r.sweep_s, key=lambda x: abs(x - 0.1))
+    model = r.transformer()
+    return RailsResult(model=model.name, params=model.params, control_rtt_s=r.control.rtt_s, main=main,
+                       larger=larger, timeline_delay_s=R,
+                       timeline=steady_timelines(tr, net, r.modes, R, r.control.rtt_s, r.iterations),
+                       paper=r.paper.model_dump() if r.paper else None)

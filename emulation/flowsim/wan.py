@@ -18,7 +18,7 @@ from emulation.output import Progress
 from emulation.planners.divergence import Outcome, diverged
 from emulation.planners.te import Objective
 from emulation.planners.tunnels import Tunnels
-from emulation.te_intervals import Interval, Measured, WanSetup
+from emulation.te_intervals import Interval, Measured, WanResult, WanSetup, WanSpec
 
 
 def delivered(tunnels: Tunnels, splits: np.ndarray, volumes: np.ndarray, load: np.ndarray,
@@ -62,3 +62,14 @@ def simulate_wan(setup: WanSetup, objective: Objective, regulariser: float = 0.0
     if progress:
         progress("done", count, count)
     return intervals
+
+
+def run_wan(spec: WanSpec, progress: Progress | None = None) -> WanResult:
+    """A ``wan:`` section on the flow backend: every matrix an interval, solved by every slice on
+    its own view and carried on the true demand (:func:`simulate_wan`); deterministic in its
+    seeds.
+
+    :raises WanError: unreadable data. :raises emulation.planners.te.TeError: a solver failed.
+    """
+    setup, te = spec.setup(), spec.te
+    return WanResult.of(spec, setup, simulate_wan(setup, te.objective, te.lam, te.capacity_headroom, progress))

@@ -2,8 +2,11 @@
 
 A scenario file is of one *kind*; each kind is one module of this package that declares, in a
 :class:`Kind`, its scenario model (the file's schema), its result model (what ``result.json``
-holds inside the envelope, :mod:`emulation.envelope`), the backends it runs on, its run, summary
-and write functions, and the extra commands it answers. The command line parses a file once,
+holds inside the envelope, :mod:`emulation.envelope`), the backends it runs on, its checks past
+the schema, its run, summary and write functions, and the extra commands it answers. Kinds
+declare, layers compute, reports present: a kind's run calls the layer that computes (a sweep,
+a replay, a backend) and returns the layer's result, which the registry puts in the envelope;
+its package holds the report. The command line parses a file once,
 finds its kind here (:func:`kind_of`: the file's ``kind:`` key, else the section that marks it)
 and goes down one path; a command a kind does not answer is refused in one line naming the kind
 and the commands that do apply.
@@ -31,7 +34,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Union
 
 from pydantic import BaseModel
 
@@ -39,6 +42,7 @@ from emulation.envelope import ResultEnvelope, read_result
 from emulation.output import Progress
 from emulation.scenario.load import read_yaml, validate
 from emulation.scenario.schema import ScenarioError
+from emulation.sections import SectionError
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,15 @@ class RunRequest:
     pcap: list[str] | None = None
 
 
+#: A report function, or one per result model (a kind with two results: its run's and a
+#: command's), chosen by the result's type.
+ByResult = Union[Callable, Mapping[type, Callable]]
+
+
+def _by_result(f: ByResult, result: BaseModel) -> Callable:
+    return f if callable(f) else next(g for t, g in f.items() if isinstance(result, t))
+
+
 @dataclass(frozen=True)
 class Kind:
     """One scenario kind (module doc).
@@ -84,14 +97,18 @@ class Kind:
     :param scenario: the pydantic model of a whole scenario file of this kind.
     :param result: the pydantic model of its result, inside the envelope.
     :param backends: the backends its ``run`` takes (``flow``, ``mininet``).
-    :param load: ``load(path, data) -> scenario``: validate the file's mapping and check what
-        the schema alone cannot (that the fabric builds, the matrices exist...). :raises
-        ScenarioError: one line naming the field.
-    :param run: ``run(request) -> ResultEnvelope``. Raises :class:`emulation.output.Refused`
-        (or a backend's refusal) before anything was measured, a backend's failure after.
-    :param show: print the result's summary on the terminal.
+    :param run: ``run(request) -> result`` (wrapped in an envelope on ``request.backend``) or
+        ``-> ResultEnvelope``. Raises :class:`emulation.output.Refused` (or a backend's refusal)
+        before anything was measured, a backend's failure after.
+    :param show: print the result's summary on the terminal: ``show(envelope)``, or one such
+        function per result model.
     :param write: write the files beside ``result.json`` (tables, plots) into the results
-        directory; returns their names.
+        directory and return their names: ``write(envelope, out)``, or one per result model.
+    :param deep: ``deep(scenario)``: what the schema alone cannot check (that the fabric builds,
+        the matrices exist...), run when a file is loaded. :raises SectionError: one line
+        naming the field.
+    :param data_errors: the exceptions reading the scenario's data files may raise, each turned
+        into a one-line :class:`ScenarioError` naming the file.
     :param options: which of ``ocslab run``'s packet options (``controller``, ``apps``, ``pcap``,
         ``force``) the kind takes.
     :param commands: the extra commands it answers, ``name -> handler(scenario, args, path) ->
@@ -101,15 +118,39 @@ class Kind:
 
     name: str
     scenario: type[BaseModel]
-    result: type[BaseModel]
+    result: Any
     backends: tuple[str, ...]
-    load: Callable[[Path, dict], Any]
-    run: Callable[[RunRequest], ResultEnvelope]
-    show: Callable[[ResultEnvelope], None]
-    write: Callable[[ResultEnvelope, Path], list[str]]
+    run: Callable[[RunRequest], Any]
+    show: ByResult
+    write: ByResult
+    deep: Callable[[Any], None] | None = None
+    data_errors: tuple[type[Exception], ...] = ()
     options: frozenset[str] = frozenset()
     commands: dict[str, Callable[[Any, Any, Path], int]] = field(default_factory=dict)
     backend_of: Callable[[Any], str] = lambda sc: sc.backend
+
+    def load(self, path: Path, data: dict):
+        """The scenario of the file ``path`` holding ``data``: validated against
+        :attr:`scenario`, then :attr:`deep`. :raises ScenarioError: ``FILE: field: problem``."""
+        try:
+            return validated(self.scenario, data, path, self.deep)
+        except self.data_errors as e:
+            raise ScenarioError(f"{path}: {e}") from None
+
+    def run_envelope(self, req: RunRequest) -> ResultEnvelope:
+        """:attr:`run` of ``req``, its result in an envelope on ``req.backend``."""
+        from emulation.envelope import envelope
+
+        got = self.run(req)
+        return got if isinstance(got, ResultEnvelope) else envelope(self.name, req.scenario.name, req.backend, got)
+
+    def shown(self, env: ResultEnvelope) -> None:
+        """Print ``env``'s summary (:attr:`show`)."""
+        _by_result(self.show, env.result)(env)
+
+    def written(self, env: ResultEnvelope, out: Path) -> list[str]:
+        """Write ``env``'s files into ``out`` (:attr:`write`); their names."""
+        return _by_result(self.write, env.result)(env, out)
 
     def backend_refusal(self, backend: str) -> str | None:
         """The one line refusing ``backend`` for this kind, or None if it runs there."""
@@ -120,6 +161,26 @@ class Kind:
     def answers(self, command: str) -> bool:
         """True if ``command`` (``run`` or an extra one) applies to this kind."""
         return command == "run" or command in self.commands
+
+
+def with_controller(emulation, controller: str | None = None, apps: tuple[str, ...] = (), packets: bool = True):
+    """``emulation`` (an :class:`~emulation.scenario.schema.EmulationSpec`) with ``--controller``
+    and ``--app`` applied.
+
+    :raises Refused: Ryu asked for (by the flag or the scenario) on the packet backend where its
+        environment is missing."""
+    from emulation.output import Refused
+
+    if controller or apps:
+        emulation = emulation.model_copy(update={"controller": controller or emulation.controller,
+                                                 "apps": tuple(emulation.apps) + tuple(apps)})
+    if packets and emulation.controller == "ryu":
+        from emulation.emulator.net import ryu_unavailable
+
+        why = ryu_unavailable()
+        if why:
+            raise Refused(f"--controller: ryu is unavailable here: {why}")
+    return emulation
 
 
 def get(name: str) -> Kind:
@@ -179,7 +240,8 @@ def load_as(path: Path | str, name: str):
 
 def validated(model: type[BaseModel], data: dict, path: Path | str, deep: Callable[[Any], None] | None = None):
     """Validate ``data`` as ``model`` and run ``deep(scenario)``, whose one-line
-    :class:`ScenarioError` gets the file's name in front; the scenario.
+    :class:`SectionError` (:class:`ScenarioError` is one) gets the file's name in front; the
+    scenario.
 
     :raises ScenarioError: one line, ``FILE: field: problem``.
     """
@@ -187,7 +249,7 @@ def validated(model: type[BaseModel], data: dict, path: Path | str, deep: Callab
     if deep is not None:
         try:
             deep(sc)
-        except ScenarioError as e:
+        except SectionError as e:
             raise ScenarioError(f"{path}: {e}") from None
     return sc
 
@@ -255,7 +317,7 @@ def run_scenario(kind: Kind | str, sc, out: Path, backend: str | None = None, *,
     refusal = kind.backend_refusal(backend)
     if refusal:
         raise Refused(refusal)
-    env = kind.run(RunRequest(sc, backend, Path(out), progress, **options))
+    env = kind.run_envelope(RunRequest(sc, backend, Path(out), progress, **options))
     write_and_show(kind, sc, env, Path(out), show=show)
     return env
 
@@ -269,10 +331,10 @@ def write_and_show(kind: Kind, sc, env: ResultEnvelope, out: Path, show: bool = 
     from emulation.envelope import write_result
 
     write_result(out, env, scenario_yaml(sc))
-    files = kind.write(env, out)
+    files = kind.written(env, out)
     if not show:
         return
-    kind.show(env)
+    kind.shown(env)
     Console().print(f"results: {out}/result.json{''.join(', ' + f for f in files)}")
 
 

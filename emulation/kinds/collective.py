@@ -18,19 +18,12 @@ from rich.table import Table
 
 from emulation import report
 from emulation.envelope import EnvelopeError, read_result, write_result
-from emulation.kinds import Kind, RunRequest, validated
+from emulation.kinds import Kind, RunRequest, with_controller
 from emulation.output import EXIT_FAILED, Refused, fail, guarded, progress_bar, results_dir
 from emulation.results import CollectiveResult
 from emulation.scenario import Scenario, ScenarioError
 from emulation.scenario.load import check_experiment
 from emulation.units import format_bytes, parse_bytes
-
-
-def _load(path: Path, data: dict):
-    """The scenario, with its resolved :class:`~emulation.scenario.Experiment` kept for the run
-    (loading resolves every run once, so that one that cannot be planned is refused before
-    anything starts)."""
-    return validated(Scenario, data, path, check_experiment)
 
 
 def _experiment(sc: Scenario):
@@ -41,22 +34,11 @@ def _experiment(sc: Scenario):
 
 
 def _with_controller(sc: Scenario, controller: str | None, apps: tuple[str, ...], packets: bool):
-    """The experiment of ``sc`` with ``--controller`` and ``--app`` applied.
-
-    :raises Refused: Ryu asked for (by the flag or the scenario) on the packet backend where its
-        environment is missing."""
+    """The experiment of ``sc`` with ``--controller`` and ``--app`` applied
+    (:func:`emulation.kinds.with_controller`). :raises Refused: Ryu is unavailable."""
     exp = _experiment(sc)
-    if controller or apps:
-        em = sc.emulation.model_copy(update={"controller": controller or sc.emulation.controller,
-                                             "apps": tuple(sc.emulation.apps) + tuple(apps)})
-        exp = dataclasses.replace(exp, emulation=em)
-    if packets and exp.emulation.controller == "ryu":
-        from emulation.emulator.net import ryu_unavailable
-
-        why = ryu_unavailable()
-        if why:
-            raise Refused(f"--controller: ryu is unavailable here: {why}")
-    return exp
+    em = with_controller(exp.emulation, controller, apps, packets)
+    return exp if em is exp.emulation else dataclasses.replace(exp, emulation=em)
 
 
 def _run(req: RunRequest):
@@ -71,11 +53,6 @@ def _run(req: RunRequest):
     if req.pcap and exp.emulation.servers:
         raise Refused("--pcap: captures are taken on one machine; not with emulation.servers")
     return runner.run(sc, req.backend, req.out, req.progress, force=req.force, experiment=exp, pcap=req.pcap)
-
-
-def _write(env, out: Path) -> list[str]:
-    """``steps.csv``, ``timeline.png`` (:func:`emulation.report.write`)."""
-    return report.write(env, out)
 
 
 def _compare(sc: Scenario, args, path: Path) -> int:
@@ -207,8 +184,8 @@ def _up(sc: Scenario, args, path: Path) -> int:
 
 
 KIND = Kind(
-    name="collective", scenario=Scenario, result=CollectiveResult, backends=("mininet", "flow"), load=_load, run=_run,
-    show=report.print_summary, write=_write, options=frozenset({"controller", "apps", "pcap", "force"}),
-    commands={"compare": _compare, "plan": _plan, "up": _up})
+    name="collective", scenario=Scenario, result=CollectiveResult, backends=("mininet", "flow"), run=_run,
+    show=report.print_summary, write=report.write, deep=check_experiment,
+    options=frozenset({"controller", "apps", "pcap", "force"}), commands={"compare": _compare, "plan": _plan, "up": _up})
 
 __all__ = ["KIND", "ScenarioError"]

@@ -20,27 +20,21 @@ program sends real bytes (byte scale 1), so the time dilation factor is
 Runs on the packet backend only (``ocslab run`` or ``ocslab train``, which also takes
 ``--recovery``): the scenario becomes a :class:`~emulation.torchjob.recoveries.RecoverySetup`
 and :func:`emulation.torchjob.recoveries.run_recoveries` runs every recovery; result:
-:class:`emulation.training.results.TrainingResult`.
+:class:`emulation.torchjob.recoveries.TrainingResult`.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
 
-from emulation.envelope import envelope
-from emulation.fabric import FabricError
-from emulation.kinds import Kind, RunRequest, command_job, validated
+from emulation.kinds import Kind, RunRequest, command_job
 from emulation.output import Refused
-from emulation.planners.failover import failover_table
-from emulation.scale import Scale
-from emulation.scenario.schema import EmulationSpec, FabricSpec, NamedScenario, ScenarioError
-from emulation.torchjob.recoveries import FailureSpec, JobSpec, RecoverySetup
+from emulation.scenario.schema import EmulationSpec, FabricSpec, NamedScenario
+from emulation.torchjob.recoveries import FailureSpec, JobSpec, RecoverySetup, TrainingResult
 from emulation.training import report
-from emulation.training.results import TrainingResult
 
 Recovery = Literal["optical", "electrical", "migration"]
 
@@ -97,75 +91,29 @@ class TrainingScenario(NamedScenario):
             raise ValueError(f"job.batch: {self.job.batch} samples cannot be split over {f.gpus} GPUs")
         return self
 
-    @property
-    def tdf(self) -> float:
-        """Time dilation factor (:class:`emulation.scale.Scale`) with byte scale 1: a real
-        program sends real bytes, so it is the real port rate over the emulated one."""
-        return Scale(self.emulation.link_mbps, 1.0, self.fabric.port_gbps).tdf
-
-    @property
-    def placement(self) -> tuple[int, ...]:
-        """GPU of every rank at launch: rank r on GPU r."""
-        return tuple(range(self.fabric.gpus))
-
-    @property
-    def spares(self) -> tuple[int, ...]:
-        """The spare GPUs, in order of preference."""
-        return tuple(range(self.fabric.gpus, self.fabric.gpus + self.fabric.spares))
-
     def recovery_setup(self) -> RecoverySetup:
-        """What every recovery run starts from
-        (:class:`~emulation.torchjob.recoveries.RecoverySetup`): the rack built
-        (:meth:`FabricSpec.build`), the job as JSON, the placement, the spares, the failure and
-        the emulation's rate and TDF.
+        """What every recovery run starts from (:meth:`RecoverySetup.of`: the rack built, rank r
+        on GPU r, the spares, the failure, the emulation's rate and TDF).
 
         :raises ScenarioError: the builder rejects the rack.
         """
-        return RecoverySetup(fabric=self.fabric.build(), job=self.job, placement=self.placement, spares=self.spares,
-                             failure=self.failure, link_mbps=self.emulation.link_mbps, tdf=self.tdf,
-                             reconfiguration_delay_s=self.fabric.reconfiguration_delay_s, timeout_s=self.timeout_s)
+        return RecoverySetup.of(self.fabric, self.job, self.failure, self.emulation.link_mbps, self.timeout_s)
 
 
-def _check_recoveries(sc: TrainingScenario) -> None:
-    fabric = sc.fabric.build()
-    try:
-        for mode in sc.recovery:
-            failover_table(fabric, mode, sc.placement, sc.spares)
-    except FabricError as e:
-        raise ScenarioError(f"fabric: {e}") from None
-
-
-def _load(path: Path, data: dict) -> TrainingScenario:
-    """Validate a training scenario and check that the rack builds and every recovery has its
-    precomputed configurations. :raises ScenarioError: one line naming the field."""
-    return validated(TrainingScenario, data, path, _check_recoveries)
-
-
-def _run(req: RunRequest):
+def _run(req: RunRequest) -> TrainingResult:
     """Every recovery of the scenario with real packets, a fresh emulation each, its raw record
-    in ``out/MODE/raw.json`` (:func:`emulation.torchjob.recoveries.run_recoveries`), and their
-    comparison, in a :class:`TrainingResult`.
+    in ``out/MODE/raw.json``, and their comparison
+    (:func:`emulation.torchjob.recoveries.run_recoveries`).
 
     :raises Refused: PyTorch is not installed.
     :raises emulation.emulator.net.EmulationError: the emulation or the job failed.
     """
-    from emulation.torchjob.launch import torch_available
-    from emulation.torchjob.recoveries import compare_recoveries, run_recoveries
+    from emulation.torchjob.launch import torch_missing
+    from emulation.torchjob.recoveries import run_recoveries
 
-    if not torch_available():
-        raise Refused("torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, "
-                      f"or {sys.executable} -m pip install torch==2.13.0)")
-    sc = req.scenario
-    runs, capabilities = run_recoveries(sc.recovery_setup(), sc.recovery, req.out, req.progress)
-    result = TrainingResult(tdf=sc.tdf, parameters=sc.job.parameters, gradient_bytes=sc.job.gradient_bytes,
-                            capabilities=capabilities, runs=runs, comparison=compare_recoveries(runs))
-    return envelope("training", sc.name, "mininet", result)
-
-
-def _write(env, out: Path) -> list[str]:
-    """``timeline.png`` (:func:`emulation.training.report.timeline_plot`)."""
-    report.timeline_plot(env.result, out / "timeline.png")
-    return ["timeline.png"]
+    if torch_missing():
+        raise Refused(torch_missing())
+    return run_recoveries(req.scenario.recovery_setup(), req.scenario.recovery, req.out, req.progress)
 
 
 def _train(sc: TrainingScenario, args, path: Path) -> int:
@@ -178,9 +126,9 @@ def _train(sc: TrainingScenario, args, path: Path) -> int:
                           f"(it has: {', '.join(sc.recovery)})")
         sc = sc.model_copy(update={"recovery": wanted})
     return command_job(KIND, sc, args.out, "train", len(sc.recovery),
-                       lambda out, progress: _run(RunRequest(sc, "mininet", out, progress)))
+                       lambda out, progress: KIND.run_envelope(RunRequest(sc, "mininet", out, progress)))
 
 
-KIND = Kind(name="training", scenario=TrainingScenario, result=TrainingResult, backends=("mininet",), load=_load,
-            run=_run, show=lambda env: report.print_summary(env.result), write=_write, commands={"train": _train},
+KIND = Kind(name="training", scenario=TrainingScenario, result=TrainingResult, backends=("mininet",), run=_run,
+            show=report.print_summary, write=report.write, deep=lambda sc: sc.recovery_setup().check(sc.recovery), commands={"train": _train},
             backend_of=lambda sc: "mininet")

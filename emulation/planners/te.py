@@ -24,6 +24,7 @@ load): what ``ocslab te`` prints.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -289,6 +290,14 @@ class TeRoutes:
     offered: float
     demands: list[DemandSplits]
     links: list[LinkLoad]
+
+    def to_json(self) -> dict:
+        """The solution's objective, regulariser, value, carried demand and MLU, the demand
+        offered, and every demand's splits and link's load, as plain data."""
+        sol = self.solution
+        return {"objective": sol.objective, "regulariser": sol.regulariser, "value": sol.value, "carried": sol.carried,
+                "offered": self.offered, "mlu": sol.mlu, "demands": [dataclasses.asdict(d) for d in self.demands],
+                "links": [dataclasses.asdict(l) for l in self.links]}
 
 
 def te_routes(topo: WanTopology, tunnels: Tunnels, matrix: np.ndarray, objective: Objective = "mcf",

@@ -10,8 +10,7 @@ from rich.table import Table
 
 from emulation.envelope import ResultEnvelope
 from emulation.figures import console, figure, lanes, legend, table, write_csv
-from emulation.flowsim.rail_sweep import FabricRun
-from emulation.rails.results import RailsResult
+from emulation.flowsim.rail_sweep import FabricRun, RailsResult
 from emulation.torchjob.rails_job import TorchJobResult
 
 #: Colours of the timeline, by what a rank does (comm ops by dimension).
@@ -20,21 +19,19 @@ COLOURS = {"compute": "#c8c8c8", "pp": "#1f77b4", "dp": "#2ca02c", "edp": "#98df
 
 
 def write(env: ResultEnvelope, out: Path) -> list[str]:
-    """A sweep's ``sweep.csv``, ``overhead.png`` and ``timeline.png``, or a torch job's
-    ``timeline.png``; their names."""
+    """A sweep's ``sweep.csv``, ``overhead.png`` and ``timeline.png``; their names."""
     result = env.result
-    if isinstance(result, TorchJobResult):
-        packet_timeline_plot(result, out / "timeline.png")
-        return ["timeline.png"]
-    write_csv(out / "sweep.csv",
-              ([fr.gpus, p.mode, p.reconfiguration_delay_s, p.iteration_s, p.overhead, p.reconfigurations,
-                p.speculative_reconfigurations, p.control_wait_s] for fr in [result.main] + result.larger
-               for p in fr.points),
-              ["gpus", "mode", "reconfiguration_delay_s", "iteration_s", "overhead", "reconfigurations",
-               "speculative_reconfigurations", "control_wait_s"])
+    write_csv(out / "sweep.csv", ({"gpus": fr.gpus, **p.model_dump()} for fr in [result.main] + result.larger
+                                  for p in fr.points))
     overhead_plot(result, out / "overhead.png")
     timeline_plot(result, out / "timeline.png")
     return ["sweep.csv", "overhead.png", "timeline.png"]
+
+
+def write_packet(env: ResultEnvelope, out: Path) -> list[str]:
+    """A torch job's ``timeline.png`` (:func:`packet_timeline_plot`); its name."""
+    packet_timeline_plot(env.result, out / "timeline.png")
+    return ["timeline.png"]
 
 
 def overhead_plot(result: RailsResult, path: Path) -> None:
@@ -121,18 +118,9 @@ def _table(fr: FabricRun, paper: dict | None, title: str) -> Table:
     return table(title, columns, rows)
 
 
-def show(env: ResultEnvelope) -> None:
-    """Print a sweep (:func:`print_summary`) or a torch job (:func:`print_packet`)."""
-    if isinstance(env.result, TorchJobResult):
-        print_packet(env.result, env.scenario)
-    else:
-        print_summary(env.result, env.scenario)
-
-
-def print_summary(result: RailsResult, name: str) -> None:
-    """The sweep tables of scenario ``name`` (ours beside the paper's) and the larger fabrics'
-    wall times."""
-    con = console(160)
+def print_summary(env: ResultEnvelope) -> None:
+    """A sweep's tables (ours beside the paper's) and the larger fabrics' wall times."""
+    result, name, con = env.result, env.scenario, console(160)
     m = result.main
     paper = result.paper
     con.print(f"{name}: {result.model} ({result.params / 1e9:.2f} B parameters) on {m.gpus} GPUs "
@@ -157,39 +145,35 @@ def _par(p: dict) -> str:
 def packet_timeline_plot(result: TorchJobResult, path: Path) -> None:
     """The second iteration of each mode's torch job: a lane per GPU, coloured by compute, the
     dimension of each comm op, and time waiting on the controller (red)."""
-    res = result.model_dump()
-    modes = list(res["runs"])
-    gpus = [f"GPU {g}" for g in range(res["gpus"])]
-    with figure(path, len(modes), 1, size=(11, 1.2 + 0.32 * res["gpus"] * len(modes)),
+    modes, gpus = list(result.runs), [f"GPU {g}" for g in range(result.gpus)]
+    with figure(path, len(modes), 1, size=(11, 1.2 + 0.32 * result.gpus * len(modes)),
                 rect=(0, 0.05, 1, 1)) as (fig, axes):
         for ax, mode in zip(axes[:, 0], modes):
-            run = res["runs"][mode]
-            draw_lanes(ax, run["timeline"], gpus)
-            dark = [r["measured_s"] for r in run["reconfigurations"]]
-            ax.set_title(f"{mode}: iteration {run['iteration_s']:.2f} s (flow {run['flow_iteration_s']:.2f} s, "
-                         f"{run['deviation']:+.1%}); {len(dark)} rewires, dark "
+            run = result.runs[mode]
+            draw_lanes(ax, run.timeline, gpus)
+            dark = [r.measured_s for r in run.reconfigurations]
+            ax.set_title(f"{mode}: iteration {run.iteration_s:.2f} s (flow {run.flow_iteration_s:.2f} s, "
+                         f"{run.deviation:+.1%}); {len(dark)} rewires, dark "
                          f"{min(dark, default=0) * 1e3:.0f}-{max(dark, default=0) * 1e3:.0f} ms for R = "
-                         f"{res['reconfiguration_delay_s'] * 1e3:g} ms", fontsize=9)
+                         f"{result.reconfiguration_delay_s * 1e3:g} ms", fontsize=9)
         axes[-1, 0].set_xlabel("seconds into the second iteration")
         legend(fig, COLOURS, ("wait", "ep", "edp"), loc="lower center", ncol=len(COLOURS) - 3, fontsize=7)
 
 
-def print_packet(result: TorchJobResult, name: str) -> None:
-    """One row per mode of scenario ``name``: measured and flow iteration time, waits, rewires,
-    dark windows, loss."""
-    res = result.model_dump()
-    rows = []
-    for mode, r in res["runs"].items():
-        dark = [x["measured_s"] for x in r["reconfigurations"]]
-        loss = r["loss"]
-        rows.append([mode, f"{r['iteration_s']:.3f}", f"{r['flow_iteration_s']:.3f}", f"{r['deviation']:+.1%}",
-                     f"{r['control_wait_s']:.3f}", len(dark),
+def print_packet(env: ResultEnvelope) -> None:
+    """A torch job's row per mode: measured and flow iteration time, waits, rewires, dark
+    windows, loss."""
+    res, rows = env.result, []
+    for mode, r in res.runs.items():
+        dark, loss = [x.measured_s for x in r.reconfigurations], r.loss
+        rows.append([mode, f"{r.iteration_s:.3f}", f"{r.flow_iteration_s:.3f}", f"{r.deviation:+.1%}",
+                     f"{r.control_wait_s:.3f}", len(dark),
                      f"{min(dark, default=0) * 1e3:.1f}-{max(dark, default=0) * 1e3:.1f}",
-                     f"{loss[0]:.3f} -> {loss[-1]:.3f}" if loss else "-", f"{r['control_rtt_s'] * 1e3:.2f}"])
+                     f"{loss[0]:.3f} -> {loss[-1]:.3f}" if loss else "-", f"{r.control_rtt_s * 1e3:.2f}"])
     console(160).print(table(
-        f"{name}: torch job on {res['gpus']} emulated GPUs ({res['servers']} servers x {res['gpus_per_server']}), "
-        f"links {res['link_mbps']:g} Mbit/s, R = {res['reconfiguration_delay_s'] * 1e3:g} ms"
-        + "".join(f"; {mode} emulated at {r['headroom']['link_mbps']:g} Mbit/s (time dilation {r['time_dilation']:g},"
-                  f" times below divided by it)" for mode, r in res["runs"].items() if r.get("time_dilation", 1) != 1),
+        f"{env.scenario}: torch job on {res.gpus} emulated GPUs ({res.servers} servers x {res.gpus_per_server}), "
+        f"links {res.link_mbps:g} Mbit/s, R = {res.reconfiguration_delay_s * 1e3:g} ms"
+        + "".join(f"; {mode} emulated at {r.headroom['link_mbps']:g} Mbit/s (time dilation {r.time_dilation:g},"
+                  f" times below divided by it)" for mode, r in res.runs.items() if r.time_dilation != 1),
         ("mode", "iteration (s)", "flow (s)", "deviation", "controller wait (s/it.)", "rewires", "dark measured (ms)",
          "loss first -> last", "round trip (ms)"), rows))

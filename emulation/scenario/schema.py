@@ -51,7 +51,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from emulation import dataplane as dpn
 from emulation.fabric import Fabric, FabricError
 from emulation.planners import PLANNERS, CostModel
-from emulation.sections import StrictModel, known_name
+from emulation.sections import SectionError, StrictModel, known_name
 from emulation.units import parse_bytes
 from emulation.workloads import ALGORITHMS, known
 from emulation.workloads.moe import MoELayer
@@ -62,7 +62,7 @@ from topologies import BUILDERS
 MAX_GPUS = 131072
 
 
-class ScenarioError(ValueError):
+class ScenarioError(SectionError):
     """A scenario that cannot be run; ``str()`` is one line naming the field."""
 
 

@@ -11,28 +11,20 @@ from rich.console import Console
 from emulation.envelope import ResultEnvelope
 from emulation.figures import console as wide_console
 from emulation.figures import figure, table, write_csv
-from emulation.tenancy.results import TenancyResult, TenantsResult
+from emulation.flowsim.rack_sweep import TenancyResult
 
 COLUMNS = ("allocation_bandwidth", "fragmentation", "utilisation", "throughput_jobs_per_h", "bindings_per_h",
            "jct_mean_s", "jct_p95_s", "delay_mean_s", "delay_p95_s", "contiguous_share", "jobs_completed",
            "jobs_rejected", "requests")
 
+
 def write(env: ResultEnvelope, out: Path) -> list[str]:
-    """A trace's ``runs.csv``, ``utilisation.png`` and ``policies.png``, or a packet run's
-    ``tenants.csv``; their names."""
+    """A trace's ``runs.csv``, ``utilisation.png`` and ``policies.png``; their names."""
     result = env.result
-    if isinstance(result, TenantsResult):
-        write_packet(result, out)
-        return ["tenants.csv"]
     write_csv(out / "runs.csv", ([r.allocator, r.scheduler, *(r.metrics[c] for c in COLUMNS)] for r in result.runs),
               ["allocator", "scheduler", *COLUMNS])
     plots(result, out, env.scenario)
     return ["runs.csv", "utilisation.png", "policies.png"]
-
-
-def show(env: ResultEnvelope) -> None:
-    """Print a trace's tables (:func:`print_summary`) or a packet run's (:func:`print_packet`)."""
-    (print_packet if isinstance(env.result, TenantsResult) else print_summary)(env.result, env.scenario)
 
 
 def plots(result: TenancyResult, out: Path, name: str) -> None:
@@ -67,10 +59,10 @@ def plots(result: TenancyResult, out: Path, name: str) -> None:
         fig.suptitle(f"{name}: schedulers (Propius' policies) and static partitioning")
 
 
-def print_summary(result: TenancyResult, name: str, console: Console | None = None) -> None:
-    """The allocators side by side (first scheduler), their allocation bandwidth per tenant, then
-    every scheduler per allocator."""
-    console = console or wide_console()
+def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
+    """A trace's allocators side by side (first scheduler), their allocation bandwidth per
+    tenant, then every scheduler per allocator."""
+    result, name, console = env.result, env.scenario, console or wide_console()
     tr = result.trace
     sched = result.runs[0].scheduler
     first = [r for r in result.runs if r.scheduler == sched]
@@ -98,34 +90,29 @@ def print_summary(result: TenancyResult, name: str, console: Console | None = No
                         rows))
 
 
-def write_packet(result: TenantsResult, out: Path) -> None:
-    """``tenants.csv`` of a packet run (:func:`emulation.tenancy.run.run_packet`)."""
-    cols = ["name", "algorithm", "bytes", "start_s", "packet_alone_s", "flow_alone_s", "alone_error",
-            "packet_together_s", "flow_together_s", "together_error", "retransmissions", "foreign_packets"]
-    write_csv(out / "tenants.csv", ([" ".join(map(str, r.gpus)), *(getattr(r, c) for c in cols)] for r in result.tenants),
-              ["gpus", *cols])
+def write_packet(env: ResultEnvelope, out: Path) -> list[str]:
+    """A packet run's ``tenants.csv`` (:func:`emulation.tenants_packet.compare_tenants`); its name."""
+    write_csv(out / "tenants.csv", ({"gpus": " ".join(map(str, r.gpus)), **r.model_dump(exclude={"gpus"})}
+                                    for r in env.result.tenants))
+    return ["tenants.csv"]
 
 
-def print_packet(result: TenantsResult, name: str, console: Console | None = None) -> None:
+def print_packet(env: ResultEnvelope, console: Console | None = None) -> None:
     """Each tenant alone and together, packets against the flow backend, and the isolation count."""
-    console = console or wide_console()
-    result = result.model_dump()
-    sc = result["scale"]
-    rows = []
-    for r in result["tenants"]:
-        g = r["gpus"]
+    res, console, rows = env.result, console or wide_console(), []
+    for r in res.tenants:
+        g = r.gpus
         gpus = f"{g[0]}-{g[-1]}" if g == list(range(g[0], g[-1] + 1)) else ",".join(map(str, g))
-        fa, ft = r["flow_alone_s"] * 1e6, r["flow_together_s"] * 1e6
-        rows.append([f"{r['name']} {gpus}", f"{r['algorithm']} {r['bytes'] / 2**20:g}MiB",
-                     f"{r['packet_alone_s'] * 1e6:.1f}", f"{r['alone_error']:+.1%}",
-                     f"{r['packet_together_s'] * 1e6:.1f}", f"{r['together_error']:+.1%}",
-                     f"{fa:.1f}" if abs(fa - ft) < 0.05 else f"{fa:.1f}/{ft:.1f}", r["foreign_packets"]])
-    t = table(f"{name}: packets at {sc['link_mbps']:g} Mbit/s (TDF {sc['tdf']:g}) vs flow, real-equivalent us",
-              ("tenant", "job", "alone", "err", "shared", "err", "flow", "foreign"), rows, left=("tenant", "job"))
+        fa, ft = r.flow_alone_s * 1e6, r.flow_together_s * 1e6
+        rows.append([f"{r.name} {gpus}", f"{r.algorithm} {r.bytes / 2**20:g}MiB", f"{r.packet_alone_s * 1e6:.1f}",
+                     f"{r.alone_error:+.1%}", f"{r.packet_together_s * 1e6:.1f}", f"{r.together_error:+.1%}",
+                     f"{fa:.1f}" if abs(fa - ft) < 0.05 else f"{fa:.1f}/{ft:.1f}", r.foreign_packets])
+    t = table(f"{env.scenario}: packets at {res.scale['link_mbps']:g} Mbit/s (TDF {res.scale['tdf']:g}) vs flow, "
+              f"real-equivalent us", ("tenant", "job", "alone", "err", "shared", "err", "flow", "foreign"), rows,
+              left=("tenant", "job"))
     for column in t.columns:
         column.no_wrap = True
     console.print(t)
-    retx = sum(r["retransmissions"] for r in result["tenants"])
     console.print(f"shared: all tenants at once; err: against the flow backend's time (alone, shared); foreign: "
-                  f"frames of another tenant on a tenant's OCS ports; {retx} retransmissions; circuits left "
-                  f"after every tenant ended: {result['circuits_left']}")
+                  f"frames of another tenant on a tenant's OCS ports; {sum(r.retransmissions for r in res.tenants)} "
+                  f"retransmissions; circuits left after every tenant ended: {res.circuits_left}")

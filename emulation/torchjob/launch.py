@@ -46,6 +46,15 @@ def torch_available() -> bool:
     return True
 
 
+def torch_missing() -> str | None:
+    """The one line refusing a torch job where PyTorch is not installed (how to install it), or
+    None where it is."""
+    if torch_available():
+        return None
+    return (f"torch: PyTorch is not installed (OCSLAB_EXTRAS=torch bash scripts/setup.sh, or {sys.executable} -m pip "
+            f"install torch==2.13.0)")
+
+
 def name_service(emu: EmulatedFabric, directory: Path) -> list[str]:
     """A command prefix that runs a program in a private mount namespace whose ``/etc/hosts``
     names every GPU (``g0`` ... at its fabric address, after the machine's own entries) and

@@ -29,7 +29,7 @@ records, the job's step log, the switches' evidence) into the figures LUMION rep
 :func:`compare_recoveries` sets the recoveries' steady states side by side. Times in the
 timeline are emulated seconds after the failure; ``failure_to_rewritten_s`` also gives the
 real-equivalent time. The records are typed (pydantic, unknown fields refused); the training
-kind's result (:class:`emulation.training.results.TrainingResult`) holds them.
+kind's result, :class:`TrainingResult`, holds them.
 
 This module sits beside :mod:`emulation.torchjob.perf` for the same reason: it measures on the
 packet backend and predicts with the flow backend, which the packet backend itself never
@@ -50,9 +50,12 @@ from typing import Any, Literal, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from emulation.fabric import Configuration, Fabric
+from emulation.fabric import Configuration, Fabric, FabricError
 from emulation.output import Progress
-from emulation.sections import StrictModel
+from emulation.planners.failover import failover_table
+from emulation.scale import Scale
+from emulation.scenario.schema import FabricSpec
+from emulation.sections import SectionError, StrictModel
 from emulation.torchjob.predict import fit_alpha, predict_allreduce
 
 
@@ -260,6 +263,27 @@ class RecoverySetup:
     reconfiguration_delay_s: float
     timeout_s: float
 
+    @classmethod
+    def of(cls, rack: FabricSpec, job: JobSpec, failure: FailureSpec, link_mbps: float,
+           timeout_s: float) -> RecoverySetup:
+        """The setup of a training scenario's sections: ``rack`` built (:meth:`FabricSpec.build`),
+        rank r on GPU r, the spares after the working GPUs, TDF the real port rate over
+        ``link_mbps`` (:class:`emulation.scale.Scale` with byte scale 1: a real program sends real
+        bytes). :raises ScenarioError: the builder rejects the rack."""
+        n = rack.gpus
+        return cls(fabric=rack.build(), job=job, placement=tuple(range(n)), spares=tuple(range(n, n + rack.spares)),
+                   failure=failure, link_mbps=link_mbps, tdf=Scale(link_mbps, 1.0, rack.port_gbps).tdf,
+                   reconfiguration_delay_s=rack.reconfiguration_delay_s, timeout_s=timeout_s)
+
+    def check(self, modes: list[str]) -> None:
+        """That every recovery of ``modes`` has its precomputed configurations
+        (:func:`emulation.planners.failover.failover_table`). :raises SectionError: ``fabric: ...``."""
+        try:
+            for mode in modes:
+                failover_table(self.fabric, mode, self.placement, self.spares)
+        except FabricError as e:
+            raise SectionError(f"fabric: {e}") from None
+
 
 def _steady(steps: list[dict], warmup: int, batch: int) -> dict:
     """Median step time / AllReduce time and throughput of ``steps`` past the first ``warmup``."""
@@ -354,14 +378,28 @@ def _emulated(fabric: Fabric, link_mbps: float) -> Fabric:
     return dataclasses.replace(fabric, port_gbps=link_mbps / 1000, eps=eps)
 
 
+class TrainingResult(_Record):
+    """A training scenario's result (inside the envelope, :mod:`emulation.envelope`): the TDF,
+    the model's parameters and gradient bytes per AllReduce, the machine's capabilities, one
+    record per recovery and their comparison."""
+
+    tdf: float
+    parameters: int
+    gradient_bytes: int
+    capabilities: dict[str, Any]
+    runs: list[RecoveryRun]
+    comparison: RecoveryComparison
+
+
 def run_recoveries(setup: RecoverySetup, modes: list[str], out: Path,
-                   progress: Progress | None = None) -> tuple[list[RecoveryRun], dict[str, Any]]:
+                   progress: Progress | None = None) -> TrainingResult:
     """Run the job of ``setup`` once per recovery of ``modes`` with real packets, a fresh
     emulation each (:func:`emulation.emulator.recovery.run_recovery`, its files in ``out/MODE``
-    and its raw record in ``out/MODE/raw.json``), and summarise each (:func:`summarise_recovery`).
+    and its raw record in ``out/MODE/raw.json``), summarise each (:func:`summarise_recovery`) and
+    compare them (:func:`compare_recoveries`).
 
-    :returns: ``(runs, capabilities)``: one :class:`RecoveryRun` per mode, in order, and the
-        machine's capabilities as JSON (:func:`emulation.emulator.capabilities.detect`).
+    :returns: one :class:`RecoveryRun` per mode, in order, and the machine's capabilities
+        (:func:`emulation.emulator.capabilities.detect`), in a :class:`TrainingResult`.
     :raises emulation.emulator.net.EmulationError: the emulation or the job failed.
     :raises ValueError: a run's record lacks a phase (:func:`summarise_recovery`).
     """
@@ -381,7 +419,8 @@ def run_recoveries(setup: RecoverySetup, modes: list[str], out: Path,
         runs.append(summarise_recovery(raw, setup))
     if progress:
         progress("done", len(modes), len(modes))
-    return runs, caps.to_json()
+    return TrainingResult(tdf=setup.tdf, parameters=setup.job.parameters, gradient_bytes=setup.job.gradient_bytes,
+                          capabilities=caps.to_json(), runs=runs, comparison=compare_recoveries(runs))
 
 
 def compare_recoveries(runs: list[RecoveryRun]) -> RecoveryComparison:

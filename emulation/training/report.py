@@ -13,8 +13,8 @@ from pathlib import Path
 from rich.console import Console
 
 from emulation import figures
-from emulation.torchjob.recoveries import RecoveryComparison, RecoveryRun
-from emulation.training.results import TrainingResult
+from emulation.envelope import ResultEnvelope
+from emulation.torchjob.recoveries import RecoveryComparison, RecoveryRun, TrainingResult
 
 #: Timeline phases in order, with their labels
 #: (:class:`emulation.torchjob.recoveries.Timeline`, filled by
@@ -54,10 +54,10 @@ def _evidence_row(r: RecoveryRun) -> list[object]:
             len(r.evidence["ocs_rules_to_failed_gpu"])]
 
 
-def print_summary(result: TrainingResult, console: Console | None = None) -> None:
+def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
     """Print the timeline, failure-to-rewritten, steady-state, loss and evidence tables (on
     ``console``, default a console at least 150 characters wide)."""
-    con = console or figures.console(150)
+    result, con = env.result, console or figures.console(150)
     runs = result.runs
     con.print(figures.table(
         "Recovery timeline (emulated seconds after the failure; detection by port status)",
@@ -82,6 +82,12 @@ def print_summary(result: TrainingResult, console: Console | None = None) -> Non
         "Packets the switches sent toward the failed GPU (ovs-ofctl dump-ports of its facing ports)",
         ["recovery", "failed GPU", "new placement", "failure -> rewrite", "after the rewrite", "OCS rules to it"],
         map(_evidence_row, runs)))
+
+
+def write(env: ResultEnvelope, out: Path) -> list[str]:
+    """``timeline.png`` (:func:`timeline_plot`); its name."""
+    timeline_plot(env.result, out / "timeline.png")
+    return ["timeline.png"]
 
 
 def timeline_plot(result: TrainingResult, path: Path) -> None:

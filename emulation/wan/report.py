@@ -87,16 +87,14 @@ def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
                   f"median {ag['rel_error_median']:.1%}, p95 {ag['rel_error_p95']:.1%} (utilisation points: median "
                   f"{ag['util_error_median']:.3f}, p95 {ag['util_error_p95']:.3f}); datagrams lost {ag['loss']:.3%}; "
                   f"longest reinstall {ag['reinstall_max_s'] * 1e3:.0f} ms")
+    names, killed = result.topology["routers"], result.killed_slice()
     for i in result.intervals:
         m = i.measured
-        worst = max(m.demands, key=lambda d: d[3] / d[2] if d[2] else 0)
+        src, dst, share = m.worst_demand()
         line = (f"  matrix {i.index}: sent {m.sent}, lost {m.lost} ({m.lost_during_reinstall} while reinstalling), "
                 f"reordered {m.reordered}, reinstall {max(m.reinstall_s.values(), default=0) * 1e3:.0f} ms, worst demand "
-                f"{result.topology['routers'][int(worst[0])]}->{result.topology['routers'][int(worst[1])]} "
-                f"{worst[3] / worst[2] if worst[2] else 0:.1%} lost")
+                f"{names[src]}->{names[dst]} {share:.1%} lost")
         if m.stale_demand_share > 0:
-            dead = [e.split()[3] for i2 in result.intervals for e in i2.measured.events if e.startswith("controller of slice")]
-            share = result.slicing["shares"][int(dead[0])] if dead and result.slicing.get("shares") else None
             line += (f", stale splits on {m.stale_demand_share:.1%} of the demand (measured blast radius"
-                     + (f"; computed: slice {dead[0]} sources {share:.1%})" if share is not None else ")"))
+                     + (f"; computed: slice {killed[0]} sources {killed[1]:.1%})" if killed else ")"))
         console.print(line + "".join(f"; {e}" for e in m.events))

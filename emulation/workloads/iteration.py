@@ -52,9 +52,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal, Union
 
-from pydantic import ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 Dimension = Literal["dp", "pp", "ep", "edp", "mp"]
@@ -165,6 +165,21 @@ MODELS: dict[str, TransformerSpec] = {
                                         kv_heads=16, vocab=102400, seq_len=4096, experts=64, top_k=6,
                                         shared_experts=2, expert_ffn_hidden=1408, dense_layers=1),
 }
+
+
+def _known_model(v):
+    if isinstance(v, str) and v not in MODELS:
+        raise ValueError(f"unknown model {v!r} (known: {', '.join(MODELS)}; or give its fields)")
+    return v
+
+
+#: A model in a scenario file: a name of :data:`MODELS`, or its fields (:class:`TransformerSpec`).
+ModelRef = Annotated[Union[str, TransformerSpec], AfterValidator(_known_model)]
+
+
+def transformer_of(ref: str | TransformerSpec) -> TransformerSpec:
+    """The :class:`TransformerSpec` of a :data:`ModelRef`."""
+    return MODELS[ref] if isinstance(ref, str) else ref
 
 
 @pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid", use_attribute_docstrings=True))
