@@ -88,6 +88,12 @@ def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[object]], 
     return t
 
 
+def formatted(values, formats: Iterable[tuple[str, str]]) -> list[str]:
+    """``format(values[key], spec)`` for each ``(key, spec)`` of ``formats`` (a row's cells from
+    a mapping of figures, e.g. ``(("utilisation", ".1%"), ("jct_mean_s", ".0f"))``)."""
+    return [format(values[k], f) for k, f in formats]
+
+
 def write_csv(path: Path, rows: Iterable[Sequence[object]] | Sequence[dict], header: Sequence[str] | None = None) -> None:
     """``path``: a CSV file with a header line. ``rows`` are sequences under ``header``, or dicts
     (the header is the first one's keys; a key another lacks is an empty cell).

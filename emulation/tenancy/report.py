@@ -10,7 +10,7 @@ from rich.console import Console
 
 from emulation.envelope import ResultEnvelope
 from emulation.figures import console as wide_console
-from emulation.figures import figure, table, write_csv
+from emulation.figures import figure, formatted, table, write_csv
 from emulation.flowsim.rack_sweep import TenancyResult
 
 COLUMNS = ("allocation_bandwidth", "fragmentation", "utilisation", "throughput_jobs_per_h", "bindings_per_h",
@@ -63,31 +63,24 @@ def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
     """A trace's allocators side by side (first scheduler), their allocation bandwidth per
     tenant, then every scheduler per allocator."""
     result, name, console = env.result, env.scenario, console or wide_console()
-    tr = result.trace
-    sched = result.runs[0].scheduler
+    tr, sched = result.trace, result.runs[0].scheduler
     first = [r for r in result.runs if r.scheduler == sched]
-    rows = []
-    for r in first:
-        m = r.metrics
-        rows.append([r.allocator, f"{m['allocation_bandwidth']:.1%}", f"{m['fragmentation']:.2%}",
-                     f"{m['utilisation']:.1%}", f"{m['delay_mean_s']:.0f}", f"{m['jct_mean_s']:.0f}",
-                     f"{m['jct_p95_s']:.0f}", f"{m['contiguous_share']:.0%}"])
+    allocators = (("allocation_bandwidth", ".1%"), ("fragmentation", ".2%"), ("utilisation", ".1%"),
+                  ("delay_mean_s", ".0f"), ("jct_mean_s", ".0f"), ("jct_p95_s", ".0f"), ("contiguous_share", ".0%"))
     console.print(table(f"{name}: allocators ({tr['jobs']} jobs, seed {tr['seed']}, scheduler {sched})",
                         ("allocator", "alloc. bandwidth", "fragmentation", "utilisation", "delay mean (s)",
-                         "JCT mean (s)", "JCT p95 (s)", "contiguous"), rows))
+                         "JCT mean (s)", "JCT p95 (s)", "contiguous"),
+                        ([r.allocator, *formatted(r.metrics, allocators)] for r in first)))
     tenants = sorted({k for r in result.runs for k in r.metrics["per_tenant"]}, key=int)
     rows = [[r.allocator, *(f"{r.metrics['per_tenant'][k]:.1%}" if k in r.metrics["per_tenant"] else "-"
                             for k in tenants)] for r in first]
     console.print(table(f"{name}: allocation bandwidth per tenant (scheduler {sched})",
                         ("allocator", *(f"tenant {k}" for k in tenants)), rows))
-    rows = []
-    for r in result.runs:
-        m = r.metrics
-        rows.append([r.allocator, r.scheduler, f"{m['utilisation']:.1%}", f"{m['throughput_jobs_per_h']:.2f}",
-                     f"{m['jct_mean_s']:.0f}", f"{m['jct_p95_s']:.0f}", m["jobs_rejected"]])
+    schedulers = (("utilisation", ".1%"), ("throughput_jobs_per_h", ".2f"), ("jct_mean_s", ".0f"), ("jct_p95_s", ".0f"),
+                  ("jobs_rejected", ""))
     console.print(table(f"{name}: schedulers",
                         ("allocator", "scheduler", "utilisation", "jobs/h", "JCT mean (s)", "JCT p95 (s)", "rejected"),
-                        rows))
+                        ([r.allocator, r.scheduler, *formatted(r.metrics, schedulers)] for r in result.runs)))
 
 
 def write_packet(env: ResultEnvelope, out: Path) -> list[str]:

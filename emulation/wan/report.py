@@ -16,10 +16,8 @@ def write(env: ResultEnvelope, out: Path) -> list[str]:
     """``intervals.csv`` and ``links.png`` (every link's utilisation per interval; for the packet
     backend also ``links_measured.png``) into ``out``; their names."""
     result = env.result
-    rows = ([i.index, i.offered, i.carried, i.delivered, i.loss, i.mlu, i.congestion, i.max_overload]
-            for i in result.intervals)
-    figures.write_csv(out / "intervals.csv", rows,
-                      ["matrix", "offered", "carried", "delivered", "loss", "mlu", "congestion", "max_overload"])
+    skip = {"index", "link_load", "measured"}
+    figures.write_csv(out / "intervals.csv", ({"matrix": i.index, **i.model_dump(exclude=skip)} for i in result.intervals))
     _plot(env, out / "links.png")
     if env.backend == "mininet":
         _plot_measured(env, out / "links_measured.png")
