@@ -95,7 +95,8 @@ class Kind:
 
     :param name: the kind's name (``result.json``'s ``kind``).
     :param scenario: the pydantic model of a whole scenario file of this kind.
-    :param result: the pydantic model of its result, inside the envelope.
+    :param result: the pydantic model of its result, inside the envelope (a ``Union`` of two
+        when a command gives another result than ``run``).
     :param backends: the backends its ``run`` takes (``flow``, ``mininet``).
     :param run: ``run(request) -> result`` (wrapped in an envelope on ``request.backend``) or
         ``-> ResultEnvelope``. Raises :class:`emulation.output.Refused` (or a backend's refusal)
