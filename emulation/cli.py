@@ -186,8 +186,8 @@ def _run(kind: kinds.Kind, sc, args) -> int:
         return fail("--pcap: packets are captured on the mininet backend only")
     return kinds.command_job(
         kind, sc, args.out, f"{kind.name} on {backend}", 1,
-        lambda out, progress: kind.run_envelope(kinds.RunRequest(sc, backend, out, progress, force=args.force,
-                                                        controller=args.controller, apps=tuple(args.app), pcap=pcap)),
+        lambda out, progress: kind.run_envelope(kinds.RunRequest(
+            sc, backend, out, progress, force=args.force, controller=args.controller, apps=tuple(args.app), pcap=pcap)),
         after=_pcap_report if pcap else None)
 
 

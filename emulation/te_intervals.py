@@ -1,15 +1,18 @@
 """A WAN traffic-engineering run over a series of traffic matrices (Symphony, arXiv 2510.11937),
-as both backends take and give it: its set-up (:class:`WanSetup`, :func:`prepare`: the
-topology, its tunnels, the replayed matrices, how the routers are sliced among controllers and
-how far each controller's view of the demand is off) and the record of every interval
-(:class:`Interval`, and what the packet backend measured in it, :class:`Measured`).
+as both backends take and give it: the ``wan:`` section (:class:`WanSpec`: the topology and the
+sections of its traffic, tunnels, TE, slicing, divergence and packet replay; :meth:`WanSpec.check`
+against the topology's data, :meth:`WanSpec.routes` for one matrix's TE solution), its set-up
+(:class:`WanSetup`, :func:`prepare`: the topology, its tunnels, the replayed matrices, how the
+routers are sliced among controllers and how far each controller's view of the demand is off),
+the record of every interval (:class:`Interval`, and what the packet backend measured in it,
+:class:`Measured`) and the run's result (:class:`WanResult`).
 
 The flow backend's WAN model (:mod:`emulation.flowsim.wan`) and the packet replay
 (:mod:`emulation.emulator.wan_replay`) both start from a :class:`WanSetup` and neither imports the
-other; the WAN kind's result holds the :class:`Interval` records. The scenario sections a WAN
-run is prepared from live with what they parametrise: :class:`TrafficSpec` and the packet
-replay's :class:`ReplaySpec` here, the tunnels', TE's, slicing's and deviation's with their
-planners. :func:`summary` and :func:`agreement` condense a series of intervals.
+other. The sections a WAN run is prepared from live with what they parametrise:
+:class:`TrafficSpec` and the packet replay's :class:`ReplaySpec` here, the tunnels', TE's,
+slicing's and deviation's with their planners. :func:`summary` and :func:`agreement` condense a
+series of intervals.
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ class RackSweepSpec(StrictModel):
     rack: RackSpec = RackSpec()
     """The rack: its torus, servers and spares."""
     trace: TraceSpec | None = None
-    """A request trace replayed on the flow backend; none: ``tenants`` run instead."""
+    """The request trace replayed on the flow backend; none: nothing to sweep (a scenario of
+    tenants on packets has none)."""
     allocators: list[Literal["torus-contiguous", "photonic"]] = Field(
         default_factory=lambda: ["torus-contiguous", "photonic"], min_length=1)
     """Slice allocators compared: ``torus-contiguous`` (contiguous blocks of the torus) or
@@ -142,7 +143,11 @@ class TenancyResult(BaseModel):
 
 def sweep_tenancy(spec: RackSweepSpec, progress: Progress | None = None) -> TenancyResult:
     """``spec``'s seeded trace (:meth:`~emulation.workloads.tenant_jobs.TraceSpec.draw`) replayed
-    under every allocator with every scheduler, and static partitioning (:func:`sweep_rack`)."""
+    under every allocator with every scheduler, and static partitioning (:func:`sweep_rack`).
+
+    :raises ValueError: ``spec`` has no trace, or as :func:`sweep_rack`."""
+    if spec.trace is None:
+        raise ValueError("tenancy.trace: a rack sweep needs a trace")
     tr, ph = spec.trace, spec.photonic
     runs = sweep_rack(spec.rack.build(), tr.draw(), spec.allocators, spec.schedulers, spares=spec.rack.spares,
                       partitions=spec.static_partitions, seed=tr.seed, k_routes=ph.k_routes,

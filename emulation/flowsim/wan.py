@@ -7,7 +7,8 @@ Per interval (demand units of the topology): ``offered`` (the matrix), ``carried
 controllers' splits admit), ``delivered`` (after proportional sharing: a tunnel whose busiest link
 is loaded L over capacity c delivers c / L of what it carries), ``loss = carried - delivered``,
 the MLU, ``congestion`` (sum of overload) and the worst link's overload; every link's load
-(:class:`emulation.te_intervals.Interval`).
+(:class:`emulation.te_intervals.Interval`). :func:`run_wan` runs a ``wan:`` section into a
+:class:`~emulation.te_intervals.WanResult`.
 """
 
 from __future__ import annotations

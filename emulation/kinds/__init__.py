@@ -86,7 +86,12 @@ ByResult = Union[Callable, Mapping[type, Callable]]
 
 
 def _by_result(f: ByResult, result: BaseModel) -> Callable:
-    return f if callable(f) else next(g for t, g in f.items() if isinstance(result, t))
+    if callable(f):
+        return f
+    for t, g in f.items():
+        if isinstance(result, t):
+            return g
+    raise TypeError(f"no report for a {type(result).__name__}")
 
 
 @dataclass(frozen=True)

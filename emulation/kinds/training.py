@@ -130,5 +130,5 @@ def _train(sc: TrainingScenario, args, path: Path) -> int:
 
 
 KIND = Kind(name="training", scenario=TrainingScenario, result=TrainingResult, backends=("mininet",), run=_run,
-            show=report.print_summary, write=report.write, deep=lambda sc: sc.recovery_setup().check(sc.recovery), commands={"train": _train},
-            backend_of=lambda sc: "mininet")
+            show=report.print_summary, write=report.write, deep=lambda sc: sc.recovery_setup().check(sc.recovery),
+            commands={"train": _train}, backend_of=lambda sc: "mininet")

@@ -94,14 +94,16 @@ def _te(sc: WanScenario, args, path: Path) -> int:
     tunnels as router paths, split ratios per demand, link utilisations; a table or ``--json``."""
     from emulation.figures import console, table
 
-    try:
-        r = sc.wan.routes(args.tm)
-    except IndexError as e:
-        return fail(f"--tm: {e}")
+    topo, tms = sc.wan.load()
+    if not 0 <= args.tm < len(tms):
+        return fail(f"--tm: must be in 0..{len(tms) - 1} for {topo.name}, got {args.tm}")
+    r = sc.wan.routes(args.tm)
     sol = r.solution
     if args.json:
-        print(json.dumps({"scenario": sc.name, "matrix": args.tm, **r.to_json(),
-                          "capacity_headroom": sc.wan.te.capacity_headroom}))
+        # capacity_headroom right after the solution's objective and regulariser (a dict keeps a
+        # key where it first appeared)
+        print(json.dumps({"scenario": sc.name, "matrix": args.tm, "objective": None, "regulariser": None,
+                          "capacity_headroom": sc.wan.te.capacity_headroom, **r.to_json()}))
         return 0
     out = console()
     out.print(f"{sc.name} matrix {args.tm}: {sol.objective} (lambda {sol.regulariser:g}) optimum "

@@ -85,8 +85,10 @@ def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
 
 def write_packet(env: ResultEnvelope, out: Path) -> list[str]:
     """A packet run's ``tenants.csv`` (:func:`emulation.tenants_packet.compare_tenants`); its name."""
-    write_csv(out / "tenants.csv", ({"gpus": " ".join(map(str, r.gpus)), **r.model_dump(exclude={"gpus"})}
-                                    for r in env.result.tenants))
+    cols = ["name", "algorithm", "bytes", "start_s", "packet_alone_s", "flow_alone_s", "alone_error",
+            "packet_together_s", "flow_together_s", "together_error", "retransmissions", "foreign_packets"]
+    write_csv(out / "tenants.csv", ([" ".join(map(str, r.gpus)), *(getattr(r, c) for c in cols)]
+                                    for r in env.result.tenants), ["gpus", *cols])
     return ["tenants.csv"]
 
 

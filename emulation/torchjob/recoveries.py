@@ -45,7 +45,7 @@ import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -54,9 +54,11 @@ from emulation.fabric import Configuration, Fabric, FabricError
 from emulation.output import Progress
 from emulation.planners.failover import failover_table
 from emulation.scale import Scale
-from emulation.scenario.schema import FabricSpec
 from emulation.sections import SectionError, StrictModel
 from emulation.torchjob.predict import fit_alpha, predict_allreduce
+
+if TYPE_CHECKING:
+    from emulation.scenario.schema import FabricSpec
 
 
 class _Record(BaseModel):
@@ -237,8 +239,7 @@ class FailureSpec(StrictModel):
 @dataclass(frozen=True)
 class RecoverySetup:
     """The job, the rack and the GPU failure that every recovery of :func:`run_recoveries`
-    starts from (the training kind builds it from its scenario,
-    :meth:`emulation.kinds.training.TrainingScenario.recovery_setup`).
+    starts from (:meth:`of` builds it from a scenario's sections).
 
     :param fabric: the rack (:func:`topologies.builders.rack`) at its real rates, holding the
         job's ring of circuits.
