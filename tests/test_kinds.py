@@ -222,3 +222,26 @@ def test_a_kind_is_named_by_its_key_or_its_sections(tmp_path):
     for name in kinds.NAMES:  # every kind's scenario schema is exported too
         r = _cli("schema", name, "--scenario")
         assert r.returncode == 0 and json.loads(r.stdout)["type"] == "object"
+
+
+def test_a_kind_with_two_results_reports_each_by_its_type_and_refuses_an_unknown_one(tmp_path):
+    """The tenancy kind's trace result goes to its trace report; a result of no declared type is
+    a TypeError naming it, not a wrong table."""
+    from pydantic import BaseModel
+
+    from emulation.envelope import envelope
+    from emulation.flowsim.rack_sweep import TenancyResult, sweep_tenancy
+
+    kind, sc = kinds.load(_small("tenancy", tmp_path))
+    env = envelope("tenancy", sc.name, "flow", sweep_tenancy(sc.tenancy))
+    assert isinstance(env.result, TenancyResult)
+    assert kind.written(env, tmp_path) == ["runs.csv", "utilisation.png", "policies.png"]
+    assert (tmp_path / "runs.csv").read_text().splitlines()[0].startswith("allocator,scheduler,allocation_bandwidth")
+
+    class Other(BaseModel):
+        x: int = 0
+
+    with pytest.raises(TypeError, match="no report for a Other"):
+        kind.shown(envelope("tenancy", sc.name, "flow", Other()))
+    with pytest.raises(ValueError, match="tenancy.trace"):
+        sweep_tenancy(sc.tenancy.model_copy(update={"trace": None}))

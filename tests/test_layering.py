@@ -249,3 +249,14 @@ def test_torch_lives_in_emulation_torchjob_which_is_core():
     torchjob = sorted(m for m in mods if _under(m, ("emulation.torchjob",)))
     assert {"emulation.torchjob.launch", "emulation.torchjob.perf", "emulation.torchjob.train"} <= set(torchjob)
     assert _loaded(torchjob, KIND_PACKAGES + COMMAND_LINE) == []
+
+
+def test_the_layers_that_run_each_kind_load_no_kind():
+    """Kinds declare, layers compute: the rail and rack sweeps, the WAN's section, flow run and
+    packet replay, tenants on packets and the recoveries (each with its section and result) load
+    no scenario kind and not the command line, so scripts and tests call them without a kind."""
+    layers = ["emulation.flowsim.rail_sweep", "emulation.flowsim.rack_sweep", "emulation.te_intervals",
+              "emulation.flowsim.wan", "emulation.wan_packet", "emulation.tenants_packet",
+              "emulation.torchjob.recoveries"]
+    assert _loaded(layers, KIND_PACKAGES + COMMAND_LINE) == []
+    assert "emulation.flowsim.rail_sweep" in _loaded(layers, ("emulation.flowsim",))  # they were loaded
