@@ -57,8 +57,31 @@ class CircuitSwitch(OcsLabApp):
     def _in_datapath(self, t_ack: float) -> float:
         """Make a change acknowledged (barrier) at ``t_ack`` hold in the datapath too: with
         ``--ocslab-ovs-ctl``, flush the cached flows (:mod:`controllers.ovs_datapath`) and return
-        when that was done; otherwise return ``t_ack``."""
-        return max((d.purge(t_ack) for d in self._datapaths), default=t_ack)
+        when that was done; otherwise return ``t_ack``. Several instances (a fabric spread over
+        servers, one ovs-vswitchd each) are flushed at once, not one after another: the flush
+        after a removal is part of the dark window, and two in turn made it 8 ms longer on two
+        lab servers.
+
+        :raises DatapathError: an instance did not flush (the first such error)."""
+        if len(self._datapaths) < 2:
+            return max((d.purge(t_ack) for d in self._datapaths), default=t_ack)
+        got: list = [None] * len(self._datapaths)
+
+        def flush(i: int) -> None:
+            try:
+                got[i] = self._datapaths[i].purge(t_ack)
+            except Exception as e:  # noqa: BLE001 - handed to the caller below
+                got[i] = e
+
+        threads = [threading.Thread(target=flush, args=(i,), daemon=True) for i in range(len(got))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for x in got:
+            if isinstance(x, Exception):
+                raise x
+        return max(got)
 
     # ---- switch life cycle -----------------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)

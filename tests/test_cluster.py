@@ -167,12 +167,24 @@ def test_a_fabric_spread_over_two_servers_runs_like_the_flow_model_and_leaves_ev
         # two lab servers, the demo at 25 MiB (2 runs, 2026-11-27): Ring +1.4%, RHD +1.0 to +2.4%,
         # RHD with circuits +2.6 to +3.7% off the flow backend; one machine: 0.5-4.9%
         assert abs(x["time_s"] / model[name] - 1) < 0.10, (name, x["time_s"], model[name])
-    # the OCS on the first server reconfigured under the controller before every step: the dark
-    # windows measured there hold R = 10 us (20% + 2 ms emulated, as on one machine; measured
-    # 10.7-11.2 us on two lab servers)
+    # the OCS on the first server reconfigured under the controller before every step, and each
+    # dark window is R and what the controller spent: R counted from the flush of every server's
+    # Open vSwitch after the removal, then the new circuits' barrier. Two lab servers sharing 2
+    # cores, 65 reconfigurations in 13 runs at R = 40 ms emulated (2026-11-27): flush 1.0-8.2 ms,
+    # barrier 1.2-4.1 ms, R held 40.1-40.3 ms; the total 42.7-50.5 ms (10.7-12.6 us real), so a
+    # fixed bound on the total (it was R + 20% + 2 ms) failed once in 18 runs.
     dark = [s["dark_window_measured_s"] for s in runs["rhd-circuits"]["steps"] if s["action"] == "reconfigure"]
     tdf = res["scale"]["tdf"]
-    assert len(dark) == 5 and all(10e-6 <= d <= 1.2 * 10e-6 + 0.002 / tdf for d in dark), dark
+    assert len(dark) == 5 and all(d >= 10e-6 for d in dark), dark
+    events = [json.loads(line) for line in (run_dir / "out" / "emulation" / "events.jsonl").read_text().splitlines()]
+    done = [e for e in events if e["kind"] == "reconfigured" and e["changed"]][-5:]
+    assert sorted(e["dark_window_measured_s"] / tdf for e in done) == pytest.approx(sorted(dark), rel=1e-9)
+    R = 10e-6 * tdf
+    for e in done:
+        held = e["t_install"] - e["t_dark_flushed"]
+        assert R <= held <= R + 0.002, e  # R from the flush, within 2 ms of a sleep's wake-up
+        assert e["t_dark"] <= e["t_dark_flushed"] <= e["t_dark"] + 0.5 * R, e  # the flush: 1-8 ms
+        assert e["t_live"] - e["t_install"] <= 0.5 * R, e  # the new circuits' barrier: 1-4 ms
     assert _censuses() == before
     assert census.take().diff(here) == {}
     assert poll_until(lambda: not any(_strays().values()), 5.0), _strays()

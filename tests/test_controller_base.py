@@ -238,3 +238,56 @@ def test_an_opus_phase_request_is_an_event_apps_observe():
     finally:
         watcher.stop()
         app_manager.unregister_app(watcher)
+
+
+class _Vswitchd:
+    """A stand-in ovs-vswitchd control socket at ``path``: answers every call ``delay_s`` after
+    it arrives (an error with ``fail``) and records when each started and ended."""
+
+    def __init__(self, path: str, delay_s: float, fail: bool = False):
+        import json
+        import socket
+        import time
+
+        self.calls: list[tuple[float, float]] = []
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(path)
+        srv.listen(4)
+
+        def answer(conn) -> None:
+            with conn:
+                req = json.loads(conn.recv(65536).decode())
+                start = time.monotonic()
+                time.sleep(delay_s)  # the stand-in's own answer time
+                self.calls.append((start, time.monotonic()))
+                conn.sendall(json.dumps({"id": req["id"], "result": None if fail else "",
+                                         "error": "purge failed" if fail else None}).encode())
+
+        def serve() -> None:
+            while True:
+                conn, _ = srv.accept()
+                threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+
+
+def test_every_open_vswitch_of_a_spread_fabric_is_flushed_at_once_and_a_failed_flush_fails(tmp_path):
+    """A fabric spread over servers has one ovs-vswitchd each. The flush after a circuit change
+    is part of the dark window, so the controller flushes them all at once: their flushes
+    overlap in time. One that fails fails the change."""
+    import time
+
+    from controllers.ovs_datapath import DatapathCache, DatapathError
+
+    _, cs, _ = _switch()
+    fakes = [_Vswitchd(str(tmp_path / f"v{i}.ctl"), 0.2) for i in range(2)]
+    cs._datapaths = [DatapathCache(str(tmp_path / f"v{i}.ctl")) for i in range(2)]
+    t = time.monotonic()
+    end = cs._in_datapath(t)
+    (s0, e0), (s1, e1) = fakes[0].calls[0], fakes[1].calls[0]
+    assert s0 >= t and s1 >= t and s1 < e0 and s0 < e1  # both under way at once
+    assert end >= max(e0, e1) - 1e-3  # the change holds once the later one ended
+    _Vswitchd(str(tmp_path / "bad.ctl"), 0.01, fail=True)
+    cs._datapaths.append(DatapathCache(str(tmp_path / "bad.ctl")))
+    with pytest.raises(DatapathError, match="purge failed"):
+        cs._in_datapath(time.monotonic())
