@@ -286,8 +286,8 @@ def _torch(args) -> int:
         out = results_dir(args.out, "torch-allreduce-perf")
     except Refused as e:
         return fail(str(e))
-    if torch_missing():
-        return fail(torch_missing())
+    if why := torch_missing():
+        return fail(why)
     return guarded(out, lambda: _show_allreduce_perf(args, out, allreduce_perf(args.gpus, args.link_mbps, sizes,
                                                                                  args.iters, out)))
 

@@ -159,13 +159,14 @@ class WanSpec(StrictModel):
         """What both backends replay (:func:`prepare`). :raises WanError: unreadable data."""
         return prepare(*self.load(), self.traffic, self.tunnels, self.slices, self.divergence)
 
-    def routes(self, index: int) -> TeRoutes:
+    def routes(self, index: int, data: tuple[WanTopology, TrafficMatrices] | None = None) -> TeRoutes:
         """The TE solution of matrix ``index`` (scaled), solved by one central controller on the
-        true demand (:func:`emulation.planners.te.te_routes`).
+        true demand (:func:`emulation.planners.te.te_routes`); ``data``: the topology and matrices
+        when already loaded (:meth:`load`).
 
         :raises IndexError: no such matrix. :raises emulation.planners.te.TeError: the solver failed.
         """
-        topo, tms = self.load()
+        topo, tms = data if data is not None else self.load()
         if not 0 <= index < len(tms):
             raise IndexError(f"must be in 0..{len(tms) - 1} for {topo.name}, got {index}")
         te = self.te

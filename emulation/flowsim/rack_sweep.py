@@ -54,17 +54,13 @@ class RackSweepSpec(StrictModel):
                 raise ValueError(f"{s!r} is not one of {', '.join(POLICIES)}")
         return v
 
-    def built(self) -> TorusRack:
-        """The rack. :raises SectionError: ``tenancy.rack.FIELD: problem``."""
+    def check(self) -> TorusRack:
+        """That the rack builds, and that the trace's every size has a slice shape and the
+        static partitions tile the rack; the rack. :raises SectionError: ``tenancy.FIELD: problem``."""
         try:
-            return self.rack.build()
+            rack = self.rack.build()
         except RackError as e:
             raise SectionError(f"tenancy.{e}") from None
-
-    def check(self) -> None:
-        """That the rack builds, and that the trace's every size has a slice shape and the
-        static partitions tile the rack. :raises SectionError: ``tenancy.FIELD: problem``."""
-        rack = self.built()
         for n in self.trace.sizes if self.trace is not None else ():
             try:
                 rack.shape_for(n)
@@ -78,6 +74,7 @@ class RackSweepSpec(StrictModel):
                 static_partitions(rack, self.static_partitions)
             except ValueError as e:
                 raise SectionError(f"tenancy.{e}") from None
+        return rack
 
 
 class TenancyRun(BaseModel):

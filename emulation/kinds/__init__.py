@@ -38,7 +38,7 @@ from typing import Any, Mapping, Union
 
 from pydantic import BaseModel
 
-from emulation.envelope import ResultEnvelope, read_result
+from emulation.envelope import ResultEnvelope, envelope, read_result
 from emulation.output import Progress
 from emulation.scenario.load import read_yaml, validate
 from emulation.scenario.schema import ScenarioError
@@ -145,8 +145,6 @@ class Kind:
 
     def run_envelope(self, req: RunRequest) -> ResultEnvelope:
         """:attr:`run` of ``req``, its result in an envelope on ``req.backend``."""
-        from emulation.envelope import envelope
-
         got = self.run(req)
         return got if isinstance(got, ResultEnvelope) else envelope(self.name, req.scenario.name, req.backend, got)
 

@@ -98,8 +98,8 @@ def _train(sc: RailsScenario, args, path: Path) -> int:
     if r.torch_job is None:
         raise Refused(f"{path}: rails.torch_job: missing (the torch job's section); ocslab run sweeps the "
                       f"scenario on the flow backend")
-    if torch_missing():
-        raise Refused(torch_missing())
+    if why := torch_missing():
+        raise Refused(why)
     return command_job(KIND, sc, args.out, "train", len(r.torch_job.modes),
                        lambda out, progress: envelope("rails", sc.name, "both", run_rail_job(
                            r.trace(), r.fabric.network(), r.fabric.gpus_per_server, r.torch_job, out, progress)))

@@ -88,8 +88,7 @@ class TenancyScenario(NamedScenario):
 def _deep(sc: TenancyScenario) -> None:
     """The rack sweep's checks (:meth:`RackSweepSpec.check`); the tenants' sizes and algorithms."""
     t = sc.tenancy
-    t.check()
-    rack = t.built()
+    rack = t.check()
     for i, x in enumerate(t.tenants):
         try:
             rack.shape_for(x.gpus)

@@ -111,8 +111,8 @@ def _run(req: RunRequest) -> TrainingResult:
     from emulation.torchjob.launch import torch_missing
     from emulation.torchjob.recoveries import run_recoveries
 
-    if torch_missing():
-        raise Refused(torch_missing())
+    if why := torch_missing():
+        raise Refused(why)
     return run_recoveries(req.scenario.recovery_setup(), req.scenario.recovery, req.out, req.progress)
 
 

@@ -97,7 +97,7 @@ def _te(sc: WanScenario, args, path: Path) -> int:
     topo, tms = sc.wan.load()
     if not 0 <= args.tm < len(tms):
         return fail(f"--tm: must be in 0..{len(tms) - 1} for {topo.name}, got {args.tm}")
-    r = sc.wan.routes(args.tm)
+    r = sc.wan.routes(args.tm, (topo, tms))
     sol = r.solution
     if args.json:
         # capacity_headroom right after the solution's objective and regulariser (a dict keeps a
