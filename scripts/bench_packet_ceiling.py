@@ -24,12 +24,15 @@ overloaded probe carries less than the machine can, as losses and retransmission
 share), from which the script prints the capacity model (:func:`emulation.emulator.limits.lab_gpus`): GPUs per machine at 5-40 Mbit/s per link,
 and how many GPUs a lab of ``--machines`` such machines runs a Ring on at 10 Mbit/s.
 
-Each count is measured on both datapaths in turn (``--datapath both``, the default): every port on
-a packet socket served by ovs-vswitchd's one main thread (before), and the GPUs' ports polled
-by a PMD thread over AF_XDP on a core of its own (after, :mod:`emulation.emulator.pmd`).
+Each count is measured on two datapaths in turn (``--datapath both``, the default): every port on
+a packet socket served by ovs-vswitchd's one main thread, wherever the scheduler puts it
+(before), and after: at MTU 1500 the GPUs' ports polled by a PMD thread over AF_XDP on a core of
+its own (:mod:`emulation.emulator.pmd`); above it, where jumbo frames do not fit an XDP socket,
+ovs-vswitchd pinned to one core and the GPUs' receive steered to the others
+(:mod:`emulation.emulator.steering`). ``--datapath all`` measures all three.
 
 Usage (root, Open vSwitch running): ``.venv/bin/python scripts/bench_packet_ceiling.py
-[--gpus 8 16 32 64] [--start-mbps 20] [--min-mbps 0.625] [--mtu 1500|9000] [--datapath both|packet|pmd]
+[--gpus 8 16 32 64] [--start-mbps 20] [--min-mbps 0.625] [--mtu 1500|9000] [--datapath both|all|packet|pmd|steer]
 [--machines 16] [--json runs/ceiling.json] [--markdown]``. Results and logs under ``runs/bench_packet_ceiling/``.
 """
 
@@ -49,6 +52,8 @@ from bench_flowsim import machine  # noqa: E402
 
 from emulation.emulator.limits import PROBE_PASS as PROBE_TARGET  # noqa: E402
 RING_TOLERANCE = 0.10
+#: the datapaths measured, before first
+DATAPATHS = ("packet", "pmd", "steer")
 
 
 def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s: float, probe_s: float,
@@ -71,10 +76,12 @@ def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s:
     rows = []
     t0 = time.monotonic()
     where = out / f"gpus{n}-{datapath}"
-    with EmulatedFabric(f, where, link_mbps=rates[0], mtu=mtu, pmd=datapath == "pmd") as emu:
+    with EmulatedFabric(f, where, link_mbps=rates[0], mtu=mtu, pmd=datapath == "pmd", steer=datapath == "steer") as emu:
         setup_s = time.monotonic() - t0
         if datapath == "pmd" and not emu.pmd:
             raise EmulationError("--datapath pmd: this machine cannot poll its ports with a PMD thread over AF_XDP")
+        if datapath == "steer" and not emu.steer:
+            raise EmulationError("--datapath steer: this machine cannot pin Open vSwitch and steer the GPUs' receive")
         for rate in rates:
             emu.set_link_mbps(rate)
             scale = Scale(rate, byte_scale, f.port_gbps)
@@ -105,19 +112,21 @@ def _cell(rows: list[dict]) -> tuple[str, float | None]:
 
 def markdown(rows: list[dict], gpus: list[int], where: str) -> str:
     """The ceiling table: per GPU count, the highest link rate on each datapath measured (packet
-    sockets only: before; a PMD thread over AF_XDP: after) and the gain."""
-    paths = [d for d in ("packet", "pmd") if any(r["datapath"] == d for r in rows)]
-    names = {"packet": "before: packet sockets, one thread", "pmd": "after: PMD thread over AF_XDP + main thread"}
+    sockets only: before; a PMD thread over AF_XDP, or steering: after) and each after's gain."""
+    paths = [d for d in DATAPATHS if any(r["datapath"] == d for r in rows)]
+    names = {"packet": "before: packet sockets, one thread", "pmd": "after: PMD thread over AF_XDP + main thread",
+             "steer": "after: Open vSwitch on one core, the GPUs' receive steered to the other"}
     mtu = rows[0]["mtu"] if rows else 1500
+    gains = [d for d in paths if d != "packet"] if "packet" in paths else []
     out = [f"{where}; MTU {mtu}; OCS star, 2 ports per GPU, ring of circuits; the highest link rate at which the "
            "headroom probe reaches 90% and Ring AllReduce is within 10% of alpha-beta.", "",
-           "| GPUs | " + " | ".join(names[d] for d in paths) + (" | gain |" if len(paths) == 2 else " |"),
-           "|--:|" + "---|" * len(paths) + ("--:|" if len(paths) == 2 else "")]
+           "| GPUs | " + " | ".join(names[d] for d in paths) + "".join(f" | gain ({d})" for d in gains) + " |",
+           "|--:|" + "---|" * len(paths) + "--:|" * len(gains)]
     for n in gpus:
-        cells = [_cell([r for r in rows if r["gpus"] == n and r["datapath"] == d]) for d in paths]
-        line = f"| {n} | " + " | ".join(c for c, _ in cells) + " |"
-        if len(paths) == 2:
-            a, b = cells[0][1], cells[1][1]
+        cells = {d: _cell([r for r in rows if r["gpus"] == n and r["datapath"] == d]) for d in paths}
+        line = f"| {n} | " + " | ".join(c for c, _ in cells.values()) + " |"
+        for d in gains:
+            a, b = cells["packet"][1], cells[d][1]
             line += f" {b / a:g}x |" if a and b else " - |"
         out.append(line)
     return "\n".join(out)
@@ -157,9 +166,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha-us", type=float, default=5.0)
     p.add_argument("--probe-s", type=float, default=1.0)
     p.add_argument("--mtu", type=int, default=1500, help="MTU of the fabric's interfaces (1500 ... 9000 bytes)")
-    p.add_argument("--datapath", choices=("both", "packet", "pmd"), default="both",
+    p.add_argument("--datapath", choices=("both", "all", *DATAPATHS), default="both",
                    help="packet: every port on packet sockets, one ovs-vswitchd thread (before); pmd: the GPUs' "
-                        "ports polled by a PMD thread over AF_XDP (after, MTU 1500 only); both: each in turn")
+                        "ports polled by a PMD thread over AF_XDP (after, MTU 1500 only); steer: ovs-vswitchd on "
+                        "one core, the GPUs' receive steered to the others; both: packet, then pmd at MTU 1500 "
+                        "and steer above; all: each in turn")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_packet_ceiling")
     p.add_argument("--machines", type=int, default=16, help="machines of the lab the capacity model sizes (default 16)")
     p.add_argument("--json", type=Path)
@@ -197,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         from emulation.emulator.net import EmulationError
 
         rows = []
-        paths = ["packet", "pmd"] if args.datapath == "both" else [args.datapath]
+        paths = {"both": ["packet", "pmd" if args.mtu <= dpn.MTU else "steer"], "all": list(DATAPATHS)}.get(
+            args.datapath, [args.datapath])
         if args.mtu > dpn.MTU and "pmd" in paths:
             paths.remove("pmd")  # jumbo frames do not fit an XDP socket's frames
         for n in args.gpus:

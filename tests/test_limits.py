@@ -110,3 +110,27 @@ def test_a_lab_scales_with_machines_only_when_the_ocs_is_sharded():
         lab_gpus(0, cap, 10.0)
     with pytest.raises(ValueError):
         lab_gpus(2, cap, 10.0, ocs="split")
+
+
+def test_the_ceiling_table_gives_each_after_datapath_its_gain_over_packet_sockets():
+    """``bench_packet_ceiling.py --datapath all``: one column per datapath and a gain for each
+    after one; a count none of whose rates passed is "none" with the rates tried."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from bench_packet_ceiling import markdown, parser
+
+    def row(n, d, rate, ok):
+        return {"gpus": n, "datapath": d, "mtu": 1500, "link_mbps": rate, "probe_efficiency": 0.95 if ok else 0.5,
+                "ring_error": 0.03, "ok": ok}
+
+    rows = [row(32, "packet", 5.0, False), row(32, "packet", 2.5, True), row(32, "pmd", 5.0, True),
+            row(32, "steer", 5.0, True), row(64, "packet", 1.25, True), row(64, "pmd", 2.5, False),
+            row(64, "steer", 2.5, True)]
+    table = markdown(rows, [32, 64], "here").splitlines()
+    assert table[2].endswith("| gain (pmd) | gain (steer) |") and "steered" in table[2]
+    assert table[4] == ("| 32 | 2.5 Mbit/s, probe 95.0%, Ring +3.0% | 5 Mbit/s, probe 95.0%, Ring +3.0% | "
+                        "5 Mbit/s, probe 95.0%, Ring +3.0% | 2x | 2x |")
+    assert table[5].startswith("| 64 | 1.25 Mbit/s") and "none (tried 2.5)" in table[5] and table[5].endswith(" - | 2x |")
+    assert parser().parse_args(["--datapath", "all", "--mtu", "9000"]).datapath == "all"

@@ -32,7 +32,7 @@ from emulation.emulator.capabilities import Capabilities, detect
 from emulation.emulator.cluster import Cluster
 from emulation.emulator.sites import LOCAL, ClusterError, Site, remote_env
 from emulation.emulator import pmd as pmd_ports
-from emulation.emulator import registry, shaper
+from emulation.emulator import registry, shaper, steering
 from emulation.emulator.controller_client import ControllerClient
 from emulation.emulator.counters import DropCounters, Ports, nic_drops_are_dark
 from emulation.emulator.lifecycle import Lifecycle
@@ -331,6 +331,11 @@ class EmulatedFabric(Lifecycle):
         (:mod:`emulation.emulator.pmd`); None: wherever this machine can (the userspace datapath,
         ``afxdp`` ports, two cores or more), the MTU is 1500 and the fabric has at least
         :data:`~emulation.emulator.pmd.PMD_MIN_GPUS` GPUs. :attr:`pmd` says whether it is.
+    :param steer: pin ovs-vswitchd to one core and steer the GPUs' receive to the others (RPS,
+        :mod:`emulation.emulator.steering`; one machine, userspace datapath, two cores or more).
+        Off unless asked: it raises the headroom probe's rate but not the rate at which a Ring
+        stays within 10%, so a calibrated run would pick a rate its collectives miss.
+        :attr:`steer` says whether it is on.
     :raises MachineBusy: another emulation is running, or a killed one left state behind.
     :raises MachineUnfit: ``ofctl_rest`` asked on a framework without it, or on a port in use.
     :raises EmulationError: not root, Open vSwitch not running, the controller did not start,
@@ -340,7 +345,7 @@ class EmulatedFabric(Lifecycle):
     def __init__(self, fabric: Fabric, run_dir: Path, *, link_mbps: float,
                  delay_s: float = 0.0, capabilities: Capabilities | None = None, controller: str = "os-ken",
                  apps: tuple[str, ...] = (), mtu: int = dpn.MTU, ofctl_rest: int | None = None,
-                 pmd: bool | None = None, servers: Cluster | None = None):
+                 pmd: bool | None = None, steer: bool = False, servers: Cluster | None = None):
         if not 0 < link_mbps <= 1000:
             raise EmulationError(f"link_mbps: the emulated port rate must be in (0, 1000] Mbit/s, got {link_mbps}")
         if not dpn.MTU <= mtu <= dpn.MAX_MTU:
@@ -358,8 +363,15 @@ class EmulatedFabric(Lifecycle):
         self.caps = capabilities
         self.cluster = servers
         self._claimed: set[str] = set()  # servers whose run lock this run holds
+        if pmd and steer:
+            raise EmulationError("steer: the GPUs' receive is steered only where their ports are packet sockets, "
+                                 "not with pmd")
         self.pmd = False if servers is not None else pmd
         self._pmd_mask_set = False
+        if steer and servers is not None:
+            raise EmulationError("steer: only on one machine, not on a fabric spread over servers")
+        self.steer = steer
+        self._pinned: int | None = None  # ovs-vswitchd's pid while this run holds it on one core
         #: ``{server: socket record}`` of the servers' Open vSwitch sockets this run resized
         self._remote_sockets: dict[str, list] = {}
         self.net = None
@@ -406,6 +418,8 @@ class EmulatedFabric(Lifecycle):
                 self.controller = None
                 if self.cluster is not None:
                     self._release_servers()
+        if self._pinned is not None:  # give ovs-vswitchd back the cores it had
+            self._unpin()
         if self._pmd_mask_set:  # our ports are gone: give Open vSwitch its PMD core mask back
             pmd_ports.set_mask(self.registration.entry.pmd_mask[0])
             self._pmd_mask_set = False
@@ -439,6 +453,8 @@ class EmulatedFabric(Lifecycle):
             self._make_send_socket()  # before the GPU ports leave packet sockets
         if self.pmd:
             self._poll_with_pmd()
+        if self.steer:
+            self._steer()
         if not self.caps.ovs_kernel_datapath:
             self._size_ovs_sockets()
 
@@ -715,6 +731,41 @@ class EmulatedFabric(Lifecycle):
         else:
             self.drops.xsk_ports = ports
         self.client.wait_ready(timeout=60)
+
+    def _steer(self) -> None:
+        """Pin ovs-vswitchd to one core (its previous cores recorded in the run's record, put back
+        at teardown) and steer every GPU's receive to the other cores
+        (:mod:`emulation.emulator.steering`). Where the kernel refuses, a warning, everything put
+        back, and :attr:`steer` is False.
+
+        :raises EmulationError: the userspace datapath without a running ovs-vswitchd.
+        """
+        pid = _ovs_vswitchd_pid()
+        if pid is None or self.caps.ovs_kernel_datapath:
+            raise EmulationError("steer: needs Open vSwitch's userspace datapath (ovs-vswitchd running)")
+        try:
+            ovs_core, receive = steering.split()
+            self.registration.entry.ovs_affinity = [pid, steering.affinity(pid)]
+            self.registration.save()
+            self._pinned = pid
+            steering.pin(pid, [ovs_core])
+            steering.steer_receive(self.net.hosts, receive)
+        except steering.SteeringError as e:
+            log.warning("%s: Open vSwitch and the GPUs' receive share the cores as before", e)
+            if self._pinned is not None:
+                self._unpin()
+            self.steer = False
+            return
+        log.info("ovs-vswitchd on core %d, the GPUs' receive steered to cores %s", ovs_core, sorted(receive))
+
+    def _unpin(self) -> None:
+        """Give ovs-vswitchd back the cores recorded by :meth:`_steer`. Raises nothing."""
+        pid, cores = self.registration.entry.ovs_affinity
+        try:
+            steering.pin(pid, cores)
+        except steering.SteeringError as e:
+            log.warning("%s", e)
+        self._pinned = None
 
     def _make_send_socket(self) -> None:
         """Have ovs-vswitchd open its shared send socket now, so that :meth:`_size_ovs_sockets`

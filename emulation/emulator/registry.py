@@ -127,6 +127,8 @@ class Entry:
     send_socket: list[list[int]] = field(default_factory=list)  # [[ovs pid, fd, bytes before], ...]
     #: Open vSwitch's pmd-cpu-mask before the run set its own ([] while untouched; [None]: unset)
     pmd_mask: list = field(default_factory=list)
+    #: [ovs-vswitchd pid, [its cores before the run pinned it]] ([] while untouched)
+    ovs_affinity: list = field(default_factory=list)
     boot: str = ""  # kernel boot id when written ('' in records of older ocslab: taken as this boot)
     #: the servers of a fabric spread over servers: {"names": [...], "ssh_config": path or ""}
     servers: dict = field(default_factory=dict)
@@ -264,7 +266,7 @@ def leftovers(own: str | None = None) -> Leftovers:
 def clean() -> list[str]:
     """Remove every leftover (:func:`leftovers`): end marked processes of dead runs by pid
     (SIGTERM, then SIGKILL after 2 s), delete our bridges and interfaces, give Open vSwitch's send
-    socket its recorded size back (and its PMD core mask), drop dead runs' records. Returns one line per thing removed.
+    socket its recorded size back (and its PMD core mask and ovs-vswitchd's cores), drop dead runs' records. Returns one line per thing removed.
 
     :raises Busy: an emulation is running (nothing is then removed).
     """
@@ -429,6 +431,14 @@ def _remove(left: Leftovers) -> list[str]:
 
             set_mask(e.pmd_mask[0])
             done.append(f"Open vSwitch's pmd-cpu-mask back to {e.pmd_mask[0] or 'unset'}")
+        if e.ovs_affinity and _start_time(e.ovs_affinity[0]) is not None:
+            from emulation.emulator.steering import SteeringError, pin
+
+            try:
+                pin(*e.ovs_affinity)
+                done.append(f"ovs-vswitchd (pid {e.ovs_affinity[0]}) back on cores {e.ovs_affinity[1]}")
+            except SteeringError as err:
+                done.append(f"ovs-vswitchd's cores not put back: {err}")
         (REGISTRY_DIR / f"{e.run_id}.json").unlink(missing_ok=True)
         done.append(f"run record of {e.describe()}")
     return done

@@ -1,0 +1,155 @@
+"""The GPUs' receive work moved off Open vSwitch's core: ovs-vswitchd pinned to one core, the
+GPUs' TCP receive steered (RPS) to the others.
+
+With packet sockets, a frame that ovs-vswitchd sends to a GPU's veth is received by the GPU's
+TCP stack at once, in a softirq on the sending core: the receiving GPU's TCP work (checking the
+segment, waking its reader, its ACK, its next paced segments) runs in ovs-vswitchd's thread and
+on its time. ``perf`` on this 2-core machine, a 32-GPU OCS star at 5 Mbit/s per link with every
+link saturated (the headroom probe): 88% of ovs-vswitchd's samples were in the kernel, 58% inside
+its ``sendmmsg`` calls, most of that the receivers' TCP, and 12% in Open vSwitch's own code. One
+core was saturated, the other partly idle.
+
+Receive Packet Steering (RPS) hands a frame arriving on a device to the backlog of another core,
+by the device's ``rps_cpus`` mask. Set on each GPU's own link (``g<i>-eth0``, in the GPU's
+namespace), the receivers' TCP runs on the cores that Open vSwitch does not, and pinning
+ovs-vswitchd's threads (all but PMD threads) to one core keeps the scheduler from putting it on
+the cores doing that work.
+
+What it buys, measured by ``scripts/bench_packet_ceiling.py`` (OCS star, 2 ports per GPU, ring of
+circuits; headroom probe and Ring of 25 MiB at byte scale 0.1):
+
+- the headroom probe carries about twice the link load: at MTU 9000, 64 GPUs at 10 Mbit/s
+  reached 92.1% (packet sockets: 68.5%), 32 at 20 reached 94.5% (74.6%), 16 at 40 reached 97.9%
+  (69.9%); at MTU 1500, 32 GPUs at 5 Mbit/s reached 95.6% (70.3%), 64 at 2.5 reached 94.2% (69.6%);
+- a Ring AllReduce at those rates does not follow: +15.1%, +18.8% and +13.9% off alpha-beta at
+  MTU 9000 (packet sockets: +25.4%, +23.2%, +10.0%). Ring is 2(n-1) dependent steps, each
+  waiting for its slowest GPU, so it pays the latency of a machine near saturation that a probe
+  of bulk streams does not see. At MTU 1500, where the steered probe's gain and Ring's bound fall
+  together, the ceiling doubles (32 GPUs: 2.5 -> 5 Mbit/s; 64: 1.25 -> 2.5), as with the PMD
+  thread over AF_XDP (:mod:`emulation.emulator.pmd`); at MTU 9000 it stays (16 GPUs at 20, 32 at
+  10, 64 at 5 Mbit/s either way).
+
+So steering is off unless asked (``EmulatedFabric(steer=True)``, ``bench_packet_ceiling.py
+--datapath steer``): with it, a calibrated run would pick a rate that the probe passes and its
+collectives miss. From Python, a workload of bulk streams, whose time is bound by throughput,
+can use it; scenarios keep the default. It also shows where the next bound lies.
+
+The pin is a change to the machine's own Open vSwitch: the previous affinity is recorded in the
+run's record (:mod:`emulation.emulator.registry`) and put back at teardown, or by ``ocslab
+clean`` after a SIGKILL. The ``rps_cpus`` masks live on the GPUs' devices and go with them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+class SteeringError(RuntimeError):
+    """A GPU's device refused its ``rps_cpus`` mask, or ovs-vswitchd its affinity (one line)."""
+
+
+def available(cores: int | None = None) -> bool:
+    """The machine has a core besides Open vSwitch's (``cores``: default the CPUs this process may
+    run on)."""
+    return (cores if cores is not None else len(os.sched_getaffinity(0))) >= 2
+
+
+def split(cpus: set[int] | None = None) -> tuple[int, set[int]]:
+    """``(Open vSwitch's core, the receive cores)`` from ``cpus`` (default: those this process may
+    run on): the lowest for Open vSwitch, every other one for the GPUs' receive.
+
+    :raises SteeringError: fewer than two cores.
+    """
+    cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SteeringError(f"steering needs two cores or more, this process may use {len(cpus)}")
+    return cpus[0], set(cpus[1:])
+
+
+def rps_mask(cores: set[int]) -> str:
+    """The ``rps_cpus`` text for ``cores``: a hex bitmap in comma-separated 32-bit groups, as the
+    kernel prints it (``{1}`` -> ``"2"``, ``{0, 33}`` -> ``"2,00000001"``)."""
+    bits = sum(1 << c for c in cores)
+    groups = []
+    while True:
+        groups.append(bits & 0xFFFFFFFF)
+        bits >>= 32
+        if not bits:
+            break
+    head, *rest = reversed(groups)
+    return ",".join([f"{head:x}"] + [f"{g:08x}" for g in rest])
+
+
+def threads(pid: int) -> list[int]:
+    """The thread ids of process ``pid`` other than its PMD threads (which Open vSwitch pins by its
+    own ``pmd-cpu-mask``); [] when it is gone."""
+    out = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return []
+    for tid in tids:
+        try:
+            comm = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if not comm.startswith("pmd"):
+            out.append(int(tid))
+    return sorted(out)
+
+
+def affinity(pid: int) -> list[int]:
+    """The cores process ``pid``'s main thread may run on, sorted.
+
+    :raises SteeringError: no such process.
+    """
+    try:
+        return sorted(os.sched_getaffinity(pid))
+    except ProcessLookupError:
+        raise SteeringError(f"no process {pid}") from None
+
+
+def pin(pid: int, cores: list[int] | set[int]) -> None:
+    """Let every thread of ``pid`` but its PMD threads run only on ``cores``; threads that end
+    meanwhile are skipped.
+
+    :raises SteeringError: the kernel refused the set (e.g. a core that does not exist).
+    """
+    for tid in threads(pid):
+        try:
+            os.sched_setaffinity(tid, set(cores))
+        except ProcessLookupError:
+            continue
+        except OSError as e:
+            raise SteeringError(f"ovs-vswitchd (pid {pid}) thread {tid}: cores {sorted(cores)}: {e.strerror}") from None
+
+
+def steer_receive(hosts, cores: set[int]) -> None:
+    """Set ``rps_cpus`` of every receive queue of every interface of each Mininet host in ``hosts``
+    to ``cores``. A network namespace's devices show only in a sysfs mounted from inside it, so
+    each host writes its own through a private mount (``unshare -m``), the way ``ip netns exec``
+    does.
+
+    :raises SteeringError: a host's write failed (its output in the message).
+    """
+    mask = rps_mask(cores)
+    for host in hosts:
+        names = " ".join(host.intfNames())
+        out = host.cmd(
+            "unshare -m sh -c 'umount -l /sys && mount -t sysfs none /sys && "
+            f"for d in {names}; do for q in /sys/class/net/$d/queues/rx-*; do "
+            f"echo {mask} > $q/rps_cpus || exit 1; done; done && echo steered'")
+        if out.strip().splitlines()[-1:] != ["steered"]:
+            raise SteeringError(f"host {host.name}: rps_cpus {mask}: {out.strip()[-160:]}")
+
+
+def rps_of(host) -> dict[str, str]:
+    """``{interface: rps_cpus of its first receive queue}`` of a Mininet host (as the kernel
+    prints it, e.g. ``"2"``)."""
+    out = {}
+    for name in host.intfNames():
+        text = host.cmd(f"unshare -m sh -c 'umount -l /sys && mount -t sysfs none /sys && "
+                        f"cat /sys/class/net/{name}/queues/rx-0/rps_cpus'")
+        out[name] = text.strip().splitlines()[-1] if text.strip() else ""
+    return out

@@ -1,0 +1,101 @@
+"""Open vSwitch pinned to one core and the GPUs' receive steered to the others
+(emulation/emulator/steering.py): the masks the kernel takes, a steered fabric that forwards and
+gives the cores back, off unless asked, and ``ocslab clean`` putting
+ovs-vswitchd's cores back after a SIGKILL. Real Open vSwitch, controller and Mininet hosts (root;
+see conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from emulation.emulator import registry, steering
+from emulation.emulator.calibration import measure_headroom
+from emulation.emulator.limits import PROBE_PASS
+from emulation.emulator.net import EmulatedFabric, EmulationError, _ovs_vswitchd_pid
+from emulation.scale import Scale
+from topologies import ocs_star
+
+
+def test_masks_are_the_kernels_bitmaps_and_open_vswitch_takes_the_lowest_core():
+    assert steering.rps_mask({1}) == "2" and steering.rps_mask({1, 2, 3}) == "e"
+    assert steering.rps_mask({0, 33}) == "2,00000001" and steering.rps_mask({32}) == "1,00000000"
+    assert steering.split({0, 1}) == (0, {1}) and steering.split({2, 5, 7}) == (2, {5, 7})
+    with pytest.raises(steering.SteeringError, match="two cores"):
+        steering.split({3})
+    assert not steering.available(cores=1) and steering.available(cores=2)
+
+
+def test_steering_is_refused_beside_the_pmd_thread_before_anything_starts(run_dir):
+    with pytest.raises(EmulationError, match="steer: .* not with pmd"):
+        EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0, pmd=True, steer=True)
+    assert not (run_dir / "emulation").exists()
+
+
+def _cores(pid: int) -> dict[int, list[int]]:
+    return {tid: sorted(os.sched_getaffinity(tid)) for tid in steering.threads(pid)}
+
+
+@pytest.mark.emulation
+def test_a_steered_fabric_pins_open_vswitch_steers_the_gpus_receive_and_gives_the_cores_back(run_dir):
+    if not steering.available():
+        pytest.skip("one core: nothing to steer to")
+    pid = _ovs_vswitchd_pid()
+    before = _cores(pid)
+    ovs_core, receive = steering.split()
+    f = ocs_star(4, 2, 400.0, 0.0, "ring")
+    with EmulatedFabric(f, run_dir / "emulation", link_mbps=10.0, steer=True) as emu:
+        assert emu.steer and not emu.pmd
+        assert set(map(tuple, _cores(pid).values())) == {(ovs_core,)}
+        assert registry.entries()[0].ovs_affinity == [pid, before[pid]]
+        for host in emu.net.hosts:
+            assert steering.rps_of(host) == {f"{host.name}-eth0": steering.rps_mask(receive)}
+        assert emu.net.pingAll(timeout=2) == 0.0
+        # every link saturated at once still runs at the link rate
+        head = measure_headroom(emu, Scale(10.0, 0.1, f.port_gbps), run_dir / "probe", 1.0)
+        print("probe efficiency", head["efficiency"])
+        assert head["efficiency"] >= PROBE_PASS
+    after = _cores(pid)
+    assert after[pid] == before[pid] and all(after[t] == before[t] for t in after if t in before)
+
+
+@pytest.mark.emulation
+def test_a_fabric_is_not_steered_unless_asked(run_dir):
+    """Steering raises the probe's rate but not Ring's: a calibrated run would pick a rate its
+    collectives miss, so it is off by default, whatever the size."""
+    pid = _ovs_vswitchd_pid()
+    before = _cores(pid)
+    with EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0) as emu:
+        now = _cores(pid)  # ovs-vswitchd starts and ends handler threads: those of both moments compared
+        assert emu.steer is False and all(now[t] == before[t] for t in now if t in before)
+        assert registry.entries()[0].ovs_affinity == []
+
+
+@pytest.mark.emulation
+def test_ocslab_clean_gives_a_killed_runs_process_its_cores_back(run_dir):
+    """The record of a run that died this boot names a process it pinned: ``clean`` unpins it.
+    A process of our own stands for ovs-vswitchd, so that the machine's is not touched."""
+    if not steering.available():
+        pytest.skip("one core: nothing to pin")
+    cores = sorted(os.sched_getaffinity(0))
+    stand_in = subprocess.Popen(["sleep", "60"])
+    try:
+        steering.pin(stand_in.pid, [cores[0]])
+        assert os.sched_getaffinity(stand_in.pid) == {cores[0]}
+        registry.REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
+        rec = registry.REGISTRY_DIR / "1-killed-steered.json"
+        e = registry.Entry(run_id="1-killed-steered", pid=1, start=-1, argv=["ocslab", "run"],
+                           run_dir=str(run_dir / "killed"), started_at=time.time() - 60, boot=registry.boot_id(),
+                           ovs_affinity=[stand_in.pid, cores])
+        rec.write_text(json.dumps(e.__dict__))
+        done = registry.clean()
+        print(done)
+        assert f"ovs-vswitchd (pid {stand_in.pid}) back on cores {cores}" in done
+        assert sorted(os.sched_getaffinity(stand_in.pid)) == cores and not rec.exists()
+    finally:
+        stand_in.kill()
+        stand_in.wait()
