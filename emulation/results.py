@@ -296,7 +296,11 @@ class CollectiveResult(_Record):
     built ``fabric``, the ``cost`` alpha/delta, ``semantics``, ``straggler``, ``iterations``,
     every iteration's ``arrivals_s`` and the ``runs``. Flow backend: ``simulation_wall_s`` per
     job. Packet backend: the machine's ``capabilities``, the ``controller`` framework (``os-ken``
-    or ``ryu``) and your own controller ``apps``, the fabric interfaces' ``mtu`` (bytes), the TCP
+    or ``ryu``) and your own controller ``apps``, the fabric interfaces' ``mtu`` (bytes), the
+    ``datapath`` that forwarded the frames (``packet``: packet sockets served by ovs-vswitchd's main
+    thread; ``pmd``: the GPUs' ports over AF_XDP, polled by a PMD thread; ``steer``: packet
+    sockets, ovs-vswitchd on one core and the GPUs' receive steered to the others; ``kernel``:
+    Open vSwitch's kernel datapath; docs/emulator.md), the TCP
     congestion controls the GPUs' connections ran (``tcp_congestion``, e.g. ``["cubic"]``), the
     link-rate ``calibration`` and chosen ``headroom`` probe, ``slotted_rate_cap_mbps`` (the
     highest rate at which every time-slotted run's guard band, and every parallel-OCS run's guard,
@@ -315,6 +319,7 @@ class CollectiveResult(_Record):
     controller: Optional[str] = None
     apps: list[str] = Field(default_factory=list)
     mtu: Optional[int] = None
+    datapath: Optional[Literal["packet", "pmd", "steer", "kernel"]] = None
     servers: list[str] = Field(default_factory=list)
     tcp_congestion: list[str] = Field(default_factory=list)
     slotted_rate_cap_mbps: Optional[float] = None

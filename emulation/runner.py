@@ -223,7 +223,7 @@ def emulated_fabric(exp: Experiment, out: Path, force: bool = False, ofctl_rest:
     """The emulated fabric of ``exp`` (:class:`emulation.emulator.net.EmulatedFabric`, logs in
     ``out/emulation``) at its starting rate (the given ``emulation.link_mbps``, or the
     calibration's first probe), with the result's packet-backend record begun: yields ``(emu,
-    meta)``, ``meta`` holding the machine's capabilities, warnings, controller, apps and MTU.
+    meta)``, ``meta`` holding the machine's capabilities, warnings, controller, apps, MTU and datapath.
 
     :raises HeadroomError: a time-slotted run's guard band is shorter than the emulated switch's
         precision at the given rate, or a run on parallel OCSes has a guard too short for its
@@ -264,6 +264,7 @@ def emulated_fabric(exp: Experiment, out: Path, force: bool = False, ofctl_rest:
                         delay_s=exp.cost.delta_s * exp.scale(start).tdf, capabilities=caps,
                         controller=em.controller, apps=em.apps, mtu=em.mtu, ofctl_rest=ofctl_rest,
                         servers=servers) as emu:
+        meta["datapath"] = emu.datapath
         yield emu, meta
 
 

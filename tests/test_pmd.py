@@ -26,7 +26,7 @@ def test_a_fabric_polls_its_gpu_ports_with_a_pmd_thread_and_gives_the_mask_back(
         pytest.skip("this machine's Open vSwitch has no afxdp ports or it has one core")
     before = pmd.current_mask()
     with EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0, pmd=True) as emu:
-        assert emu.pmd and pmd.current_mask() == pmd.pmd_mask()
+        assert emu.pmd and emu.datapath == "pmd" and pmd.current_mask() == pmd.pmd_mask()
         assert emu.net.pingAll(timeout=2) == 0.0
         drops = pmd.xsk_drops(emu.host_link_ports())
         assert sorted(drops) == sorted(emu.host_link_ports()) and set(drops.values()) == {0}
@@ -65,5 +65,7 @@ def test_a_fabric_of_sixteen_gpus_or_fewer_keeps_packet_sockets_unless_asked(run
     (:data:`emulation.emulator.pmd.PMD_MIN_GPUS`): the default leaves it off there."""
     before = pmd.current_mask()
     with EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0) as emu:
-        assert emu.pmd is False and emu.drops.xsk_ports == [] and pmd.current_mask() == before
+        assert emu.pmd is False and emu.drops.xsk_ports == []
+        assert emu.datapath == ("kernel" if detect().ovs_kernel_datapath else "packet")
+        assert pmd.current_mask() == before
         assert emu.net.pingAll(timeout=2) == 0.0

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from emulation.emulator.capabilities import detect
+
 from emulation.emulator.net import RYU_VENV, ryu_unavailable
 from emulation.report import ring_alpha_beta_s
 
@@ -48,6 +50,8 @@ def test_the_demo_runs_under_ryu_manager_like_under_os_ken(tmp_path):
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     d = json.loads((out / "result.json").read_text())["result"]
     assert d["controller"] == "ryu"
+    # 8 GPUs: packet sockets (no PMD thread below 17 GPUs), or the kernel datapath where it exists
+    assert d["datapath"] == ("kernel" if detect().ovs_kernel_datapath else "packet")
     assert len(d["tcp_congestion"]) == 1  # every connection runs the same, and it is recorded
     assert "ryu" in (out / "emulation" / "controller.log").read_text().lower()
     runs = {(x["name"], x["bytes"]): x for x in d["runs"]}

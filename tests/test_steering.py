@@ -27,7 +27,7 @@ def test_masks_are_the_kernels_bitmaps_and_open_vswitch_takes_the_lowest_core():
     assert steering.split({0, 1}) == (0, {1}) and steering.split({2, 5, 7}) == (2, {5, 7})
     with pytest.raises(steering.SteeringError, match="two cores"):
         steering.split({3})
-    assert not steering.available(cores=1) and steering.available(cores=2)
+    assert not steering.can_steer(cores=1) and steering.can_steer(cores=2)
 
 
 def test_steering_is_refused_beside_the_pmd_thread_before_anything_starts(run_dir):
@@ -42,14 +42,14 @@ def _cores(pid: int) -> dict[int, list[int]]:
 
 @pytest.mark.emulation
 def test_a_steered_fabric_pins_open_vswitch_steers_the_gpus_receive_and_gives_the_cores_back(run_dir):
-    if not steering.available():
+    if not steering.can_steer():
         pytest.skip("one core: nothing to steer to")
     pid = _ovs_vswitchd_pid()
     before = _cores(pid)
     ovs_core, receive = steering.split()
     f = ocs_star(4, 2, 400.0, 0.0, "ring")
     with EmulatedFabric(f, run_dir / "emulation", link_mbps=10.0, steer=True) as emu:
-        assert emu.steer and not emu.pmd
+        assert emu.steer and not emu.pmd and emu.datapath == "steer"
         assert set(map(tuple, _cores(pid).values())) == {(ovs_core,)}
         assert registry.entries()[0].ovs_affinity == [pid, before[pid]]
         for host in emu.net.hosts:
@@ -79,7 +79,7 @@ def test_a_fabric_is_not_steered_unless_asked(run_dir):
 def test_ocslab_clean_gives_a_killed_runs_process_its_cores_back(run_dir):
     """The record of a run that died this boot names a process it pinned: ``clean`` unpins it.
     A process of our own stands for ovs-vswitchd, so that the machine's is not touched."""
-    if not steering.available():
+    if not steering.can_steer():
         pytest.skip("one core: nothing to pin")
     cores = sorted(os.sched_getaffinity(0))
     stand_in = subprocess.Popen(["sleep", "60"])

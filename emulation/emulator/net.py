@@ -386,6 +386,16 @@ class EmulatedFabric(Lifecycle):
         self._switch_probed = time.monotonic()
 
     @property
+    def datapath(self) -> str:
+        """What forwards the frames: ``kernel`` (Open vSwitch's kernel module), ``pmd`` (the GPUs'
+        ports over AF_XDP, :mod:`emulation.emulator.pmd`), ``steer``
+        (:mod:`emulation.emulator.steering`) or ``packet`` (packet sockets, ovs-vswitchd's main
+        thread). Known once the fabric has started."""
+        if self.caps is not None and self.caps.ovs_kernel_datapath and self.cluster is None:
+            return "kernel"
+        return "pmd" if self.pmd else "steer" if self.steer else "packet"
+
+    @property
     def in_flight_bytes(self) -> int:
         """Bound on the TCP payload all agents can have in flight at once (bytes): every GPU's
         receive budget (:data:`emulation.emulator.agent.RCV_BUDGET`)."""

@@ -49,7 +49,7 @@ class SteeringError(RuntimeError):
     """A GPU's device refused its ``rps_cpus`` mask, or ovs-vswitchd its affinity (one line)."""
 
 
-def available(cores: int | None = None) -> bool:
+def can_steer(cores: int | None = None) -> bool:
     """The machine has a core besides Open vSwitch's (``cores``: default the CPUs this process may
     run on)."""
     return (cores if cores is not None else len(os.sched_getaffinity(0))) >= 2
