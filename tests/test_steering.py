@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -17,6 +18,7 @@ from emulation.emulator import registry, steering
 from emulation.emulator.calibration import measure_headroom
 from emulation.emulator.limits import PROBE_PASS
 from emulation.emulator.net import EmulatedFabric, EmulationError, _ovs_vswitchd_pid
+from emulation.poll import wait_until
 from emulation.scale import Scale
 from topologies import ocs_star
 
@@ -28,6 +30,22 @@ def test_masks_are_the_kernels_bitmaps_and_open_vswitch_takes_the_lowest_core():
     with pytest.raises(steering.SteeringError, match="two cores"):
         steering.split({3})
     assert not steering.can_steer(cores=1) and steering.can_steer(cores=2)
+
+
+def test_pinning_takes_every_thread_and_a_core_that_does_not_exist_is_one_line():
+    code = "import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\ntime.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        assert wait_until(lambda: len(steering.threads(p.pid)) == 4, 10.0, lambda: AssertionError("no threads"))
+        first = min(os.sched_getaffinity(0))
+        steering.pin(p.pid, [first])
+        assert {tuple(os.sched_getaffinity(t)) for t in steering.threads(p.pid)} == {(first,)}
+        with pytest.raises(steering.SteeringError, match=r"thread \d+: cores \[4095\]"):
+            steering.pin(p.pid, [4095])
+    finally:
+        p.kill()
+        p.wait()
+    assert steering.threads(p.pid) == []
 
 
 def test_steering_is_refused_beside_the_pmd_thread_before_anything_starts(run_dir):

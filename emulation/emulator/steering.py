@@ -111,18 +111,30 @@ def affinity(pid: int) -> list[int]:
 
 
 def pin(pid: int, cores: list[int] | set[int]) -> None:
-    """Let every thread of ``pid`` but its PMD threads run only on ``cores``; threads that end
-    meanwhile are skipped.
+    """Let every thread of ``pid`` but its PMD threads run only on ``cores``. A thread started
+    meanwhile by one not yet pinned is pinned on the next pass (until a pass finds none, at most
+    five); threads that end meanwhile are skipped.
 
     :raises SteeringError: the kernel refused the set (e.g. a core that does not exist).
     """
-    for tid in threads(pid):
-        try:
-            os.sched_setaffinity(tid, set(cores))
-        except ProcessLookupError:
-            continue
-        except OSError as e:
-            raise SteeringError(f"ovs-vswitchd (pid {pid}) thread {tid}: cores {sorted(cores)}: {e.strerror}") from None
+    want = set(cores)
+    for _ in range(5):
+        todo = []
+        for tid in threads(pid):
+            try:
+                if os.sched_getaffinity(tid) != want:
+                    todo.append(tid)
+            except ProcessLookupError:
+                continue
+        if not todo:
+            return
+        for tid in todo:
+            try:
+                os.sched_setaffinity(tid, want)
+            except ProcessLookupError:
+                continue
+            except OSError as e:
+                raise SteeringError(f"process {pid} thread {tid}: cores {sorted(want)}: {e.strerror}") from None
 
 
 def steer_receive(hosts, cores: set[int]) -> None:
