@@ -10,9 +10,14 @@ measured twice:
 - the headroom probe (:func:`emulation.emulator.calibration.measure_headroom`): every link
   saturated at once for ``--probe-s`` emulated seconds; efficiency = link-bound time / measured
   time;
-- a Ring AllReduce of ``--bytes`` (``--byte-scale`` of it on the wire), whose measured time is
-  compared with the flow backend's on the same plan (alpha-beta: Ring on a ring of circuits is
-  2(n-1) (alpha + s/(nB))).
+- a Ring AllReduce of ``--bytes``, whose measured time is compared with the flow backend's on
+  the same plan (alpha-beta: Ring on a ring of circuits is 2(n-1) (alpha + s/(nB))). It is sent
+  at the byte scale ``ocslab run`` would use (``--byte-scale-rule run``, the default:
+  ``--byte-scale``, raised up to 8 times so that every step is at least 64 frames on the wire,
+  :meth:`emulation.scale.Scale.for_steps`), or at ``--byte-scale`` itself (``fixed``, as the
+  tables before steering were measured). Ring's steps each wait for their slowest GPU, and a
+  busy machine starts n senders over milliseconds; a larger byte scale makes a step longer
+  against that skew.
 
 The first rate (from the top) where the probe reaches 90% and Ring is within 10% is the
 ceiling at n; lower rates are not tried. A count whose every rate down to ``--min-mbps`` fails
@@ -33,7 +38,7 @@ ovs-vswitchd pinned to one core and the GPUs' receive steered to the others
 
 Usage (root, Open vSwitch running): ``.venv/bin/python scripts/bench_packet_ceiling.py
 [--gpus 8 16 32 64] [--start-mbps 20] [--min-mbps 0.625] [--mtu 1500|9000] [--datapath both|all|packet|pmd|steer]
-[--machines 16] [--json runs/ceiling.json] [--markdown]``. Results and logs under ``runs/bench_packet_ceiling/``.
+[--byte-scale-rule run|fixed] [--machines 16] [--json runs/ceiling.json] [--markdown]``. Results and logs under ``runs/bench_packet_ceiling/``.
 """
 
 from __future__ import annotations
@@ -57,8 +62,11 @@ DATAPATHS = ("packet", "pmd", "steer")
 
 
 def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s: float, probe_s: float,
-            out: Path, mtu: int, datapath: str = "pmd") -> list[dict]:
-    """Probe and Ring at each of ``rates`` (descending) on n GPUs until one passes; every row."""
+            out: Path, mtu: int, datapath: str = "pmd", rule: str = "run") -> list[dict]:
+    """Probe and Ring at each of ``rates`` (descending) on n GPUs until one passes; every row.
+    ``rule``: Ring's byte scale, ``run`` (as ``ocslab run`` raises it for short steps) or
+    ``fixed`` (``byte_scale``)."""
+    from emulation import dataplane as dpn
     from emulation.emulator.calibration import measure_headroom
     from emulation.emulator.limits import carried_mbps
     from emulation.emulator.net import EmulatedFabric, EmulationError
@@ -73,6 +81,7 @@ def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s:
     w = build("ring", n, nbytes)
     plan = make_plan("none", f, w)
     flow = simulate(f, w, plan, alpha_s=alpha_s, record_transfers=False).time_s
+    smallest = min(int(st.bytes.max()) for st in w.steps if len(st) and st.bytes.max() > 0)
     rows = []
     t0 = time.monotonic()
     where = out / f"gpus{n}-{datapath}"
@@ -86,14 +95,17 @@ def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s:
             emu.set_link_mbps(rate)
             scale = Scale(rate, byte_scale, f.port_gbps)
             head = measure_headroom(emu, scale, where / f"probe-{rate:g}", probe_s)
-            pkt = run_workload(emu, "ring", w, plan, scale, alpha_s, where / f"ring-{rate:g}")
-            row = {"gpus": n, "datapath": datapath, "mtu": mtu, "link_mbps": rate, "tdf": scale.tdf, "probe_efficiency": head["efficiency"],
+            ring_scale = scale.for_steps(smallest, dpn.mss(mtu)) if rule == "run" else scale
+            pkt = run_workload(emu, "ring", w, plan, ring_scale, alpha_s, where / f"ring-{rate:g}")
+            row = {"gpus": n, "datapath": datapath, "mtu": mtu, "link_mbps": rate, "tdf": ring_scale.tdf,
+                   "byte_scale": ring_scale.byte_scale, "probe_efficiency": head["efficiency"],
                    "ring_packet_s": pkt.time_s, "ring_flow_s": flow, "ring_error": (pkt.time_s - flow) / flow,
                    "retransmissions": sum(s.retransmissions or 0 for s in pkt.steps), "setup_s": setup_s,
                    "carried_mbps": carried_mbps(n, 2, rate, head["efficiency"])}
             row["ok"] = row["probe_efficiency"] >= PROBE_TARGET and abs(row["ring_error"]) <= RING_TOLERANCE
             rows.append(row)
-            print(f"{n:>3} GPUs {datapath:>6} {rate:>7g} Mbit/s: probe {head['efficiency']:6.1%}  ring {pkt.time_s * 1e3:8.3f} ms "
+            print(f"{n:>3} GPUs {datapath:>6} {rate:>7g} Mbit/s: probe {head['efficiency']:6.1%}  ring (byte scale "
+                  f"{ring_scale.byte_scale:.3g}) {pkt.time_s * 1e3:8.3f} ms "
                   f"vs {flow * 1e3:8.3f} ms ({row['ring_error']:+6.1%})  {'ok' if row['ok'] else 'no'}", flush=True)
             if row["ok"]:
                 break
@@ -107,7 +119,8 @@ def _cell(rows: list[dict]) -> tuple[str, float | None]:
         tried = ", ".join(f"{r['link_mbps']:g}" for r in rows)
         return (f"none (tried {tried})" if rows else "-"), None
     r = ok[0]
-    return f"{r['link_mbps']:g} Mbit/s, probe {r['probe_efficiency']:.1%}, Ring {r['ring_error']:+.1%}", r["link_mbps"]
+    scaled = f" (byte scale {r['byte_scale']:.2g})" if "byte_scale" in r else ""
+    return f"{r['link_mbps']:g} Mbit/s, probe {r['probe_efficiency']:.1%}, Ring {r['ring_error']:+.1%}{scaled}", r["link_mbps"]
 
 
 def markdown(rows: list[dict], gpus: list[int], where: str) -> str:
@@ -171,6 +184,9 @@ def parser() -> argparse.ArgumentParser:
                         "ports polled by a PMD thread over AF_XDP (after, MTU 1500 only); steer: ovs-vswitchd on "
                         "one core, the GPUs' receive steered to the others; both: packet, then pmd at MTU 1500 "
                         "and steer above; all: each in turn")
+    p.add_argument("--byte-scale-rule", choices=("run", "fixed"), default="run",
+                   help="Ring's byte scale: run (raised for short steps, as ocslab run does; default) or fixed "
+                        "(--byte-scale)")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_packet_ceiling")
     p.add_argument("--machines", type=int, default=16, help="machines of the lab the capacity model sizes (default 16)")
     p.add_argument("--json", type=Path)
@@ -216,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for d in paths:
                     rows += measure(n, rates, nbytes, args.byte_scale, args.alpha_us * 1e-6, args.probe_s, args.out,
-                                    args.mtu, d)
+                                    args.mtu, d, args.byte_scale_rule)
             except EmulationError as e:
                 print(f"bench_packet_ceiling: {e}", file=sys.stderr)
                 return 2

@@ -128,9 +128,12 @@ def test_the_ceiling_table_gives_each_after_datapath_its_gain_over_packet_socket
     rows = [row(32, "packet", 5.0, False), row(32, "packet", 2.5, True), row(32, "pmd", 5.0, True),
             row(32, "steer", 5.0, True), row(64, "packet", 1.25, True), row(64, "pmd", 2.5, False),
             row(64, "steer", 2.5, True)]
+    rows[-1]["byte_scale"] = 0.7
     table = markdown(rows, [32, 64], "here").splitlines()
     assert table[2].endswith("| gain (pmd) | gain (steer) |") and "steered" in table[2]
     assert table[4] == ("| 32 | 2.5 Mbit/s, probe 95.0%, Ring +3.0% | 5 Mbit/s, probe 95.0%, Ring +3.0% | "
                         "5 Mbit/s, probe 95.0%, Ring +3.0% | 2x | 2x |")
     assert table[5].startswith("| 64 | 1.25 Mbit/s") and "none (tried 2.5)" in table[5] and table[5].endswith(" - | 2x |")
-    assert parser().parse_args(["--datapath", "all", "--mtu", "9000"]).datapath == "all"
+    assert "2.5 Mbit/s, probe 95.0%, Ring +3.0% (byte scale 0.7) |" in table[5]
+    args = parser().parse_args(["--datapath", "all", "--mtu", "9000"])
+    assert args.datapath == "all" and args.byte_scale_rule == "run"

@@ -1,6 +1,6 @@
 """Open vSwitch pinned to one core and the GPUs' receive steered to the others
 (emulation/emulator/steering.py): the masks the kernel takes, a steered fabric that forwards and
-gives the cores back, off unless asked, and ``ocslab clean`` putting
+gives the cores back, the default that steers large fabrics only, and ``ocslab clean`` putting
 ovs-vswitchd's cores back after a SIGKILL. Real Open vSwitch, controller and Mininet hosts (root;
 see conftest.py)."""
 
@@ -48,6 +48,14 @@ def test_pinning_takes_every_thread_and_a_core_that_does_not_exist_is_one_line()
     assert steering.threads(p.pid) == []
 
 
+def test_by_default_fabrics_of_seventeen_gpus_or_more_are_steered_where_no_pmd_thread_polls():
+    assert steering.steer_by_default(17, pmd=False, kernel_datapath=False, cores=2)
+    assert not steering.steer_by_default(16, pmd=False, kernel_datapath=False, cores=2)
+    assert not steering.steer_by_default(64, pmd=True, kernel_datapath=False, cores=2)
+    assert not steering.steer_by_default(64, pmd=False, kernel_datapath=True, cores=2)
+    assert not steering.steer_by_default(64, pmd=False, kernel_datapath=False, cores=1)
+
+
 def test_steering_is_refused_beside_the_pmd_thread_before_anything_starts(run_dir):
     with pytest.raises(EmulationError, match="steer: .* not with pmd"):
         EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0, pmd=True, steer=True)
@@ -82,9 +90,7 @@ def test_a_steered_fabric_pins_open_vswitch_steers_the_gpus_receive_and_gives_th
 
 
 @pytest.mark.emulation
-def test_a_fabric_is_not_steered_unless_asked(run_dir):
-    """Steering raises the probe's rate but not Ring's: a calibrated run would pick a rate its
-    collectives miss, so it is off by default, whatever the size."""
+def test_a_fabric_of_sixteen_gpus_or_fewer_is_not_steered_unless_asked(run_dir):
     pid = _ovs_vswitchd_pid()
     before = _cores(pid)
     with EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0) as emu:

@@ -332,10 +332,10 @@ class EmulatedFabric(Lifecycle):
         ``afxdp`` ports, two cores or more), the MTU is 1500 and the fabric has at least
         :data:`~emulation.emulator.pmd.PMD_MIN_GPUS` GPUs. :attr:`pmd` says whether it is.
     :param steer: pin ovs-vswitchd to one core and steer the GPUs' receive to the others (RPS,
-        :mod:`emulation.emulator.steering`; one machine, userspace datapath, two cores or more).
-        Off unless asked: it raises the headroom probe's rate but not the rate at which a Ring
-        stays within 10%, so a calibrated run would pick a rate its collectives miss.
-        :attr:`steer` says whether it is on.
+        :mod:`emulation.emulator.steering`; one machine, userspace datapath, two cores or more);
+        None: where the PMD thread is not used and the fabric has at least
+        :data:`~emulation.emulator.steering.STEER_MIN_GPUS` GPUs
+        (:func:`~emulation.emulator.steering.steer_by_default`). :attr:`steer` says whether it is.
     :raises MachineBusy: another emulation is running, or a killed one left state behind.
     :raises MachineUnfit: ``ofctl_rest`` asked on a framework without it, or on a port in use.
     :raises EmulationError: not root, Open vSwitch not running, the controller did not start,
@@ -345,7 +345,7 @@ class EmulatedFabric(Lifecycle):
     def __init__(self, fabric: Fabric, run_dir: Path, *, link_mbps: float,
                  delay_s: float = 0.0, capabilities: Capabilities | None = None, controller: str = "os-ken",
                  apps: tuple[str, ...] = (), mtu: int = dpn.MTU, ofctl_rest: int | None = None,
-                 pmd: bool | None = None, steer: bool = False, servers: Cluster | None = None):
+                 pmd: bool | None = None, steer: bool | None = None, servers: Cluster | None = None):
         if not 0 < link_mbps <= 1000:
             raise EmulationError(f"link_mbps: the emulated port rate must be in (0, 1000] Mbit/s, got {link_mbps}")
         if not dpn.MTU <= mtu <= dpn.MAX_MTU:
@@ -370,7 +370,7 @@ class EmulatedFabric(Lifecycle):
         self._pmd_mask_set = False
         if steer and servers is not None:
             raise EmulationError("steer: only on one machine, not on a fabric spread over servers")
-        self.steer = steer
+        self.steer = False if servers is not None else steer
         self._pinned: int | None = None  # ovs-vswitchd's pid while this run holds it on one core
         #: ``{server: socket record}`` of the servers' Open vSwitch sockets this run resized
         self._remote_sockets: dict[str, list] = {}
@@ -463,6 +463,8 @@ class EmulatedFabric(Lifecycle):
             self._make_send_socket()  # before the GPU ports leave packet sockets
         if self.pmd:
             self._poll_with_pmd()
+        if self.steer is None:
+            self.steer = steering.steer_by_default(self.fabric.gpus, self.pmd, self.caps.ovs_kernel_datapath)
         if self.steer:
             self._steer()
         if not self.caps.ovs_kernel_datapath:
