@@ -27,8 +27,8 @@ GPUs   MTU     packet sockets            steered and pinned
 64     9000    5 Mbit/s (94.2%)          5 Mbit/s (94.0%)
 =====  ======  ========================  =====================
 
-At 64 GPUs the steered probe at 10 Mbit/s ranged over 67-92% in three runs: the receive work of
-64 GPUs and their agents then share one core. At MTU 1500 the PMD thread over AF_XDP
+At 64 GPUs the steered probe at 10 Mbit/s reached 97.8-98.7% on a fresh fabric (four runs) but
+67-92% after the benchmark's overloaded runs at 40 and 20 Mbit/s on the same fabric (three). At MTU 1500 the PMD thread over AF_XDP
 (:mod:`emulation.emulator.pmd`) does as well or better, so steering is the default where that
 path is not used (jumbo frames, which do not fit an XDP socket, or an Open vSwitch without
 ``afxdp`` ports), for fabrics of at least :data:`STEER_MIN_GPUS` GPUs
