@@ -430,9 +430,8 @@ class RunDescription:
     @property
     def smallest_step_bytes(self) -> int:
         """Real bytes of the largest transfer of the step whose largest transfer is smallest (0:
-        no step moves bytes); what :meth:`emulation.scale.Scale.for_steps` sizes a run by."""
-        tops = [int(st.bytes.max()) for st in self.workload.steps if len(st) and st.bytes.max() > 0]
-        return min(tops, default=0)
+        no step moves bytes) of :attr:`workload` (:attr:`Workload.smallest_step_bytes`)."""
+        return self.workload.smallest_step_bytes
 
     @property
     def label(self) -> str:

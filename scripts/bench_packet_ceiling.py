@@ -14,7 +14,7 @@ measured twice:
   the same plan (alpha-beta: Ring on a ring of circuits is 2(n-1) (alpha + s/(nB))). It is sent
   at the byte scale ``ocslab run`` would use (``--byte-scale-rule run``, the default:
   ``--byte-scale``, raised up to 8 times so that every step is at least 64 frames on the wire,
-  :meth:`emulation.scale.Scale.for_steps`), or at ``--byte-scale`` itself (``fixed``, as the
+  :func:`emulation.emulator.execute.step_scale`), or at ``--byte-scale`` itself (``fixed``, as the
   tables before steering were measured). Ring's steps each wait for their slowest GPU, and a
   busy machine starts n senders over milliseconds; a larger byte scale makes a step longer
   against that skew.
@@ -66,8 +66,8 @@ def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s:
     """Probe and Ring at each of ``rates`` (descending) on n GPUs until one passes; every row.
     ``rule``: Ring's byte scale, ``run`` (as ``ocslab run`` raises it for short steps) or
     ``fixed`` (``byte_scale``)."""
-    from emulation import dataplane as dpn
     from emulation.emulator.calibration import measure_headroom
+    from emulation.emulator.execute import step_scale
     from emulation.emulator.limits import carried_mbps
     from emulation.emulator.net import EmulatedFabric, EmulationError
     from emulation.emulator.orchestrator import run_workload
@@ -81,7 +81,6 @@ def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s:
     w = build("ring", n, nbytes)
     plan = make_plan("none", f, w)
     flow = simulate(f, w, plan, alpha_s=alpha_s, record_transfers=False).time_s
-    smallest = min(int(st.bytes.max()) for st in w.steps if len(st) and st.bytes.max() > 0)
     rows = []
     t0 = time.monotonic()
     where = out / f"gpus{n}-{datapath}"
@@ -95,7 +94,7 @@ def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s:
             emu.set_link_mbps(rate)
             scale = Scale(rate, byte_scale, f.port_gbps)
             head = measure_headroom(emu, scale, where / f"probe-{rate:g}", probe_s)
-            ring_scale = scale.for_steps(smallest, dpn.mss(mtu)) if rule == "run" else scale
+            ring_scale = step_scale(w, scale, mtu) if rule == "run" else scale
             pkt = run_workload(emu, "ring", w, plan, ring_scale, alpha_s, where / f"ring-{rate:g}")
             row = {"gpus": n, "datapath": datapath, "mtu": mtu, "link_mbps": rate, "tdf": ring_scale.tdf,
                    "byte_scale": ring_scale.byte_scale, "probe_efficiency": head["efficiency"],

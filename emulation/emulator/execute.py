@@ -18,15 +18,21 @@ from emulation.planners.cost import CostModel
 from emulation.results import RunResult, sequenced
 from emulation.scale import Scale
 from emulation.schedule import ParallelPlan, RunDescription, SlottedPlan
+from emulation.workloads import Workload
+
+
+def step_scale(workload: Workload, scale: Scale, mtu: int) -> Scale:
+    """``scale`` with its byte scale raised for a workload whose steps would be few frames of
+    ``mtu`` bytes on the wire (:meth:`emulation.scale.Scale.for_steps`)."""
+    return scale.for_steps(workload.smallest_step_bytes, dpn.mss(mtu))
 
 
 def run_scale(run: RunDescription, scale: Scale, mtu: int) -> Scale:
-    """The scale ``run`` is emulated at: ``scale``, its byte scale raised for a run whose steps
-    would be few frames of ``mtu`` on the wire (:meth:`emulation.scale.Scale.for_steps`); a
-    time-slotted run or one on parallel OCSes keeps ``scale`` (its slots are sized at it)."""
+    """The scale ``run`` is emulated at: :func:`step_scale` of its workload; a time-slotted run or
+    one on parallel OCSes keeps ``scale`` (its slots are sized at it)."""
     if isinstance(run.schedule, (SlottedPlan, ParallelPlan)):
         return scale
-    return scale.for_steps(run.smallest_step_bytes, dpn.mss(mtu))
+    return step_scale(run.workload, scale, mtu)
 
 
 def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostModel, run_dir: Path, *,

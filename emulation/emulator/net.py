@@ -371,7 +371,6 @@ class EmulatedFabric(Lifecycle):
         if steer and servers is not None:
             raise EmulationError("steer: only on one machine, not on a fabric spread over servers")
         self.steer = False if servers is not None else steer
-        self._pinned: int | None = None  # ovs-vswitchd's pid while this run holds it on one core
         #: ``{server: socket record}`` of the servers' Open vSwitch sockets this run resized
         self._remote_sockets: dict[str, list] = {}
         self.net = None
@@ -428,8 +427,8 @@ class EmulatedFabric(Lifecycle):
                 self.controller = None
                 if self.cluster is not None:
                     self._release_servers()
-        if self._pinned is not None:  # give ovs-vswitchd back the cores it had
-            self._unpin()
+        if self.registration is not None and self.registration.entry.ovs_affinity:
+            self._unpin()  # give ovs-vswitchd back the cores it had
         if self._pmd_mask_set:  # our ports are gone: give Open vSwitch its PMD core mask back
             pmd_ports.set_mask(self.registration.entry.pmd_mask[0])
             self._pmd_mask_set = False
@@ -759,25 +758,25 @@ class EmulatedFabric(Lifecycle):
             ovs_core, receive = steering.split()
             self.registration.entry.ovs_affinity = [pid, steering.affinity(pid)]
             self.registration.save()
-            self._pinned = pid
             steering.pin(pid, [ovs_core])
             steering.steer_receive(self.net.hosts, receive)
         except steering.SteeringError as e:
             log.warning("%s: Open vSwitch and the GPUs' receive share the cores as before", e)
-            if self._pinned is not None:
+            if self.registration.entry.ovs_affinity:
                 self._unpin()
             self.steer = False
             return
         log.info("ovs-vswitchd on core %d, the GPUs' receive steered to cores %s", ovs_core, sorted(receive))
 
     def _unpin(self) -> None:
-        """Give ovs-vswitchd back the cores recorded by :meth:`_steer`. Raises nothing."""
+        """Give ovs-vswitchd back the cores recorded by :meth:`_steer` (the record then empty).
+        Raises nothing."""
         pid, cores = self.registration.entry.ovs_affinity
         try:
             steering.pin(pid, cores)
         except steering.SteeringError as e:
             log.warning("%s", e)
-        self._pinned = None
+        self.registration.entry.ovs_affinity = []
 
     def _make_send_socket(self) -> None:
         """Have ovs-vswitchd open its shared send socket now, so that :meth:`_size_ovs_sockets`

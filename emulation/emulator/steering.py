@@ -158,21 +158,24 @@ def pin(pid: int, cores: list[int] | set[int]) -> None:
                 raise SteeringError(f"process {pid} thread {tid}: cores {sorted(want)}: {e.strerror}") from None
 
 
+def _in_own_sysfs(script: str) -> str:
+    """A shell command running ``script`` with a sysfs mounted from inside the current network
+    namespace (a namespace's devices show only there) on a private mount, the way ``ip netns
+    exec`` does."""
+    return f"unshare -m sh -c 'umount -l /sys && mount -t sysfs none /sys && {script}'"
+
+
 def steer_receive(hosts, cores: set[int]) -> None:
     """Set ``rps_cpus`` of every receive queue of every interface of each Mininet host in ``hosts``
-    to ``cores``. A network namespace's devices show only in a sysfs mounted from inside it, so
-    each host writes its own through a private mount (``unshare -m``), the way ``ip netns exec``
-    does.
+    to ``cores``, each host from inside its namespace.
 
     :raises SteeringError: a host's write failed (its output in the message).
     """
     mask = rps_mask(cores)
     for host in hosts:
         names = " ".join(host.intfNames())
-        out = host.cmd(
-            "unshare -m sh -c 'umount -l /sys && mount -t sysfs none /sys && "
-            f"for d in {names}; do for q in /sys/class/net/$d/queues/rx-*; do "
-            f"echo {mask} > $q/rps_cpus || exit 1; done; done && echo steered'")
+        out = host.cmd(_in_own_sysfs(f"for d in {names}; do for q in /sys/class/net/$d/queues/rx-*; do "
+                                     f"echo {mask} > $q/rps_cpus || exit 1; done; done && echo steered"))
         if out.strip().splitlines()[-1:] != ["steered"]:
             raise SteeringError(f"host {host.name}: rps_cpus {mask}: {out.strip()[-160:]}")
 
@@ -182,7 +185,6 @@ def rps_of(host) -> dict[str, str]:
     prints it, e.g. ``"2"``)."""
     out = {}
     for name in host.intfNames():
-        text = host.cmd(f"unshare -m sh -c 'umount -l /sys && mount -t sysfs none /sys && "
-                        f"cat /sys/class/net/{name}/queues/rx-0/rps_cpus'")
-        out[name] = text.strip().splitlines()[-1] if text.strip() else ""
+        text = host.cmd(_in_own_sysfs(f"cat /sys/class/net/{name}/queues/rx-0/rps_cpus")).strip()
+        out[name] = text.splitlines()[-1] if text else ""
     return out

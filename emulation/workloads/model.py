@@ -229,6 +229,13 @@ class Workload:
         return sum(len(s) for s in self.steps)
 
     @property
+    def smallest_step_bytes(self) -> int:
+        """Real bytes of the largest transfer of the step whose largest transfer is smallest (0:
+        no step moves bytes); what :meth:`emulation.scale.Scale.for_steps` sizes a run by."""
+        tops = [int(st.bytes.max()) for st in self.steps if len(st) and st.bytes.max() > 0]
+        return min(tops, default=0)
+
+    @property
     def bytes_sent(self) -> int:
         """Total bytes on the wire over all steps. A byte column that is a window of a larger
         array (a Ring AllReduce's) is summed from that array's prefix sums, once per array."""
