@@ -12,14 +12,19 @@
 - (packet backend) the emulator lost no packet of its own: every drop was modelled congestion
   or a dark circuit (:mod:`emulation.drops`), none an artefact of the emulator.
 
+Each failed check is one line ``check: detail`` in the run's ``checks.problems``;
+:func:`failed_checks` names them in the result envelope, and a command whose run failed one
+exits with status 1 (docs/commands.md, exit statuses).
+
 Spec: ``docs/architecture.md`` (results; sanity checks on both backends).
 """
 
 from __future__ import annotations
 
 from emulation.drops import artefact_problem, summarise
+from emulation.envelope import FailedCheck
 from emulation.fabric import Fabric
-from emulation.results import Checks, RunResult
+from emulation.results import Checks, CollectiveResult, RunResult
 from emulation.schedule import ClosedFormRun, ParallelPlan, RunDescription, SlottedPlan
 
 #: Relative slack before a check fails (timing noise of the packet backend).
@@ -51,11 +56,11 @@ def check_run(run: RunResult, fabric: Fabric, tolerance: float = TOLERANCE) -> C
     injection = fabric.ports_per_gpu * fabric.port_gbps
     ratio = run.busbw_gbps / injection if run.time_s > 0 else float("inf")
     if ratio > 1 + tolerance:
-        problems.append(f"busbw {run.busbw_gbps:.1f} Gbit/s exceeds the injection bandwidth {injection:.0f} Gbit/s")
+        problems.append(f"busbw: {run.busbw_gbps:.1f} Gbit/s exceeds the injection bandwidth {injection:.0f} Gbit/s")
     late = run.slots.start_error_s.p99 if run.slots and run.slots.start_error_s else None
     guard = run.slots.guard_emulated_s if run.slots else None
     if late is not None and guard is not None and late > guard:
-        problems.append(f"rotor: 1% of slots started more than {late * 1e3:.2f} ms late, beyond the "
+        problems.append(f"slot starts: 1% of slots started more than {late * 1e3:.2f} ms late, beyond the "
                         f"{guard * 1e3:.2f} ms guard band (emulated): lower emulation.link_mbps")
     slow = [s for s in run.steps if s.reconfiguration_delay_s and s.timing
             and s.timing.get("reroute_s", 0.0) > s.reconfiguration_delay_s * (1 + tolerance)]
@@ -89,3 +94,15 @@ def complete(res: RunResult, run: RunDescription | ClosedFormRun, fabric: Fabric
         res.slots = res.slots.model_copy(update=run.schedule.summary())
     res.checks = check_run(res, fabric)
     return res
+
+
+def failed_checks(result: CollectiveResult) -> list[FailedCheck]:
+    """Every failed check of every run of ``result``, named by the run (``ring 25MiB``, with
+    its iteration when the scenario repeats): the ``failed_checks`` of its envelope."""
+    from emulation.units import format_bytes
+
+    out = []
+    for r in result.runs:
+        where = f"{r.name} {format_bytes(r.bytes)}" + (f" iteration {r.iteration}" if result.iterations > 1 else "")
+        out += [FailedCheck.of(p, where) for p in (r.checks.problems if r.checks else ())]
+    return out

@@ -13,12 +13,15 @@ Commands on a scenario file (every kind: ``ocslab kinds`` lists them, :mod:`emul
 
 Other commands: ``ocslab workload`` (a workload's steps), ``ocslab torch allreduce-perf``
 (gloo's AllReduce on emulated GPUs), ``ocslab pcap DIR`` (analyse a ``--pcap`` run),
+``ocslab reproduce`` (every paper reproduction, one verdict table, :mod:`emulation.reproduce`),
 ``ocslab schema KIND`` (the JSON Schema of a kind's ``result.json``, or of its scenario file),
 ``ocslab kinds``, ``ocslab clean``.
 
-A file is read once; its kind decides the path. Exit statuses are the same for every kind
-(:mod:`emulation.output`): 2 bad input or refused before anything was measured (one line, nothing
-left half-created), 1 a run that failed (its logs kept), 130 interrupted.
+A file is read once; its kind decides the path. Exit statuses are the same for every command
+that runs something (:mod:`emulation.output`): 0 every check held, 1 it ran but a check failed
+(named in ``result.json``'s ``failed_checks`` and on one line of stderr) or a reproduction
+missed its paper, or the run failed (its logs kept), 2 bad input or refused before anything was
+measured (one line, nothing left half-created), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -35,12 +38,15 @@ from rich.table import Table
 
 from emulation import __version__, kinds
 from emulation.output import Refused, check_file, configure_logging, fail, guarded, results_dir, write_file
+from emulation.reproduce.suite import SCRIPTS
 from emulation.scenario import MAX_GPUS, ScenarioError
 from emulation.units import format_bytes, parse_bytes
 from emulation.workloads import ALGORITHMS, build, known
 from emulation.workloads.stragglar import describe_step, lower_bound_rounds
 
 BACKENDS = ("mininet", "flow")
+#: The paper reproductions ``ocslab reproduce`` runs (``scripts/reproduce_<name>.py``).
+REPRODUCTIONS = tuple(SCRIPTS)
 #: ``ocslab run``'s packet options, by the name a kind declares in :attr:`emulation.kinds.Kind.options`.
 RUN_OPTIONS = {"controller": "--controller", "apps": "--app", "pcap": "--pcap", "force": "--force"}
 
@@ -129,6 +135,16 @@ def parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("schema", help="print the JSON Schema of a kind's result.json (or of its scenario file)")
     sc.add_argument("kind", choices=kinds.NAMES, help="the scenario kind")
     sc.add_argument("--scenario", action="store_true", help="the scenario file's schema instead of the result's")
+    rp = sub.add_parser("reproduce", help="run every paper reproduction (flow backend; --packet adds the packet "
+                        "parts) and print one table: each headline, the paper's figure, ours, the tolerance, held or "
+                        "missed")
+    rp.add_argument("--packet", action="store_true",
+                    help="add the packet parts (root, Open vSwitch, torch; one emulation at a time, about an hour)")
+    rp.add_argument("--quick", action="store_true",
+                    help="each reproduction's quick form: smaller sweeps that still measure every headline")
+    rp.add_argument("--only", nargs="+", metavar="NAME", help=f"these reproductions only (of: {', '.join(REPRODUCTIONS)})")
+    rp.add_argument("--jobs", type=int, help="reproductions run at once without --packet (default: the cores)")
+    rp.add_argument("--out", type=Path, help="results directory (default runs/reproduce-<time>)")
     sub.add_parser("kinds", help="list the scenario kinds, their backends and the commands each answers")
     sub.add_parser("clean", help="remove what killed ocslab runs left behind (only ours: ocl- bridges and "
                    "interfaces, marked processes, run records) and say what was removed")
@@ -146,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd in kinds.FILE_COMMANDS:
         return _file_command(args)
     return {"workload": _workload, "torch": _torch, "clean": lambda a: _clean(), "schema": _schema,
-            "kinds": _kinds, "pcap": _pcap, "fabric": _fabric, "servers": _servers}[args.cmd](args)
+            "kinds": _kinds, "pcap": _pcap, "fabric": _fabric, "servers": _servers, "reproduce": _reproduce}[args.cmd](args)
 
 
 def _file_command(args) -> int:
@@ -188,7 +204,26 @@ def _run(kind: kinds.Kind, sc, args) -> int:
         kind, sc, args.out, f"{kind.name} on {backend}", 1,
         lambda out, progress: kind.run_envelope(kinds.RunRequest(
             sc, backend, out, progress, force=args.force, controller=args.controller, apps=tuple(args.app), pcap=pcap)),
-        after=_pcap_report if pcap else None)
+        after=_run_capture_checks if pcap else None)
+
+
+def _reproduce(args) -> int:
+    """``ocslab reproduce``: every paper reproduction and one verdict table
+    (:mod:`emulation.reproduce.suite`); exit 1 when a headline missed."""
+    from emulation.reproduce.suite import SuiteError, reproduce
+
+    bad = [n for n in args.only or () if n not in REPRODUCTIONS]
+    if bad:
+        return fail(f"--only: unknown reproduction {bad[0]!r} (known: {', '.join(REPRODUCTIONS)})")
+    if args.jobs is not None and args.jobs < 1:
+        return fail(f"--jobs: must be at least 1, got {args.jobs}")
+    if args.packet and os.geteuid() != 0:
+        return fail("--packet: the packet parts need root (run with sudo)")
+    try:
+        out = results_dir(args.out, "reproduce")
+        return guarded(out, lambda: reproduce(out, args.packet, args.quick, args.only, args.jobs))
+    except (Refused, SuiteError) as e:
+        return fail(str(e))
 
 
 def _schema(args) -> int:
@@ -303,7 +338,12 @@ def _show_allreduce_perf(args, out: Path, res) -> int:
                   "yes" if r.correct else "NO")
     Console().print(t)
     print(f"results: {out}/allreduce_perf.json")
-    return 0 if all(r.correct for r in res.rows) else 1
+    from emulation.envelope import FailedCheck
+    from emulation.output import verdict
+
+    return verdict([FailedCheck(check="sum", where=format_bytes(r.bytes),
+                                detail="gloo's AllReduce did not give every rank the sum of the ranks' buffers")
+                    for r in res.rows if not r.correct])
 
 
 def _workload(args) -> int:
@@ -352,25 +392,46 @@ def _workload(args) -> int:
 
 
 def _pcap(args) -> int:
-    """``ocslab pcap DIR``: :func:`_pcap_report`, a failure to write into ``DIR`` one line (exit 2)."""
-    return guarded(args.dir, lambda: _pcap_report(args.dir), flag="pcap DIR")
+    """``ocslab pcap DIR``: :func:`_pcap_report`; exit 0 when every check of the capture held,
+    1 when one failed (:func:`emulation.pcap.capture_checks`), 2 for a directory without a
+    readable capture, or a failure to write into ``DIR``."""
+    from emulation import pcap
+    from emulation.output import verdict
+
+    def job() -> int:
+        try:
+            return verdict(_pcap_report(args.dir))
+        except pcap.PcapError as e:
+            return fail(str(e))
+
+    return guarded(args.dir, job, flag="pcap DIR")
 
 
-def _pcap_report(run_dir: Path) -> int:
+def _pcap_report(run_dir: Path) -> list:
     """Analyse the capture of ``run_dir`` (:mod:`emulation.pcap`): ``pcap.json``, ``pcap.png``
-    and a summary; the exit status."""
+    and a summary; the checks that failed (:class:`~emulation.envelope.FailedCheck`).
+
+    :raises emulation.pcap.PcapError: no capture, or one that cannot be read."""
     from emulation import pcap
 
-    try:
-        rep = pcap.analyse(run_dir, run_dir / "pcap.png")
-    except pcap.PcapError as e:
-        return fail(str(e))
+    rep = pcap.analyse(run_dir, run_dir / "pcap.png")
     (run_dir / "pcap.json").write_text(json.dumps(rep.model_dump(), indent=1))
     con = Console()
     for line in pcap.summary_lines(rep):
         con.print(line, highlight=False)
     con.print(f"capture: {run_dir}/pcap.json, pcap.png")
-    return 0
+    return rep.failed_checks
+
+
+def _run_capture_checks(run_dir: Path) -> list:
+    """After ``ocslab run --pcap``: :func:`_pcap_report`, an unreadable capture a failed check."""
+    from emulation import pcap
+    from emulation.envelope import FailedCheck
+
+    try:
+        return _pcap_report(run_dir)
+    except pcap.PcapError as e:
+        return [FailedCheck(check="capture", detail=str(e))]
 
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel
 from rich.console import Console
 
-from emulation.envelope import ResultEnvelope
+from emulation.envelope import FailedCheck, ResultEnvelope
 from emulation.figures import console as wide_console
 from emulation.figures import figure, table
 from emulation.units import format_bytes
@@ -59,12 +59,29 @@ class RunComparison(BaseModel):
 
 
 class Comparison(BaseModel):
-    """``compare.json``: every run of a scenario on both backends and the largest completion-time
-    error (a fraction)."""
+    """``compare.json``: every run of a scenario on both backends, the largest completion-time
+    error (a fraction) and the checks that failed: either backend's (their ``where`` begins
+    ``flow`` or ``packet``) and the error bound, if one was given (``ocslab compare
+    --max-error``)."""
 
     scenario: str
     runs: list[RunComparison]
     max_abs_error: float
+    failed_checks: list[FailedCheck] = []
+
+    def judge(self, packet: ResultEnvelope, flow: ResultEnvelope, max_error: float | None = None) -> Comparison:
+        """Set :attr:`failed_checks` from both backends' envelopes and the bound ``max_error``
+        (a fraction; None: none); returns itself."""
+        failed = [c.model_copy(update={"where": f"{name} {c.where}".strip()})
+                  for name, env in (("flow", flow), ("packet", packet)) for c in env.failed_checks]
+        if max_error is not None and self.max_abs_error > max_error:
+            worst = max(self.runs, key=lambda r: abs(r.error))
+            failed.append(FailedCheck(check="agreement", where=worst.label,
+                                      detail=f"packet {worst.packet_s * 1e3:.3f} ms against flow {worst.flow_s * 1e3:.3f} "
+                                             f"ms (error {worst.error:+.1%} of the packet time), beyond --max-error "
+                                             f"{max_error:.1%}"))
+        self.failed_checks = failed
+        return self
 
 
 def compare(packet: ResultEnvelope, flow: ResultEnvelope) -> Comparison:

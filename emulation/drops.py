@@ -47,4 +47,4 @@ def artefact_problem(drops: dict) -> str | None:
         return None
     worst = sorted((drops.get("where") or {}).items(), key=lambda kv: -kv[1])[:3]
     detail = f" (most at {', '.join(f'{k}: {v}' for k, v in worst)})" if worst else ""
-    return f"emulator dropped packets: {', '.join(parts)}{detail}"
+    return f"emulator drops: {', '.join(parts)}{detail}"

@@ -4,7 +4,9 @@ Every run of every kind writes ``result.json`` as a :class:`ResultEnvelope`: whi
 which ``kind``, on which ``backend``, when (``created``, UTC), with which software
 (``versions``), the envelope's ``schema_version``, the run's ``warnings`` (one line each),
 whether it ran to its end (``complete``; else ``error`` says why and ``result`` holds what was
-measured before), and the kind's own typed result in ``result``. One writer
+measured before), the checks it did not pass (``failed_checks``: a run that completed with a
+failed check exits with status 1, :func:`emulation.output.verdict`), and the kind's own typed
+result in ``result``. One writer
 (:func:`write_result`) and one reader (:func:`read_result`); the JSON Schema of a kind's
 envelope comes from :meth:`ResultEnvelope.json_schema` (``ocslab schema KIND``), so a
 ``result.json`` can be validated outside ocslab.
@@ -35,6 +37,28 @@ class EnvelopeError(ValueError):
     """A file that is not a result envelope of this version, or not of the expected kind (one line)."""
 
 
+class FailedCheck(BaseModel):
+    """One check a run did not pass: the ``check``'s name (``link capacity``, ``dark window``,
+    ``isolation``...), ``where`` it failed (a run and size, a recovery, a mode; empty: the whole
+    result) and its ``detail``, one line with the numbers against the bound."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    check: str
+    where: str = ""
+    detail: str
+
+    def line(self) -> str:
+        """``where: check: detail`` (one line)."""
+        return f"{self.where + ': ' if self.where else ''}{self.check}: {self.detail}"
+
+    @classmethod
+    def of(cls, problem: str, where: str = "") -> "FailedCheck":
+        """The failed check of a one-line ``problem`` written ``check: detail``."""
+        name, sep, detail = problem.partition(": ")
+        return cls(check=name, where=where, detail=detail) if sep else cls(check="check", where=where, detail=problem)
+
+
 class ResultEnvelope(BaseModel, Generic[R]):
     """A whole ``result.json`` (module doc). ``backend`` is ``flow`` (the simulator),
     ``mininet`` (real packets) or ``both`` (a kind that runs the two side by side)."""
@@ -50,6 +74,7 @@ class ResultEnvelope(BaseModel, Generic[R]):
     warnings: list[str] = Field(default_factory=list)
     complete: bool = True
     error: Optional[str] = None
+    failed_checks: list[FailedCheck] = Field(default_factory=list)
     result: R
 
     def to_json(self) -> dict:

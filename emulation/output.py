@@ -10,6 +10,8 @@ shares.
   (:data:`EXIT_BAD_INPUT` 2: bad input, refused before anything was measured, or the results
   could not be written (a full disk): what the job made removed; :data:`EXIT_FAILED` 1: the
   run failed, its logs kept; :data:`EXIT_INTERRUPTED` 130: Ctrl-C, the emulation torn down);
+- :func:`verdict`: the exit status of a run that completed: 0 when every check held, 1
+  (:data:`EXIT_FAILED`) when one failed, with one line naming it;
 - :func:`writing`: the same for a failure to write, around a script's body;
 - :func:`check_file` and :func:`write_file`: one output file (``ocslab fabric -o``), checked
   before and written whole or not at all;
@@ -66,6 +68,17 @@ def fail(message: str, status: int = EXIT_BAD_INPUT) -> int:
     """Print ``ocslab: message`` (one line) on stderr; return ``status``."""
     print(f"ocslab: {message}", file=sys.stderr)
     return status
+
+
+def verdict(failed: list) -> int:
+    """The exit status of a run that completed: 0 when ``failed`` (its
+    :class:`~emulation.envelope.FailedCheck` list) is empty; else 1 (:data:`EXIT_FAILED`), after
+    one line on stderr naming the first failed check and its numbers, and how many more the
+    result names."""
+    if not failed:
+        return EXIT_OK
+    more = f" (and {len(failed) - 1} more: failed_checks in result.json)" if len(failed) > 1 else ""
+    return fail(f"check failed: {failed[0].line()}{more}", EXIT_FAILED)
 
 
 def stamp() -> str:

@@ -34,6 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from emulation import dataplane as dpn
+from emulation.envelope import FailedCheck
 
 #: Width of the throughput bins, seconds.
 BIN_S = 0.01
@@ -161,7 +162,8 @@ def probe_windows(probes: dict[tuple[int, int], np.ndarray], recon: list[dict], 
     flushed its cached flows: on this 2-core machine kind the wire minus it ranged -4.8 to +2.5 ms
     (40 ms windows, 50 of them, OS-Ken and Ryu alike), and to -5.3 ms with a busy loop.
 
-    :returns: per reconfiguration, the median window over the ports (``wire_s``), its range, the
+    :returns: per reconfiguration, the GPU ports it rewired (``rewired``; none when it only
+        added circuits, e.g. the first), the median window over the ports (``wire_s``), its range, the
         smallest gap, the resolution (median ``step``), the controller's bracket (``bracket_s``:
         ``[low, high]``), and ``agrees``: the median lies in the bracket, widened by one frame time
         (``frame_s``) and one probe interval (the edges' resolution) on each side, and no port's gap
@@ -189,7 +191,7 @@ def probe_windows(probes: dict[tuple[int, int], np.ndarray], recon: list[dict], 
         high = ev.get("t_live_flushed", tl) - ev.get("t_request", td)
         slack = frame_s + (float(np.median(steps)) if steps else 0.0)
         out.append({"t_dark": td, "requested_s": ev["reconfiguration_delay_s"], "measured_s": ev["dark_window_measured_s"],
-                    "wire_s": wire, "wire_min_s": min(windows) if windows else None,
+                    "rewired": len(ev.get("rewired", [])), "wire_s": wire, "wire_min_s": min(windows) if windows else None,
                     "wire_max_s": max(windows) if windows else None, "gap_min_s": min(gaps) if gaps else None,
                     "resolution_s": float(np.median(steps)) if steps else None, "ports": len(windows),
                     "bracket_s": [low, high],
@@ -263,6 +265,13 @@ def first_hop_ports(pcap_dir: Path) -> dict[str, str]:
     counted there, a retransmission is counted once, as the sender's TCP counts it."""
     clock = json.loads((Path(pcap_dir) / "clock.json").read_text())
     return {dev: dpn.gpu_ip(int(g)) for dev, g in clock.get("gpu_of_device", {}).items()}
+
+
+def first_hop_complete(pcap_dir: Path) -> bool:
+    """True when the capture holds every OCS input port (``clock.json``'s ``first_hop_complete``;
+    False for a capture of some ports, or made before it was recorded): only then is every
+    retransmitted segment on the wire where it entered the fabric."""
+    return bool(json.loads((Path(pcap_dir) / "clock.json").read_text()).get("first_hop_complete"))
 
 
 def first_hop_retransmissions(frames: dict[str, list[tuple]], first_hop: dict[str, str]) -> int:
@@ -347,6 +356,8 @@ class ProbeWindow(_Model):
     t_dark: float
     requested_s: float
     measured_s: float
+    #: GPU ports the reconfiguration rewired (0: it only added circuits; absent in older reports)
+    rewired: int = 0
     wire_s: Optional[float]
     wire_min_s: Optional[float]
     wire_max_s: Optional[float]
@@ -380,12 +391,15 @@ class TcpSummary(_Model):
     ACKs, the largest silence (s), and each connection. Where segments enter the fabric (the
     senders' OCS input ports, :func:`first_hop_ports`), the retransmissions counted by this
     analysis (``retransmissions_first_hop``, every repeat) and by Wireshark's dissector
-    (``retransmissions_tshark``, None without tshark), beside the agents' TCP_INFO total."""
+    (``retransmissions_tshark``, None without tshark), beside the agents' TCP_INFO total; both
+    None when the capture does not hold every sender's OCS input port (``first_hop_complete``
+    false: some ports only, or a capture made before ocslab recorded them), since a count over
+    part of the senders cannot be held against the agents' whole one."""
 
     connections: int
     retransmissions: int
     retransmissions_tcp_info: Optional[int]
-    retransmissions_first_hop: int = 0
+    retransmissions_first_hop: Optional[int] = None
     retransmissions_tshark: Optional[int] = None
     connections_disagreeing: list[str]
     dup_acks: int
@@ -395,13 +409,51 @@ class TcpSummary(_Model):
 
 class PcapReport(_Model):
     """``pcap.json``: frames per captured port, the dark windows in the data frames and by the
-    probes, the frame time (s) and the TCP summary (module doc)."""
+    probes, the frame time (s), the TCP summary (module doc) and the checks that failed
+    (:func:`capture_checks`)."""
 
     ports: dict[str, int]
     dark_windows: list[WireWindow]
     frame_s: float
     probe_windows: list[ProbeWindow]
     tcp: TcpSummary
+    failed_checks: list[FailedCheck] = []
+
+
+def capture_checks(probe: list[ProbeWindow], tcp: TcpSummary) -> list[FailedCheck]:
+    """The checks a capture holds the run to, those that failed:
+
+    - ``dark window``: every reconfiguration the controller recorded that rewired GPU ports with
+      a dark window (R > 0) was seen by the wire probes of those ports, inside the controller's
+      bracket and no shorter than R on any port (:func:`probe_windows`' ``agrees``); one the
+      probes never crossed fails too;
+    - ``retransmissions``: where the capture holds every sender's OCS input port, the
+      retransmitted segments entering the fabric equal the agents' TCP_INFO count, and
+      Wireshark's dissector (when installed) counts the same as this analysis.
+
+    A capture with no reconfiguration has no dark window to check (:func:`summary_lines` says so)."""
+    out = []
+    for p in (p for p in probe if p.rewired and p.requested_s > 0):
+        where = f"reconfiguration at {p.t_dark:.3f} s"
+        if p.wire_s is None:
+            out.append(FailedCheck(check="dark window", where=where,
+                                   detail=f"no wire probe of its rewired ports crossed it (R {p.requested_s * 1e3:.2f} ms)"))
+        elif not p.agrees:
+            bracket = "" if p.bracket_s is None else (f", the controller's bracket {p.bracket_s[0] * 1e3:.2f}-"
+                                                      f"{p.bracket_s[1] * 1e3:.2f} ms")
+            out.append(FailedCheck(check="dark window", where=where,
+                                   detail=f"wire {p.wire_s * 1e3:.2f} ms (shortest gap {p.gap_min_s * 1e3:.2f} ms), "
+                                          f"requested {p.requested_s * 1e3:.2f} ms{bracket}"))
+    if tcp.retransmissions_first_hop is not None and tcp.retransmissions_tcp_info is not None \
+            and tcp.retransmissions_first_hop != tcp.retransmissions_tcp_info:
+        out.append(FailedCheck(check="retransmissions", detail=f"{tcp.retransmissions_first_hop} on the wire where "
+                               f"segments enter the fabric, {tcp.retransmissions_tcp_info} by the agents' TCP_INFO"))
+    if tcp.retransmissions_first_hop is not None and tcp.retransmissions_tshark is not None \
+            and tcp.retransmissions_first_hop != tcp.retransmissions_tshark:
+        out.append(FailedCheck(check="retransmissions", detail=f"tshark ({TSHARK_FILTER}) counts "
+                               f"{tcp.retransmissions_tshark} where segments enter the fabric, this analysis "
+                               f"{tcp.retransmissions_first_hop}"))
+    return out
 
 
 def analyse(run_dir: Path, png: Path | None = None) -> PcapReport:
@@ -431,18 +483,20 @@ def analyse(run_dir: Path, png: Path | None = None) -> PcapReport:
         c["retransmissions_tcp_info"] = tcp_info.pop(c["connection"], 0)
     disagree = [c["connection"] for c in conns if c["retransmissions"] != c["retransmissions_tcp_info"]]
     disagree += sorted(k for k, n in tcp_info.items() if n)  # retransmitted, yet not on the wire
-    first_hop = first_hop_ports(pcap_dir)
+    first_hop = first_hop_ports(pcap_dir) if first_hop_complete(pcap_dir) else {}
     report = {"ports": {d: len(rows) for d, rows in frames.items()}, "dark_windows": dark_windows(frames, recon),
               "frame_s": frame_s, "probe_windows": probe_windows(read_probes(pcap_dir), recon, frame_s),
               "tcp": {"connections": len(conns), "retransmissions": sum(c["retransmissions"] for c in conns),
                       "retransmissions_tcp_info": agents, "connections_disagreeing": disagree,
-                      "retransmissions_first_hop": first_hop_retransmissions(frames, first_hop),
-                      "retransmissions_tshark": tshark_retransmissions(pcap_dir, first_hop),
+                      "retransmissions_first_hop": first_hop_retransmissions(frames, first_hop) if first_hop else None,
+                      "retransmissions_tshark": tshark_retransmissions(pcap_dir, first_hop) if first_hop else None,
                       "dup_acks": sum(c["dup_acks"] for c in conns),
                       "largest_gap_s": max((c["largest_gap_s"] for c in conns), default=0.0), "per_connection": conns}}
     if png is not None:
         plot(frames, report, png, run_dir.name)
-    return PcapReport.model_validate(report)
+    rep = PcapReport.model_validate(report)
+    rep.failed_checks = capture_checks(rep.probe_windows, rep.tcp)
+    return rep
 
 
 def summary_lines(rep: PcapReport) -> list[str]:
@@ -459,16 +513,22 @@ def summary_lines(rep: PcapReport) -> list[str]:
         out.append(f"dark window at {w.t_dark:.3f}: requested {w.requested_s * 1e3:.2f} ms, controller "
                    f"{w.measured_s * 1e3:.2f} ms, wire (probes) {wire}{', agrees' if p.agrees else ', DISAGREES'}"
                    f"{bracket}; {w.frames_in_dark} data frames sent into it")
+    if not rep.probe_windows:
+        out.append("no reconfiguration during the capture: no dark window to check")
     t = rep.tcp
     out.append(f"TCP: {t.connections} connections, {t.retransmissions} retransmitted segments on the wire (agents' "
                f"TCP_INFO: {t.retransmissions_tcp_info}), {t.dup_acks} duplicate ACKs, largest silence "
                f"{t.largest_gap_s * 1e3:.1f} ms; per connection, the wire and TCP_INFO agree on "
                f"{t.connections - len(t.connections_disagreeing)} of {t.connections}"
                + (f" (not on {', '.join(t.connections_disagreeing[:4])})" if t.connections_disagreeing else ""))
-    tshark = "not installed" if t.retransmissions_tshark is None else t.retransmissions_tshark
-    out.append(f"retransmitted segments where they enter the fabric (the senders' OCS inputs): scapy "
-               f"{t.retransmissions_first_hop}, tshark ({TSHARK_FILTER}) {tshark}, agents' TCP_INFO "
-               f"{t.retransmissions_tcp_info}")
+    if t.retransmissions_first_hop is None:
+        out.append("retransmitted segments where they enter the fabric: not counted (the capture does not hold every "
+                   "sender's OCS input port, or was made before ocslab recorded them), so not held against TCP_INFO")
+    else:
+        tshark = "not installed" if t.retransmissions_tshark is None else t.retransmissions_tshark
+        out.append(f"retransmitted segments where they enter the fabric (the senders' OCS inputs): scapy "
+                   f"{t.retransmissions_first_hop}, tshark ({TSHARK_FILTER}) {tshark}, agents' TCP_INFO "
+                   f"{t.retransmissions_tcp_info}")
     return out
 
 
@@ -495,7 +555,7 @@ def plot(frames: dict[str, list[tuple]], report: dict, path: Path, title: str) -
     ax.set_xlabel("time since the first captured frame (s, emulation)")
     ax.set_ylabel("Mbit/s into the OCS port")
     ax.set_title(f"{title}: throughput per captured port; shaded = dark windows (controller)")
-    if len(frames) <= 16:
+    if 0 < len(frames) <= 16:
         ax.legend(fontsize=5, ncol=4)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

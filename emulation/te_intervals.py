@@ -23,6 +23,7 @@ from typing import Any, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
+from emulation.envelope import FailedCheck
 from emulation.planners.divergence import Deviation
 from emulation.planners.slicing import SliceSpec, Slicing, make_slicing
 from emulation.planners.te import TeRoutes, TeSpec, te_routes
@@ -265,6 +266,28 @@ class Interval(BaseModel):
     measured: Measured | None = None
 
 
+#: A demand whose tunnels cross no link computed above this utilisation should lose nothing
+#: (the packet replay's ``calm`` datagrams, :attr:`Measured.calm`).
+CALM_UTILISATION = 0.9
+#: Most datagrams such demands may lose (share): past it the emulator, not the modelled network,
+#: dropped them, and the run fails its check (:func:`calm_loss`).
+CALM_LOSS = 0.01
+
+
+def calm_loss(measured: list[Measured]) -> FailedCheck | None:
+    """The packet replay's faithfulness check: demands far from any overloaded link (outside
+    reinstalls and faults; ``measured``: every interval's :attr:`Measured.calm`) lost at most
+    :data:`CALM_LOSS` of their datagrams; the failed check if they lost more, else None."""
+    sent = sum(m.calm[0] for m in measured)
+    lost = sum(m.calm[1] for m in measured)
+    if not sent or lost <= CALM_LOSS * sent:
+        return None
+    return FailedCheck(check="calm loss", detail=f"{lost} of {sent} datagrams ({lost / sent:.2%}) were lost on paths "
+                                                 f"loaded below {CALM_UTILISATION:.0%} (at most {CALM_LOSS:.0%}): this "
+                                                 "machine dropped packets the network would carry; lower "
+                                                 "emulation.link_mbps or raise wan.replay.payload_bytes")
+
+
 #: Links loaded below this fraction of capacity are left out of :func:`agreement`'s relative error.
 AGREEMENT_FLOOR = 0.1
 
@@ -340,6 +363,11 @@ class WanResult(BaseModel):
     def agreement(self) -> Optional[dict[str, float]]:
         """:meth:`agreement_skipping` no interval."""
         return self.agreement_skipping(frozenset())
+
+    def failed_checks(self) -> list[FailedCheck]:
+        """The checks of a packet replay that failed (:func:`calm_loss`); a flow run has none."""
+        got = calm_loss([i.measured for i in self.intervals if i.measured]) if self.packet else None
+        return [got] if got else []
 
     def killed_slice(self) -> tuple[int, float] | None:
         """The slice whose controller the packet replay killed and its share of the demand's

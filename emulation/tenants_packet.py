@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from emulation.envelope import FailedCheck
 from emulation.flowsim.tenants import simulate_tenants
 from emulation.output import Progress, Refused
 from emulation.planners.tenants import PlacementError, TenantFabricSpec, TenantSpec, place_tenants
@@ -55,6 +56,18 @@ class TenantsResult(BaseModel):
     tenants: list[TenantComparison]
     circuits: dict[str, list[str]]
     circuits_left: int
+
+    def failed_checks(self) -> list[FailedCheck]:
+        """The checks of tenants sharing a fabric, failed: ``isolation`` (no frame of a tenant
+        reached another tenant's OCS ports) and ``circuits left`` (every tenant's circuits were
+        removed when it ended)."""
+        out = [FailedCheck(check="isolation", where=t.name,
+                           detail=f"{t.foreign_packets} frames on another tenant's OCS ports")
+               for t in self.tenants if t.foreign_packets]
+        if self.circuits_left:
+            out.append(FailedCheck(check="circuits left", detail=f"{self.circuits_left} circuits still set after every "
+                                                                  "tenant ended"))
+        return out
 
 
 def compare_tenants(rack: RackSpec, specs: list[TenantSpec], fabric: TenantFabricSpec, emulation: EmulationSpec,

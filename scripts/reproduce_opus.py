@@ -21,9 +21,11 @@ Paper: arXiv 2507.08119. Scenarios: ``experiments/rails_llama.yaml``, ``rails_mo
     (``ocslab train experiments/rails_torch.yaml``): iteration time against the flow replay of
     the same trace, dark windows, controller waits, loss; ``timeline.png``.
 
-Checks the acceptance and exits 1 if one fails. Usage:
-``.venv/bin/python scripts/reproduce_opus.py [--no-packet] [--no-full-scale] [--out DIR]`` (default
-``runs/reproduce_opus``).
+Ends with the verdicts against the papers (:mod:`emulation.reproduce`; ``DIR/verdicts.json``)
+and exits 1 if one missed. The electrical rails' 10.18 s is not one of them: the scenario's MFU
+was chosen to give it (calibrated). Usage:
+``.venv/bin/python scripts/reproduce_opus.py [--no-packet] [--no-full-scale] [--quick] [--out DIR]``
+(default ``runs/reproduce_opus``).
 """
 
 from __future__ import annotations
@@ -39,28 +41,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from emulation import kinds  # noqa: E402
+from emulation.reproduce import Verdicts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-FAILED: list[str] = []
 
 
-def check(ok: bool, what: str) -> None:
-    print(f"    [{'ok' if ok else 'FAILED'}] {what}")
-    if not ok:
-        FAILED.append(what)
-
-
-def flow(name: str, out: Path):
+def flow(name: str, out: Path, larger: bool = True):
+    """The flow sweep of ``experiments/<name>.yaml`` (without its ``larger`` fabrics unless
+    ``larger``); its result."""
     sc = kinds.load_as(ROOT / "experiments" / f"{name}.yaml", "rails")
+    if not larger:
+        sc = sc.model_copy(update={"rails": sc.rails.model_copy(update={"larger": []})})
     t0 = time.perf_counter()
     res = kinds.run_scenario("rails", sc, out / name).result
     print(f"    ({time.perf_counter() - t0:.1f} s; {out / name}/overhead.png, timeline.png)")
     return res
 
 
-def part1(out: Path) -> None:
+def part1(out: Path, v: Verdicts, larger: bool = True) -> None:
     print("(1) Llama-3-8B on 16 GPUs, flow backend, against the paper's table")
-    res = flow("rails_llama", out)
+    res = flow("rails_llama", out, larger)
     paper = res.paper
     base = paper["baseline_s"]
     by = {(p.mode, p.reconfiguration_delay_s): p for p in res.main.points}
@@ -72,27 +72,25 @@ def part1(out: Path) -> None:
             off = abs(ours - theirs) / theirs if theirs > 0 else float("inf")
             print(f"      {mode:<12} R {R * 1e3:>5g} ms: {ours:+6.1%} vs {theirs:+6.1%}"
                   + ("   <- differs by more than 20%" if off > 0.2 else ""))
-    spec = [by[("speculative", R)].overhead for R in (0.01, 0.05)]
-    check(all(0.0 < o < 0.03 for o in spec), f"speculative at R = 10-50 ms: {spec[0]:.1%}, {spec[1]:.1%} "
-          "(paper 1.9%, 1.4%)")
-    o100 = by[("speculative", 0.1)].overhead
-    check(0.02 < o100 < 0.06, f"speculative at R = 100 ms: {o100:.1%} (paper 4.2%; about 4.3%)")
-    check(all(by[("speculative", R)].iteration_s <= by[("on-demand", R)].iteration_s + 1e-9 for R in delays),
-          "speculative never slower than on demand for Llama (as in the paper)")
-    check(abs(res.main.baseline_s - base) / base < 0.01,
-          f"electrical rails {res.main.baseline_s:.2f} s against the paper's {base:.2f} s without a controller")
+    v.judge("electrical", res.main.baseline_s, "mfu 0.53 chosen to give it")
+    v.judge("never_slower", all(by[("speculative", R)].iteration_s <= by[("on-demand", R)].iteration_s + 1e-9
+                                for R in delays), f"over {len(delays)} values of R")
+    if {1.0, 3.0} <= set(delays):
+        slope = (by[("speculative", 3.0)].iteration_s - by[("speculative", 1.0)].iteration_s) / 2.0
+        v.judge("slope", slope, "reconfigurations on the iteration's critical path")
+    else:
+        v.skip("slope", "the scenario's sweep lacks R = 1 s or 3 s")
 
 
-def part2(out: Path) -> None:
+def part2(out: Path, v: Verdicts) -> None:
     print("(2) DeepSeekMoE-16B, EP=2 across servers: the reversal")
     res = flow("rails_moe", out)
     by = {(p.mode, p.reconfiguration_delay_s): p for p in res.main.points}
     delays = sorted({p.reconfiguration_delay_s for p in res.main.points if p.mode != "eps" and p.reconfiguration_delay_s})
     worse = [R for R in delays if by[("speculative", R)].iteration_s > by[("on-demand", R)].iteration_s]
-    check(worse == delays, f"speculative slower than on demand at every R > 0 "
-          f"(at 500 ms: {by[('speculative', 0.5)].iteration_s:.2f} s vs {by[('on-demand', 0.5)].iteration_s:.2f} s; "
-          f"paper 18.62 vs 15.88)")
     sp, od = by[("speculative", 0.5)], by[("on-demand", 0.5)]
+    v.judge("moe_reversal", worse == delays, f"slower at {len(worse)} of {len(delays)} values of R > 0")
+    v.judge("moe_ratio", sp.iteration_s / od.iteration_s, f"{sp.iteration_s:.2f} s against {od.iteration_s:.2f} s")
     print(f"    why: {sp.reconfigurations:.0f} rewires per iteration speculative ({sp.speculative_reconfigurations:.0f} "
           f"caused by a speculative request taking circuits from the other stage's expert phase) against "
           f"{od.reconfigurations:.0f} on demand")
@@ -103,42 +101,43 @@ def part3() -> None:
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_rails.py"), "--json"], capture_output=True,
                        text=True, cwd=ROOT)
     if r.returncode:
-        check(False, f"bench_rails.py failed: {r.stderr.strip()[-300:]}")
-        return
+        raise RuntimeError(f"bench_rails.py failed: {r.stderr.strip()[-300:]}")
     b = json.loads(r.stdout)
     for row in b["replays"]:
         print(f"    {row['mode']:<12} {row['ranks']:>5} ranks: {row['iteration_s']:.2f} s simulated, replayed in "
               f"{row['wall_per_iteration_s']:.2f} s per iteration")
-    worst = max(row["wall_per_iteration_s"] for row in b["replays"])
-    check(worst < 30, f"one iteration on {b['gpus']} GPUs simulated in {worst:.2f} s (< 30 s)")
 
 
-def part4(out: Path) -> None:
+def part4(out: Path, v: Verdicts) -> None:
     print("(4) the torch job on the packet backend (ocslab train experiments/rails_torch.yaml)")
     d = out / "rails_torch"
     if d.exists():
         shutil.rmtree(d)
     r = subprocess.run([sys.executable, "-m", "emulation.cli", "train", str(ROOT / "experiments" / "rails_torch.yaml"),
                         "--out", str(d)], cwd=ROOT, text=True)
-    if r.returncode:
-        check(False, f"ocslab train exited with {r.returncode}")
-        return
-    res = json.loads((d / "result.json").read_text())["result"]
+    if r.returncode not in (0, 1) or not (d / "result.json").exists():  # 1: ran, a check failed (read below)
+        raise RuntimeError(f"ocslab train exited with {r.returncode}")
+    env = json.loads((d / "result.json").read_text())
+    res = env["result"]
     R = res["reconfiguration_delay_s"]
     for mode, run in res["runs"].items():
         dark = [x["measured_s"] for x in run["reconfigurations"]]
-        check(min(dark) >= R, f"{mode}: {len(dark)} rewires, dark {min(dark) * 1e3:.1f}-{max(dark) * 1e3:.1f} ms "
-              f">= R = {R * 1e3:g} ms")
-        check(abs(run["deviation"]) < 0.15, f"{mode}: iteration {run['iteration_s']:.3f} s, flow "
-              f"{run['flow_iteration_s']:.3f} s ({run['deviation']:+.1%}, within 15%)")
-        check(run["loss"][-1] < run["loss"][0], f"{mode}: loss {run['loss'][0]:.3f} -> {run['loss'][-1]:.3f}")
+        print(f"    {mode}: iteration {run['iteration_s']:.3f} s, flow {run['flow_iteration_s']:.3f} s "
+              f"({run['deviation']:+.1%}); {len(dark)} rewires, dark {min(dark) * 1e3:.1f}-{max(dark) * 1e3:.1f} ms "
+              f"for R = {R * 1e3:g} ms; loss {run['loss'][0]:.3f} -> {run['loss'][-1]:.3f}")
+    worst = max(res["runs"], key=lambda m: abs(res["runs"][m]["deviation"]))
+    v.judge("torch_agreement", abs(res["runs"][worst]["deviation"]), f"worst {worst}")
+    rising = [m for m, run in res["runs"].items() if not run["loss"][-1] < run["loss"][0]]
+    failed = [f"{c['where']}: {c['check']}: {c['detail']}" for c in env["failed_checks"]]
+    v.judge("torch_checks", not failed and not rising,
+            "; ".join(failed + [f"{m}: the loss did not fall" for m in rising]))
     od, sp = res["runs"]["on-demand"], res["runs"]["speculative-deferred"]
-    check(sp["iteration_s"] < od["iteration_s"], f"speculative {sp['iteration_s']:.3f} s < on demand "
-          f"{od['iteration_s']:.3f} s (the backward hides R)")
+    v.judge("torch_speculative", sp["iteration_s"] < od["iteration_s"],
+            f"{sp['iteration_s']:.3f} s against {od['iteration_s']:.3f} s")
     print(f"    timeline: {d}/timeline.png")
 
 
-def part6(out: Path) -> None:
+def part6(out: Path, v: Verdicts) -> None:
     print("(6) Llama-3-70B on 2,048 GPUs, the full paper's scale (experiments/rails_2048.yaml; ~30 s)")
     res = flow("rails_2048", out)
     m = res.main
@@ -150,13 +149,12 @@ def part6(out: Path) -> None:
         od, sp = by[("on-demand", R)], by[("speculative", R)]
         print(f"      R {R * 1e3:>6g} ms: on demand {od.overhead:+6.1%} ({od.reconfigurations:.0f} rewires), "
               f"speculative {sp.overhead:+6.1%} ({sp.reconfigurations:.0f})")
-    under = [R for R in delays if max(by[(m_, R)].overhead for m_ in ("on-demand", "speculative")) < 0.06]
-    check(all(R in under for R in delays if R <= 0.05),
-          f"under 6% in both modes up to R = 50 ms (MEMS OCSes switch in about 10-25 ms); "
-          f"6% is passed between {max(under) * 1e3:g} and {min(R for R in delays if R not in under) * 1e3:g} ms")
+    production = [R for R in delays if R <= 0.025]
+    worst = max(by[(m_, R)].overhead for m_ in ("on-demand", "speculative") for R in production)
+    v.judge("under_6", worst, f"R {min(production) * 1e3:g}-{max(production) * 1e3:g} ms; both modes")
 
 
-def part5() -> None:
+def part5(v: Verdicts) -> None:
     print("(5) network power and cost: electrical rails against photonic rails "
           "(topologies/power_cost.py, figures and sources in topologies/data/costs/components.yaml)")
     from topologies.power_cost import compare_rails, electrical_rails_opus_count, load_components
@@ -180,11 +178,13 @@ def part5() -> None:
     print(f"    what drives it (h200-400g, 2,048 GPUs): electrical {e['switches'] / 1e3:.0f} kW of switch ports + "
           f"{e['transceivers'] / 1e3:.0f} kW of {big.electrical.transceivers:,} transceivers; photonic "
           f"{p['ocs'] / 1e3:.1f} kW of OCS ports + {p['transceivers'] / 1e3:.0f} kW of {big.photonic.transceivers:,}")
+    cs = sets["h200-400g"]
     theirs = electrical_rails_opus_count(256, 8)
-    check(abs(theirs.power_w(sets["h200-400g"])["total"] / p["total"] - 23.9) < 0.1,
-          "the Opus code's own count gives its headline (23.9x power at 2,048 GPUs, paper: over 23x)")
-    check(big.power_ratio > 10 and big.cost_ratio > 2, f"photonic rails: {big.power_ratio:.1f}x less power, "
-          f"{big.cost_ratio:.2f}x lower cost at 2,048 GPUs with a non-blocking two-tier count (paper 23x, 4x)")
+    v.judge("power_authors", theirs.power_w(cs)["total"] / p["total"])
+    v.judge("power_two_tier", big.power_ratio)
+    v.judge("cost_authors", theirs.cost_usd(cs)["total"] / (big.cost_usd[1]["total"] - big.cost_usd[1]["fibres"]),
+            "the authors' count prices no fibre")
+    v.judge("cost_two_tier", big.cost_ratio)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -194,6 +194,8 @@ def parser() -> argparse.ArgumentParser:
                     help="the packet part (root, Open vSwitch; default on; --no-packet skips it, no root needed)")
     ap.add_argument("--full-scale", action=argparse.BooleanOptionalAction, default=True,
                     help="the 2,048-GPU sweep (about 30 s; --no-full-scale skips it)")
+    ap.add_argument("--quick", action="store_true",
+                    help="leave out what no verdict uses: the 1,024-GPU replays of (1) and the benchmark (3)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "reproduce_opus")
     return ap
 
@@ -206,17 +208,20 @@ def main(argv: list[str] | None = None) -> int:
     with writing(a.out):
         a.out.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        part1(a.out)
-        part2(a.out)
-        part3()
-        part5()
+        v = Verdicts("opus")
+        part1(a.out, v, larger=not a.quick)
+        part2(a.out, v)
+        if not a.quick:
+            part3()
+        part5(v)
         if a.full_scale:
-            part6(a.out)
+            part6(a.out, v)
+        else:
+            v.skip("under_6", "--no-full-scale leaves out the 2,048-GPU sweep")
         if a.packet:
-            part4(a.out)
-        print(f"reproduce_opus: {time.perf_counter() - t0:.0f} s; " + (f"{len(FAILED)} check(s) FAILED" if FAILED
-                                                                       else "every check passed"))
-        return 1 if FAILED else 0
+            part4(a.out, v)
+        print(f"reproduce_opus: {time.perf_counter() - t0:.0f} s")
+        return v.finish(a.out, a.packet)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ Prints the tables, writes ``DIR/sweep_a.csv``, ``DIR/sweep_b.csv``, ``DIR/shortc
 and ``DIR/shortcircuit_b.png`` (default ``DIR`` = ``runs/reproduce_shortcircuit``). Propagation
 is the cost model's sum over steps of delta x the step's longest path (hops); RHD's is
 2(n-1) delta like Ring's. Spec: ``docs/mechanisms.md`` (short-circuiting).
+
+Ends with the verdicts against the paper (:mod:`emulation.reproduce`; ``DIR/verdicts.json``) and
+exits 1 if one missed; they need 16 and 64 GPUs, 4 KiB and R = 3.7 us in the sweeps (the
+defaults), else they are ``not run``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from emulation.sweep import (  # noqa: E402
     time_plan,
 )
 from emulation.figures import write_csv  # noqa: E402
+from emulation.reproduce import Verdicts  # noqa: E402
 from emulation.workloads import build  # noqa: E402
 from topologies import ocs_star, static_ring  # noqa: E402
 
@@ -203,7 +208,27 @@ def main(argv: list[str] | None = None) -> int:
         write_csv(args.out / "sweep_b.csv", rows_b)
         plot(rows_a, rows_b, args.out)
         console.print(f"wrote {args.out}/sweep_a.csv, sweep_b.csv, shortcircuit_a.png, shortcircuit_b.png")
-        return 0
+        return verdicts(rows_a, rows_b).finish(args.out)
+
+
+def verdicts(rows_a: list[dict], rows_b: list[dict]) -> Verdicts:
+    """The paper's claims judged on the two sweeps (module doc)."""
+    v = Verdicts("shortcircuit")
+    a = [r for r in rows_a if r["gpus"] in (16, 64)]
+    small = [r for r in a if r["bytes"] == 4096]
+    b = [r for r in rows_b if r["gpus"] == 64 and abs(r["reconfiguration_delay_s"] - 3.7e-6) < 1e-12]
+    if {r["gpus"] for r in small} != {16, 64} or not b:
+        for c in ("propagation", "ring_optimal", "circuits_win"):
+            v.skip(c, "judged at 16 and 64 GPUs, 4 KiB and R = 3.7 us (the defaults)")
+        return v
+    worst = max(abs(r["ring_prop_s"] - r["rhd_prop_s"]) / r["ring_prop_s"] for r in a)
+    v.judge("propagation", worst < 1e-9, f"largest relative difference {worst:.1e} over {len(a)} points")
+    v.judge("ring_optimal", all(r["ring_s"] < r["rhd_s"] for r in small),
+            "; ".join(f"{r['gpus']} GPUs: Ring {_us(r['ring_s'])} us, RHD {_us(r['rhd_s'])} us" for r in small))
+    best = max(b, key=lambda r: r["speedup_dp_over_ring"])
+    v.judge("circuits_win", best["speedup_dp_over_ring"] > 1,
+            f"best Ring / switched RHD {best['speedup_dp_over_ring']:.2f}x at {format_bytes(best['bytes'])}")
+    return v
 
 
 if __name__ == "__main__":

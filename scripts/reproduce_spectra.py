@@ -25,6 +25,10 @@ Usage: ``.venv/bin/python scripts/reproduce_spectra.py [--gpus N] [--switches S 
 D ...] [--circuits directed|duplex|both] [--no-flow] [--packet [--packet-gpus N ...]
 [--packet-switches S ...] [--packet-delay-us D]] [--out DIR]`` (default
 ``runs/reproduce_spectra``; writes ``spectra.csv``, and ``packet.csv`` with ``--packet``).
+
+Ends with the verdicts against the paper (:mod:`emulation.reproduce`; ``DIR/verdicts.json``):
+the mean baseline/Spectra factor of each workload class with directed circuits (the paper's)
+at 16 GPUs, and Spectra's mean makespan over the lower bound; exits 1 if one missed.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from emulation.figures import write_csv  # noqa: E402
 from emulation.flowsim.parallel_ocs import simulate_parallel  # noqa: E402
 from emulation.output import fail, writing  # noqa: E402
 from emulation.planners import spectra as sp  # noqa: E402
+from emulation.reproduce import Verdicts  # noqa: E402
 from emulation.units import bytes_per_s  # noqa: E402
 from emulation.workloads import spectra as wl  # noqa: E402
 
@@ -275,7 +280,32 @@ def main(argv: list[str] | None = None) -> int:
             write_csv(args.out / "packet.csv", packet)
         summary(rows, args.flow, time.perf_counter() - t, packet)
         print(f"wrote {args.out}/spectra.csv" + (f" and {args.out}/packet.csv" if packet else ""))
-        return 0
+        return verdicts(rows, args.gpus, packet).finish(args.out, args.packet)
+
+
+def verdicts(rows: list[dict], gpus: int, packet: list[dict] | None = None) -> Verdicts:
+    """The paper's average factors per workload class (directed circuits, 16 GPUs) and the bound."""
+    v = Verdicts("spectra")
+    directed = [r for r in rows if r["circuits"] == "directed"]
+    for cls, claim in (("GPT", "gpt"), ("MoE", "moe"), ("standard", "standard")):
+        got = [r["baseline_over_spectra"] for r in directed if r["class"] == cls]
+        if gpus != 16 or not got:
+            v.skip(claim, "judged with directed circuits at 16 GPUs (the defaults)")
+            continue
+        v.judge(claim, sum(got) / len(got), f"mean of {len(got)} schedules, {min(got):.2f}-{max(got):.2f}")
+    ratio = [r["spectra_over_lb"] for r in rows]
+    below = sum(x < 1 - 1e-9 for x in ratio)
+    v.judge("bound", None if below else sum(ratio) / len(ratio),
+            f"BELOW the lower bound in {below} schedules: a bug" if below
+            else f"{min(ratio):.3f}-{max(ratio):.3f} over {len(ratio)} schedules, never below 1")
+    if packet:
+        ran = [r for r in packet if r["packet_s"] is not None]
+        left = len(packet) - len(ran)
+        worst = max(ran, key=lambda r: abs(r["error"]), default=None)
+        v.judge("packet_agreement", None if left or worst is None else abs(worst["error"]),
+                f"{left} runs not carried on this machine" if left else
+                f"worst {worst['workload']} at s = {worst['switches']} over {len(ran)} runs")
+    return v
 
 
 if __name__ == "__main__":

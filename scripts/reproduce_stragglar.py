@@ -21,6 +21,11 @@ Usage: ``.venv/bin/python scripts/reproduce_stragglar.py [--ns 4 8 16 32 64] [--
 
 Writes ``DIR/post_barrier.csv``, ``DIR/end_to_end.csv``, ``DIR/ocs.csv``, ``DIR/packet.csv``
 and ``DIR/stragglar.png`` (default ``DIR`` = ``runs/reproduce_stragglar``).
+
+Ends with the verdicts against the paper (:mod:`emulation.reproduce`; ``DIR/verdicts.json``) and
+exits 1 if one missed: the round counts, the large-n ratio at 64 GPUs (with the defaults' alpha,
+B and s), and the gain of the realistic straggler profile on one 8-GPU switch
+(``experiments/stragglar_llama.yaml`` on the flow backend).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from emulation.flowsim import simulate  # noqa: E402
 from emulation.planners import make_plan  # noqa: E402
 from emulation.units import format_bytes  # noqa: E402
 from emulation.figures import write_csv  # noqa: E402
+from emulation.reproduce import Verdicts  # noqa: E402
 from emulation.sweep import parse_sizes  # noqa: E402
 from emulation.workloads import build  # noqa: E402
 from emulation.workloads.stragglar import stragglar_rounds  # noqa: E402
@@ -269,7 +275,41 @@ def main(argv: list[str] | None = None) -> int:
                       f"against the flow backend's {x_ring * 1e3:.3f} ms")
         plot(rows, e2e, x_ring, pk, args.out / "stragglar.png")
         con.print(f"wrote {args.out}/post_barrier.csv, end_to_end.csv, ocs.csv{', packet.csv' if pk else ''}, stragglar.png")
-        return 0
+        defaults = (args.alpha_us, args.gibps, nbytes) == (3.0, 450.0, 1 << 30)
+        return verdicts(rows, defaults).finish(args.out)
+
+
+def server_profile() -> tuple[float, str]:
+    """The gain of StragglAR over the best of Ring and RHD on the realistic straggler profile
+    (``experiments/stragglar_llama.yaml``, flow backend): mean time over the iterations."""
+    from emulation import kinds, runner
+
+    sc = kinds.load_as(Path(__file__).resolve().parents[1] / "experiments" / "stragglar_llama.yaml", "collective")
+    runs = runner.run_flow(sc).result.runs
+    mean = {a: float(np.mean([r.time_s for r in runs if r.name == a])) for a in ("stragglar", "ring", "rhd")}
+    best = min(("ring", "rhd"), key=mean.get)
+    return mean[best] / mean["stragglar"] - 1, (f"mean over {sum(r.name == 'ring' for r in runs)} iterations: "
+                                                f"StragglAR {mean['stragglar'] * 1e3:.1f} ms, {best} "
+                                                f"{mean[best] * 1e3:.1f} ms")
+
+
+def verdicts(rows: list[dict], defaults: bool) -> Verdicts:
+    """The paper's headlines judged on the post-barrier rows and the realistic profile (module doc)."""
+    v = Verdicts("stragglar")
+    pow2 = [r for r in rows if r["gpus"] & (r["gpus"] - 1) == 0]
+    if pow2:
+        v.judge("rounds", all(r["rounds"] == r["gpus"] - 2 + int(np.log2(r["gpus"])) for r in pow2),
+                ", ".join(f"{r['gpus']}: {r['rounds']}" for r in pow2))
+    else:
+        v.skip("rounds", "no power-of-two n in --ns")
+    at64 = [r for r in rows if r["gpus"] == 64]
+    if at64 and defaults:
+        v.judge("large_n", at64[0]["ring_over_stragglar"])
+    else:
+        v.skip("large_n", "judged at n = 64 with alpha 3 us, 450 GiB/s and 1 GiB (the defaults)")
+    gain, note = server_profile()
+    v.judge("server", gain, note)
+    return v
 
 
 def plot(rows: list[dict], e2e: list[dict], x_ring: float, pk: list[dict], path: Path) -> None:

@@ -19,7 +19,10 @@ Usage: ``.venv/bin/python scripts/reproduce_swot.py [--gpus 8 16] [--sizes 1MiB 
 Prints one table per GPU count with the time saved against the baseline beside SWOT's reported
 range, and the packet backend's agreement with the flow backend; writes ``DIR/swot.csv`` and each
 packet scenario's results under ``DIR/packet/`` (default ``DIR`` = ``runs/reproduce_swot``).
-Ends with one summary line. Docs: ``docs/papers/swot.md``.
+Ends with one summary line and the verdicts against the paper (:mod:`emulation.reproduce`;
+``DIR/verdicts.json``): the largest saving of the flow sweep against SWOT's, and the
+dependency-driven packet runs' agreement with the flow backend; exits 1 if one missed.
+Docs: ``docs/papers/swot.md``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 
 from emulation.figures import table, write_csv  # noqa: E402
+from emulation.reproduce import Verdicts  # noqa: E402
 from emulation.units import format_bytes, parse_bytes  # noqa: E402
 
 #: SWOT's reported reduction of collective time (simulation): up to 89.7%.
@@ -172,7 +176,18 @@ def main(argv: list[str] | None = None) -> int:
                  f"{max(r['max_error_dd'] for r in pk):.1%} of flow dependency-driven ({2 * len(pk)} runs), "
                  f"{max(r['max_error'] for r in pk):.1%} with the round-synchronous ones")
     console.print(line + f" ({time.monotonic() - t0:.0f} s)")
-    return 0
+    v = Verdicts("swot")
+    if sorted(args.gpus) == [8, 16] and min(args.flow_r_us) <= 1 and max(args.flow_r_us) >= 1000:
+        top = max(rows, key=lambda r: r["saved_best_flow"])
+        v.judge("saving", top["saved_best_flow"], f"{top['gpus']} GPUs, R = {top['reconfiguration_delay_s'] * 1e6:g} "
+                f"us, {format_bytes(top['bytes'])}")
+    else:
+        v.skip("saving", "judged over 8 and 16 GPUs and R from 1 to 1000 us (the defaults)")
+    if pk:
+        worst = max(pk, key=lambda r: r["max_error_dd"])
+        v.judge("packet_agreement", worst["max_error_dd"], f"{2 * len(pk)} dependency-driven runs; worst at "
+                f"{worst['gpus']} GPUs, R = {worst['reconfiguration_delay_s'] * 1e6:g} us, {format_bytes(worst['bytes'])}")
+    return v.finish(args.out, not args.no_packet)
 
 
 if __name__ == "__main__":

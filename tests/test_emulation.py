@@ -345,7 +345,9 @@ def test_stragglar_on_packets_matches_the_flow_ratio_and_crossover(run_dir):
 
 def test_scenario_iterations_and_a_relabelled_straggler_run_on_packets(run_dir):
     """The runner repeats each run per iteration with that iteration's D; StragglAR moved to the
-    scenario's straggler rank runs on the packet backend and its late rank starts at D."""
+    scenario's straggler rank runs on the packet backend and its late rank starts at D. The
+    results directory holds a space and a shell command: every path that reaches a shell (the
+    controller's, the agents', their logs) is quoted or passed as an argument."""
     scen = run_dir / "it.yaml"
     scen.write_text("""
 name: it
@@ -357,10 +359,11 @@ straggler: {rank: 1, delay_s: 1.0e-4, jitter_s: 1.0e-4, seed: 3}
 iterations: 2
 emulation: {link_mbps: 10, byte_scale: 0.1, headroom: skip}
 """)
-    out = run_dir / "out"
+    out = run_dir / "out dir; touch PWNED"
     r = subprocess.run([sys.executable, "-m", "emulation.cli", "run", str(scen), "--out", str(out)], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert not any(p.name == "PWNED" for d in (ROOT, run_dir, out) for p in d.iterdir())
     import json
 
     res = json.loads((out / "result.json").read_text())["result"]

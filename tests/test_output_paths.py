@@ -8,6 +8,7 @@ with the machine's claim replaced by a recorder)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -256,3 +257,25 @@ def test_write_error_names_the_output_for_its_own_files_and_for_a_full_disk_only
     assert write_error(FileNotFoundError(errno.ENOENT, "No such file or directory", "/etc/elsewhere"), out) is None
     assert write_error(OSError(errno.EINVAL, "Invalid argument"), out) is None  # not a storage fault: a bug
     assert write_error(ValueError("no"), out) is None and write_error(OSError(errno.ENOSPC, "x"), None) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace needs root (CI runs as root)")
+def test_a_torch_jobs_name_service_takes_a_results_directory_with_spaces_and_shell_characters():
+    """The torch jobs' private /etc/hosts is bound from the results directory inside a shell
+    script run as root: a directory named with a space and ``; touch PWNED`` is an argument of
+    that script, never its text (the files are found, nothing else runs)."""
+    from types import SimpleNamespace
+
+    from emulation import dataplane as dpn
+    from emulation.torchjob.launch import name_service
+
+    d = ROOT / "runs" / "tests" / "name service; touch PWNED"
+    if d.exists():
+        shutil.rmtree(d)
+    prefix = name_service(SimpleNamespace(fabric=SimpleNamespace(gpus=3)), d)
+    r = subprocess.run([*prefix, "cat", "/etc/hosts", "/etc/resolv.conf"], capture_output=True, text=True, cwd=d,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert f"{dpn.gpu_ip(2)} {dpn.host_name(2)}" in r.stdout and "no name server" in r.stdout
+    assert not any(p.name == "PWNED" for p in (*d.iterdir(), *d.parent.iterdir(), *ROOT.iterdir()))
+    assert f"{dpn.host_name(2)}" not in Path("/etc/hosts").read_text()  # the machine's own file is untouched

@@ -115,6 +115,7 @@ def test_reproduce_swot_prints_its_table_and_refuses_bad_flags(tmp_path):
                        timeout=300)
     assert r.returncode == 0, r.stderr
     import csv
+    import json
     import re
 
     m = re.search(r"SWOT: dependency-driven with the better plan saves (-?[\d.]+)%\.\.(-?[\d.]+)% of", r.stdout)
@@ -125,6 +126,9 @@ def test_reproduce_swot_prints_its_table_and_refuses_bad_flags(tmp_path):
     assert (float(m[1]), float(m[2])) == (round(100 * best[0], 1), round(100 * best[1], 1))
     # R = 1 us: dependency-driven only overlaps alpha with R; R = 100 us: overlap saves about 2 of 5 windows
     assert 0 < best[0] < 0.2 and 0.35 < best[1] < 0.5
+    # a sweep other than the defaults judges no headline: the verdict says so and decides nothing
+    verdicts = {v["id"]: v["verdict"] for v in json.load(open(tmp_path / "o" / "verdicts.json"))}
+    assert verdicts == {"swot.saving": "not run", "swot.packet_agreement": "not run"}
     bad = subprocess.run([sys.executable, str(script), "--gpus", "12", "--out", str(tmp_path / "b")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--gpus" in bad.stderr

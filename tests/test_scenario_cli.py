@@ -174,4 +174,16 @@ def test_compare_reuses_a_packet_result(tmp_path):
     fake.write_text(json.dumps(d))
     r = _cli("compare", "experiments/demo.yaml", "--packet-result", str(fake), "--out", str(tmp_path / "cmp2"),
              "--max-error", "0.1")
-    assert r.returncode == 1 and "exceeds" in r.stderr
+    assert r.returncode == 1 and r.stderr.strip().count("\n") == 0, r.stderr
+    assert "check failed: ring 25MiB: agreement: packet 1.975 ms against flow 0.988 ms" in r.stderr
+    c = json.loads((tmp_path / "cmp2" / "compare.json").read_text())
+    assert [(f["check"], f["where"]) for f in c["failed_checks"]] == [("agreement", "ring 25MiB")]
+    # a packet result whose own check failed: compare decides 1 whatever the agreement, naming it
+    d["result"]["runs"][0]["time_s"] /= 2
+    d["result"]["runs"][1]["checks"].update(ok=False, problems=["link capacity: step 3 moved 1.500x what its busiest "
+                                                                "link can carry"])
+    fake.write_text(json.dumps(d))
+    r = _cli("compare", "experiments/demo.yaml", "--packet-result", str(fake), "--out", str(tmp_path / "cmp3"))
+    assert r.returncode == 1 and "check failed: packet rhd-static 25MiB: link capacity: step 3 moved 1.500x" in r.stderr
+    c = json.loads((tmp_path / "cmp3" / "compare.json").read_text())
+    assert c["max_abs_error"] == 0.0 and [f["check"] for f in c["failed_checks"]] == ["link capacity"]

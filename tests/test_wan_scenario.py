@@ -77,20 +77,27 @@ def test_te_json_gives_valid_splits_and_loads(tmp_path, objective):
         assert max(link["utilisation"] for link in d["links"]) <= 1 + 1e-5
 
 
-def test_a_replay_that_lost_packets_on_calm_paths_is_refused():
+def test_a_replay_that_lost_packets_on_calm_paths_fails_its_check():
     """The packet replay's faithfulness check: demands whose tunnels stay below 90% utilisation
     must not lose datagrams; if more than 1% are lost there the machine, not the network, dropped
-    them and the run is refused."""
-    from emulation.emulator.net import EmulationError
-    from emulation.te_intervals import Measured
-    from emulation.emulator.wan_replay import check_faithful
+    them and the result names the failed check (a flow result has none to fail)."""
+    from emulation.te_intervals import Interval, Measured, WanResult, calm_loss
 
     def measured(calm):
         return Measured(window_s=[1, 2], link_load=[], link_carried=[], demands=[], sent=1, lost=0, reordered=0,
                         reinstall_s={}, lost_during_reinstall=0, stale_demand_share=0, calm=calm)
-    check_faithful([measured([1000, 10])] * 2)  # 20 of 2000 = 1.0%: accepted
-    with pytest.raises(EmulationError, match="22 of 2000 datagrams"):
-        check_faithful([measured([1000, 11])] * 2)
+    assert calm_loss([measured([1000, 10])] * 2) is None  # 20 of 2000 = 1.0%: held
+    failed = calm_loss([measured([1000, 11])] * 2)
+    assert failed.check == "calm loss" and failed.detail.startswith("22 of 2000 datagrams (1.10%)")
+
+    def result(packet, m):
+        iv = Interval(index=0, offered=1, carried=1, delivered=1, loss=0, mlu=0.5, congestion=0, max_overload=0,
+                      link_load=[], measured=m)
+        return WanResult(topology={"capacity": []}, te={}, tunnels={}, slicing={}, divergence={}, traffic={},
+                         intervals=[iv, iv], packet=packet)
+    assert [c.check for c in result({"link_mbps": 8}, measured([1000, 11])).failed_checks()] == ["calm loss"]
+    assert result({"link_mbps": 8}, measured([1000, 10])).failed_checks() == []
+    assert result(None, None).failed_checks() == []
 
 
 PORTS = """OFPST_PORT reply (OF1.3) (xid=0x2): 2 ports

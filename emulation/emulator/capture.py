@@ -40,12 +40,16 @@ class Capture:
     :meth:`stop`; the processes are ours, ended by pid. ``filters`` narrows what a device keeps to
     the frames that also match its pcap-filter expression (tcpdump syntax, e.g. the foreign-traffic
     filter of :func:`emulation.emulator.tenants.foreign_filter`). ``gpu_of`` names, for an OCS
-    input port, the GPU whose NIC feeds it (recorded in ``clock.json``: the analysis counts a
-    connection's retransmissions where its segments enter the fabric)."""
+    input port, the GPU whose NIC feeds it (recorded in ``clock.json``, with whether every one of
+    them is captured, ``first_hop_complete``: the analysis counts a connection's retransmissions
+    where its segments enter the fabric)."""
 
     def __init__(self, devices: list[str], out_dir: Path, probe_devices: list[tuple[str, int]] = (),
                  filters: dict[str, str] | None = None, gpu_of: dict[str, int] | None = None):
         self.gpu_of = {d: g for d, g in (gpu_of or {}).items() if d in devices}
+        #: every OCS input port of ``gpu_of`` is captured: every segment is seen where it enters
+        #: the fabric, so the wire's retransmissions can be held against the agents' count
+        self.first_hop_complete = bool(gpu_of) and len(self.gpu_of) == len(gpu_of)
         self.devices = list(devices)
         self.filters = dict(filters or {})
         self.probe_devices = list(probe_devices)
@@ -91,7 +95,8 @@ class Capture:
         (self.out_dir / "clock.json").write_text(json.dumps({"realtime_minus_monotonic_s": min(offsets)[1],
                                                               "devices": self.devices,
                                                               "probe_devices": [d for d, _ in self.probe_devices],
-                                                              "gpu_of_device": self.gpu_of}))
+                                                              "gpu_of_device": self.gpu_of,
+                                                              "first_hop_complete": self.first_hop_complete}))
 
     def stop(self) -> None:
         """End every tcpdump (SIGTERM: it flushes its file), by pid."""

@@ -17,6 +17,7 @@ ascending order).
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import time
 from dataclasses import dataclass
@@ -251,7 +252,7 @@ class WanNet(Lifecycle):
             path = self.run_dir / f"addresses-{i}.batch"
             path.write_text("".join(f"address add {flow_ip(i, f + 1)}/32 dev {h.defaultIntf().name}\n"
                                     for f in range(flows)))
-            out = h.cmd(f"ip -batch {path} && echo ok")
+            out = h.cmd(f"ip -batch {shlex.quote(str(path))} && echo ok")  # the results directory may hold spaces
             if not out.strip().endswith("ok"):
                 raise EmulationError(f"host {site_host(i)}: ip -batch {path}: {out.strip()[-200:]}")
 

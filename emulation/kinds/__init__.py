@@ -38,7 +38,7 @@ from typing import Any, Mapping, Union
 
 from pydantic import BaseModel
 
-from emulation.envelope import ResultEnvelope, envelope, read_result
+from emulation.envelope import FailedCheck, ResultEnvelope, envelope, read_result
 from emulation.output import Progress
 from emulation.scenario.load import read_yaml, validate
 from emulation.scenario.schema import ScenarioError
@@ -120,6 +120,10 @@ class Kind:
     :param commands: the extra commands it answers, ``name -> handler(scenario, args, path) ->
         exit status``.
     :param backend_of: the backend a scenario names (default: its ``backend`` field).
+    :param checks: ``checks(result) -> [FailedCheck]``, the checks of a result that failed
+        (empty: every check held), or one such function per result model; none: the kind's
+        results carry no checks. Its failures go into the envelope (:meth:`judge`) and make
+        the command exit with status 1.
     """
 
     name: str
@@ -134,6 +138,7 @@ class Kind:
     options: frozenset[str] = frozenset()
     commands: dict[str, Callable[[Any, Any, Path], int]] = field(default_factory=dict)
     backend_of: Callable[[Any], str] = lambda sc: sc.backend
+    checks: ByResult | None = None
 
     def load(self, path: Path, data: dict):
         """The scenario of the file ``path`` holding ``data``: validated against
@@ -147,6 +152,12 @@ class Kind:
         """:attr:`run` of ``req``, its result in an envelope on ``req.backend``."""
         got = self.run(req)
         return got if isinstance(got, ResultEnvelope) else envelope(self.name, req.scenario.name, req.backend, got)
+
+    def judge(self, env: ResultEnvelope) -> ResultEnvelope:
+        """``env`` with ``failed_checks`` set to what :attr:`checks` finds failed in its result
+        (an incomplete result is judged on what it holds)."""
+        env.failed_checks = list(_by_result(self.checks, env.result)(env.result)) if self.checks else []
+        return env
 
     def shown(self, env: ResultEnvelope) -> None:
         """Print ``env``'s summary (:attr:`show`)."""
@@ -278,17 +289,21 @@ def read(path: Path | str) -> ResultEnvelope:
 
 
 def command_job(kind: Kind, sc, out: Path | None, label: str, total: int,
-                produce: Callable[[Path, Progress], ResultEnvelope], after: Callable[[Path], int] | None = None) -> int:
+                produce: Callable[[Path, Progress], ResultEnvelope],
+                after: Callable[[Path], list[FailedCheck]] | None = None) -> int:
     """The one path of a command that runs a scenario (``ocslab run``, ``ocslab train``): a
     fresh results directory (``out``, or ``runs/<scenario>-<UTC time>``), ``produce(out,
-    progress)`` under a progress bar (``label``, ``total`` steps), then ``result.json``,
-    ``scenario.yaml`` and the kind's files written and its summary shown
-    (:func:`write_and_show`), then ``after(out)`` if given; what raises on the way is mapped to
-    the exit statuses of :func:`emulation.output.guarded`.
+    progress)`` under a progress bar (``label``, ``total`` steps), the result judged
+    (:meth:`Kind.judge`), then ``result.json``, ``scenario.yaml`` and the kind's files written
+    and its summary shown (:func:`write_and_show`), then ``after(out)`` if given (a further
+    analysis of the written run, e.g. its capture), whose failed checks join the envelope's; what
+    raises on the way is mapped to the exit statuses of :func:`emulation.output.guarded`.
 
-    :returns: the exit status.
+    :returns: the exit status: 0 every check held, 1 a check failed (:func:`emulation.output.verdict`),
+        or :func:`~emulation.output.guarded`'s.
     """
-    from emulation.output import Refused, fail, guarded, progress_bar, results_dir
+    from emulation.envelope import write_result
+    from emulation.output import Refused, fail, guarded, progress_bar, results_dir, verdict
 
     try:
         out = results_dir(out, sc.name)
@@ -297,9 +312,14 @@ def command_job(kind: Kind, sc, out: Path | None, label: str, total: int,
 
     def job() -> int:
         with progress_bar(label, total) as progress:
-            env = produce(out, progress)
+            env = kind.judge(produce(out, progress))
         write_and_show(kind, sc, env, out)
-        return after(out) if after is not None else 0
+        if after is not None:
+            more = after(out)
+            if more:
+                env.failed_checks += more
+                write_result(out, env)
+        return verdict(env.failed_checks)
 
     return guarded(out, job)
 
@@ -307,9 +327,10 @@ def command_job(kind: Kind, sc, out: Path | None, label: str, total: int,
 def run_scenario(kind: Kind | str, sc, out: Path, backend: str | None = None, *, progress: Progress | None = None,
                  show: bool = True, **options) -> ResultEnvelope:
     """``ocslab run`` as a function (scripts, tests): run ``sc`` (a scenario of ``kind``) on
-    ``backend`` (default: the scenario's), write ``result.json``, ``scenario.yaml`` and the kind's
-    files into ``out`` and, with ``show``, print the summary; the envelope. ``options``:
-    :class:`RunRequest`'s ``force``, ``controller``, ``apps``, ``pcap``.
+    ``backend`` (default: the scenario's), judge it (:meth:`Kind.judge`: its ``failed_checks``),
+    write ``result.json``, ``scenario.yaml`` and the kind's files into ``out`` and, with
+    ``show``, print the summary; the envelope. ``options``: :class:`RunRequest`'s ``force``,
+    ``controller``, ``apps``, ``pcap``.
 
     :raises emulation.output.Refused: ``backend`` is not one the kind runs on; and whatever the
         kind's run raises.
@@ -321,7 +342,7 @@ def run_scenario(kind: Kind | str, sc, out: Path, backend: str | None = None, *,
     refusal = kind.backend_refusal(backend)
     if refusal:
         raise Refused(refusal)
-    env = kind.run_envelope(RunRequest(sc, backend, Path(out), progress, **options))
+    env = kind.judge(kind.run_envelope(RunRequest(sc, backend, Path(out), progress, **options)))
     write_and_show(kind, sc, env, Path(out), show=show)
     return env
 

@@ -17,9 +17,10 @@ from rich.console import Console
 from rich.table import Table
 
 from emulation import report
+from emulation.checks import failed_checks
 from emulation.envelope import EnvelopeError, read_result, write_result
 from emulation.kinds import Kind, RunRequest, with_controller
-from emulation.output import EXIT_FAILED, Refused, fail, guarded, progress_bar, results_dir
+from emulation.output import Refused, fail, guarded, progress_bar, results_dir, verdict
 from emulation.results import CollectiveResult
 from emulation.scenario import Scenario, ScenarioError
 from emulation.scenario.load import check_experiment
@@ -57,7 +58,9 @@ def _run(req: RunRequest):
 
 def _compare(sc: Scenario, args, path: Path) -> int:
     """``ocslab compare``: the scenario on both backends (or a saved packet result), flow against
-    packet per run and per step; ``compare.json``, ``compare.png``, ``flow/``, ``mininet/``."""
+    packet per run and per step; ``compare.json``, ``compare.png``, ``flow/``, ``mininet/``. Exit
+    status 1 when either backend's run failed a check or (``--max-error``) a completion time is
+    further off than the bound."""
     from emulation import compare as cmp_
 
     if args.max_error is not None and not 0 < args.max_error < float("inf"):  # NaN fails too
@@ -74,22 +77,19 @@ def _compare(sc: Scenario, args, path: Path) -> int:
 
     def job() -> int:
         flow = _run_one(sc, "flow", out / "flow", False)
-        packet_ = packet if packet is not None else _run_one(sc, "mininet", out / "mininet", args.force)
-        got = cmp_.compare(packet_, flow)
+        packet_ = KIND.judge(packet) if packet is not None else _run_one(sc, "mininet", out / "mininet", args.force)
+        got = cmp_.compare(packet_, flow).judge(packet_, flow, args.max_error)
         cmp_.write(got, out)
         cmp_.print_compare(got, steps=not args.quiet_steps)
         Console().print(f"results: {out}/compare.json, compare.png, flow/, mininet/")
-        if args.max_error is not None and got.max_abs_error > args.max_error:
-            return fail(f"completion-time error {got.max_abs_error:.1%} exceeds --max-error {args.max_error:.1%}",
-                        EXIT_FAILED)
-        return 0
+        return verdict(got.failed_checks)
 
     return guarded(out, job)
 
 
 def _run_one(sc: Scenario, backend: str, out: Path, force: bool):
     with progress_bar(backend) as progress:
-        env = _run(RunRequest(sc, backend, out, progress, force=force))
+        env = KIND.judge(_run(RunRequest(sc, backend, out, progress, force=force)))
     write_result(out, env, sc.to_yaml())
     report.write(env, out)
     return env
@@ -155,7 +155,8 @@ def _plan(sc: Scenario, args, path: Path) -> int:
 def _up(sc: Scenario, args, path: Path) -> int:
     """``ocslab up``: the scenario's fabric at Mininet's prompt with ocslab's commands
     (:func:`emulation.console.up`); on leaving, the session's collectives are its
-    ``result.json`` (with ``steps.csv`` and ``timeline.png`` when it ran any)."""
+    ``result.json`` (with ``steps.csv`` and ``timeline.png`` when it ran any). Exit status 1 when
+    one of them failed a check (commands fed on stdin: a batch session decides like a run)."""
     from emulation.emulator.limits import check_packet_size
 
     bad = [a for a in args.app if not (a.endswith(".py") and Path(a).is_file())]
@@ -173,19 +174,19 @@ def _up(sc: Scenario, args, path: Path) -> int:
     def job() -> int:
         from emulation.console import up
 
-        env = up(exp, out, force=args.force, ofctl_rest=args.ofctl_rest)
+        env = KIND.judge(up(exp, out, force=args.force, ofctl_rest=args.ofctl_rest))
         write_result(out, env, sc.to_yaml())
         files = report.write(env, out) if env.result.runs else []
         Console().print(f"session: {len(env.result.runs)} collective(s) in {out}/result.json"
                         f"{''.join(', ' + f for f in files)}", highlight=False)
-        return 0
+        return verdict(env.failed_checks)
 
     return guarded(out, job)
 
 
 KIND = Kind(
     name="collective", scenario=Scenario, result=CollectiveResult, backends=("mininet", "flow"), run=_run,
-    show=report.print_summary, write=report.write, deep=check_experiment,
+    show=report.print_summary, write=report.write, deep=check_experiment, checks=failed_checks,
     options=frozenset({"controller", "apps", "pcap", "force"}), commands={"compare": _compare, "plan": _plan, "up": _up})
 
 __all__ = ["KIND", "ScenarioError"]

@@ -109,4 +109,5 @@ KIND = Kind(name="rails", scenario=RailsScenario, result=Union[RailsResult, Torc
             run=lambda req: sweep_rails(req.scenario.rails, req.progress),
             show={RailsResult: report.print_summary, TorchJobResult: report.print_packet},
             write={RailsResult: report.write, TorchJobResult: report.write_packet},
-            deep=lambda sc: sc.rails.check(), commands={"train": _train})
+            deep=lambda sc: sc.rails.check(), commands={"train": _train},
+            checks={RailsResult: lambda r: [], TorchJobResult: lambda r: r.failed_checks()})

@@ -119,4 +119,5 @@ def _run(req: RunRequest):
 KIND = Kind(name="tenancy", scenario=TenancyScenario, result=Union[TenancyResult, TenantsResult],
             backends=("flow", "mininet"), run=_run, deep=_deep, options=frozenset({"force"}),
             show={TenancyResult: report.print_summary, TenantsResult: report.print_packet},
-            write={TenancyResult: report.write, TenantsResult: report.write_packet})
+            write={TenancyResult: report.write, TenantsResult: report.write_packet},
+            checks={TenancyResult: lambda r: [], TenantsResult: lambda r: r.failed_checks()})

@@ -131,4 +131,4 @@ def _train(sc: TrainingScenario, args, path: Path) -> int:
 
 KIND = Kind(name="training", scenario=TrainingScenario, result=TrainingResult, backends=("mininet",), run=_run,
             show=report.print_summary, write=report.write, deep=lambda sc: sc.recovery_setup().check(sc.recovery),
-            commands={"train": _train}, backend_of=lambda sc: "mininet")
+            commands={"train": _train}, backend_of=lambda sc: "mininet", checks=lambda r: r.failed_checks())

@@ -33,7 +33,8 @@ from pydantic import model_validator
 
 from emulation.flowsim.wan import run_wan
 from emulation.kinds import Kind, RunRequest, with_controller
-from emulation.output import fail
+from emulation.envelope import FailedCheck
+from emulation.output import fail, verdict
 from emulation.scenario.schema import EmulationSpec, NamedScenario
 from emulation.te_intervals import WanResult, WanSpec
 from emulation.wan import report
@@ -91,7 +92,8 @@ def _run(req: RunRequest) -> WanResult:
 def _te(sc: WanScenario, args, path: Path) -> int:
     """``ocslab te``: the TE solution of matrix ``--tm`` (:meth:`emulation.te_intervals.WanSpec.routes`:
     its objective, regulariser and capacity headroom; one central controller, the true demand):
-    tunnels as router paths, split ratios per demand, link utilisations; a table or ``--json``."""
+    tunnels as router paths, split ratios per demand, link utilisations; a table or ``--json``.
+    Exit status 1 when the solution is not feasible (:meth:`emulation.planners.te.TeRoutes.infeasible`)."""
     from emulation.figures import console, table
 
     topo, tms = sc.wan.load()
@@ -99,21 +101,22 @@ def _te(sc: WanScenario, args, path: Path) -> int:
         return fail(f"--tm: must be in 0..{len(tms) - 1} for {topo.name}, got {args.tm}")
     r = sc.wan.routes(args.tm, (topo, tms))
     sol = r.solution
+    failed = [FailedCheck.of(p, f"matrix {args.tm}") for p in r.infeasible(sc.wan.te.capacity_headroom)]
     if args.json:
         # capacity_headroom right after the solution's objective and regulariser (a dict keeps a
         # key where it first appeared)
         print(json.dumps({"scenario": sc.name, "matrix": args.tm, "objective": None, "regulariser": None,
                           "capacity_headroom": sc.wan.te.capacity_headroom, **r.to_json()}))
-        return 0
+        return verdict(failed)
     out = console()
     out.print(f"{sc.name} matrix {args.tm}: {sol.objective} (lambda {sol.regulariser:g}) optimum "
               f"{sol.value:.4g}; carried {sol.carried:.0f} of {r.offered:.0f}; MLU {sol.mlu:.3f}")
     out.print(table("links", ("link", "capacity", "load", "utilisation"),
                     ((f"{l.src}->{l.dst}", f"{l.capacity:.0f}", f"{l.load:.1f}", f"{l.utilisation:.3f}")
                      for l in r.links)))
-    return 0
+    return verdict(failed)
 
 
 KIND = Kind(name="wan", scenario=WanScenario, result=WanResult, backends=("flow", "mininet"), run=_run,
             show=report.print_summary, write=report.write, deep=lambda sc: sc.wan.check(), data_errors=(WanError,),
-            options=frozenset({"controller"}), commands={"te": _te})
+            options=frozenset({"controller"}), commands={"te": _te}, checks=lambda r: r.failed_checks())

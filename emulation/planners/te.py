@@ -291,6 +291,27 @@ class TeRoutes:
     demands: list[DemandSplits]
     links: list[LinkLoad]
 
+    #: Relative slack of the feasibility checks (the solvers' own tolerance is about 1e-7).
+    FEASIBILITY_SLACK = 1e-5
+
+    def infeasible(self, headroom: float = 0.0) -> list[str]:
+        """What the solution breaks, one line ``check: detail`` each (empty: feasible): a split
+        outside [0, 1], or a demand's splits summing past 1 (``splits``), and for ``max-flow``
+        and ``mcf``, whose constraints keep every load within capacity less ``headroom``, a link
+        loaded past it (``capacity``). ``min-mlu`` may load links past 1: its MLU is the answer."""
+        slack, out = self.FEASIBILITY_SLACK, []
+        for d in self.demands:
+            fractions = [t.split for t in d.tunnels]
+            if min(fractions, default=0.0) < -slack or sum(fractions) > 1 + slack:
+                out.append(f"splits: demand {d.src}->{d.dst} splits {', '.join(f'{x:.6f}' for x in fractions)}")
+        if self.solution.objective in ("max-flow", "mcf"):
+            over = [l for l in self.links if l.load > (1 - headroom) * l.capacity * (1 + slack)]
+            if over:
+                worst = max(over, key=lambda l: l.utilisation)
+                out.append(f"capacity: {len(over)} links loaded past {1 - headroom:.0%} of capacity, the worst "
+                           f"{worst.src}->{worst.dst} at {worst.utilisation:.4f}")
+        return out
+
     def to_json(self) -> dict:
         """The solution's objective, regulariser, value, carried demand and MLU, the demand
         offered, and every demand's splits and link's load, as plain data."""

@@ -70,9 +70,11 @@ def name_service(emu: EmulatedFabric, directory: Path) -> list[str]:
     own = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
     hosts.write_text(own + "".join(f"{dpn.gpu_ip(g)} {dpn.host_name(g)}\n" for g in range(emu.fabric.gpus)))
     resolv.write_text("# ocslab: no name server inside the emulated GPUs\n")
-    script = (f"mount --bind {hosts.resolve()} /etc/hosts && mount --bind {resolv.resolve()} /etc/resolv.conf"
-              ' && exec "$@"')
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
+    # the files' paths are arguments of the script, never part of its text: a results directory
+    # may hold spaces or shell characters
+    script = 'mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && shift 2 && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", str(hosts.resolve()),
+            str(resolv.resolve())]
 
 
 def tune_tcp(emu: EmulatedFabric, gpus: list[int]) -> None:

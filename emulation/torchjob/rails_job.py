@@ -40,6 +40,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
+from emulation.envelope import FailedCheck
 from emulation.fabric import Configuration, Fabric, assign_ports
 from emulation.flowsim.iteration import simulate_iteration
 from emulation.output import Progress
@@ -218,6 +219,20 @@ class TorchJobResult(BaseModel):
     servers: int
     gpus_per_server: int
     runs: dict[str, TorchJobRun]
+
+    def failed_checks(self) -> list[FailedCheck]:
+        """The ``dark window`` check of every mode, failed: each rewire kept the changed circuits
+        dark for at least the R it asked for (a shorter window is an emulator that reconfigured
+        faster than the modelled switch)."""
+        out = []
+        for mode, run in self.runs.items():
+            short = [w for w in run.reconfigurations if w.measured_s < w.requested_s]
+            if short:
+                w = min(short, key=lambda w: w.measured_s / w.requested_s)
+                out.append(FailedCheck(check="dark window", where=mode,
+                                       detail=f"{len(short)} of {len(run.reconfigurations)} rewires shorter than R, the "
+                                              f"shortest {w.measured_s * 1e3:.2f} ms for R {w.requested_s * 1e3:.2f} ms"))
+        return out
 
 
 def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, job: TorchJobSpec, out: Path,

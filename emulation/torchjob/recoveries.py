@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from emulation.envelope import FailedCheck
 from emulation.fabric import Configuration, Fabric, FabricError
 from emulation.output import Progress
 from emulation.planners.failover import failover_table
@@ -379,6 +380,11 @@ def _emulated(fabric: Fabric, link_mbps: float) -> Fabric:
     return dataclasses.replace(fabric, port_gbps=link_mbps / 1000, eps=eps)
 
 
+#: The largest difference between a replayed step's loss and its first run's: float32 training
+#: with one data order and one reduction order gives the same sums again.
+REPLAY_TOLERANCE = 1e-3
+
+
 class TrainingResult(_Record):
     """A training scenario's result (inside the envelope, :mod:`emulation.envelope`): the TDF,
     the model's parameters and gradient bytes per AllReduce, the machine's capabilities, one
@@ -390,6 +396,27 @@ class TrainingResult(_Record):
     capabilities: dict[str, Any]
     runs: list[RecoveryRun]
     comparison: RecoveryComparison
+
+    def failed_checks(self) -> list[FailedCheck]:
+        """The checks every recovery holds, those that failed: ``isolation`` (no packet reached
+        the failed GPU's switch ports after the rewrite, and no OCS rule outputs to them) and
+        ``resume`` (the steps run again from the checkpoint reproduce their first losses within
+        :data:`REPLAY_TOLERANCE`)."""
+        out = []
+        for r in self.runs:
+            after = r.evidence["packets_to_failed_gpu"]["after_rewrite"]
+            rules = r.evidence["ocs_rules_to_failed_gpu"]
+            if after or rules:
+                out.append(FailedCheck(check="isolation", where=r.mode,
+                                       detail=f"{after} packets reached GPU {r.failed_gpu}'s switch ports after the "
+                                              f"rewrite, {len(rules)} OCS rules output to them"))
+            diff = r.loss.replay_max_abs_diff
+            if diff is None or diff > REPLAY_TOLERANCE:
+                out.append(FailedCheck(check="resume", where=r.mode, detail=(
+                    f"the {r.loss.replayed_steps} steps run again from the checkpoint of step {r.loss.resumed_from} "
+                    + ("were not found" if diff is None else f"differ from their first losses by up to {diff:.1e} "
+                       f"(at most {REPLAY_TOLERANCE:g})"))))
+        return out
 
 
 def run_recoveries(setup: RecoverySetup, modes: list[str], out: Path,
