@@ -19,6 +19,15 @@ from dataclasses import dataclass, replace
 #: frames per transfer at byte scale 0.1, measured +9.4% against alpha-beta; at 90 frames (byte
 #: scale 1) +1.0% (docs/emulator.md, small messages).
 FRAMES_PER_STEP = 64
+#: The shortest wall-clock time (s) the largest transfer of every step is given on the wire, its
+#: bytes spread over the GPU's ports. The emulator's own costs per step are wall-clock time (the
+#: step barrier's round trip, the controller's install barrier and datapath flush, an agent
+#: woken late on a busy core: 1-4 ms, more near the calibrated rate's limit), so in
+#: real-equivalent time they weigh 1/TDF: a run at twice the link rate would measure them twice
+#: as large. The demo's RHD with a reconfiguration per step (25 MiB, byte scale 0.1) measured
+#: +3.5 to +5.9% against the flow backend with 131 ms steps (10 Mbit/s) and +0.9% with 262 ms
+#: ones (5 Mbit/s) (docs/emulator.md, per-step costs).
+MIN_STEP_WALL_S = 0.25
 #: The most a run's byte scale is raised above the scenario's for its small steps (the scenario's
 #: byte scale says how long its runs may take; a small step then takes at most this much longer).
 MAX_RAISE = 8.0
@@ -54,16 +63,19 @@ class Scale:
         """Real-equivalent seconds of ``emulated_s`` measured wall-clock seconds."""
         return emulated_s / self.tdf
 
-    def for_steps(self, smallest_step_bytes: int, frame_payload: int) -> Scale:
+    def for_steps(self, smallest_step_bytes: int, frame_payload: int, ports: int = 1) -> Scale:
         """This scale with its byte scale raised, at most to 1 and to :data:`MAX_RAISE` times
         its own, so that ``smallest_step_bytes`` (real bytes of the smallest step's largest
         transfer) is at least :data:`FRAMES_PER_STEP` frames of ``frame_payload`` bytes on the
-        wire; unchanged if it is already, or if the step is empty. A larger byte scale is a larger
-        TDF: small messages run longer, not less faithfully."""
+        wire and lasts at least :data:`MIN_STEP_WALL_S` of wall-clock time spread over ``ports``
+        links at :attr:`link_mbps`; unchanged if it already does, or if the step is empty. A
+        larger byte scale is a larger TDF: short steps run longer, not less faithfully, and the
+        TDF of a run no longer depends on how fast a link rate the machine carried."""
         if smallest_step_bytes <= 0:
             return self
-        need = FRAMES_PER_STEP * frame_payload / smallest_step_bytes
-        s = min(1.0, MAX_RAISE * self.byte_scale, max(self.byte_scale, need))
+        frames = FRAMES_PER_STEP * frame_payload / smallest_step_bytes
+        wall = MIN_STEP_WALL_S * self.link_mbps * 1e6 / 8 * max(1, ports) / smallest_step_bytes
+        s = min(1.0, MAX_RAISE * self.byte_scale, max(self.byte_scale, frames, wall))
         return self if s == self.byte_scale else replace(self, byte_scale=s)
 
     def to_json(self) -> dict:

@@ -13,7 +13,7 @@ measured twice:
 - a Ring AllReduce of ``--bytes``, whose measured time is compared with the flow backend's on
   the same plan (alpha-beta: Ring on a ring of circuits is 2(n-1) (alpha + s/(nB))). It is sent
   at the byte scale ``ocslab run`` would use (``--byte-scale-rule run``, the default:
-  ``--byte-scale``, raised up to 8 times so that every step is at least 64 frames on the wire,
+  ``--byte-scale``, raised up to 8 times so that every step is at least 64 frames and 250 ms on the wire,
   :func:`emulation.emulator.execute.step_scale`), or at ``--byte-scale`` itself (``fixed``, as the
   tables before steering were measured). Ring's steps each wait for their slowest GPU, and a
   busy machine starts n senders over milliseconds; a larger byte scale makes a step longer
@@ -94,7 +94,7 @@ def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s:
             emu.set_link_mbps(rate)
             scale = Scale(rate, byte_scale, f.port_gbps)
             head = measure_headroom(emu, scale, where / f"probe-{rate:g}", probe_s)
-            ring_scale = step_scale(w, scale, mtu) if rule == "run" else scale
+            ring_scale = step_scale(w, scale, mtu, f.ports_per_gpu) if rule == "run" else scale
             pkt = run_workload(emu, "ring", w, plan, ring_scale, alpha_s, where / f"ring-{rate:g}")
             row = {"gpus": n, "datapath": datapath, "mtu": mtu, "link_mbps": rate, "tdf": ring_scale.tdf,
                    "byte_scale": ring_scale.byte_scale, "probe_efficiency": head["efficiency"],

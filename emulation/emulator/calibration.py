@@ -167,9 +167,9 @@ class Calibration:
     def refusal(self) -> str:
         """One line: the requested rate misses the target here, and the rate that does not."""
         asked = next(p for p in self.probes if p["link_mbps"] == self.requested)
-        return (f"emulation.link_mbps: {self.requested:g} Mbit/s reached {asked['efficiency']:.0%} of link rate "
+        return (f"emulation.link_mbps: {self.requested:g} Mbit/s reached {asked['efficiency']:.1%} of link rate "
                 f"under full load on this machine{slowest_server(asked)} (target {self.target:.0%}); {self.link_mbps:g} Mbit/s reached "
-                f"{self.chosen['efficiency']:.0%}: set emulation.link_mbps: {self.link_mbps:g} (or auto)")
+                f"{self.chosen['efficiency']:.1%}: set emulation.link_mbps: {self.link_mbps:g} (or auto)")
 
     def to_json(self) -> dict:
         """``{"link_mbps", "requested", "target", "probes": [{"link_mbps", "efficiency", ...}]}``."""

@@ -21,18 +21,20 @@ from emulation.schedule import ParallelPlan, RunDescription, SlottedPlan
 from emulation.workloads import Workload
 
 
-def step_scale(workload: Workload, scale: Scale, mtu: int) -> Scale:
+def step_scale(workload: Workload, scale: Scale, mtu: int, ports: int = 1) -> Scale:
     """``scale`` with its byte scale raised for a workload whose steps would be few frames of
-    ``mtu`` bytes on the wire (:meth:`emulation.scale.Scale.for_steps`)."""
-    return scale.for_steps(workload.smallest_step_bytes, dpn.mss(mtu))
+    ``mtu`` bytes on the wire, or last little wall-clock time over the GPU's ``ports``
+    (:meth:`emulation.scale.Scale.for_steps`)."""
+    return scale.for_steps(workload.smallest_step_bytes, dpn.mss(mtu), ports)
 
 
-def run_scale(run: RunDescription, scale: Scale, mtu: int) -> Scale:
-    """The scale ``run`` is emulated at: :func:`step_scale` of its workload; a time-slotted run or
-    one on parallel OCSes keeps ``scale`` (its slots are sized at it)."""
+def run_scale(run: RunDescription, scale: Scale, mtu: int, ports: int = 1) -> Scale:
+    """The scale ``run`` is emulated at on a fabric of ``ports`` ports per GPU: :func:`step_scale`
+    of its workload; a time-slotted run or one on parallel OCSes keeps ``scale`` (its slots are
+    sized at it)."""
     if isinstance(run.schedule, (SlottedPlan, ParallelPlan)):
         return scale
-    return step_scale(run.workload, scale, mtu)
+    return step_scale(run.workload, scale, mtu, ports)
 
 
 def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostModel, run_dir: Path, *,
@@ -58,7 +60,7 @@ def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostMo
         with user apps, asked to run dependency-driven.
     """
     w, sched = run.workload, run.schedule
-    scale = run_scale(run, scale, emu.mtu)
+    scale = run_scale(run, scale, emu.mtu, emu.fabric.ports_per_gpu)
     arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * w.ranks
     if isinstance(sched, SlottedPlan):
         with collective_events(emu, run.name, w, planner=sched.planner, owner="planner", steps=0,
