@@ -13,7 +13,7 @@ from emulation.drops import summarise
 from emulation.envelope import ResultEnvelope
 from emulation.figures import console as wide_console
 from emulation.figures import figure, lanes, legend, table, write_csv
-from emulation.scale import FRAMES_PER_STEP
+from emulation.scale import FRAMES_PER_STEP, MIN_STEP_WALL_S
 from emulation.units import format_bytes
 
 
@@ -123,8 +123,8 @@ def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
         raised = {f"{r.name} {format_bytes(r.bytes)}": r.byte_scale for r in result.runs
                   if r.byte_scale is not None and r.byte_scale != s["byte_scale"]}
         if raised:
-            console.print("small steps emulated at a larger byte scale (each step's largest transfer at least "
-                          f"{FRAMES_PER_STEP} frames): " + ", ".join(
+            console.print("short steps emulated at a larger byte scale (each step's largest transfer at least "
+                          f"{FRAMES_PER_STEP} frames and {MIN_STEP_WALL_S * 1e3:.0f} ms on the wire): " + ", ".join(
                               f"{k} {v:.3g} (TDF {v / s['byte_scale'] * s['tdf']:.0f})" for k, v in raised.items()))
     if result.calibration:
         c = result.calibration

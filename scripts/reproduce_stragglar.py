@@ -276,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         plot(rows, e2e, x_ring, pk, args.out / "stragglar.png")
         con.print(f"wrote {args.out}/post_barrier.csv, end_to_end.csv, ocs.csv{', packet.csv' if pk else ''}, stragglar.png")
         defaults = (args.alpha_us, args.gibps, nbytes) == (3.0, 450.0, 1 << 30)
-        return verdicts(rows, defaults).finish(args.out)
+        v = verdicts(rows, defaults)
+        if pk:
+            v.judge("packet_ratio", abs(rp - rf) / rf, f"packets {rp:.3f}, flow {rf:.3f}")
+        return v.finish(args.out, args.packet)
 
 
 def server_profile() -> tuple[float, str]:

@@ -312,7 +312,8 @@ def test_a_script_that_judges_records_every_claim_and_decides(out_dir):
     v.skip("large_n", "not at n = 64")
     assert v.finish(out_dir, packet=False) == 1  # stragglar.server was never judged: an error
     rows = {r.id: r.verdict for r in read(out_dir / "verdicts.json")}
-    assert rows == {"stragglar.rounds": "held", "stragglar.large_n": "not run", "stragglar.server": "error"}
+    assert rows == {"stragglar.rounds": "held", "stragglar.large_n": "not run", "stragglar.server": "error",
+                    "stragglar.packet_ratio": "not run"}
     v = Verdicts("lumion")
     v.judge("same_bandwidth", 1.0)
     v.judge("throughput", 2.1)
