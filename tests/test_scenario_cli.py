@@ -187,3 +187,16 @@ def test_compare_reuses_a_packet_result(tmp_path):
     assert r.returncode == 1 and "check failed: packet rhd-static 25MiB: link capacity: step 3 moved 1.500x" in r.stderr
     c = json.loads((tmp_path / "cmp3" / "compare.json").read_text())
     assert c["max_abs_error"] == 0.0 and [f["check"] for f in c["failed_checks"]] == ["link capacity"]
+
+
+def test_a_scenario_copied_with_changes_runs_the_changes_not_the_experiment_resolved_at_load(tmp_path):
+    """A scenario keeps the experiment resolved when it was loaded; a copy with fields changed
+    (a script's sweep) must be resolved again, or it would run the old fields."""
+    from emulation import kinds
+
+    sc = kinds.load_as(ROOT / "experiments" / "demo.yaml", "collective")
+    assert sc.experiment is not None and sc.model_copy().experiment is sc.experiment
+    one = sc.model_copy(update={"sizes": [1 << 20]})
+    assert one.experiment is None
+    env = kinds.run_scenario("collective", one, tmp_path / "out", "flow", show=False)
+    assert {r.bytes for r in env.result.runs} == {1 << 20}

@@ -83,6 +83,8 @@ CLAIMS: tuple[Claim, ...] = (
           "(our check)", 0.15, "at_most", 0.0,
           "the packet backend's agreement bound for slotted runs (slot starts and guard bands at TDF)", "%",
           "packet"),
+    Claim("moe.packet_checks", "ocslab", "-", "every packet run's own checks held (slot starts, drops, bytes)",
+          "(our check)", None, "holds", 0.0, "the runs' checks", "", "packet"),
     # --- SWOT, arXiv 2510.19322 (scripts/reproduce_swot.py) ---------------------------------
     Claim("swot.saving", "SWOT", "2510.19322",
           "largest saving of collective time by overlapping reconfiguration with traffic (RHD, 8 and 16 GPUs, "

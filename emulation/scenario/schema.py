@@ -485,6 +485,14 @@ class Scenario(NamedScenario):
         """Keep ``exp`` as :attr:`experiment` (its small resolved runs are not planned again)."""
         self._experiment = exp
 
+    def model_copy(self, *, update: dict | None = None, deep: bool = False) -> Scenario:
+        """A copy (pydantic's); one with fields changed (``update``) drops the experiment kept
+        at load, which was resolved from the old fields."""
+        copy = super().model_copy(update=update, deep=deep)
+        if update:
+            copy._experiment = None
+        return copy
+
     def to_yaml(self) -> str:
         """The scenario as resolved (defaults filled in), YAML."""
         return yaml.safe_dump(self.model_dump(mode="json", exclude={"moe": {"gpus"}}), sort_keys=False)
