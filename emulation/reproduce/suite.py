@@ -43,7 +43,7 @@ SCRIPTS: dict[str, Form] = {
     "moe": Form(packet=("--packet",)),
     "swot": Form(flow=("--no-packet",)),
     "spectra": Form(packet=("--packet",), quick=("--circuits", "directed")),
-    "symphony": Form(packet=("--packet",), quick=("--wans", "geant")),
+    "symphony": Form(packet=("--packet",), quick=("--wans", "geant", "--methods", "oracle", "per-router", "Symphony")),
     "lumion": Form(flow=("--no-packet",)),
     "morphlux": Form(flow=("--no-packet",), quick=("--schedulers", "fifo")),
     "opus": Form(flow=("--no-packet",), quick=("--quick",)),
