@@ -22,7 +22,7 @@ import pytest
 
 from emulation import cli
 from emulation.envelope import FailedCheck, envelope
-from emulation.reproduce import Claim, Verdicts, read
+from emulation.reproduce import Claim, Verdicts, read_verdicts
 from emulation.reproduce.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -311,14 +311,14 @@ def test_a_script_that_judges_records_every_claim_and_decides(out_dir):
     v.judge("rounds", True)
     v.skip("large_n", "not at n = 64")
     assert v.finish(out_dir, packet=False) == 1  # stragglar.server was never judged: an error
-    rows = {r.id: r.verdict for r in read(out_dir / "verdicts.json")}
+    rows = {r.id: r.verdict for r in read_verdicts(out_dir / "verdicts.json")}
     assert rows == {"stragglar.rounds": "held", "stragglar.large_n": "not run", "stragglar.server": "error",
                     "stragglar.packet_ratio": "not run"}
     v = Verdicts("lumion")
     v.judge("same_bandwidth", 1.0)
     v.judge("throughput", 2.1)
     assert v.finish(out_dir / "l", packet=False) == 0
-    assert {r.id: r.verdict for r in read(out_dir / "l" / "verdicts.json")} == {
+    assert {r.id: r.verdict for r in read_verdicts(out_dir / "l" / "verdicts.json")} == {
         "lumion.same_bandwidth": "held", "lumion.throughput": "calibrated", "lumion.swap_time": "not run",
         "lumion.steady": "not run", "lumion.checks": "not run"}
 
@@ -351,7 +351,7 @@ def test_ocslab_reproduce_quick_gives_the_docs_verdicts_and_exits_with_them(out_
     out = out_dir / "all"
     r = subprocess.run([sys.executable, "-m", "emulation.cli", "reproduce", "--quick", "--jobs", "2", "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
-    rows = read(out / "verdicts.json")
+    rows = read_verdicts(out / "verdicts.json")
     got = {v.id: v.verdict for v in rows}
     assert "error" not in got.values(), [(v.id, v.note) for v in rows if v.verdict == "error"]
     docs = _docs_verdicts()
@@ -362,7 +362,7 @@ def test_ocslab_reproduce_quick_gives_the_docs_verdicts_and_exits_with_them(out_
     assert (out / "verdicts.md").read_text().count("\n") == len(CLAIMS) + 2
     one = subprocess.run([sys.executable, "-m", "emulation.cli", "reproduce", "--only", "stragglar", "shortcircuit",
                           "--out", str(out_dir / "two")], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    two = {v.verdict for v in read(out_dir / "two" / "verdicts.json")}
+    two = {v.verdict for v in read_verdicts(out_dir / "two" / "verdicts.json")}
     assert two <= {"held", "missed", "not run"} and "held" in two, one.stdout[-2000:]
     assert one.returncode == (1 if "missed" in two else 0), one.stdout[-2000:]
     bad = subprocess.run([sys.executable, "-m", "emulation.cli", "reproduce", "--only", "nonesuch", "--out",

@@ -1,5 +1,5 @@
 """The one table of the papers' headlines that ``scripts/reproduce_*.py`` judge, with the tolerance
-of each and its reason (:class:`emulation.reproduce.Claim`). Fixed before the runs; a miss is
+of each and its reason (:class:`emulation.reproduce.claim.Claim`). Fixed before the runs; a miss is
 explained on the paper's page in ``docs/papers/``, never by widening a tolerance here.
 
 The tolerances come from five reasons, named in each claim:
@@ -17,7 +17,7 @@ The tolerances come from five reasons, named in each claim:
 
 from __future__ import annotations
 
-from emulation.reproduce import Claim
+from emulation.reproduce.claim import Claim
 
 #: Relative tolerance of a rebuilt setting (module doc).
 REBUILT = 0.25

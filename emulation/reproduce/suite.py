@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from emulation.reproduce import Verdict, counts, print_table, read, status, write
+from emulation.reproduce import CLAIMS, Verdict, Verdicts, counts, print_table, read_verdicts, verdict_status, write_verdicts
 
 @dataclass(frozen=True)
 class Form:
@@ -83,7 +83,7 @@ def run_one(name: str, out: Path, packet: bool, quick: bool) -> tuple[str, list[
                             env={**os.environ, "COLUMNS": "160"}).returncode
     wall = time.monotonic() - t0
     try:
-        rows = read(out / name / "verdicts.json") if rc in (0, 1) else []
+        rows = read_verdicts(out / name / "verdicts.json") if rc in (0, 1) else []
     except (OSError, ValueError):
         rows = []
     return name, rows or errors(name, f"the script exited with {rc} (see {log})"), wall, rc
@@ -91,8 +91,6 @@ def run_one(name: str, out: Path, packet: bool, quick: bool) -> tuple[str, list[
 
 def errors(name: str, note: str) -> list[Verdict]:
     """Every claim of the script ``name`` as an ``error`` with ``note``."""
-    from emulation.reproduce import Verdicts
-
     return [Verdict(id=c.id, paper=c.paper, arxiv=c.arxiv, headline=c.headline, paper_text=c.paper_text, ours=None,
                     ours_text="-", tolerance=c.tolerance_text(), verdict="error", part=c.part, note=note)
             for c in Verdicts(name).claims()]
@@ -114,8 +112,6 @@ def claims_markdown() -> str:
     """Every claim of :data:`emulation.reproduce.claims.CLAIMS` as a Markdown table: its id, the
     paper, the paper's figure, how ours is judged and why (``docs/papers/index.md`` holds it;
     a test checks it is this)."""
-    from emulation.reproduce.claims import CLAIMS
-
     lines = ["| claim | paper | paper's figure | tolerance | why |", "|---|---|---|---|---|"]
     for c in CLAIMS:
         paper = c.paper if c.arxiv == "-" else f"{c.paper} ({c.arxiv})"
@@ -143,10 +139,10 @@ def reproduce(out: Path, packet: bool = False, quick: bool = False, only: list[s
             done[name] = rows
             print(f"reproduce {name}: {wall:.0f} s, {counts(rows)} (exit {rc}; {out / (name + '.log')})", flush=True)
     rows = [r for n in names for r in done[n]]
-    write(out / "verdicts.json", rows)
+    write_verdicts(out / "verdicts.json", rows)
     (out / "verdicts.md").write_text(markdown(rows))
     wall = time.monotonic() - t0
     print_table(rows, f"ocslab reproduce{' --packet' if packet else ''}{' --quick' if quick else ''}: "
                       f"{len(names)} papers' reproductions in {wall:.0f} s")
     print(f"results: {out}/verdicts.json, verdicts.md and each script's directory and log")
-    return status(rows)
+    return verdict_status(rows)
