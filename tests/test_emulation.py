@@ -183,28 +183,33 @@ def test_flow_and_packet_backends_agree_and_pass_the_sanity_checks(run_dir):
             assert 0.7 < checks.max_link_utilisation <= 1.01
 
 
-#: The agreement of the demo's packet runs with the flow backend that README.md states. Measured
-#: over 6 runs of ``ocslab compare experiments/demo.yaml`` on a 2-core machine (2026-11-28, each
-#: step at least 250 ms of wall clock): 25 MiB +0.2..+2.9% on an idle machine, +4.3% beside
-#: a busy loop (``yes``) on one core; 1 MiB +0.1..+1.9%, +4.1% (docs/emulator.md).
-DEMO_AGREEMENT = 0.06
+#: The agreement of the demo's packet runs with the flow backend that README.md states, by
+#: buffer size (|flow - packet| / packet). Measured over 9 runs of ``ocslab compare
+#: experiments/demo.yaml`` on 2-core machines (2026-11-28, each step at least 250 ms of wall
+#: clock where the byte scale allows: the 1 MiB runs stop at its cap, 42 ms steps at 10 Mbit/s):
+#: 25 MiB 0.2-3.2% idle, 4.3% beside a busy loop (``yes``) on one core; 1 MiB 0.1-2.3% idle in
+#: 7 runs, 6.9% in one (a fresh clone's suite), 4.1% beside the busy loop (docs/emulator.md).
+DEMO_AGREEMENT = {25 << 20: 0.06, 1 << 20: 0.10}
 
 
 def test_the_demo_on_packets_agrees_with_the_flow_backend_within_the_readme_bound(run_dir):
-    """``ocslab compare experiments/demo.yaml --max-error`` at the README's bound: every run of
-    the embedded default scenario, calibrated on this machine, within it of the flow backend, and
-    every check of both backends held (exit 0); the README states the same bound."""
+    """``ocslab compare experiments/demo.yaml``: every run of the embedded default scenario,
+    calibrated on this machine, within the README's bound of the flow backend for its size, and
+    every check of both backends held (exit 0); the README states the same bounds."""
     out = run_dir / "demo"
     r = subprocess.run([sys.executable, "-m", "emulation.cli", "compare", "experiments/demo.yaml", "--quiet-steps",
-                        "--max-error", str(DEMO_AGREEMENT), "--out", str(out)], capture_output=True, text=True,
-                       cwd=ROOT, timeout=900)
+                        "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=900)
     print(r.stdout[-1500:])
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     import json
 
     cmp = json.loads((out / "compare.json").read_text())
-    assert len(cmp["runs"]) == 6 and cmp["failed_checks"] == [] and cmp["max_abs_error"] <= DEMO_AGREEMENT
-    assert f"agree within {DEMO_AGREEMENT:.0%}" in (ROOT / "README.md").read_text()
+    assert len(cmp["runs"]) == 6 and cmp["failed_checks"] == []
+    for run in cmp["runs"]:
+        assert abs(run["error"]) <= DEMO_AGREEMENT[run["bytes"]], run
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"agree within {DEMO_AGREEMENT[25 << 20]:.0%} at 25 MiB and {DEMO_AGREEMENT[1 << 20]:.0%} at 1 MiB"
+            in readme)
 
 
 def test_a_straggler_delays_the_packet_run_like_the_flow_run(run_dir):
