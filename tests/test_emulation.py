@@ -187,8 +187,8 @@ def test_flow_and_packet_backends_agree_and_pass_the_sanity_checks(run_dir):
 #: buffer size (|flow - packet| / packet). Measured over 9 runs of ``ocslab compare
 #: experiments/demo.yaml`` on 2-core machines (2026-11-28, each step at least 250 ms of wall
 #: clock where the byte scale allows: the 1 MiB runs stop at its cap, 42 ms steps at 10 Mbit/s):
-#: 25 MiB 0.2-3.2% idle, 4.3% beside a busy loop (``yes``) on one core; 1 MiB 0.1-2.3% idle in
-#: 7 runs, 6.9% in one (a fresh clone's suite), 4.1% beside the busy loop (docs/emulator.md).
+#: 25 MiB 0.2-3.2% idle, 4.1% beside a busy loop (``yes``) on one core; 1 MiB 0.1-2.3% idle in
+#: 7 runs, 6.9% in one (a fresh clone's suite), 4.0% beside the busy loop (docs/emulator.md).
 DEMO_AGREEMENT = {25 << 20: 0.06, 1 << 20: 0.10}
 
 
