@@ -190,9 +190,11 @@ def _run(kind: kinds.Kind, sc, args) -> int:
     backend = args.backend or kind.backend_of(sc)
     if kind.backend_refusal(backend):
         return fail(kind.backend_refusal(backend))
-    bad = [a for a in args.app if not (a.endswith(".py") and Path(a).is_file())]
-    if bad:
-        return fail(f"--app: {bad[0]!r} is not a .py file")
+    from controllers.app_check import check_apps
+
+    problem = check_apps(args.app)
+    if problem:
+        return fail(f"--app: {problem}")
     if args.ofctl_rest is not None:  # reaches the controller's launch (emulation.emulator.net.OFCTL_REST_ENV)
         if "apps" not in kind.options or backend != "mininet":
             return fail("--ofctl-rest: only a collective scenario on the mininet backend starts the fabric's controller")

@@ -4,8 +4,8 @@ The fabric is built, and its link rate calibrated, exactly as ``ocslab run`` bui
 (:func:`emulation.runner.emulated_fabric`, :func:`emulation.runner.calibrate_link`): the controller
 with the scenario's runtime and any ``--app``, Open vSwitch bridges for the OCS and the NICs, one
 Mininet host per GPU (``g0``, ``g1``, ...). Then Mininet's CLI (:class:`FabricCLI`, a subclass of
-``mininet.cli.CLI``) takes over, so ``pingall``, ``iperf g0 g1``, ``g0 tcpdump -ni g0-eth0`` and
-``xterm g0`` work as under ``mn``, with ocslab's commands beside them (:class:`FabricSession`):
+``mininet.cli.CLI``) takes over, so ``pingall``, ``g0 tcpdump -ni g0-eth0`` and ``xterm g0`` work
+as under ``mn``, with ocslab's commands beside them (:class:`FabricSession`):
 
 - ``circuits``: the OCS configuration the controller holds now;
 - ``reconfigure ring|torus|empty|matching A-B,C-D,...|rotor SLOT [TURNS]`` (optionally
@@ -13,7 +13,12 @@ Mininet host per GPU (``g0``, ``g1``, ...). Then Mininet's CLI (:class:`FabricCL
 - ``allreduce ALGORITHM SIZE [PLANNER]``: one collective run by the agents on the circuits in
   place (planner ``none`` by default), printed as a row of ``ocslab run``'s table;
 - ``capture start [PORTS]`` / ``capture stop``: tcpdump on the OCS inputs (or the ports named)
-  with wire probes, analysed on stop as ``ocslab pcap`` does.
+  with wire probes, analysed on stop as ``ocslab pcap`` does;
+- ``iperf [SRC DST] [SECONDS]``: one TCP flow's rate, in place of Mininet's (which kills every
+  iperf on the machine and hangs on iperf 2.1).
+
+Whatever a command raises (an interrupt aside) is one line, and the session goes on
+(:meth:`FabricCLI.onecmd`); a dead controller is named once with the cause from its log.
 
 Times are real-equivalent (divided by the time-dilation factor) unless they say "emulated".
 Leaving the prompt (``exit``, ``quit``, Ctrl-D) or a SIGTERM tears everything down as a run does;
@@ -43,6 +48,10 @@ from emulation.units import format_bytes, parse_bytes
 class SessionError(ValueError):
     """A console command that cannot be done as typed (one line; the session goes on)."""
 
+
+#: Longest collective the console runs (wall-clock seconds, estimated beforehand); longer ones
+#: belong in ``ocslab run``, which shows their progress and can be left running.
+CONSOLE_RUN_LIMIT_S = 300.0
 
 #: Time units a console argument may carry (``R=10us``, a rotor's ``SLOT``).
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -91,6 +100,7 @@ class FabricSession:
         self.capture = None
         self._probes: list = []
         self._captured = False
+        self._told_dead = False
 
     @property
     def ocs(self) -> str:
@@ -157,12 +167,15 @@ class FabricSession:
         if words[:1] == ["rotor"]:
             return self.rotor(words[1:], delay)
         config = self.configuration(words)
+        before = self.emu.client.circuits()
         tdf = self.scale.tdf
         res = self.emu.client.apply(config, delay * tdf)
         if not res.get("changed"):
             return "no circuit changed (no dark window)"
+        removed = sum(len(set(before[o.name]) - set(config[o.name])) for o in self.emu.fabric.ocs)
+        added = sum(len(set(config[o.name]) - set(before[o.name])) for o in self.emu.fabric.ocs)
         dark = res["dark_window_measured_s"]
-        return (f"{len(res.get('rewired', []))} GPU ports rewired; dark window requested {delay * 1e6:.1f} us, "
+        return (f"{removed} circuits removed, {added} added; dark window requested {delay * 1e6:.1f} us, "
                 f"measured {dark / tdf * 1e6:.1f} us ({delay * tdf * 1e3:.1f}/{dark * 1e3:.1f} ms emulated)")
 
     def rotor(self, words: list[str], delay: float) -> str:
@@ -207,8 +220,10 @@ class FabricSession:
         darks = [(e["t_live"] - e["t_dark"]) / tdf for e in slots if e.get("t_live") and e.get("t_dark")]
         text = f"rotor: {len(slots)} slots of {slot * 1e6:g} us over {len(configs)} matchings"
         if darks:
-            text += (f"; dark windows requested {delay * 1e6:.1f} us, measured {min(darks) * 1e6:.1f}-"
-                     f"{max(darks) * 1e6:.1f} us (median {sorted(darks)[len(darks) // 2] * 1e6:.1f})")
+            text += (f"; dark windows planned {delay * 1e6:.1f} us on the controller's clock, measured "
+                     f"{min(darks) * 1e6:.1f}-{max(darks) * 1e6:.1f} us (median {sorted(darks)[len(darks) // 2] * 1e6:.1f}; "
+                     "a rotor keeps its slot times, so each window is R give or take the switch's acknowledgement "
+                     "jitter)")
         return text + "; circuits now: the last slot's"
 
     # ---- collectives ----------------------------------------------------------------------
@@ -220,6 +235,8 @@ class FabricSession:
         :raises SessionError: a bad algorithm, size or planner, or a run the circuits cannot
             carry (a GPU unreachable)."""
         from emulation.emulator.execute import execute
+        from emulation.flowsim import SimulationError
+        from emulation.routing import RoutingError
         from emulation.runner import collective_envelope
         from emulation.scenario.schema import RunSpec
         from emulation.schedule import PlanError
@@ -242,11 +259,36 @@ class FabricSession:
             desc = exp.resolve(run, size)
         except (PlanError, ValueError, KeyError) as e:
             raise SessionError(f"allreduce {words[0]} {words[1]}: {e}") from None
+        hint = "(circuits shows them; reconfigure ring joins every GPU)"
+        try:
+            wall = self.wall_estimate(desc)
+        except (RoutingError, SimulationError) as e:
+            raise SessionError(f"allreduce {words[0]} {words[1]}: {e} {hint}") from None
+        if wall > CONSOLE_RUN_LIMIT_S:
+            raise SessionError(f"allreduce {words[0]} {words[1]}: would take about {wall / 60:.0f} min of wall clock "
+                               f"at this scale (the console runs up to {CONSOLE_RUN_LIMIT_S / 60:.0f} min; a smaller "
+                               "SIZE, or ocslab run)")
         k = len(self.runs)
         run_dir = self.out / "emulation" / f"{run.name}-{format_bytes(size)}-{k}"
-        res = execute(self.emu, desc, self.scale, self.exp.cost, run_dir)
+        try:
+            res = execute(self.emu, desc, self.scale, self.exp.cost, run_dir)
+        except RoutingError as e:
+            raise SessionError(f"allreduce {words[0]} {words[1]}: {e} {hint}") from None
         self.runs.append(res)
         return collective_envelope(exp, "mininet", [res], {**self.meta, "scale": self.scale.to_json(), "complete": True})
+
+    def wall_estimate(self, desc) -> float:
+        """Wall-clock seconds the packet run of ``desc`` (a RunDescription) should take: the flow
+        backend's time for it on the fabric, times the time-dilation factor it is emulated at
+        (:func:`emulation.emulator.execute.run_scale`).
+
+        :raises emulation.flowsim.SimulationError: the circuits in place leave a pair of the run
+            without a path (or the flow backend cannot simulate it otherwise)."""
+        from emulation.emulator.execute import run_scale
+        from emulation.flowsim.run import execute as simulate
+
+        real_s = simulate(self.emu.fabric, desc, self.exp.cost).time_s
+        return real_s * run_scale(desc, self.scale, self.emu.mtu, self.emu.fabric.ports_per_gpu).tdf
 
     # ---- capture --------------------------------------------------------------------------
     def capture_start(self, ports: str | None) -> str:
@@ -264,7 +306,12 @@ class FabricSession:
         if self._captured:
             raise SessionError(f"capture: this session captured into {self.out / 'emulation' / 'pcap'} already "
                                f"(one capture per session: leave and ocslab up again for another)")
-        self.capture, self._probes = start_capture(self.emu, self.out, ["ocs"] if not ports else ports.split(","))
+        from emulation.emulator.net import EmulationError
+
+        try:
+            self.capture, self._probes = start_capture(self.emu, self.out, ["ocs"] if not ports else ports.split(","))
+        except EmulationError as e:
+            raise SessionError(f"capture: {str(e).removeprefix('--pcap: ')}") from None
         self._captured = True
         return f"capturing {len(self.capture.devices)} ports into {self.out / 'emulation' / 'pcap'}"
 
@@ -295,6 +342,75 @@ class FabricSession:
         (self.out / "pcap.json").write_text(json.dumps(rep.model_dump(), indent=1))
         return [*pcap.summary_lines(rep), f"capture: {self.out}/pcap.json, pcap.png"]
 
+    def problem(self, e: Exception) -> str:
+        """The one line the console prints for a command that raised ``e``: the message of
+        ocslab's own errors, the type and message of any other; when the controller is dead,
+        why it died (the first time, from its log) or that it is."""
+        from emulation.emulator.controller_client import ControllerError
+        from emulation.emulator.controller_log import exited
+
+        ctl = self.emu.controller
+        if isinstance(e, ControllerError) and ctl is not None and ctl.poll() is not None:
+            if not self._told_dead:
+                self._told_dead = True
+                return (exited(self.emu.run_dir / "controller.log", ctl.returncode)
+                        + "; circuits, reconfigure and allreduce need it: leave with exit")
+            return "the controller is not running: leave with exit"
+        from emulation.emulator.net import EmulationError
+        from emulation.routing import RoutingError
+
+        if isinstance(e, (SessionError, ControllerError, EmulationError, RoutingError, FabricError)):
+            return str(e)
+        return f"{type(e).__name__}: {e}"
+
+    def iperf(self, src: str | None = None, dst: str | None = None, seconds: float = 5.0) -> str:
+        """One TCP flow from host ``src`` to ``dst`` (default ``g0`` and the last GPU) for
+        ``seconds`` (wall clock, 1-60), measured by iperf's client; its own processes only (by pid;
+        Mininet's ``iperf`` kills every iperf on the machine and waits for its server's report,
+        which iperf 2.1 never prints for Mininet's probe connection, so it hung).
+
+        :raises SessionError: unknown hosts, the same host twice, a duration outside 1-60 s, no
+            iperf, or a transfer that did not finish."""
+        import shutil
+        import subprocess
+
+        from emulation.emulator.net import stop_pid
+        from emulation.poll import wait_until
+
+        hosts = {h.name: h for h in self.emu.net.hosts}
+        src = src or dpn.host_name(0)
+        dst = dst or dpn.host_name(self.emu.fabric.gpus - 1)
+        for h in (src, dst):
+            if h not in hosts:
+                raise SessionError(f"iperf: no host {h!r} (the GPUs are g0..g{self.emu.fabric.gpus - 1})")
+        if src == dst:
+            raise SessionError("iperf: SRC and DST must be two different GPUs")
+        if not 1 <= seconds <= 60:
+            raise SessionError(f"iperf: SECONDS: {seconds:g} is outside 1-60")
+        if shutil.which("iperf") is None:
+            raise SessionError("iperf: the iperf program is not installed (apt install iperf)")
+        port = "5201"
+        server = hosts[dst].popen(["iperf", "-s", "-p", port], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_until(lambda: hosts[dst].cmd(f"ss -Hltn sport = :{port}").strip(), 10,
+                       lambda: SessionError(f"iperf: the server on {dst} did not listen within 10 s"))
+            client = hosts[src].popen(["iperf", "-c", hosts[dst].IP(), "-p", port, "-t", f"{seconds:g}", "-y", "C"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                out, err = client.communicate(timeout=seconds + 30)
+            except subprocess.TimeoutExpired:
+                stop_pid(client)
+                raise SessionError(f"iperf {src} {dst}: no result within {seconds + 30:g} s") from None
+        finally:
+            stop_pid(server)
+        rows = [r.split(",") for r in out.splitlines() if r.count(",") >= 8]
+        if not rows:
+            raise SessionError(f"iperf {src} {dst}: {(err or out).strip().splitlines()[-1:] or ['no report']}")
+        bps = float(rows[-1][-1])
+        real = bps * self.scale.port_gbps * 1e3 / self.scale.link_mbps
+        return (f"iperf {src} -> {dst}: {bps / 1e6:.2f} Mbit/s emulated over {seconds:g} s = {real / 1e9:.1f} Gbit/s "
+                f"real-equivalent (links at {self.scale.link_mbps:g} Mbit/s = {self.scale.port_gbps:g} Gbit/s)")
+
     def envelope(self) -> ResultEnvelope:
         """The session's result: every collective run so far."""
         from emulation.runner import collective_envelope
@@ -319,8 +435,8 @@ class FabricSession:
             f"scale: {s.link_mbps:g} Mbit/s per link emulated = {s.port_gbps:g} Gbit/s real (byte scale "
             f"{s.byte_scale:g}, time dilation {s.tdf:g})",
             f"       R = {delay * 1e6:g} us real = {delay * s.tdf * 1e3:g} ms emulated",
-            "ocslab's commands: circuits, reconfigure, allreduce, capture (help NAME)",
-            "Mininet's: pingall, iperf g0 g1, g0 CMD, xterm g0, ...",
+            "ocslab's commands: circuits, reconfigure, allreduce, capture, iperf SRC DST (help NAME)",
+            "Mininet's: pingall, g0 CMD, xterm g0, ...",
             "exit or Ctrl-D tears the fabric down",
         ] + ([f"ofctl_rest: http://127.0.0.1:{self.emu.ofctl_rest_port}/stats/flow/<dpid>"]
              if self.emu.ofctl_rest_port is not None else []))
@@ -348,17 +464,32 @@ class FabricCLI(CLI):
                     raise
                 output("\nInterrupt\n")
 
-    def _do(self, fn, *args) -> None:
-        from emulation.emulator.controller_client import ControllerError
-        from emulation.emulator.net import EmulationError
-
+    def onecmd(self, line: str) -> bool:
+        """Any command, Mininet's included: whatever it raises (an interrupt aside) is one line,
+        and the prompt goes on."""
         try:
-            out = fn(*args)
-        except (SessionError, ControllerError, EmulationError) as e:
-            error(f"*** {e}\n")
-            return
+            return super().onecmd(line)
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # noqa: BLE001 - the console's contract: one line, the session goes on
+            error(f"*** {self.session.problem(e)}\n")
+            return False
+
+    def _do(self, fn, *args) -> None:
+        out = fn(*args)
         for line in ([out] if isinstance(out, str) else out):
             output(line + "\n")
+
+    def do_iperf(self, line: str) -> None:
+        """TCP throughput from one GPU to another over the fabric (iperf, one flow).
+           Usage: iperf [SRC DST] [SECONDS]  (default g0 and the last GPU, 5 s)"""
+        words = line.split()
+        seconds = 5.0
+        if words and re.fullmatch(r"[0-9.]+", words[-1]):
+            seconds = float(words.pop())
+        if len(words) not in (0, 2):
+            raise SessionError("iperf [SRC DST] [SECONDS] (e.g. iperf g0 g1 5)")
+        self._do(self.session.iperf, *words, seconds)
 
     def do_circuits(self, _line: str) -> None:
         """Print the OCS's circuits now.

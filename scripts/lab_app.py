@@ -46,10 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as e:
         print(f"lab_app: {e}", file=sys.stderr)
         return 2
-    for p in a.app:
-        if not (p.endswith(".py") and Path(p).is_file()):
-            print(f"lab_app: --app: {p!r} is not a .py file", file=sys.stderr)
-            return 2
+    from controllers.app_check import check_apps
+
+    problem = check_apps(a.app)
+    if problem:
+        print(f"lab_app: --app: {problem}", file=sys.stderr)
+        return 2
     try:
         floods = [tuple(int(x) for x in f.split(":")) for f in a.flood]
         if any(len(f) != 2 or not all(0 <= g < exp.fabric.gpus for g in f) or f[0] == f[1] for f in floods):

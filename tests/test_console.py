@@ -78,7 +78,7 @@ def test_a_scripted_session_pings_reconfigures_runs_a_ring_like_ocslab_run_and_l
     listings = re.findall(r"ocs0: (\d+) circuits joining (\d+) GPU pairs: ([0-9x -]+)", text)
     assert listings[0][:2] == ("8", "8") and "0-1 0-7 1-2" in listings[0][2]  # the demo's ring
     assert listings[1] == ("8", "4", "0-4x2 1-5x2 2-6x2 3-7x2")  # every port of a GPU on its partner
-    darks = [(float(a), float(b)) for a, b in re.findall(r"rewired; dark window requested ([\d.]+) us, measured "
+    darks = [(float(a), float(b)) for a, b in re.findall(r"added; dark window requested ([\d.]+) us, measured "
                                                          r"([\d.]+) us", text)]
     assert len(darks) == 2 and all(req == 10.0 and req <= meas < 3 * req for req, meas in darks), darks
     assert "*** reconfigure: ring | torus | empty | matching" in text  # the bad command: one line, session goes on
@@ -146,3 +146,131 @@ def test_a_session_ends_cleanly_on_sigterm_and_after_a_sigkill_ocslab_clean_remo
     cleaned = _cli("clean", timeout=120)
     assert cleaned.returncode == 0 and "removed bridge ocl-o0" in cleaned.stdout, cleaned.stdout + cleaned.stderr
     assert left() == {}
+
+
+class _Prompt:
+    """A live ``ocslab up`` session (:func:`_session`) answering one command at a time."""
+
+    def __init__(self, p: subprocess.Popen):
+        self.p, self.fd = p, p.stdout.fileno()
+
+    def read_to_prompt(self, timeout: float = 120) -> str:
+        import select
+        import time
+
+        seen, deadline = "", time.monotonic() + timeout
+        while not seen.endswith("ocslab> "):
+            assert self.p.poll() is None, f"the session ended: {seen[-2000:]}"
+            assert time.monotonic() < deadline, f"no prompt within {timeout} s: {seen[-2000:]}"
+            if select.select([self.fd], [], [], 0.5)[0]:
+                seen += os.read(self.fd, 65536).decode(errors="replace")
+        return seen[: -len("ocslab> ")]
+
+    def send(self, line: str) -> None:
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+
+    def ask(self, line: str, timeout: float = 120) -> str:
+        self.send(line)
+        return self.read_to_prompt(timeout)
+
+
+#: Commands a session cannot do, each with what its one line must say.
+HOSTILE = [
+    ("allreduce nonesuch 1MiB", "unknown allreduce algorithm 'nonesuch'"),
+    ("allreduce ring 64GiB", "min of wall clock at this scale"),
+    ("reconfigure matching 0-4,1-5", None),  # leaves GPUs 2, 3, 6, 7 without a circuit
+    ("allreduce ring 1MiB", "allreduce ring 1MiB: no path from GPU"),
+    ("reconfigure rotor 50us 1", None),  # the last matching: GPU 0 reaches only one GPU
+    ("allreduce rhd 1MiB", "no path from GPU"),
+    ("allreduce ring twelve", "SIZE: not a byte size"),
+    ("allreduce ring 1MiB always extra", "allreduce ALGORITHM SIZE [PLANNER]"),
+    ("allreduce ring 0", "SIZE: byte size must be positive"),
+    ("reconfigure ring R=soon", "R: 'soon' is not a time"),
+    ("reconfigure matching 0-99", "GPUs are 0..7"),
+    ("reconfigure rotor 0us", "SLOT: must be longer than 0"),
+    ("capture stop", "not capturing"),
+    ("capture start nosuchport", None),
+    ("iperf g0 g99", "no host 'g99'"),
+    ("iperf g3 g3", "two different GPUs"),
+    ("nonsense", "Unknown command"),
+]
+
+
+@pytest.mark.emulation
+def test_hostile_commands_get_one_line_each_and_the_session_goes_on(run_dir):
+    """``ocslab up`` fed every kind of command it cannot do (:data:`HOSTILE`: circuits that
+    cannot carry a collective, an unknown algorithm, sizes that are not sizes or would run for
+    ten minutes, bad times and GPU numbers, a capture on a port that does not exist, Mininet's
+    own unknown command), then a collective interrupted with Ctrl-C half-way and a controller
+    killed under it: each answers in one line, and the session goes on: a Ring AllReduce after
+    them delivers every byte, iperf measures the link rate, and on exit nothing is left."""
+    import signal
+    import time
+
+    from emulation.emulator.census import descendants
+    from emulation_probes import agents_running
+
+    scen = run_dir / "demo.yaml"
+    scen.write_text((ROOT / "experiments" / "demo.yaml").read_text().replace("link_mbps: auto", "link_mbps: 10")
+                    .replace("byte_scale: 0.1", "byte_scale: 0.1\n  headroom: skip"))
+    before = census.take()
+    p = _session(run_dir / "s", scen)
+    s = _Prompt(p)
+    try:
+        answers = {}
+        for line, want in HOSTILE:
+            got = s.ask(line).strip()
+            answers[line] = got
+            print(f"ocslab> {line}\n{got}")
+            assert len(got.splitlines()) == 1, (line, got)
+            if want is not None:
+                assert got.startswith("*** ") and want in got, (line, got)
+        assert re.match(r"\d+ circuits removed, \d+ added; dark window requested 10.0 us",
+                        answers["reconfigure matching 0-4,1-5"])
+        assert answers["capture start nosuchport"].startswith("*** ")
+        assert "removed, " in s.ask("reconfigure ring")
+        ring = s.ask("allreduce ring 1MiB")
+        assert re.search(r"│ ring\s+│\s+1MiB .* ok │", ring), ring
+        # Ctrl-C half-way through a collective: the collective stops, the prompt stays
+        s.send("allreduce ring 25MiB")
+        deadline = time.monotonic() + 60
+        while not agents_running():
+            assert time.monotonic() < deadline, "the collective's agents never started"
+            time.sleep(0.1)
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        interrupted = s.read_to_prompt()
+        print(f"ocslab> allreduce ring 25MiB ^C\n{interrupted}")
+        assert "Interrupt" in interrupted and "Traceback" not in interrupted, interrupted
+        assert not agents_running()
+        again = s.ask("allreduce ring 1MiB")
+        assert re.search(r"│ ring\s+│\s+1MiB .* ok │", again), again
+        iperf = s.ask("iperf g0 g1 2")
+        rate = float(re.search(r"([\d.]+) Mbit/s emulated", iperf).group(1))
+        assert 8.0 < rate <= 10.5, iperf  # one TCP flow on a 10 Mbit/s link
+        # the controller killed under the session: every ocslab command says so in one line
+        def argv(pid: int) -> list[bytes]:
+            try:
+                return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:  # a short-lived child (ovs-vsctl, ip) ended meanwhile
+                return []
+
+        ctl = [pid for pid in descendants(p.pid) if argv(pid)[1:3] == [b"-m", b"controllers"]]
+        assert len(ctl) == 1, ctl
+        os.kill(ctl[0], signal.SIGKILL)
+        first = s.ask("circuits").strip()
+        then = s.ask("reconfigure ring").strip()
+        print(f"ocslab> circuits\n{first}\nocslab> reconfigure ring\n{then}")
+        assert len(first.splitlines()) == 1 and "the controller exited with -9" in first and "controller.log" in first
+        assert then == "*** the controller is not running: leave with exit"
+        s.send("exit")
+        text = p.communicate(timeout=120)[0]
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            p.communicate(timeout=120)
+    assert p.returncode == 0, text[-2000:]
+    session = json.loads((run_dir / "s" / "result.json").read_text())["result"]
+    assert [r["bytes"] for r in session["runs"]] == [2**20, 2**20] and all(r["checks"]["ok"] for r in session["runs"])
+    assert {k: v for k, v in census.take().diff(before).items() if k != "fds"} == {}

@@ -19,6 +19,7 @@ import os
 import shutil
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from emulation.emulator.capabilities import Capabilities, detect
 from emulation.emulator.cluster import Cluster
 from emulation.emulator.sites import LOCAL, ClusterError, Site, remote_env
 from emulation.emulator import pmd as pmd_ports
-from emulation.emulator import registry, shaper, steering
+from emulation.emulator import controller_log, registry, shaper, steering
 from emulation.emulator.controller_client import ControllerClient
 from emulation.emulator.counters import DropCounters, Ports, nic_drops_are_dark
 from emulation.emulator.lifecycle import Lifecycle
@@ -270,9 +271,36 @@ def mnexec_problem(cwd: str | None = None) -> str | None:
         host.wait()
 
 
+def interrupt_shell(node, timeout_s: float = 2.0) -> None:
+    """End the command a Mininet node's shell still runs (an interrupted ``iperf`` or ``ping``
+    leaves the node ``waiting``, and Mininet then refuses every command on it, teardown's
+    included): Ctrl-C to the shell, then SIGKILL to the shell's children (processes it started,
+    by pid) if the prompt has not come back within ``timeout_s``; the node is ready for commands."""
+    node.sendInt()
+    deadline = time.monotonic() + timeout_s
+    while node.waiting and time.monotonic() < deadline:
+        node.monitor(timeoutms=100)
+    if node.waiting:
+        from emulation.emulator.census import descendants
+
+        for pid in sorted(descendants(node.shell.pid)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout_s
+        while node.waiting and time.monotonic() < deadline:
+            node.monitor(timeoutms=100)
+    node.waiting = False
+
+
 def stop_net(net) -> None:
     """Stop a Mininet network and reap its nodes' shells (Mininet hangs them up, never reaps)."""
-    shells = [n.shell for n in (*net.controllers, *net.switches, *net.hosts) if n.shell]
+    nodes = (*net.controllers, *net.switches, *net.hosts)
+    for node in nodes:
+        if node.shell and getattr(node, "waiting", False):
+            interrupt_shell(node)
+    shells = [n.shell for n in nodes if n.shell]
     net.stop()
     for shell in shells:
         stop_pid(shell, timeout=5.0)
@@ -435,6 +463,11 @@ class EmulatedFabric(Lifecycle):
         if self.socket_buffers is not None:
             self.socket_buffers.restore()
             self.socket_buffers = None
+        if self.registration is not None and self.cluster is None:  # we hold the lock: any is ours
+            left = registry.our_bridges() + registry.our_interfaces()
+            if left:
+                log.warning("teardown left %d bridge(s) or interface(s) (%s%s): `ocslab clean` removes them",
+                            len(left), ", ".join(left[:4]), ", ..." if len(left) > 4 else "")
 
     def _start(self) -> None:
         self.registration = claim_machine(self.run_dir)
@@ -596,7 +629,7 @@ class EmulatedFabric(Lifecycle):
         self.client = ControllerClient(api_port)
         def up() -> bool:
             if self.controller.poll() is not None:
-                raise EmulationError(f"controller exited (see {self.run_dir / 'controller.log'})")
+                raise EmulationError(controller_log.exited(self.run_dir / "controller.log", self.controller.returncode))
             return self.client.alive()
 
         wait_until(up, 30, lambda: EmulationError("controller API did not come up in 30 s"))
@@ -885,8 +918,8 @@ class EmulatedFabric(Lifecycle):
             torn down.
         """
         if self.controller is not None and self.controller.poll() is not None:
-            raise EmulationError(f"the controller (pid {self.controller.pid}) exited with {self.controller.returncode} "
-                                 f"mid-run (see {self.run_dir / 'controller.log'})")
+            raise EmulationError(controller_log.exited(self.run_dir / "controller.log", self.controller.returncode)
+                                 .replace("exited", f"(pid {self.controller.pid}) exited mid-run", 1))
         if self.cluster is not None:
             self._check_servers()
             return

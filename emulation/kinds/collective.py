@@ -159,9 +159,11 @@ def _up(sc: Scenario, args, path: Path) -> int:
     one of them failed a check (commands fed on stdin: a batch session decides like a run)."""
     from emulation.emulator.limits import check_packet_size
 
-    bad = [a for a in args.app if not (a.endswith(".py") and Path(a).is_file())]
-    if bad:
-        return fail(f"--app: {bad[0]!r} is not a .py file")
+    from controllers.app_check import check_apps
+
+    problem = check_apps(args.app)
+    if problem:
+        return fail(f"--app: {problem}")
     exp = _with_controller(sc, args.controller, tuple(args.app), True)
     too_big = check_packet_size(exp.fabric.gpus, exp.fabric.ports_per_gpu, mtu=exp.emulation.mtu)
     if too_big:

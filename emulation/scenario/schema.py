@@ -41,7 +41,6 @@ See ``docs/architecture.md`` (data flow: experiments/*.yaml --load+validate--> S
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -183,9 +182,11 @@ class EmulationSpec(StrictModel):
     @field_validator("apps")
     @classmethod
     def _apps(cls, v):
-        for a in v:
-            if not a.endswith(".py") or not Path(a).is_file():
-                raise ValueError(f"{a!r} is not a .py file")
+        from controllers.app_check import check_apps
+
+        problem = check_apps(v)
+        if problem:
+            raise ValueError(problem)
         return v
     byte_scale: float = Field(default=0.1, gt=0, le=1)
     """Byte scale s, a fraction: the packet backend sends s x the real bytes (TDF = s x port rate
