@@ -172,3 +172,18 @@ def read_result(path: Path, result_model: type[R], kind: str | None = None) -> R
     except ValidationError as e:
         err = e.errors()[0]
         raise EnvelopeError(f"{path}: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from None
+
+
+def summary_rows(result: BaseModel) -> list[dict]:
+    """One row per run of ``result`` (its ``runs``: a list, or a mapping whose keys become the
+    ``run`` column), each the run's scalar fields (numbers, strings, booleans, None; lists and
+    sections left out): ``summary.csv``. Empty when the result has no runs."""
+    data = result.model_dump(mode="json") if isinstance(result, BaseModel) else {}
+    runs = data.get("runs")
+    if isinstance(runs, dict):
+        runs = [{"run": k, **v} for k, v in runs.items() if isinstance(v, dict)]
+    if not isinstance(runs, list):
+        return []
+    return [{k: v for k, v in r.items() if v is None or isinstance(v, (int, float, str, bool))}
+            for r in runs if isinstance(r, dict)]
+

@@ -17,10 +17,21 @@ from emulation.scale import FRAMES_PER_STEP, MIN_STEP_WALL_S
 from emulation.units import format_bytes
 
 
-def ring_alpha_beta_s(ranks: int, nbytes: int, alpha_s: float, port_gbps: float) -> float:
-    """Ring AllReduce cost ``2(n-1) alpha + 2(n-1)/n s / B`` (``docs/mechanisms.md``)."""
+#: Steps of a ring collective on ``n`` ranks, as a multiple of ``n - 1``.
+RING_STEPS = {"allreduce": 2, "reducescatter": 1, "allgather": 1}
+
+
+def ring_alpha_beta_s(ranks: int, nbytes: int, alpha_s: float, port_gbps: float, collective: str = "allreduce",
+                      delta_s: float = 0.0) -> float:
+    """Seconds of a ring ``collective`` (``allreduce``, ``reducescatter`` or ``allgather``) of
+    ``nbytes`` per rank on ``ranks`` ranks joined by a ring of one-hop circuits of ``port_gbps``:
+    ``k (alpha + delta) + k/n s / B`` with ``k = 2(n-1)`` steps for AllReduce and ``n-1`` for the
+    other two (the alpha-beta model, ``docs/mechanisms.md``; delta the per-hop propagation delay).
+
+    :raises KeyError: another collective."""
     n = ranks
-    return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * nbytes * 8 / (port_gbps * 1e9)
+    k = RING_STEPS[collective] * (n - 1)
+    return k * (alpha_s + delta_s) + k / n * nbytes * 8 / (port_gbps * 1e9)
 
 
 def write(env: ResultEnvelope, out: Path) -> list[str]:
@@ -108,12 +119,13 @@ def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
             rows.append(row)
         console.print(table(f"{env.scenario} — backend {env.backend}, {result.semantics}", cols, rows, left=["run"]))
     for r in result.runs:
-        if r.algorithm == "ring" and r.planner == "none" and not r.iteration:
-            pred = ring_alpha_beta_s(r.ranks, r.bytes, result.cost["alpha_s"], result.fabric.port_gbps)
+        if r.algorithm == "ring" and r.planner == "none" and not r.iteration and r.collective in RING_STEPS:
+            pred = ring_alpha_beta_s(r.ranks, r.bytes, result.cost["alpha_s"], result.fabric.port_gbps, r.collective,
+                                     result.cost.get("delta_s", 0.0))
             verb = "simulated" if env.backend == "flow" else "measured"
             d = r.straggler_delay_s
             got = r.time_s - d
-            console.print(f"ring {format_bytes(r.bytes)}: alpha-beta {pred * 1e3:.3f} ms, {verb} "
+            console.print(f"{r.name} {format_bytes(r.bytes)} ({r.collective} on a ring): alpha-beta {pred * 1e3:.3f} ms, {verb} "
                           f"{got * 1e3:.3f} ms{' after the straggler arrived' if d else ''} "
                           f"({(got - pred) / pred:+.1%})")
     if result.scale:

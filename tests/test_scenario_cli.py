@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -200,3 +201,30 @@ def test_a_scenario_copied_with_changes_runs_the_changes_not_the_experiment_reso
     assert one.experiment is None
     env = kinds.run_scenario("collective", one, tmp_path / "out", "flow", show=False)
     assert {r.bytes for r in env.result.runs} == {1 << 20}
+
+
+def test_the_alpha_beta_line_uses_each_ring_collectives_own_closed_form(tmp_path):
+    """The summary's alpha-beta line: AllReduce 2(n-1) steps, ReduceScatter and AllGather n-1,
+    each paying alpha + delta; the flow backend equals it to the rounding (a correct ring
+    AllGather once printed as -47% against the AllReduce formula)."""
+    from emulation.report import ring_alpha_beta_s
+
+    scen = tmp_path / "ab.yaml"
+    scen.write_text((ROOT / "experiments" / "demo.yaml").read_text()
+                    .replace("  delta_s: 0.0 ", "  delta_s: 1.0e-6 ")
+                    .replace("  - {name: ring, algorithm: ring, planner: none}",
+                             "  - {name: ring, algorithm: ring, planner: none}\n"
+                             "  - {name: ag, collective: allgather, algorithm: ring, planner: none}\n"
+                             "  - {name: rs, collective: reducescatter, algorithm: ring, planner: none}"))
+    r = subprocess.run([sys.executable, "-m", "emulation.cli", "run", str(scen), "--backend", "flow", "--out",
+                        str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = re.findall(r"^(\w+) 25MiB \((\w+) on a ring\): alpha-beta ([\d.]+) ms, simulated ([\d.]+) ms \(([-+][\d.]+)%\)",
+                       r.stdout, re.M)
+    assert {(name, coll) for name, coll, *_ in lines} == {("ring", "allreduce"), ("ag", "allgather"),
+                                                          ("rs", "reducescatter")}, r.stdout
+    for name, coll, pred, got, err in lines:
+        assert float(pred) == pytest.approx(ring_alpha_beta_s(8, 25 << 20, 5e-6, 400, coll, 1e-6) * 1e3, abs=5e-4)
+        assert abs(float(err)) < 0.1, (name, pred, got)
+    assert ring_alpha_beta_s(8, 25 << 20, 5e-6, 400, "allgather", 1e-6) == pytest.approx(
+        0.5 * ring_alpha_beta_s(8, 25 << 20, 5e-6, 400, "allreduce", 1e-6))

@@ -353,10 +353,15 @@ def write_and_show(kind: Kind, sc, env: ResultEnvelope, out: Path, show: bool = 
     are."""
     from rich.console import Console
 
-    from emulation.envelope import write_result
+    from emulation.envelope import summary_rows, write_result
+    from emulation.figures import write_csv
 
     write_result(out, env, scenario_yaml(sc))
     files = kind.written(env, out)
+    rows = summary_rows(env.result)
+    if rows:
+        write_csv(out / "summary.csv", rows)
+        files = ["summary.csv", *files]
     if not show:
         return
     kind.shown(env)
