@@ -249,7 +249,28 @@ def _kinds(args) -> int:
         t.add_row(name, ", ".join(f"{s}:" for s in sections) or "(default)", ", ".join(k.backends),
                   ", ".join(["run", *k.commands]), ", ".join(RUN_OPTIONS[o] for o in RUN_OPTIONS if o in k.options) or "-")
     Console().print(t)
+    Console().print(_experiments_table())
     return 0
+
+
+def _experiments_table() -> Table:
+    """The shipped scenarios (``experiments/*.yaml``): each one's kind, and whether it runs
+    without root (on the flow backend; the packet backend needs root)."""
+    from emulation.scenario.load import read_yaml
+
+    t = Table(title="experiments/ (the packet backend needs root; the flow backend does not)")
+    t.add_column("file", no_wrap=True)
+    t.add_column("kind")
+    t.add_column("without root")
+    root = Path(__file__).resolve().parents[1] / "experiments"
+    for path in sorted(root.glob("*.yaml")):
+        try:
+            name = kinds.kind_of(read_yaml(path), path)
+        except ScenarioError:
+            continue
+        flow = "flow" in kinds.get(name).backends
+        t.add_row(f"experiments/{path.name}", name, "yes: --backend flow" if flow else "no: packets only")
+    return t
 
 
 def _clean() -> int:

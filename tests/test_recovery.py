@@ -132,7 +132,7 @@ recovery: [optical, electrical, migration]
     (("gpu: 2", "gpu: 4"), "failure.gpu: 4 is not a working GPU"),
     (("at_step: 7", "at_step: -1"), "failure.at_step: Input should be greater than or equal to 0"),
     (("at_step: 7", "at_step: 9"), "failure.at_step: step 9 ends with a checkpoint (every 5 steps)"),
-    (("at_step: 7", "at_s: 7"), "failure.at_step: Field required"),
+    (("at_step: 7", "at_s: 7"), "failure.at_s: unknown field (did you mean at_step?)"),
     (("[optical, electrical, migration]", "[optical, optical]"), "recovery: a recovery is listed twice"),
     (("[optical, electrical, migration]", "[teleport]"), "recovery.0: Input should be"),
     (("topology: rack", "topology: ocs-star"), "fabric.spares: only a rack has spare GPUs"),

@@ -73,7 +73,18 @@ def test_a_bad_value_is_named_without_union_tags_and_gets_its_fields_description
     msg = _error(tmp_path, DEMO.replace("gpus: 8", "gpus: 0"))
     assert msg.startswith("fabric.gpus: Input should be greater than or equal to 2; expected: number of GPUs"), msg
     msg = _error(tmp_path, DEMO.replace("port_gbps: 400", "port_gbps: 400\n  colour: red"))
-    assert msg == "fabric.colour: unknown field"
+    assert msg.startswith("fabric.colour: unknown field") and "did you mean" not in msg, msg
+
+
+@pytest.mark.parametrize("old, new, want", [
+    ("gpus: 8", "gpu: 8", "fabric.gpu: unknown field (did you mean gpus?)"),  # not "fabric.gpus: Field required"
+    ("link_mbps: auto", "link_mpbs: auto", "emulation.link_mpbs: unknown field (did you mean link_mbps?)"),
+    ("cost:", "costs:", "costs: unknown field (did you mean cost?)"),
+    ("{name: ring, algorithm: ring", "{name: ring, algoritm: ring", "runs.0.algoritm: unknown field (did you mean algorithm?)"),
+])
+def test_a_misspelt_key_gets_did_you_mean(tmp_path, old, new, want):
+    assert old in DEMO
+    assert _error(tmp_path, DEMO.replace(old, new, 1)) == want
 
 
 def test_a_model_given_field_by_field_is_checked_as_its_fields(tmp_path):

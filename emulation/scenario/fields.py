@@ -86,6 +86,22 @@ def locate(root: type, loc: tuple) -> tuple[tuple, FieldInfo | None, int | None]
         it names (None if it names none, such as an unknown field), and the position in the
         cleaned location of the field whose union dropped a tag (None if none did).
     """
+    return _walk(root, loc)[:3]
+
+
+def field_names_at(root: type, loc: tuple) -> list[str]:
+    """The field names of the section at location ``loc`` from section type ``root`` (the
+    section an unknown key was found in), or [] if ``loc`` names no section."""
+    tp = _walk(root, loc)[3]
+    for member in _members(tp) if tp is not None else []:
+        fields = section_fields(member)
+        if fields:
+            return list(fields)
+    return []
+
+
+def _walk(root: type, loc: tuple) -> tuple[tuple, FieldInfo | None, int | None, object]:
+    """:func:`locate`, and the type annotation at the end of ``loc`` (None if unknown)."""
     out: list = []
     field: FieldInfo | None = None
     union: int | None = None
@@ -107,4 +123,4 @@ def locate(root: type, loc: tuple) -> tuple[tuple, FieldInfo | None, int | None]
             tp = field.annotation if field is not None else None
         else:
             tp = _item(tp, item)
-    return tuple(out), field, union
+    return tuple(out), field, union, tp

@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from emulation.scenario.fields import locate
+from emulation.scenario.fields import field_names_at, locate
 from emulation.scenario.resolve import Experiment, RunError, resolve
 from emulation.scenario.schema import Scenario, ScenarioError
 
@@ -53,6 +53,9 @@ def validate(model: type[BaseModel], data: dict, path: str | Path):
     except ValidationError as e:
         errors = e.errors()
         err = errors[0]
+        if err["type"] == "missing":  # a misspelt key shows as the field missing and the key unknown
+            typo = [x for x in errors if x["type"] == "extra_forbidden" and x["loc"][:-1] == err["loc"][:-1]]
+            err = typo[0] if typo else err
         where, field, union = locate(model, err["loc"])
         if union is not None:
             inside = [x for x in errors if (got := locate(model, x["loc"]))[2] == union
@@ -62,7 +65,7 @@ def validate(model: type[BaseModel], data: dict, path: str | Path):
         loc = ".".join(str(x) for x in where)
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
-            msg = "unknown field"
+            msg = "unknown field" + did_you_mean(str(err["loc"][-1]), field_names_at(model, tuple(err["loc"][:-1])))
         # model-level checks name their field at the start of the message
         named = re.match(r"([a-z_]+(?:\.[a-z_0-9]+)*): (.*)", msg)
         if named and err["type"] == "value_error":
@@ -153,3 +156,15 @@ def _check_memory(exp: Experiment) -> None:
         msg = check_memory(rest, n, semantics=sem) if rest else None
     if msg:
         raise ScenarioError(msg)
+
+
+def did_you_mean(word: str, names: list[str]) -> str:
+    """``" (did you mean X?)"`` for the name in ``names`` closest to ``word`` (difflib, ratio at
+    least 0.6), else ``" (known: a, b, ...)"`` when there are few, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    if close:
+        return f" (did you mean {close[0]}?)"
+    return f" (known: {', '.join(names)})" if 0 < len(names) <= 8 else ""
+
