@@ -37,7 +37,8 @@ from rich.console import Console
 from rich.table import Table
 
 from emulation import __version__, kinds
-from emulation.output import Refused, check_file, configure_logging, fail, guarded, results_dir, write_file
+from emulation.output import (EXIT_INTERRUPTED, Refused, check_file, configure_logging, fail, guarded, phase, results_dir,
+                              write_file)
 from emulation.reproduce.suite import SCRIPTS
 from emulation.scenario import MAX_GPUS, ScenarioError
 from emulation.units import format_bytes, parse_bytes
@@ -75,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"ocslab {__version__}")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="say what the backends do (-v: each phase; -vv: every detail), on stderr")
-    p.add_argument("-q", "--quiet", action="store_true", help="errors only: no progress bars, warnings or phases")
+    p.add_argument("-q", "--quiet", action="store_true", help="errors only: no tables, progress bars, warnings or phases (the results line stays)")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="run a scenario file (any kind)")
     r.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/demo.yaml)")
@@ -156,19 +157,24 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status."""
+    """Entry point; returns the exit status (130 and one line on Ctrl-C, wherever it falls)."""
     args = parser().parse_args(argv)
     configure_logging(args.verbose, args.quiet)
-    if args.cmd in kinds.FILE_COMMANDS:
-        return _file_command(args)
-    return {"workload": _workload, "torch": _torch, "clean": lambda a: _clean(), "schema": _schema,
-            "kinds": _kinds, "pcap": _pcap, "fabric": _fabric, "servers": _servers, "reproduce": _reproduce}[args.cmd](args)
+    try:
+        if args.cmd in kinds.FILE_COMMANDS:
+            return _file_command(args)
+        return {"workload": _workload, "torch": _torch, "clean": lambda a: _clean(), "schema": _schema,
+                "kinds": _kinds, "pcap": _pcap, "fabric": _fabric, "servers": _servers,
+                "reproduce": _reproduce}[args.cmd](args)
+    except KeyboardInterrupt:  # before a job's own handler (loading, validating) or after it
+        return fail("interrupted", EXIT_INTERRUPTED)
 
 
 def _file_command(args) -> int:
     """A command on a scenario file: read it once, find its kind, go down its one path."""
     try:
-        kind, sc = kinds.load(args.file)
+        with phase(f"loading and checking {args.file}"):
+            kind, sc = kinds.load(args.file)
     except ScenarioError as e:
         return fail(str(e))
     if args.cmd == "run":
@@ -496,7 +502,8 @@ def _fabric(args) -> int:
     from emulation.scenario import resolve
 
     try:
-        kind, sc = kinds.load(args.file)
+        with phase(f"loading and checking {args.file}"):
+            kind, sc = kinds.load(args.file)
     except ScenarioError as e:
         return fail(str(e))
     if kind.name != "collective":

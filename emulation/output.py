@@ -4,12 +4,14 @@ shares.
 - :func:`results_dir` and :func:`check_dir`: a fresh results directory (``--out``, or
   ``runs/<scenario>-<UTC time>``), refused in one line (``--out DIR: cause``) when it is not
   empty, is a file or below one, or cannot be written;
-- :func:`progress_bar`: a transient progress bar on stderr, and :data:`Progress`, the callback
-  type that runs report through;
+- :func:`progress_bar` and :func:`phase`: a transient progress bar (or spinner) on a terminal,
+  a heartbeat line every :data:`HEARTBEAT_S` seconds otherwise, and :data:`Progress`, the
+  callback type that runs report through;
 - :func:`guarded`: runs a job and maps what it raises to the one set of exit statuses
   (:data:`EXIT_BAD_INPUT` 2: bad input, refused before anything was measured, or the results
   could not be written (a full disk): what the job made removed; :data:`EXIT_FAILED` 1: the
-  run failed, its logs kept; :data:`EXIT_INTERRUPTED` 130: Ctrl-C, the emulation torn down);
+  run failed, its logs kept; :data:`EXIT_INTERRUPTED` 130: Ctrl-C, one line, the runs that
+  finished kept in ``result.json`` with ``complete: false``);
 - :func:`verdict`: the exit status of a run that completed: 0 when every check held, 1
   (:data:`EXIT_FAILED`) when one failed, with one line naming it;
 - :func:`writing`: the same for a failure to write, around a script's body;
@@ -45,6 +47,16 @@ class Refused(ValueError):
     """The job was refused before anything was measured (bad input, a machine that cannot
     emulate it faithfully, another emulation holding the machine): exit status 2. ``str()`` is
     one line."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) in the middle of a job that had finished some of its runs:
+    ``partial`` is the result envelope of those (``complete`` false), written before the job
+    exits with status 130; None when none had finished."""
+
+    def __init__(self, partial=None):
+        super().__init__("interrupted")
+        self.partial = partial
 
 
 class Failed(RuntimeError):
@@ -303,19 +315,102 @@ def configure_logging(verbose: int = 0, quiet: bool = False) -> None:
         logger.propagate = False
 
 
+#: Seconds between the lines a long job prints when stderr is not a terminal (a log file, a
+#: notebook, nohup); a job shorter than this prints none.
+HEARTBEAT_S = 10.0
+
+
+class _Heartbeat:
+    """Where stderr is not a terminal: one line ``ocslab: progress: LABEL: TEXT (DONE/TOTAL, N s,
+    about M s left)`` every :data:`HEARTBEAT_S` seconds while the job runs, from a daemon thread
+    (``progress:`` tells them from a refusal's or a failed check's one line)."""
+
+    def __init__(self, label: str, total: int, every_s: float = HEARTBEAT_S):
+        import threading
+        import time
+
+        self.label, self.total, self.every_s = label, total, every_s
+        self.text, self.done = "", 0
+        self.t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def update(self, text: str, done: int, total: int) -> None:
+        """The job's state now (what the next line says)."""
+        self.text, self.done, self.total = text, done, total
+
+    def line(self) -> str:
+        """The line for the state now."""
+        import time
+
+        elapsed = time.monotonic() - self.t0
+        left = ""
+        if 0 < self.done < self.total:
+            left = f", about {elapsed / self.done * (self.total - self.done):.0f} s left"
+        what = f": {self.text}" if self.text else ""
+        count = f"{self.done}/{self.total}, " if self.total > 1 else ""
+        return f"ocslab: progress: {self.label}{what} ({count}{elapsed:.0f} s{left})"
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every_s):
+            print(self.line(), file=sys.stderr, flush=True)
+
+
+def quiet() -> bool:
+    """``-q`` is in force (the ``emulation`` logger above WARNING): errors only."""
+    return logging.getLogger("emulation").getEffectiveLevel() > logging.WARNING
+
+
 @contextlib.contextmanager
-def progress_bar(label: str, total: int = 1) -> Iterator[Progress]:
-    """A transient progress bar on stderr; yields a :data:`Progress` that shows ``label: text``
-    at ``done`` of ``total`` (and logs it at DEBUG). Under ``-q`` (the ``emulation`` logger above
-    WARNING) no bar is drawn."""
-    if logging.getLogger("emulation").getEffectiveLevel() > logging.WARNING:
-        yield lambda text, done, total: log.debug("%s: %s (%d/%d)", label, text, done, total)
+def phase(label: str) -> Iterator[None]:
+    """A long phase without steps (loading and validating a scenario, planning): a spinner on a
+    terminal, a heartbeat line every :data:`HEARTBEAT_S` s otherwise, nothing under ``-q`` or
+    when it ends sooner."""
+    if quiet():
+        yield
+        return
+    if not sys.stderr.isatty():
+        with _Heartbeat(label, 1):
+            yield
         return
     from rich.console import Console
-    from rich.progress import BarColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+
+    with Console(stderr=True).status(label):
+        yield
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, total: int = 1) -> Iterator[Progress]:
+    """A transient progress bar on stderr, with the time elapsed and an estimate of the time
+    left; yields a :data:`Progress` that shows ``label: text`` at ``done`` of ``total`` (and logs
+    it at DEBUG). Where stderr is not a terminal, a heartbeat line every :data:`HEARTBEAT_S`
+    seconds instead (:class:`_Heartbeat`). Under ``-q`` (the ``emulation`` logger above WARNING)
+    nothing is drawn."""
+    if quiet():
+        yield lambda text, done, total: log.debug("%s: %s (%d/%d)", label, text, done, total)
+        return
+    if not sys.stderr.isatty():
+        with _Heartbeat(label, total) as beat:
+            def beating(text: str, done: int, total: int) -> None:
+                log.debug("%s: %s (%d/%d)", label, text, done, total)
+                beat.update(text, done, total)
+
+            yield beating
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress as Bar, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     with Bar(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-             TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+             TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=Console(stderr=True),
+             transient=True) as bar:
         task = bar.add_task(label, total=total)
 
         def progress(text: str, done: int, total: int) -> None:
@@ -343,8 +438,10 @@ def guarded(out: Path | None, job: Callable[[], int], flag: str = "--out") -> in
     try:
         return job()
     except KeyboardInterrupt:
-        print(f"interrupted: emulation torn down{f' (logs in {out})' if out and out.exists() else ''}",
-              file=sys.stderr)
+        kept = out is not None and (out / "result.json").exists()
+        where = (f"; what finished is in {out}/result.json (complete: false)" if kept
+                 else f" (logs in {out})" if out is not None and out.exists() and any(out.iterdir()) else "")
+        print(f"ocslab: interrupted{where}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as e:  # classified below; anything else is re-raised
         text = " ".join(str(e).split("\n")[:1]) or type(e).__name__

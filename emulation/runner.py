@@ -13,7 +13,7 @@ from pathlib import Path
 
 from emulation import dataplane as dpn
 from emulation.envelope import ResultEnvelope, envelope, write_result
-from emulation.output import Progress
+from emulation.output import Interrupted, Progress
 from emulation.results import CollectiveResult, FabricRecord, RunResult
 from emulation.scenario import Experiment, Scenario, resolve
 from emulation.scale import FRAMES_PER_STEP
@@ -83,16 +83,21 @@ def run_flow(exp: Experiment | Scenario, progress: Progress | None = None) -> Re
         exp = resolve(exp)
     runs: list[RunResult] = []
     wall: dict[str, float] = {}
-    for run in exp.runs(progress):
-        t0 = time.perf_counter()
-        for it, arr in enumerate(exp.arrivals_s):
-            if isinstance(run, ClosedFormRun):
-                runs.append(execute_closed_form(exp.fabric, run, exp.cost, arrivals_s=arr,
-                                                straggler=exp.straggler_rank, iteration=it))
-            else:
-                runs.append(execute(exp.fabric, run, exp.cost, semantics=exp.semantics, arrivals_s=arr,
-                                    iteration=it))
-        wall[run.label] = time.perf_counter() - t0
+    try:
+        for run in exp.runs(progress):
+            t0 = time.perf_counter()
+            for it, arr in enumerate(exp.arrivals_s):
+                if isinstance(run, ClosedFormRun):
+                    runs.append(execute_closed_form(exp.fabric, run, exp.cost, arrivals_s=arr,
+                                                    straggler=exp.straggler_rank, iteration=it))
+                else:
+                    runs.append(execute(exp.fabric, run, exp.cost, semantics=exp.semantics, arrivals_s=arr,
+                                        iteration=it))
+            wall[run.label] = time.perf_counter() - t0
+    except KeyboardInterrupt:  # the runs that finished, marked incomplete (written by the command)
+        raise Interrupted(collective_envelope(exp, "flow", runs, {
+            "simulation_wall_s": wall, "warnings": _warnings(runs), "complete": False, "error": "interrupted"})
+            if runs else None) from None
     return collective_envelope(exp, "flow", runs, {"simulation_wall_s": wall, "warnings": _warnings(runs)})
 
 

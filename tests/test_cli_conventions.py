@@ -36,7 +36,61 @@ def test_verbose_says_each_phase_and_quiet_says_nothing_on_stderr(tmp_path, caps
     assert "ocslab: info: " in err and "a collective scenario" in err
     assert main(["-q", "run", str(DEMO), "--backend", "flow", "--out", str(tmp_path / "q")]) == 0
     got = capsys.readouterr()
-    assert got.err == "" and "results:" in got.out
+    assert got.err == "" and got.out.startswith("results:") and "time (ms)" not in got.out, got.out  # no table
     assert main(["-vv", "run", str(DEMO), "--backend", "flow", "--out", str(tmp_path / "vv")]) == 0
     assert "ocslab: debug emulation.output: collective on flow: ring 25MiB" in capsys.readouterr().err
     main(["kinds"])  # back to the default level for the tests after this one
+
+
+def test_a_long_job_off_a_terminal_prints_a_heartbeat_with_what_is_left(capsys):
+    """stderr not a terminal (nohup, a notebook, a log): one line every HEARTBEAT_S with the
+    job's state and an estimate of the time left; nothing for a job that ends sooner."""
+    import time
+
+    from emulation.output import _Heartbeat, progress_bar
+
+    with progress_bar("collective on flow", 4) as progress:  # a quick job: silent
+        progress("ring 25MiB", 1, 4)
+    assert capsys.readouterr().err == ""
+    with _Heartbeat("collective on flow", 4, every_s=0.05) as beat:
+        beat.update("eps-payload 64MiB", 2, 4)
+        time.sleep(0.3)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) >= 2, err
+    assert all(l.startswith("ocslab: progress: collective on flow: eps-payload 64MiB (2/4, ") and "s left)" in l for l in err), err
+
+
+
+def test_ctrl_c_is_one_line_exit_130_and_keeps_the_runs_that_finished(tmp_path, capsys, monkeypatch):
+    """Ctrl-C in the middle of a flow run (here raised in the third run's simulation): one line,
+    exit 130, and ``result.json`` holds the two runs that finished, ``complete: false``; Ctrl-C
+    while the scenario is loaded is the same one line."""
+    import json
+
+    import emulation.flowsim as flowsim
+    from emulation import kinds
+
+    real, calls = flowsim.execute, []
+
+    def interrupted_third(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(flowsim, "execute", interrupted_third)
+    out = tmp_path / "int"
+    assert main(["run", str(DEMO), "--backend", "flow", "--out", str(out)]) == 130
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"ocslab: interrupted; what finished is in {out}/result.json (complete: false)"], lines
+    d = json.loads((out / "result.json").read_text())
+    assert d["complete"] is False and d["error"] == "interrupted"
+    assert [(r["name"], r["bytes"]) for r in d["result"]["runs"]] == [("ring", 25 << 20), ("rhd-static", 25 << 20)]
+
+    def interrupt_loading(path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(kinds, "load", interrupt_loading)
+    assert main(["run", str(DEMO), "--backend", "flow", "--out", str(tmp_path / "load")]) == 130
+    assert capsys.readouterr().err.splitlines() == ["ocslab: interrupted"]
+    assert not (tmp_path / "load").exists()

@@ -303,7 +303,7 @@ def command_job(kind: Kind, sc, out: Path | None, label: str, total: int,
         or :func:`~emulation.output.guarded`'s.
     """
     from emulation.envelope import write_result
-    from emulation.output import Refused, fail, guarded, progress_bar, results_dir, verdict
+    from emulation.output import Interrupted, Refused, fail, guarded, progress_bar, results_dir, verdict
 
     try:
         out = results_dir(out, sc.name)
@@ -311,8 +311,13 @@ def command_job(kind: Kind, sc, out: Path | None, label: str, total: int,
         return fail(str(e))
 
     def job() -> int:
-        with progress_bar(label, total) as progress:
-            env = kind.judge(produce(out, progress))
+        try:
+            with progress_bar(label, total) as progress:
+                env = kind.judge(produce(out, progress))
+        except Interrupted as e:  # keep the runs that finished, marked incomplete
+            if e.partial is not None:
+                write_result(out, e.partial, scenario_yaml(sc))
+            raise
         write_and_show(kind, sc, env, out)
         if after is not None:
             more = after(out)
@@ -355,6 +360,7 @@ def write_and_show(kind: Kind, sc, env: ResultEnvelope, out: Path, show: bool = 
 
     from emulation.envelope import summary_rows, write_result
     from emulation.figures import write_csv
+    from emulation.output import quiet
 
     write_result(out, env, scenario_yaml(sc))
     files = kind.written(env, out)
@@ -364,7 +370,8 @@ def write_and_show(kind: Kind, sc, env: ResultEnvelope, out: Path, show: bool = 
         files = ["summary.csv", *files]
     if not show:
         return
-    kind.shown(env)
+    if not quiet():  # -q: only where the results are
+        kind.shown(env)
     Console().print(f"results: {out}/result.json{''.join(', ' + f for f in files)}")
 
 

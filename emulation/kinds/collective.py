@@ -111,7 +111,10 @@ def _plan(sc: Scenario, args, path: Path) -> int:
     if closed:
         return fail(f"runs: {', '.join(closed)} at {format_bytes(size)} run in closed form on {exp.fabric.gpus} GPUs "
                     "(their transfers do not fit in memory), with no per-step plan to print: use ocslab run")
-    plans = [(r, exp.resolve(r, size).schedule) for r in sc.runs]
+    from emulation.output import phase
+
+    with phase(f"planning {len(sc.runs)} runs at {format_bytes(size)}"):
+        plans = [(r, exp.resolve(r, size).schedule) for r in sc.runs]
     for r, p in plans:
         if isinstance(p, SlottedPlan):
             s = p.schedule
