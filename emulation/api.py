@@ -45,11 +45,7 @@ def from_dict(data: dict, name: str = "<dict>"):
     validated as the file would be; ``name`` stands for the file in messages.
 
     :raises emulation.scenario.ScenarioError: one line, ``NAME: field: problem``."""
-    from emulation.scenario.legacy import migrate
-
-    kind = kinds.get(kinds.kind_of(data, name))
-    data, _ = migrate(kind.name, {k: v for k, v in data.items() if k != "kind"}, name)
-    return kind.load(Path(name), data)
+    return kinds.from_mapping(data, name)
 
 
 def to_dict(sc) -> dict:
@@ -60,29 +56,17 @@ def to_dict(sc) -> dict:
 
 def changed(sc, changes: dict[str, Any]):
     """A copy of scenario ``sc`` with the fields named by dotted keys changed
-    (``{"fabric.reconfiguration_delay_s": 1e-5, "sizes": ["64MiB"]}``), validated anew.
+    (``{"fabric.reconfiguration_delay_s": 1e-5, "sizes": ["64MiB"]}``), validated anew
+    (:func:`emulation.kinds.with_changes`, as ``ocslab run --set`` does).
 
     :raises emulation.scenario.ScenarioError: a key names no field, or a value is refused."""
-    from emulation.scenario import ScenarioError
-
-    data = to_dict(sc)
-    for key, value in changes.items():
-        node, parts = data, key.split(".")
-        for part in parts[:-1]:
-            if not isinstance(node.get(part), dict):
-                raise ScenarioError(f"{key}: {part} is not a section of this scenario")
-            node = node[part]
-        node[parts[-1]] = value  # a name that is no field is refused by the validation below
-    return from_dict({"kind": kind_of(sc), **data}, f"{getattr(sc, 'name', 'scenario')} with {', '.join(changes)}")
+    return kinds.with_changes(sc, changes)
 
 
 def kind_of(sc) -> str:
     """The kind (``collective``, ``wan``, ``rails``, ``tenancy``, ``training``) of scenario
     ``sc``. :raises TypeError: not a scenario."""
-    for name in kinds.NAMES:
-        if isinstance(sc, kinds.get(name).scenario):
-            return name
-    raise TypeError(f"not an ocslab scenario: {type(sc).__name__}")
+    return kinds.kind_name_of(sc)
 
 
 def run(sc, backend: str | None = None, out: str | Path | None = None, *, show: bool = False,

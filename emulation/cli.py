@@ -70,6 +70,43 @@ def _controller_flags(p: argparse.ArgumentParser) -> None:
                    help="your own controller app (.py), loaded beside the built-in ones (repeatable)")
 
 
+def _override_flags(p: argparse.ArgumentParser) -> None:
+    """``--set KEY=VALUE`` and ``--sizes``: fields of the scenario file changed for this command."""
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set_fields",
+                   help="change a field of the scenario for this command, by its dotted name "
+                        "(e.g. fabric.reconfiguration_delay_s=1e-5; repeatable); checked as in the file")
+    p.add_argument("--sizes", metavar="SIZES", help="collective scenarios: these comma-separated buffer sizes instead "
+                   "of the file's (e.g. 1MiB,25MiB)")
+
+
+def overrides(set_fields: list[str], sizes: str | None) -> dict:
+    """The changes ``--set KEY=VALUE ...`` and ``--sizes A,B`` ask for: ``{dotted key: value}``,
+    each VALUE read as a number when it is one, else as YAML (``true``, ``[1, 2]``, ``ring``).
+
+    :raises ScenarioError: ``--set X`` without ``=`` or without a key, or an empty ``--sizes``."""
+    import yaml
+
+    changes: dict = {}
+    for item in set_fields:
+        key, eq, text = item.partition("=")
+        if not eq or not key.strip() or not all(p.isidentifier() for p in key.strip().split(".")):
+            raise ScenarioError(f"--set {item}: KEY=VALUE, KEY a field's dotted name (e.g. fabric.gpus=16)")
+        try:
+            value = int(text)
+        except ValueError:
+            try:
+                value = float(text)
+            except ValueError:
+                value = yaml.safe_load(text) if text.strip() else ""
+        changes[key.strip()] = value
+    if sizes is not None:
+        listed = [x.strip() for x in sizes.split(",") if x.strip()]
+        if not listed:
+            raise ScenarioError(f"--sizes {sizes!r}: give sizes separated by commas (e.g. 1MiB,25MiB)")
+        changes["sizes"] = listed
+    return changes
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser of ``ocslab`` (every command and flag; the CLI reference is made from it)."""
     p = _Parser(prog="ocslab", description="Emulate reconfigurable (optical circuit switched) ML fabrics.")
@@ -82,6 +119,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/demo.yaml)")
     r.add_argument("--backend", choices=BACKENDS, help="override the scenario's backend")
     r.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-<time>)")
+    _override_flags(r)
     _controller_flags(r)
     r.add_argument("--pcap", nargs="?", const="ocs", metavar="PORTS",
                    help="capture packets during the runs: every OCS input port, or these comma-separated "
@@ -93,24 +131,29 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--max-error", type=float, help="exit 1 if any completion-time error exceeds this fraction")
     c.add_argument("--force", action="store_true", help="run even if the headroom probe says the CPU is the bottleneck")
     c.add_argument("--quiet-steps", action="store_true", help="print the per-run table only")
+    _override_flags(c)
     pl = sub.add_parser("plan", help="print each run's plan of a collective scenario (keep/reconfigure per step)")
     pl.add_argument("file", type=Path, help="scenario YAML")
     pl.add_argument("--size", help="buffer size (default: the scenario's first size)")
     pl.add_argument("--json", action="store_true", help="print the plans as JSON")
+    _override_flags(pl)
     te = sub.add_parser("te", help="solve the TE of one traffic matrix of a WAN scenario (nothing runs)")
     te.add_argument("file", type=Path, help="WAN scenario YAML (e.g. experiments/wan_b4.yaml)")
     te.add_argument("--tm", type=int, default=0, help="traffic matrix index (default 0)")
     te.add_argument("--json", action="store_true", help="print tunnels, splits and link utilisations as JSON")
+    _override_flags(te)
     tr = sub.add_parser("train", help="run a training or rails scenario's torch job on the packet backend")
     tr.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/lumion.yaml, experiments/rails_torch.yaml)")
     tr.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-<time>)")
     tr.add_argument("--recovery", help="training scenarios: comma-separated subset of the recoveries to run")
+    _override_flags(tr)
     u = sub.add_parser("up", help="build a collective scenario's fabric and open Mininet's prompt on it, with ocslab's "
                        "commands (circuits, reconfigure, allreduce, capture); exit tears it down")
     u.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/demo.yaml)")
     u.add_argument("--out", type=Path, help="session directory: logs, captures, result.json of its collectives "
                    "(default runs/<scenario>-up-<time>)")
     _controller_flags(u)
+    _override_flags(u)
     s = sub.add_parser("workload", help="print a workload's steps (a collective's transfers, step by step)")
     s.add_argument("algorithm", help="an algorithm of the collective (allreduce: "
                    f"{known('allreduce')}), or COLLECTIVE-ALGORITHM (e.g. alltoall-rotor)")
@@ -175,6 +218,11 @@ def _file_command(args) -> int:
     try:
         with phase(f"loading and checking {args.file}"):
             kind, sc = kinds.load(args.file)
+            changes = overrides(args.set_fields, args.sizes)
+            if changes:
+                if "sizes" in changes and "sizes" not in type(sc).model_fields:
+                    raise ScenarioError(f"--sizes: a {kind.name} scenario has no sizes (collective scenarios do)")
+                sc = kinds.with_changes(sc, changes, f"{args.file} with {', '.join(f'--set {k}' if k != 'sizes' else '--sizes' for k in changes)}")
     except ScenarioError as e:
         return fail(str(e))
     if args.cmd == "run":

@@ -228,3 +228,30 @@ def test_the_alpha_beta_line_uses_each_ring_collectives_own_closed_form(tmp_path
         assert abs(float(err)) < 0.1, (name, pred, got)
     assert ring_alpha_beta_s(8, 25 << 20, 5e-6, 400, "allgather", 1e-6) == pytest.approx(
         0.5 * ring_alpha_beta_s(8, 25 << 20, 5e-6, 400, "allreduce", 1e-6))
+
+
+def test_set_and_sizes_change_the_scenario_for_one_command_and_are_checked_like_the_file(tmp_path):
+    """``--set KEY=VALUE`` and ``--sizes`` run the file with fields changed (recorded in the run's
+    scenario.yaml); a misspelt key, a refused value or sizes on a kind without them: one line, 2."""
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "emulation.cli", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+
+    out = tmp_path / "r1e-4"
+    r = cli("run", "experiments/demo.yaml", "--backend", "flow", "--set", "fabric.reconfiguration_delay_s=1e-4",
+            "--sizes", "1MiB", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    d = json.loads((out / "result.json").read_text())["result"]
+    assert {x["bytes"] for x in d["runs"]} == {2**20}
+    circuits = next(x for x in d["runs"] if x["name"] == "rhd-circuits")
+    assert {s["reconfiguration_delay_s"] for s in circuits["steps"] if s["action"] == "reconfigure"} == {1e-4}
+    assert "reconfiguration_delay_s: 0.0001" in (out / "scenario.yaml").read_text()
+    for args, want in [(("--set", "fabric.reconfigration_delay_s=1e-4"), "(did you mean reconfiguration_delay_s?)"),
+                       (("--set", "fabric.gpus=eight"), "fabric.gpus: Input should be a valid integer"),
+                       (("--set", "gpus"), "--set gpus: KEY=VALUE"),
+                       (("--sizes", ","), "--sizes ',': give sizes")]:
+        bad = cli("run", "experiments/demo.yaml", "--backend", "flow", *args, "--out", str(tmp_path / "bad"))
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and want in bad.stderr, bad.stderr
+        assert not (tmp_path / "bad").exists()
+    wan = cli("run", "experiments/wan_b4.yaml", "--sizes", "1MiB", "--out", str(tmp_path / "bad"))
+    assert wan.returncode == 2 and "--sizes: a wan scenario has no sizes" in wan.stderr

@@ -375,6 +375,45 @@ def write_and_show(kind: Kind, sc, env: ResultEnvelope, out: Path, show: bool = 
     Console().print(f"results: {out}/result.json{''.join(', ' + f for f in files)}")
 
 
+def kind_name_of(sc) -> str:
+    """The registered kind whose scenario model ``sc`` is. :raises TypeError: none is."""
+    for name in NAMES:
+        if isinstance(sc, get(name).scenario):
+            return name
+    raise TypeError(f"not an ocslab scenario: {type(sc).__name__}")
+
+
+def from_mapping(data: dict, path: Path | str = "<dict>"):
+    """The scenario of the mapping ``data`` (what a scenario file holds), its kind found and
+    renamed keys moved as :func:`load` does; ``path`` names it in messages.
+
+    :raises ScenarioError: one line, ``PATH: field: problem``."""
+    from emulation.scenario.legacy import migrate
+
+    kind = get(kind_of(data, path))
+    data, _ = migrate(kind.name, {k: v for k, v in data.items() if k != "kind"}, path)
+    return kind.load(Path(path), data)
+
+
+def with_changes(sc, changes: dict[str, Any], label: str | None = None):
+    """A copy of scenario ``sc`` with the fields named by dotted keys set to new values
+    (``{"fabric.reconfiguration_delay_s": 1e-5, "sizes": ["64MiB"]}``; ``ocslab ... --set``,
+    ``--sizes``), validated anew as a file would be; ``label`` names it in messages.
+
+    :raises ScenarioError: a key whose section is not one (``KEY: X is not a section``), a field
+        the section does not have (with "did you mean"), or a value the field refuses."""
+    data = sc.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    for key, value in changes.items():
+        node, parts = data, key.split(".")
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                raise ScenarioError(f"{key}: {part} is not a section of this scenario")
+            node = node[part]
+        node[parts[-1]] = value
+    label = label or f"{getattr(sc, 'name', 'scenario')} with {', '.join(changes)}"
+    return from_mapping({"kind": kind_name_of(sc), **data}, label)
+
+
 def scenario_yaml(sc) -> str:
     """The scenario as resolved (defaults filled in), YAML: ``scenario.yaml`` of a run."""
     import yaml
