@@ -86,7 +86,8 @@ def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
             cols[3:3] = ["D (ms)", "after arrival (ms)"]
         moe = any(r.padding_bytes or r.slots for r in result.runs)
         if moe:  # no reconfiguring steps; show the rotor instead
-            cols[cols.index("reconfigs"):cols.index("checks")] = ["padding", "slots/turn", "slot util"]
+            cols[cols.index("reconfigs"):cols.index("checks")] = ["padding (all GPUs)", "slots/turn", "slot util"]
+            cols[cols.index("bytes")] = "bytes/GPU"
         relays = any(r.slots and r.slots.forwarding == "two-hop" for r in result.runs)
         if relays:
             cols.insert(cols.index("checks"), "relayed")
@@ -105,7 +106,7 @@ def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
             if moe:
                 sl = r.slots
                 short = {"round-robin": "rr", "weighted-round-robin": "wrr", "bvn": "bvn"}
-                i = cols.index("padding")
+                i = cols.index("padding (all GPUs)")
                 row[i:i + 2] = [_mib(r.padding_bytes),
                               f"{sl.slots_per_turn} {short.get(sl.method, sl.method)}" if sl else "-",
                               f"{sl.slot_utilisation:.2f}" if sl else "-"]

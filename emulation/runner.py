@@ -11,6 +11,8 @@ import logging
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from emulation import dataplane as dpn
 from emulation.envelope import ResultEnvelope, envelope, write_result
 from emulation.output import Interrupted, Progress
@@ -364,11 +366,50 @@ def start_capture(emu, out: Path, ports: list[str]):
     return capture, probes
 
 
+def moe_warnings(exp: Experiment, runs: list[RunResult]) -> list[str]:
+    """What a MoE scenario's defaults can hide, one line each: token copies the capacity limit
+    dropped (and their share), a payload-efficient layer that sends at least as many bytes as
+    the padded one (its combine streams rounded up to whole tiles of ``tile_tokens``), and
+    rotor slots shorter than R (the circuits dark most of each turn, while ``slot util``, which
+    counts the up time only, can read 1.00)."""
+    out: list[str] = []
+    moe_runs = {spec.name for _, spec in exp.jobs if spec.collective == "moe"}
+    if exp.moe is not None and any(r.name in moe_runs for r in runs):
+        from emulation.scenario.resolve import routed
+
+        layer, tr = exp.moe, routed(exp.moe)
+        copies = int(tr.routed.sum())
+        if tr.dropped:
+            out.append(f"moe: the capacity limit (C = {layer.capacity} tokens per expert from each GPU, capacity_factor "
+                       f"{layer.capacity_factor:g}) dropped {tr.dropped} of {copies} routed token copies "
+                       f"({tr.dropped / copies:.0%}); a larger moe.capacity_factor keeps more")
+        payload, padded = tr.network_bytes("payload"), tr.network_bytes("padded")
+        if payload >= padded:
+            off = ~np.eye(layer.gpus, dtype=bool)
+            tile_pad = int(tr.combine[off].sum() - tr.dispatch.T[off].sum())
+            out.append(f"moe: payload-efficient sends {payload / 2**20:.1f} MiB over the fabric, padded "
+                       f"{padded / 2**20:.1f} MiB: its combine streams are rounded up to whole tiles of "
+                       f"{layer.tile_tokens} tokens ({tile_pad / max(payload, 1):.0%} of its bytes); a smaller "
+                       "moe.tile_tokens sends fewer")
+    for r in runs:
+        sl = r.slots
+        if sl and sl.slots_per_turn and sl.turn_s and sl.reconfiguration_delay_s and sl.planned_makespan_s is None:
+            slot = sl.turn_s / sl.slots_per_turn - sl.reconfiguration_delay_s
+            if slot < sl.reconfiguration_delay_s:
+                out.append(f"{r.name}: its rotor slots average {slot * 1e6:.2f} us, shorter than R = "
+                           f"{sl.reconfiguration_delay_s * 1e6:g} us: the circuits are dark most of each turn "
+                           "(slot util counts only the time they are up)")
+    return list(dict.fromkeys(out))
+
+
 def collective_envelope(exp: Experiment, backend: str, runs: list[RunResult], extra: dict) -> ResultEnvelope:
     """The envelope of a collective result (``extra``: its packet-backend fields and the
-    envelope's ``warnings``, ``complete`` and ``error``)."""
+    envelope's ``warnings``, ``complete`` and ``error``; :func:`moe_warnings` join the warnings)."""
     extra = dict(extra)
     header = {k: extra.pop(k) for k in ("warnings", "complete", "error") if k in extra}
+    more = moe_warnings(exp, runs)
+    if more:
+        header["warnings"] = [*header.get("warnings", []), *more]
     fabric = FabricRecord(topology=exp.topology, name=exp.fabric.name, gpus=exp.fabric.gpus,
                           ports_per_gpu=exp.fabric.ports_per_gpu, port_gbps=exp.fabric.port_gbps,
                           reconfiguration_delay_s=reconfiguration_delay(exp.fabric))

@@ -168,7 +168,7 @@ class Experiment:
         n = gpus or self.fabric.gpus
         if run.collective == "moe":
             layer = self.moe if n == self.moe.gpus else dataclasses.replace(self.moe, gpus=n)
-            return moe_workload(_routed(layer), run.algorithm)
+            return moe_workload(routed(layer), run.algorithm)
         w = build(run.algorithm, n, size, run.collective)
         if run.algorithm == "stragglar" and self.straggler_rank is not None:
             # sized at fewer GPUs, a straggler beyond them is the last (the same shape)
@@ -178,7 +178,7 @@ class Experiment:
     def _padding(self, run: RunSpec, workload: Workload) -> int:
         if run.collective != "moe":
             return 0
-        tr = _routed(self.moe)
+        tr = routed(self.moe)
         off = ~np.eye(workload.ranks, dtype=bool)
         payload = 2 * int(tr.dispatch[off].sum())  # every kept token travels out and back
         return workload.bytes_sent - payload
@@ -221,7 +221,7 @@ def arrivals_s(sc: Scenario, iterations: int) -> list[list[float]]:
 
 
 @functools.lru_cache(maxsize=16)
-def _routed(layer: MoELayer):
+def routed(layer: MoELayer):
     """:func:`emulation.workloads.moe.route`, once per layer (a run's workload and its padding
     both need it; 64 GPUs x 4096 tokens is worth not routing twice)."""
     return route(layer)
