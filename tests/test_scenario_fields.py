@@ -93,3 +93,18 @@ def test_a_model_given_field_by_field_is_checked_as_its_fields(tmp_path):
     assert "; expected: transformer layers" in msg and "TransformerSpec" not in msg
     msg = _error(tmp_path, RAILS.replace("{tp: 4, pp: 2", "{tp: four, pp: 2"))  # a pydantic dataclass's field
     assert msg.startswith("rails.parallel.tp: Input should be a valid integer") and "tensor-parallel" in msg, msg
+
+
+def test_the_plain_markdown_scenario_reference_is_the_code_s():
+    """docs/reference/scenario-fields.md, readable without building the docs, is what the
+    models say now (``python -m emulation.scenario.reference`` rewrites it): every kind, and a
+    section's every field with its type, default, bounds and description."""
+    from emulation.scenario.reference import PAGE, markdown
+
+    page = (ROOT / PAGE).read_text()
+    assert page == markdown(), "out of date: run python -m emulation.scenario.reference"
+    for kind in ("collective", "training", "wan", "rails", "tenancy"):
+        assert f"\n## {kind}\n" in page
+    assert "| `gpus` | int | **required** | >= 2, <= 131072 | Number of GPUs" in page
+    assert "| `link_mbps` |" in page and "| `reconfiguration_delay_s` | float | `0.0` | >= 0 |" in page
+

@@ -20,6 +20,7 @@ from pydantic_core import PydanticUndefined
 from sphinx.util.docutils import SphinxDirective
 
 from emulation.scenario.fields import section_fields, section_types
+from emulation.scenario.reference import key_paths
 
 
 def reachable(root: object) -> list[type]:
@@ -27,26 +28,6 @@ def reachable(root: object) -> list[type]:
     as a Union of them) through field annotations, root first, each once
     (:func:`emulation.scenario.fields.section_types`)."""
     return section_types(root)
-
-
-def key_paths(root: object) -> dict[type, str]:
-    """Where each model or dataclass reachable from ``root`` sits in a scenario file: its dotted
-    YAML key (``wan.te``; ``[]`` marks a list item), the first place it is found; the root is
-    ``(the file)``."""
-    paths: dict[type, str] = {}
-    queue = [(t, "(the file)") for t in section_types(root)[:1]]
-    while queue:
-        model, path = queue.pop(0)
-        if model in paths:
-            continue
-        paths[model] = path
-        for name, field in section_fields(model).items():
-            found = section_types(field.annotation)
-            direct = [t for t in found if not any(t in section_types(c)[1:] for c in found if c is not t)]
-            listed = "[]" if "list[" in str(field.annotation) else ""
-            prefix = "" if path == "(the file)" else path + "."
-            queue += [(t, f"{prefix}{name}{listed}") for t in direct]
-    return paths
 
 
 def _type_name(tp: object) -> str:
