@@ -87,6 +87,11 @@ def test_parse_bytes():
     for bad in ("-1", "1 XB", True, 0):
         with pytest.raises(ValueError):
             parse_bytes(bad)
+    # one convention: binary with i, decimal without, T as well as G; a bare M is either, refused naming both
+    assert parse_bytes("64MB") == 64 * 10**6 and parse_bytes("64mib") == 64 << 20 and parse_bytes("1TiB") == 2**40
+    for bare, both in (("64M", "write 64MiB (64 x 2^20) or 64MB (64 x 10^6)"), ("2g", "write 2GiB (2 x 2^30) or 2GB")):
+        with pytest.raises(ValueError, match=re.escape(both)):
+            parse_bytes(bare)
 
 
 def _cli(*args):

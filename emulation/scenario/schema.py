@@ -393,8 +393,9 @@ class Scenario(NamedScenario):
     """The cost model: per-message latency and per-hop delay, applied to transfers and used by
     the planners to price steps."""
     sizes: list[int] = Field(default_factory=list)
-    """Buffer sizes every run runs at, bytes (or strings such as ``25MiB``); optional when
-    every run is ``moe``."""
+    """Buffer sizes every run runs at, bytes, or strings with a unit: binary ``KiB``, ``MiB``,
+    ``GiB``, ``TiB`` (2^10 ...) or decimal ``KB``, ``MB``, ``GB``, ``TB`` (10^3 ...), such as
+    ``25MiB`` (a bare ``25M`` is refused: it could be either); optional when every run is ``moe``."""
     runs: list[RunSpec] = Field(min_length=1)
     """The runs, each a collective by an algorithm with a planner or a schedule, run at every
     size."""
