@@ -282,7 +282,7 @@ class CircuitSwitch(OcsLabApp):
                 "reconfiguration_delay_s": reconfiguration_delay_s,
                 "dark_window_measured_s": t_live - t_dark,
                 "removed": n_rm, "added": n_add,
-                "rewired": [[e.gpu, e.port] for e in sorted(ends[0] & ends[1])],
+                "rewired": [[e.gpu, e.port] for e in sorted(ends[0] & ends[1])], "by": by,
             }
             self.state.log_event("reconfigured", **out)
             self.send_event_to_observers(EventCircuitsChanged(out, config))
@@ -345,7 +345,7 @@ class CircuitSwitch(OcsLabApp):
             "t_install": t_install, "t_live": t_live, "t_dark_flushed": t_dark_flushed,
             "t_live_flushed": t_live_flushed, "reconfiguration_delay_s": reconfiguration_delay_s,
             "dark_window_measured_s": t_live - t_dark, "removed": len(remove), "added": len(add),
-            "rewired": [[e.gpu, e.port] for e in sorted(ends[0] & ends[1])],
+            "rewired": [[e.gpu, e.port] for e in sorted(ends[0] & ends[1])], "by": by,
         }
         self.state.log_event("reconfigured", **out)
         with self.state.lock:

@@ -301,8 +301,9 @@ class CollectiveResult(_Record):
     thread; ``pmd``: the GPUs' ports over AF_XDP, polled by a PMD thread; ``steer``: packet
     sockets, ovs-vswitchd on one core and the GPUs' receive steered to the others; ``kernel``:
     Open vSwitch's kernel datapath; docs/emulator.md), the TCP
-    congestion controls the GPUs' connections ran (``tcp_congestion``, e.g. ``["cubic"]``), the
-    link-rate ``calibration`` and chosen ``headroom`` probe, ``slotted_rate_cap_mbps`` (the
+    congestion controls the GPUs' connections ran (``tcp_congestion``, e.g. ``["cubic"]``), who
+    changed the circuits (``circuits_changed_by``: reconfigurations per ``emulator``, ``rotor`` or
+    app name), the link-rate ``calibration`` and chosen ``headroom`` probe, ``slotted_rate_cap_mbps`` (the
     highest rate at which every time-slotted run's guard band, and every parallel-OCS run's guard,
     suffices; the calibration stays under it), the ``scale`` model, the ``servers`` the fabric was
     spread over (empty: one machine; docs/cluster.md) (an incomplete run holds the runs measured
@@ -322,6 +323,7 @@ class CollectiveResult(_Record):
     datapath: Optional[Literal["packet", "pmd", "steer", "kernel"]] = None
     servers: list[str] = Field(default_factory=list)
     tcp_congestion: list[str] = Field(default_factory=list)
+    circuits_changed_by: dict[str, int] = Field(default_factory=dict)
     slotted_rate_cap_mbps: Optional[float] = None
     calibration: Optional[dict[str, Any]] = None
     headroom: Optional[dict[str, Any]] = None

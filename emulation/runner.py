@@ -181,10 +181,13 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
                     meta["warnings"].append(warning)
         except (EmulationError, ControllerError, ClusterError, KeyboardInterrupt) as e:
             # what was measured so far, marked incomplete, then the teardown and the error
-            error = str(e) if not isinstance(e, KeyboardInterrupt) else "interrupted"
-            partial = collective_envelope(exp, "mininet", runs, {**_measured(meta, emu, scale), "complete": False,
-                                                                "error": error})
+            measured = _measured(meta, emu, scale)
+            cause = "" if isinstance(e, KeyboardInterrupt) else app_changes(measured["circuits_changed_by"])
+            error = str(e) + cause if not isinstance(e, KeyboardInterrupt) else "interrupted"
+            partial = collective_envelope(exp, "mininet", runs, {**measured, "complete": False, "error": error})
             write_result(out, partial)
+            if cause and isinstance(e, EmulationError):
+                raise EmulationError(error) from e
             raise
         finally:
             if capture is not None:
@@ -220,9 +223,62 @@ def _parallel_rate_cap(exp: Experiment, requested: float | None, mtu: int, force
 
 
 def _measured(meta: dict, emu, scale) -> dict:
-    """The packet-backend record of a run so far: ``meta`` with the ``scale`` model and the TCP
-    congestion controls the agents' connections ran (``tcp_congestion``)."""
-    return {**meta, "scale": scale.to_json(), "tcp_congestion": sorted(emu.tcp_congestion)}
+    """The packet-backend record of a run so far: ``meta`` with the ``scale`` model, the TCP
+    congestion controls the agents' connections ran (``tcp_congestion``), who changed the
+    circuits (``circuits_changed_by``) and the warnings :func:`ownership` finds."""
+    try:
+        events = emu.client.events()
+    except Exception:  # noqa: BLE001 - a dead controller: its failure is the run's error already
+        events = []
+    changed_by, warnings = ownership(events, emu.user_apps)
+    return {**meta, "warnings": list(dict.fromkeys([*meta["warnings"], *warnings])), "scale": scale.to_json(),
+            "tcp_congestion": sorted(emu.tcp_congestion), "circuits_changed_by": changed_by}
+
+
+def ownership(events: list[dict], apps: list[str]) -> tuple[dict[str, int], list[str]]:
+    """Who changed the circuits, and what the user's apps were refused, from the controller's
+    events (``GET /events``): ``({who: reconfigurations}, [warning, ...])``; ``who`` is
+    ``emulator`` (the planner's and the emulator's own), ``rotor``, ``failover``, ``opus`` or an
+    app's name. One warning per app that had requests refused because the planner or the
+    emulator owned the circuits, or that asked for a step's circuits after the step was released
+    (``docs/controllers.md``, Who owns the OCS when)."""
+    changed: dict[str, int] = {}
+    refused: dict[str, list[dict]] = {}
+    late: dict[str, int] = {}
+    for e in events:
+        if e.get("kind") == "reconfigured" and e.get("changed", True):
+            changed[e.get("by", "emulator")] = changed.get(e.get("by", "emulator"), 0) + 1
+        elif e.get("kind") == "ownership-refused":
+            refused.setdefault(e.get("by", "?"), []).append(e)
+        elif e.get("kind") == "step-request-late":
+            late[e.get("by", "?")] = late.get(e.get("by", "?"), 0) + 1
+    warnings = []
+    for app, rs in sorted(refused.items()):
+        owners = " and the ".join(sorted({r.get("owner", "?") for r in rs}))
+        runs = ", ".join(sorted({r.get("run") for r in rs if r.get("run")}))
+        warnings.append(f"{app}: {len(rs)} circuit request(s) refused, nothing changed: the {owners} owned the "
+                        f"circuits{f' (runs {runs})' if runs else ''}; only runs with planner: none give them to your "
+                        "apps (docs/controllers.md, Who owns the OCS when)")
+    for app, n in sorted(late.items()):
+        warnings.append(f"{app}: {n} step request(s) came after the step was released (nothing changed): ask in the "
+                        "EventStepBegin handler, before it returns")
+    return changed, warnings
+
+
+#: Who reconfigures on the emulator's behalf (``CircuitSwitch.apply``'s ``by``): not a user app.
+PRIVILEGED = ("emulator", "planner", "rotor", "failover", "opus")
+
+
+def app_changes(changed: dict[str, int]) -> str:
+    """``" (your app X changed the circuits N times during the runs: ...)"`` for the apps in
+    ``changed`` (:func:`ownership`), else ``""``: what a failed step's error adds, since a step
+    whose circuits change under it can stall."""
+    apps = {k: n for k, n in changed.items() if k not in PRIVILEGED}
+    if not apps:
+        return ""
+    who = ", ".join(f"{k} {n} time(s)" for k, n in sorted(apps.items()))
+    return (f" (your apps changed the circuits during the runs: {who}; a step whose circuits change under it "
+            "can stall: set circuits before a step is released, in EventStepBegin)")
 
 
 @contextlib.contextmanager
