@@ -90,6 +90,21 @@ def reconfigurations(emulation_dir: Path) -> list[dict]:
     return out
 
 
+def in_capture(recon: list[dict], clock: dict) -> list[dict]:
+    """The reconfigurations of ``recon`` made while the capture ran: requested after it started
+    (``clock.json``'s ``t_start``, CLOCK_MONOTONIC) and live before it stopped (``t_stop``); all
+    of them for a capture that did not record its window."""
+    start, stop = clock.get("t_start"), clock.get("t_stop")
+    return [ev for ev in recon if (start is None or ev.get("t_request", ev["t_dark"]) >= start)
+            and (stop is None or ev["t_live"] <= stop)]
+
+
+def capture_files(pcap_dir: Path, name: str) -> list[Path]:
+    """The capture files of port ``name``: ``NAME.0.pcap``, ``NAME.1.pcap`` (and, in captures
+    made before they were renamed, tcpdump's own ``NAME.pcap0``, ``NAME.pcap1``)."""
+    return sorted([*pcap_dir.glob(f"{name}.[0-9]*.pcap"), *pcap_dir.glob(f"{name}.pcap*")])
+
+
 def read_frames(pcap_dir: Path) -> dict[str, list[tuple]]:
     """Per captured port: ``(t, length, key, seq, ack, payload, flags, window)`` of every frame
     (``key`` the TCP 4-tuple ``(src, sport, dst, dport)``, or None for other frames), ``t`` in
@@ -102,7 +117,7 @@ def read_frames(pcap_dir: Path) -> dict[str, list[tuple]]:
     out: dict[str, list[tuple]] = {}
     for dev in clock["devices"]:
         rows = []
-        for path in sorted(pcap_dir.glob(f"{dev}.pcap*")):
+        for path in capture_files(pcap_dir, dev):
             with PcapReader(str(path)) as reader:
                 for pkt in reader:
                     t = float(pkt.time) - offset
@@ -132,7 +147,7 @@ def read_probes(pcap_dir: Path) -> dict[tuple[int, int], np.ndarray]:
     clock = json.loads((pcap_dir / "clock.json").read_text())
     got: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)
     for dev in clock.get("probe_devices", []):
-        for path in sorted(pcap_dir.glob(f"probe-{dev}.pcap*")):
+        for path in capture_files(pcap_dir, f"probe-{dev}"):
             for data, _meta in RawPcapReader(str(path)):
                 if len(data) >= 14 + PAYLOAD.size:
                     gpu, seq, sent_ns = PAYLOAD.unpack_from(data, 14)
@@ -190,14 +205,34 @@ def probe_windows(probes: dict[tuple[int, int], np.ndarray], recon: list[dict], 
         low = ev.get("t_install", tl) - ev.get("t_dark_flushed", td)
         high = ev.get("t_live_flushed", tl) - ev.get("t_request", td)
         slack = frame_s + (float(np.median(steps)) if steps else 0.0)
-        out.append({"t_dark": td, "requested_s": ev["reconfiguration_delay_s"], "measured_s": ev["dark_window_measured_s"],
+        r = ev["reconfiguration_delay_s"]
+        agrees = wire is not None and low - slack <= wire <= high + slack and min(gaps) >= r
+        out.append({"t_dark": td, "requested_s": r, "measured_s": ev["dark_window_measured_s"],
                     "rewired": len(ev.get("rewired", [])), "wire_s": wire, "wire_min_s": min(windows) if windows else None,
                     "wire_max_s": max(windows) if windows else None, "gap_min_s": min(gaps) if gaps else None,
                     "resolution_s": float(np.median(steps)) if steps else None, "ports": len(windows),
-                    "bracket_s": [low, high],
-                    "agrees": wire is not None and low - slack <= wire <= high + slack
-                    and min(gaps) >= ev["reconfiguration_delay_s"]})
+                    "bracket_s": [low, high], "agrees": agrees,
+                    "judged": bool(ev.get("rewired")) and r > 0,
+                    "why": _why(ev, wire, gaps, low, high, slack, agrees)})
     return out
+
+
+def _why(ev: dict, wire: float | None, gaps: list[float], low: float, high: float, slack: float, agrees: bool) -> str:
+    """Why a window agrees, disagrees or is not judged, in words (docs/capture.md lists each)."""
+    r = ev["reconfiguration_delay_s"]
+    if r <= 0:
+        return "not judged: R = 0 (the emulator setting circuits up between steps, untimed)"
+    if not ev.get("rewired"):
+        return "not judged: no GPU port lost a circuit and got another (circuits only added or only removed)"
+    if wire is None:
+        return "no wire probe of its rewired ports crossed it (the capture missed those ports or that time)"
+    if agrees:
+        return "agrees: inside the controller's bracket, no port dark for less than R"
+    if min(gaps) < r:
+        return f"a port was silent only {min(gaps) * 1e3:.2f} ms, less than R = {r * 1e3:.2f} ms"
+    side = "shorter" if wire < low - slack else "longer"
+    return (f"the wire's {wire * 1e3:.2f} ms is {side} than the controller's timestamps allow "
+            f"({low * 1e3:.2f}-{high * 1e3:.2f} ms, +- {slack * 1e3:.2f} ms)")
 
 
 def dark_windows(frames: dict[str, list[tuple]], recon: list[dict]) -> list[dict]:
@@ -311,7 +346,7 @@ def tshark_retransmissions(pcap_dir: Path, first_hop: dict[str, str]) -> int | N
         return None
     total = 0
     for dev, ip in sorted(first_hop.items()):
-        for path in sorted(Path(pcap_dir).glob(f"{dev}.pcap*")):
+        for path in capture_files(Path(pcap_dir), dev):
             r = subprocess.run([tshark, "-n", "-r", str(path), "-Y", f"{TSHARK_FILTER} && ip.src == {ip}",
                                 "-T", "fields", "-e", "frame.number"], capture_output=True, text=True)
             if r.returncode != 0:
@@ -368,6 +403,10 @@ class ProbeWindow(_Model):
     #: reports written before it was recorded)
     bracket_s: Optional[list[float]] = None
     agrees: bool
+    #: whether the window is held to the checks (R > 0 and a GPU port rewired; absent: older reports)
+    judged: bool = True
+    #: why it agrees, disagrees or is not judged, in words (docs/capture.md)
+    why: str = ""
 
 
 class Connection(_Model):
@@ -433,7 +472,7 @@ def capture_checks(probe: list[ProbeWindow], tcp: TcpSummary) -> list[FailedChec
 
     A capture with no reconfiguration has no dark window to check (:func:`summary_lines` says so)."""
     out = []
-    for p in (p for p in probe if p.rewired and p.requested_s > 0):
+    for p in (p for p in probe if p.judged and p.rewired and p.requested_s > 0):
         where = f"reconfiguration at {p.t_dark:.3f} s"
         if p.wire_s is None:
             out.append(FailedCheck(check="dark window", where=where,
@@ -468,7 +507,7 @@ def analyse(run_dir: Path, png: Path | None = None) -> PcapReport:
         raise PcapError(f"{run_dir}: no capture (run with ocslab run --pcap)")
     try:
         frames = read_frames(pcap_dir)
-        recon = reconfigurations(run_dir / "emulation")
+        recon = in_capture(reconfigurations(run_dir / "emulation"), json.loads((pcap_dir / "clock.json").read_text()))
     except (OSError, ValueError, KeyError) as e:
         raise PcapError(f"{pcap_dir}: {e}") from None
     conns = tcp_connections(frames)
@@ -510,8 +549,12 @@ def summary_lines(rep: PcapReport) -> list[str]:
         bracket = "" if p.bracket_s is None else (f" (the controller's bracket {p.bracket_s[0] * 1e3:.2f}-"
                                                   f"{p.bracket_s[1] * 1e3:.2f} ms, +- frame time {rep.frame_s * 1e3:.2f} ms"
                                                   f" and a probe interval)")
+        if not p.judged:
+            out.append(f"reconfiguration at {w.t_dark:.3f}: {p.why}")
+            continue
+        verdict = ", agrees" if p.agrees else f", DISAGREES ({p.why})"
         out.append(f"dark window at {w.t_dark:.3f}: requested {w.requested_s * 1e3:.2f} ms, controller "
-                   f"{w.measured_s * 1e3:.2f} ms, wire (probes) {wire}{', agrees' if p.agrees else ', DISAGREES'}"
+                   f"{w.measured_s * 1e3:.2f} ms, wire (probes) {wire}{verdict}"
                    f"{bracket}; {w.frames_in_dark} data frames sent into it")
     if not rep.probe_windows:
         out.append("no reconfiguration during the capture: no dark window to check")

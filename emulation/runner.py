@@ -402,6 +402,7 @@ def start_capture(emu, out: Path, ports: list[str]):
     """
     from emulation.emulator.capture import Capture, CaptureError
     from emulation.emulator.net import EmulationError
+    from emulation.poll import wait_until
 
     devices = emu.ocs_input_ports() if ports == ["ocs"] else ports
     unknown = sorted(set(devices) - set(emu.drops.ports.ovs_ports))
@@ -419,6 +420,14 @@ def start_capture(emu, out: Path, ports: list[str]):
                             str(g), str(PROBE_INTERVAL_S)], pcap_dir / f"probe-g{g}.log")
               for g in range(emu.fabric.gpus)]
     emu.drops.probes = probes  # paused by quiet snapshots, and balanced apart in the drop accounting
+
+    def probing() -> bool:  # every probe on the wire before anything is measured
+        for g, p in enumerate(probes):
+            if p.poll() is not None:
+                raise EmulationError(f"--pcap: the wire probe of GPU {g} exited (see {pcap_dir / f'probe-g{g}.log'})")
+        return all("probing" in (pcap_dir / f"probe-g{g}.log").read_text() for g in range(len(probes)))
+
+    wait_until(probing, 30, lambda: EmulationError("--pcap: the wire probes did not start within 30 s"))
     return capture, probes
 
 

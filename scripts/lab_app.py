@@ -24,6 +24,31 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+#: The flood each --flood SRC:DST runs on GPU SRC (argv: destination IP, seconds between
+#: datagrams, duration, label): 1,200-byte UDP datagrams to the discard port, and one line a
+#: second in its log (flood-SRC-DST.log) with what it has sent.
+FLOOD = """
+import socket, sys, time
+dst, gap, seconds, label = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+t0 = t = time.time()
+end, report, sent, failed = t0 + seconds, t0 + 1.0, 0, 0
+print(f"{label}: UDP to {dst}:9, 1200-byte datagrams every {gap * 1e3:.3f} ms for {seconds:g} s", flush=True)
+while t < end:
+    try:
+        s.sendto(b"x" * 1200, (dst, 9))
+        sent += 1
+    except OSError:
+        failed += 1
+    t += gap
+    if time.time() >= report:
+        print(f"{label}: {time.time() - t0:.1f} s: {sent} datagrams sent ({sent * 1200} bytes), {failed} refused", flush=True)
+        report += 1.0
+    time.sleep(max(0.0, t - time.time()))
+print(f"{label}: done: {sent} datagrams sent ({sent * 1200} bytes) in {time.time() - t0:.1f} s, {failed} refused", flush=True)
+"""
+
+
 def parser() -> argparse.ArgumentParser:
     """This script's argument parser (the docs' command lines are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -73,13 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             with EmulatedFabric(exp.fabric, out, link_mbps=20, apps=tuple(a.app)) as emu:
                 for s, d in floods:
-                    emu.popen(s, [sys.executable, "-c",
-                                  "import socket, time\n"
-                                  "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-                                  f"t, end = time.time(), time.time() + {a.seconds}\n"
-                                  "while t < end:\n"
-                                  f"    s.sendto(b'x' * 1200, ('{dpn.gpu_ip(d)}', 9)); t += {gap}\n"
-                                  "    time.sleep(max(0.0, t - time.time()))\n"], out / f"flood-{s}-{d}.log")
+                    emu.popen(s, [sys.executable, "-u", "-c", FLOOD, dpn.gpu_ip(d), str(gap), str(a.seconds),
+                                  f"GPU {s} -> GPU {d}"], out / f"flood-{s}-{d}.log")
                 seen, end = 0, time.monotonic() + a.seconds
                 while time.monotonic() < end:
                     time.sleep(0.5)

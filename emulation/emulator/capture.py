@@ -1,5 +1,5 @@
 """Packet capture on fabric ports (``ocslab run --pcap``): one ``tcpdump`` per port, writing
-``<dir>/<port>.pcap`` (snap length :data:`SNAPLEN` bytes, at most :data:`FILE_MB` MB per file and
+``<dir>/<port>.0.pcap`` (and ``.1.pcap`` when the first fills; snap length :data:`SNAPLEN` bytes, at most :data:`FILE_MB` MB per file and
 :data:`FILES` files per port, oldest overwritten), frames entering the port's bridge only
 (``-Q in``: at an OCS input, what the NIC put on the fibre), wire probes left out. ``clock.json`` records the offset
 between the capture's clock (CLOCK_REALTIME) and the controller's (CLOCK_MONOTONIC), so that
@@ -92,7 +92,9 @@ class Capture:
             r = time.time()
             b = time.monotonic()
             offsets.append((b - a, r - (a + b) / 2))
+        self.t_start = time.monotonic()
         (self.out_dir / "clock.json").write_text(json.dumps({"realtime_minus_monotonic_s": min(offsets)[1],
+                                                              "t_start": self.t_start,
                                                               "devices": self.devices,
                                                               "probe_devices": [d for d, _ in self.probe_devices],
                                                               "gpu_of_device": self.gpu_of,
@@ -110,3 +112,10 @@ class Capture:
                 p.kill()
                 p.wait(5)
         self.procs.clear()
+        clock = self.out_dir / "clock.json"
+        if clock.exists():  # the capture's window: what analyses of it look at
+            clock.write_text(json.dumps({**json.loads(clock.read_text()), "t_stop": time.monotonic()}))
+        for path in self.out_dir.glob("*.pcap[0-9]*"):  # tcpdump -W numbers its files name.pcap0, .pcap1
+            index = path.suffix.removeprefix(".pcap")
+            if index.isdigit():
+                path.rename(path.with_name(f"{path.name[:-len(path.suffix)]}.{index}.pcap"))

@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     seq, t = 0, time.monotonic()
     while True:
         s.send((head + PAYLOAD.pack(gpu, seq, time.monotonic_ns())).ljust(60, b"\0"))
+        if seq == 0:
+            print(f"probing: GPU {gpu} on {iface} every {interval * 1e3:g} ms", flush=True)  # start_capture waits for it
         seq += 1
         t += interval
         delay = t - time.monotonic()
