@@ -97,12 +97,12 @@ def test_a_model_given_field_by_field_is_checked_as_its_fields(tmp_path):
 
 def test_the_plain_markdown_scenario_reference_is_the_code_s():
     """docs/reference/scenario-fields.md, readable without building the docs, is what the
-    models say now (``python -m emulation.scenario.reference`` rewrites it): every kind, and a
+    models say now (``python -m emulation.kinds.reference`` rewrites it): every kind, and a
     section's every field with its type, default, bounds and description."""
-    from emulation.scenario.reference import PAGE, markdown
+    from emulation.kinds.reference import PAGE, reference_markdown
 
     page = (ROOT / PAGE).read_text()
-    assert page == markdown(), "out of date: run python -m emulation.scenario.reference"
+    assert page == reference_markdown(), "out of date: run python -m emulation.kinds.reference"
     for kind in ("collective", "training", "wan", "rails", "tenancy"):
         assert f"\n## {kind}\n" in page
     assert "| `gpus` | int | **required** | >= 2, <= 131072 | Number of GPUs" in page

@@ -20,7 +20,7 @@ from pydantic_core import PydanticUndefined
 from sphinx.util.docutils import SphinxDirective
 
 from emulation.scenario.fields import section_fields, section_types
-from emulation.scenario.reference import key_paths
+from emulation.kinds.reference import key_paths
 
 
 def reachable(root: object) -> list[type]:

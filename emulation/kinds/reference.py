@@ -4,7 +4,7 @@
 Every section of every kind gets a table: field, type, default, bounds, description. The
 description, type, default and bounds come from the code (:mod:`emulation.scenario.fields`), as
 in ``ocslab schema KIND --scenario`` and the Sphinx reference; a section shared by several kinds
-is listed under the first that has it. ``python -m emulation.scenario.reference`` rewrites the
+is listed under the first that has it. ``python -m emulation.kinds.reference`` rewrites the
 page; ``tests/test_scenario_fields.py`` fails when it is out of date.
 """
 
@@ -95,13 +95,13 @@ def _default(field) -> str:
     return "**required**"
 
 
-def markdown() -> str:
+def reference_markdown() -> str:
     """The whole page (module doc)."""
     from emulation import kinds
 
     lines = ["# Scenario fields", "",
              "Every field of every scenario kind, generated from the models that validate the files "
-             "(`python -m emulation.scenario.reference` rewrites this page; a test fails when it is out of date). "
+             "(`python -m emulation.kinds.reference` rewrites this page; a test fails when it is out of date). "
              "The same descriptions end the one-line refusal of a bad field (`FILE: field: problem; expected: "
              "description`). [Scenario files](scenarios.md) is the same reference in the built documentation; "
              "`ocslab schema KIND --scenario` prints the JSON Schema.", ""]
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     """Write :data:`PAGE` under the repository's root (or the path given)."""
     argv = sys.argv[1:] if argv is None else argv
     path = Path(argv[0]) if argv else Path(__file__).resolve().parents[2] / PAGE
-    path.write_text(markdown())
+    path.write_text(reference_markdown())
     print(f"wrote {path}")
     return 0
 
