@@ -292,11 +292,16 @@ class DropCounters:
         for p in live:
             os.kill(p.pid, signal.SIGSTOP)
         try:
-            return self._quiet_snapshot(settle_s, timeout_s)
+            snap = self._quiet_snapshot(settle_s, timeout_s)
         finally:
             for p in live:
                 if p.poll() is None:
                     os.kill(p.pid, signal.SIGCONT)
+        if live:  # the probes back on the wire before anything is timed: a reconfiguration right
+            # after a pause would otherwise show the pause as part of its dark window
+            sent = snap.probes_tx or 0
+            poll_until(lambda: self._probes_sent() >= sent + 5 * len(live), 2.0, interval_s=0.01)
+        return snap
 
     def _quiet_snapshot(self, settle_s: float, timeout_s: float) -> Snapshot:
         seen = {"hosts": self._hosts(), "since": time.monotonic()}

@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         delay = t - time.monotonic()
         if delay > 0:
             time.sleep(delay)
+        elif delay < -interval:  # paused (SIGSTOP) or starved: go on from now, no burst to catch up
+            t = time.monotonic()
 
 
 if __name__ == "__main__":
