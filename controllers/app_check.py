@@ -54,7 +54,12 @@ def builtin_app_names() -> frozenset[str]:
 
 
 def app_problem(path: str, taken: frozenset[str] | set[str] = frozenset()) -> str | None:
-    """What is wrong with the app file ``path``, in one line naming the file (and line), or None.
+    """:func:`examine`'s problem alone."""
+    return examine(path, taken)[0]
+
+
+def examine(path: str, taken: frozenset[str] | set[str] = frozenset()) -> tuple[str | None, list[str]]:
+    """``(problem, app class names)`` of the app file ``path``: what is wrong with the app file ``path``, in one line naming the file (and line), or None.
 
     :param taken: class names already in use (the built-in apps' and earlier ``--app`` files');
         :func:`builtin_app_names` is always added.
@@ -65,43 +70,43 @@ def app_problem(path: str, taken: frozenset[str] | set[str] = frozenset()) -> st
     import that module instead).
     """
     if not (path.endswith(".py") and os.path.isfile(path)):
-        return f"{path!r} is not a .py file"
+        return f"{path!r} is not a .py file", []
     try:
         with open(path, encoding="utf-8") as f:
             source = f.read()
         tree = ast.parse(compile(source, path, "exec", ast.PyCF_ONLY_AST))
     except SyntaxError as e:
         where = f"{path}:{e.lineno}" if e.lineno else path
-        return f"{where}: SyntaxError: {e.msg}"
+        return f"{where}: SyntaxError: {e.msg}", []
     except (UnicodeDecodeError, ValueError) as e:
-        return f"{path}: not readable Python source ({e})"
+        return f"{path}: not readable Python source ({e})", []
     classes = app_classes(tree)
     if not classes:
         if any(isinstance(node, ast.ClassDef) and node.bases for node in tree.body):
-            return None  # its classes derive from imported ones: only importing it could tell
-        return f"{path}: defines no app class (subclass controllers.base.OcsLabApp)"
+            return None, []  # its classes derive from imported ones: only importing it could tell
+        return f"{path}: defines no app class (subclass controllers.base.OcsLabApp)", []
     if len(classes) > 1:
         listed = ", ".join(f"{c.name} (line {c.lineno})" for c in classes)
         return (f"{path}: defines {len(classes)} app classes, {listed}; the framework loads only the first: "
-                "put one app class in each file")
+                "put one app class in each file"), []
     cls = classes[0]
     if cls.name in builtin_app_names() or cls.name in taken:
         who = "a built-in app" if cls.name in builtin_app_names() else "another --app file"
         return (f"{path}:{cls.lineno}: class name {cls.name} is taken by {who} (the class name is the app's "
-                "service-brick name, unique per controller): rename the class")
+                "service-brick name, unique per controller): rename the class"), []
     module = os.path.splitext(os.path.basename(path))[0]
     if not module.isidentifier():
-        return f"{path}: the file name must be a Python module name (letters, digits, _), e.g. my_app.py"
+        return f"{path}: the file name must be a Python module name (letters, digits, _), e.g. my_app.py", []
     if module in sys.builtin_module_names or module in ("controllers", "emulation", "topologies"):
-        return f"{path}: the file name {module}.py is a module already: rename the file (e.g. my_{module}.py)"
+        return f"{path}: the file name {module}.py is a module already: rename the file (e.g. my_{module}.py)", []
     try:
         spec = importlib.util.find_spec(module) if module not in sys.modules else sys.modules[module].__spec__
     except (ImportError, ValueError):
         spec = None
     if spec is not None and spec.origin and os.path.abspath(spec.origin) != os.path.abspath(path):
         return (f"{path}: the file name {module}.py is the module {module} already ({spec.origin}); the "
-                f"framework would import that one: rename the file (e.g. my_{module}.py)")
-    return None
+                f"framework would import that one: rename the file (e.g. my_{module}.py)"), []
+    return None, [cls.name]
 
 
 def check_apps(paths: list[str] | tuple[str, ...]) -> str | None:
@@ -110,13 +115,12 @@ def check_apps(paths: list[str] | tuple[str, ...]) -> str | None:
     taken: set[str] = set()
     stems: dict[str, str] = {}
     for path in paths:
-        problem = app_problem(path, taken)
+        problem, names = examine(path, taken)
         if problem:
             return problem
         stem = os.path.splitext(os.path.basename(path))[0]
         if stem in stems:
             return f"{path}: another --app file has the name {stem}.py ({stems[stem]}): rename one"
         stems[stem] = path
-        with open(path, encoding="utf-8") as f:
-            taken |= {c.name for c in app_classes(ast.parse(f.read()))}
+        taken |= set(names)
     return None

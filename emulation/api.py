@@ -48,10 +48,9 @@ def from_dict(data: dict, name: str = "<dict>"):
     return kinds.from_mapping(data, name)
 
 
-def to_dict(sc) -> dict:
-    """The scenario ``sc`` as the mapping its file held: the fields it set, defaults left out
-    (``scenario.yaml`` of a run has them filled in)."""
-    return sc.model_dump(mode="json", exclude_unset=True, by_alias=True)
+#: The scenario as the mapping its file held: the fields it set, defaults left out
+#: (:func:`emulation.kinds.scenario_mapping`).
+to_dict = kinds.scenario_mapping
 
 
 def changed(sc, changes: dict[str, Any]):

@@ -395,6 +395,12 @@ def from_mapping(data: dict, path: Path | str = "<dict>"):
     return kind.load(Path(path), data)
 
 
+def scenario_mapping(sc) -> dict:
+    """Scenario ``sc`` as the mapping its file held: the fields it set, defaults left out
+    (``scenario.yaml`` of a run, :func:`scenario_yaml`, has them filled in)."""
+    return sc.model_dump(mode="json", exclude_unset=True, by_alias=True)
+
+
 def with_changes(sc, changes: dict[str, Any], label: str | None = None):
     """A copy of scenario ``sc`` with the fields named by dotted keys set to new values
     (``{"fabric.reconfiguration_delay_s": 1e-5, "sizes": ["64MiB"]}``; ``ocslab ... --set``,
@@ -402,7 +408,7 @@ def with_changes(sc, changes: dict[str, Any], label: str | None = None):
 
     :raises ScenarioError: a key whose section is not one (``KEY: X is not a section``), a field
         the section does not have (with "did you mean"), or a value the field refuses."""
-    data = sc.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    data = scenario_mapping(sc)
     for key, value in changes.items():
         node, parts = data, key.split(".")
         for part in parts[:-1]:
