@@ -5,8 +5,10 @@ which ``kind``, on which ``backend``, when (``created``, UTC), with which softwa
 (``versions``), the envelope's ``schema_version``, the run's ``warnings`` (one line each),
 whether it ran to its end (``complete``; else ``error`` says why and ``result`` holds what was
 measured before), the checks it did not pass (``failed_checks``: a run that completed with a
-failed check exits with status 1, :func:`emulation.output.verdict`), and the kind's own typed
-result in ``result``. One writer
+failed check exits with status 1, :func:`emulation.output.verdict`), the kind's own typed
+result in ``result``, and ``columns``: the file beside it that holds each run's per-step and
+per-transfer records when there are more than :data:`LARGE_RESULT` (``runs.npz``,
+:mod:`emulation.columns`; ``null``: they are in ``result.json``). One writer
 (:func:`write_result`) and one reader (:func:`read_result`); the JSON Schema of a kind's
 envelope comes from :meth:`ResultEnvelope.json_schema` (``ocslab schema KIND``), so a
 ``result.json`` can be validated outside ocslab.
@@ -75,6 +77,7 @@ class ResultEnvelope(BaseModel, Generic[R]):
     complete: bool = True
     error: Optional[str] = None
     failed_checks: list[FailedCheck] = Field(default_factory=list)
+    columns: Optional[str] = None
     result: R
 
     def to_json(self) -> dict:
@@ -120,34 +123,45 @@ def dump(env: ResultEnvelope) -> dict:
     return env.model_dump()
 
 
-#: Steps and transfer records above which ``result.json`` is written without indentation.
+#: Steps and transfer records above which they are written as columns into ``runs.npz`` beside
+#: ``result.json`` (:mod:`emulation.columns`): a 4,096-GPU demo holds about 400,000.
 LARGE_RESULT = 100_000
+
+#: The columnar file of a large result.
+COLUMNS_FILE = "runs.npz"
 
 
 def write_result(out: Path, env: ResultEnvelope, scenario_yaml: str | None = None) -> Path:
     """Write ``out/result.json`` (and ``out/scenario.yaml``, the scenario as resolved, when
-    given); the path of ``result.json``. :raises OSError: ``out`` cannot be written."""
+    given, and ``out/runs.npz`` when the result holds more than :data:`LARGE_RESULT` step and
+    transfer records); the path of ``result.json``. :raises OSError: ``out`` cannot be written."""
     out.mkdir(parents=True, exist_ok=True)
     if scenario_yaml is not None:
         (out / "scenario.yaml").write_text(scenario_yaml)
     path = out / "result.json"
+    runs = getattr(env.result, "runs", None)
+    large = isinstance(runs, list) and sum(len(getattr(r, "steps", ())) + len(getattr(r, "transfers", ()))
+                                           for r in runs) > LARGE_RESULT
     with gc_paused():  # a large result is millions of small dicts and lists (emulation.bulk)
         data = dump(env)
-    # indented for reading; a large result (a 131,072-GPU Ring: 262,142 steps) in one line, which
-    # the C encoder writes ten times faster
-    runs = getattr(env.result, "runs", None) or []
-    small = sum(len(getattr(r, "steps", ())) + len(getattr(r, "transfers", ())) for r in runs) <= LARGE_RESULT
-    with gc_paused():
-        path.write_text(json.dumps(data, indent=1 if small else None))
+        if large:
+            from emulation import columns
+
+            columns.save_runs(out / COLUMNS_FILE, data["result"]["runs"])
+            data["columns"] = COLUMNS_FILE
+        path.write_text(json.dumps(data, indent=1))
     return path
 
 
-def read_result(path: Path, result_model: type[R], kind: str | None = None) -> ResultEnvelope:
+def read_result(path: Path, result_model: type[R], kind: str | None = None, records: bool = True) -> ResultEnvelope:
     """Read ``result.json`` at ``path`` (a file, or a results directory holding one).
 
     :param result_model: the kind's result model (:func:`emulation.kinds.read` looks it up by
         the file's ``kind``).
     :param kind: refuse a file of another kind.
+    :param records: put a large result's per-step and per-transfer records back from its
+        ``columns`` file; ``False``: leave them out (each run's ``steps`` and ``transfers``
+        empty), which reads a 4,096-GPU result in a fraction of the time.
     :raises EnvelopeError: unreadable, not JSON, not an envelope of :data:`SCHEMA_VERSION`, of
         another kind, or its result does not validate (one line naming the first bad field).
     """
@@ -167,6 +181,14 @@ def read_result(path: Path, result_model: type[R], kind: str | None = None) -> R
                             f"{SCHEMA_VERSION}")
     if kind is not None and data["kind"] != kind:
         raise EnvelopeError(f"{path}: a {data['kind']} result, not a {kind} one")
+    if records and data.get("columns"):
+        from emulation import columns
+
+        try:
+            with gc_paused():
+                columns.load_runs(path.parent / data["columns"], data["result"]["runs"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise EnvelopeError(f"{path}: columns: {data['columns']}: {getattr(e, 'strerror', None) or e}") from None
     try:
         return ResultEnvelope[result_model].model_validate(data)
     except ValidationError as e:

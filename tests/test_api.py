@@ -51,3 +51,48 @@ def test_a_scenario_from_a_dict_is_validated_like_a_file(tmp_path):
         api.from_dict(data, "mine")
     with pytest.raises(ScenarioError, match="fabric.no_such"):
         api.changed(api.load(ROOT / "experiments" / "demo.yaml"), {"fabric.no_such": 1})
+
+
+def test_a_large_result_keeps_its_records_in_columns_beside_a_small_result_json(tmp_path, monkeypatch):
+    """Above LARGE_RESULT records, steps, transfers and link bytes go to runs.npz; reading puts
+    them back exactly, and numpy reads a column without ocslab."""
+    import json
+
+    import numpy as np
+
+    from emulation import envelope
+    from emulation.envelope import EnvelopeError
+
+    sc = api.changed(api.load(ROOT / "experiments" / "demo.yaml"), {"sizes": ["1MiB"]})
+    small = api.run(sc, backend="flow", out=tmp_path / "small")
+    assert not (tmp_path / "small" / "runs.npz").exists() and api.read(tmp_path / "small").columns is None
+    monkeypatch.setattr(envelope, "LARGE_RESULT", 10)  # the demo at 8 GPUs holds about 60 records
+    env = api.run(sc, backend="flow", out=tmp_path / "large")
+    data = json.loads((tmp_path / "large" / "result.json").read_text())
+    assert data["columns"] == "runs.npz"
+    assert all(r["steps"] == [] and r["transfers"] == [] and r["link_bytes"] == [] for r in data["result"]["runs"])
+    back = api.read(tmp_path / "large")
+    assert back.result.model_dump() == env.result.model_dump()
+    assert [r.model_dump() for r in back.result.runs] == [r.model_dump() for r in small.result.runs]
+    rhd = next(i for i, r in enumerate(env.result.runs) if r.name == "rhd-circuits")
+    with np.load(tmp_path / "large" / "runs.npz") as cols:
+        assert cols[f"{rhd}.steps.end_s"].tolist() == [s.end_s for s in env.result.runs[rhd].steps]
+        assert cols[f"{rhd}.steps.action"].tolist() == [s.action for s in env.result.runs[rhd].steps]
+    bare = api.read(tmp_path / "large", records=False)
+    assert bare.result.runs[rhd].steps == [] and bare.result.runs[rhd].time_s == env.result.runs[rhd].time_s
+    (tmp_path / "large" / "runs.npz").write_bytes(b"not a zip")
+    with pytest.raises(EnvelopeError, match=r"result.json: columns: runs.npz: not a NumPy archive"):
+        api.read(tmp_path / "large")
+
+
+def test_columns_keep_nulls_mappings_and_types():
+    from emulation.columns import from_columns, to_columns
+
+    records = [{"index": 0, "phase": "a", "end_s": 1.5, "retransmissions": None, "drops": None, "ok": True},
+               {"index": 1, "phase": "b", "end_s": float("inf"), "retransmissions": 3, "drops": {"htb": 2}, "ok": False},
+               {"index": 2, "phase": "c", "end_s": 2, "retransmissions": 0, "drops": {}, "ok": True}]
+    cols = to_columns(records)
+    assert cols["index"].dtype.kind == "i" and cols["end_s"].dtype.kind == "f" and cols["ok"].dtype.kind == "b"
+    assert cols["retransmissions.null"].tolist() == [True, False, False] and "drops.json" in cols
+    assert from_columns(cols) == records
+    assert from_columns(to_columns([{"a": None, "b": 1}])) == [{"b": 1}]  # null everywhere: no column

@@ -269,9 +269,12 @@ def validated(model: type[BaseModel], data: dict, path: Path | str, deep: Callab
     return sc
 
 
-def read(path: Path | str) -> ResultEnvelope:
+def read(path: Path | str, records: bool = True) -> ResultEnvelope:
     """A ``result.json`` (or a results directory) of any kind, its result typed by that kind's
-    model. :raises emulation.envelope.EnvelopeError: see :func:`emulation.envelope.read_result`."""
+    model; ``records=False`` leaves a large result's per-step and per-transfer records in its
+    ``runs.npz`` (:func:`emulation.envelope.read_result`).
+
+    :raises emulation.envelope.EnvelopeError: see :func:`emulation.envelope.read_result`."""
     import json
 
     from emulation.envelope import EnvelopeError
@@ -285,7 +288,7 @@ def read(path: Path | str) -> ResultEnvelope:
     name = data.get("kind") if isinstance(data, dict) else None
     if name not in NAMES:
         raise EnvelopeError(f"{p}: not an ocslab result of a known kind (kind: {name!r})")
-    return read_result(p, get(name).result)
+    return read_result(p, get(name).result, records=records)
 
 
 def command_job(kind: Kind, sc, out: Path | None, label: str, total: int,
@@ -358,12 +361,14 @@ def write_and_show(kind: Kind, sc, env: ResultEnvelope, out: Path, show: bool = 
     are."""
     from rich.console import Console
 
-    from emulation.envelope import summary_rows, write_result
+    from emulation.envelope import COLUMNS_FILE, summary_rows, write_result
     from emulation.figures import write_csv
     from emulation.output import quiet
 
     write_result(out, env, scenario_yaml(sc))
     files = kind.written(env, out)
+    if (out / COLUMNS_FILE).exists():
+        files = [COLUMNS_FILE, *files]
     rows = summary_rows(env.result)
     if rows:
         write_csv(out / "summary.csv", rows)
