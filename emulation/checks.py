@@ -98,11 +98,30 @@ def complete(res: RunResult, run: RunDescription | ClosedFormRun, fabric: Fabric
 
 def failed_checks(result: CollectiveResult) -> list[FailedCheck]:
     """Every failed check of every run of ``result``, named by the run (``ring 25MiB``, with
-    its iteration when the scenario repeats): the ``failed_checks`` of its envelope."""
+    its iteration when the scenario repeats): the ``failed_checks`` of its envelope. When the
+    user's apps changed the circuits during the runs, each detail ends with
+    :func:`app_changes`, the likely cause."""
     from emulation.units import format_bytes
 
+    cause = app_changes(result.circuits_changed_by or {})
     out = []
     for r in result.runs:
         where = f"{r.name} {format_bytes(r.bytes)}" + (f" iteration {r.iteration}" if result.iterations > 1 else "")
-        out += [FailedCheck.of(p, where) for p in (r.checks.problems if r.checks else ())]
+        out += [FailedCheck.of(p + cause, where) for p in (r.checks.problems if r.checks else ())]
     return out
+
+
+#: Who reconfigures on the emulator's behalf (``CircuitSwitch.apply``'s ``by``): not a user app.
+NOT_USER_APPS = ("emulator", "planner", "rotor", "failover", "opus")
+
+
+def app_changes(changed: dict[str, int]) -> str:
+    """``" (your app X changed the circuits N times during the runs: ...)"`` for the apps in
+    ``changed`` (:func:`emulation.runner.ownership`), else ``""``: what a failed step's error adds, since a step
+    whose circuits change under it can stall."""
+    apps = {k: n for k, n in changed.items() if k not in NOT_USER_APPS}
+    if not apps:
+        return ""
+    who = ", ".join(f"{k} {n} time(s)" for k, n in sorted(apps.items()))
+    return (f" (your apps changed the circuits during the runs: {who}; a step whose circuits change under it "
+            "can stall: set circuits before a step is released, in EventStepBegin)")

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from emulation import dataplane as dpn
+from emulation.checks import app_changes
 from emulation.envelope import ResultEnvelope, envelope, write_result
 from emulation.output import Interrupted, Progress
 from emulation.results import CollectiveResult, FabricRecord, RunResult
@@ -263,22 +264,6 @@ def ownership(events: list[dict], apps: list[str]) -> tuple[dict[str, int], list
         warnings.append(f"{app}: {n} step request(s) came after the step was released (nothing changed): ask in the "
                         "EventStepBegin handler, before it returns")
     return changed, warnings
-
-
-#: Who reconfigures on the emulator's behalf (``CircuitSwitch.apply``'s ``by``): not a user app.
-PRIVILEGED = ("emulator", "planner", "rotor", "failover", "opus")
-
-
-def app_changes(changed: dict[str, int]) -> str:
-    """``" (your app X changed the circuits N times during the runs: ...)"`` for the apps in
-    ``changed`` (:func:`ownership`), else ``""``: what a failed step's error adds, since a step
-    whose circuits change under it can stall."""
-    apps = {k: n for k, n in changed.items() if k not in PRIVILEGED}
-    if not apps:
-        return ""
-    who = ", ".join(f"{k} {n} time(s)" for k, n in sorted(apps.items()))
-    return (f" (your apps changed the circuits during the runs: {who}; a step whose circuits change under it "
-            "can stall: set circuits before a step is released, in EventStepBegin)")
 
 
 @contextlib.contextmanager

@@ -375,3 +375,22 @@ def test_a_failed_check_line_names_where_the_check_and_its_detail():
     assert FailedCheck.of("link capacity: step 3 moved 1.2x", "ring 25MiB").line() == \
         "ring 25MiB: link capacity: step 3 moved 1.2x"
     assert FailedCheck.of("no colon here").check == "check"
+
+
+def test_a_failed_check_names_the_user_app_that_changed_the_circuits(out_dir):
+    """A run whose circuits a user's app changed (``circuits_changed_by``) and whose check failed
+    names the app in the failed check: the likely cause of a broken step. The planner's and the
+    emulator's own changes are not named."""
+    from emulation import api
+    from emulation.checks import failed_checks
+
+    env = api.run(api.changed(api.load(DEMO), {"sizes": ["1MiB"]}), backend="flow", out=out_dir / "r")
+    run = env.result.runs[0]
+    broken = run.model_copy(update={"checks": run.checks.model_copy(update={"ok": False, "problems": [
+        "emulator drops: no_route 134"]})})
+    result = env.result.model_copy(update={"runs": [broken], "circuits_changed_by": {"emulator": 4, "greedy": 3}})
+    (check,) = failed_checks(result)
+    assert (check.check, check.where) == ("emulator drops", "ring 1MiB")
+    assert check.detail.startswith("no_route 134 (your apps changed the circuits during the runs: greedy 3 time(s);")
+    planner_only = result.model_copy(update={"circuits_changed_by": {"emulator": 4, "planner": 2}})
+    assert [c.detail for c in failed_checks(planner_only)] == ["no_route 134"]
