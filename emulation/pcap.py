@@ -577,29 +577,27 @@ def summary_lines(rep: PcapReport) -> list[str]:
 
 def plot(frames: dict[str, list[tuple]], report: dict, path: Path, title: str) -> None:
     """Per-port throughput of ``frames`` (:func:`read_frames`) in :data:`BIN_S` bins, the dark
-    windows of ``report`` shaded."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    windows of ``report`` shaded. A legend only when some port carried frames (matplotlib warns
+    on the console of a legend with nothing in it)."""
+    from emulation.figures import figure
 
     t0 = min((rows[0][0] for rows in frames.values() if rows), default=0.0)
-    fig, ax = plt.subplots(figsize=(11, 4))
-    for dev, rows in sorted(frames.items()):
-        if not rows:
-            continue
-        t = np.array([r[0] for r in rows]) - t0
-        b = np.array([r[1] for r in rows], dtype=float)
-        bins = np.arange(0, t.max() + BIN_S, BIN_S)
-        mbps = np.histogram(t, bins=bins, weights=b)[0] * 8 / BIN_S / 1e6
-        ax.plot(bins[:-1], mbps, lw=0.6, label=dev)
-    for w in report["dark_windows"]:
-        ax.axvspan(w["t_dark"] - t0, w["t_dark"] - t0 + w["measured_s"], color="black", alpha=0.3, lw=0)
-    ax.set_xlabel("time since the first captured frame (s, emulation)")
-    ax.set_ylabel("Mbit/s into the OCS port")
-    ax.set_title(f"{title}: throughput per captured port; shaded = dark windows (controller)")
-    if 0 < len(frames) <= 16:
-        ax.legend(fontsize=5, ncol=4)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with figure(path, size=(11, 4)) as (_fig, axes):
+        ax = axes[0, 0]
+        lines = 0
+        for dev, rows in sorted(frames.items()):
+            if not rows:
+                continue
+            t = np.array([r[0] for r in rows]) - t0
+            b = np.array([r[1] for r in rows], dtype=float)
+            bins = np.arange(0, t.max() + BIN_S, BIN_S)
+            mbps = np.histogram(t, bins=bins, weights=b)[0] * 8 / BIN_S / 1e6
+            ax.plot(bins[:-1], mbps, lw=0.6, label=dev)
+            lines += 1
+        for w in report["dark_windows"]:
+            ax.axvspan(w["t_dark"] - t0, w["t_dark"] - t0 + w["measured_s"], color="black", alpha=0.3, lw=0)
+        ax.set_xlabel("time since the first captured frame (s, emulation)")
+        ax.set_ylabel("Mbit/s into the OCS port")
+        ax.set_title(f"{title}: throughput per captured port; shaded = dark windows (controller)")
+        if 0 < lines <= 16:
+            ax.legend(fontsize=5, ncol=4)

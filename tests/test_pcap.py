@@ -36,6 +36,21 @@ def test_retransmissions_dup_acks_and_silences_are_counted_per_connection():
     assert c["largest_gap_s"] == pytest.approx(0.34) and c["frames"] == 10
 
 
+def test_the_throughput_plot_of_a_capture_whose_ports_stayed_silent_warns_nothing(tmp_path):
+    """``capture stop`` on ports that carried no frame drew a legend with nothing in it, and
+    matplotlib's warning reached the console."""
+    import warnings
+
+    from emulation.pcap import plot
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot({"ocl-o0-p1": [], "ocl-o0-p2": []}, {"dark_windows": [{"t_dark": 0.1, "measured_s": 0.01}]},
+             tmp_path / "silent.png", "silent")
+        plot({"ocl-o0-p1": [(0.0, 100), (0.2, 1500)]}, {"dark_windows": []}, tmp_path / "busy.png", "busy")
+    assert (tmp_path / "silent.png").stat().st_size > 0 and (tmp_path / "busy.png").stat().st_size > 0
+
+
 def test_a_dark_window_is_bounded_by_the_silence_around_it():
     frames = {"p1": [_f(t, A, int(t * 1e4), payload=100) for t in (0.0, 0.9, 1.3, 1.4)],
               "p2": [_f(t, A, int(t * 1e4), payload=100) for t in (0.95, 1.02, 1.2)]}  # 1.02: sent into the dark
