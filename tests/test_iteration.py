@@ -178,3 +178,29 @@ def test_every_rail_explicit_gives_the_one_rail_times():
         one, every = simulate_iteration(tr, NET, mode, 0.05, 0.002), simulate_iteration(full, NET, mode, 0.05, 0.002)
         assert every.iteration_s == pytest.approx(one.iteration_s, rel=1e-12)
         assert every.reconfigurations_per_iteration == 4 * one.reconfigurations_per_iteration
+
+
+def test_the_replays_clock_orders_an_instant_by_priority_then_schedule_and_lands_on_exact_times():
+    """emulation.flowsim.events: actions at one instant run urgent first, then in the order they
+    were scheduled, and a process waits on WAIT until resumed with a value, urgently or not."""
+    from emulation.flowsim.events import URGENT, WAIT, Clock
+
+    clock, seen = Clock(), []
+    t = 0.1 + 0.2 + 1e-9
+
+    def waiter():
+        got = yield WAIT
+        seen.append(("resumed", clock.now, got))
+        yield 0.5
+        seen.append(("slept", clock.now))
+
+    proc = waiter()
+    clock.process(proc)
+    clock.at(0.1, lambda: clock.at(t, seen.append, ("normal", t)))
+    clock.at(0.1, lambda: clock.resume(proc, t, "first", URGENT))
+    with pytest.raises(ValueError, match="before now"):
+        clock.now = 1.0
+        clock.at(0.5, seen.append, "late")
+    clock.now = 0.0
+    clock.run()
+    assert seen == [("resumed", t, "first"), ("normal", t), ("slept", t + 0.5)]

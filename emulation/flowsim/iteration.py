@@ -51,8 +51,9 @@ When circuits are granted is the Opus rule, :mod:`emulation.planners.opus` (``sp
 preempts, the other modes do not); the controller app :mod:`controllers.opus` decides with the
 same rule.
 
-**Engine.** SimPy, one environment: every rank is a process running its program. At a comm op
-it waits on an event of its own: the op's start triggers every member's for the op's end (in
+**Engine.** One :class:`~emulation.flowsim.events.Clock` (SimPy's semantics, with actions at
+exact times): every rank is a process running its program. At a comm op it waits to be
+woken: the op's start wakes every member for the op's end (in
 the group's member order), an answer or a delivery triggers it *urgently*, processed before any
 other event of that instant, so the rank goes on exactly when the answer arrives. Messages to
 and from the controller, a send's delivery and the check when circuits go live are timed events
@@ -65,15 +66,12 @@ gives the iteration time.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Literal
 
-import simpy
-from simpy.events import NORMAL, URGENT, EventPriority
-
+from emulation.flowsim.events import URGENT, WAIT, Clock
 from emulation.flowsim.simulate import SimulationError
 from emulation.planners.opus import Grant, OpusRule
 from emulation.workloads.iteration import Group, IterationTrace, Op
@@ -134,29 +132,12 @@ class IterationResult:
     intervals: list[PhaseInterval] = field(default_factory=list)
 
 
-class _Environment(simpy.Environment):
-    """SimPy's environment, plus :meth:`trigger_at`."""
-
-    def trigger_at(self, ev: simpy.Event, t: float, value: object = None, priority: EventPriority = NORMAL) -> None:
-        """Trigger ``ev`` with ``value``, to be processed at time ``t`` (>= now) exactly: after the
-        events of that instant scheduled before it, as a timeout is, or with ``URGENT`` before
-        every other one (a waiting rank then goes on as if its waker had called it). SimPy's
-        timeouts fire at ``now + delay``, which cannot always land on a time computed otherwise
-        (an answer at t0 + R + RTT/2) to the last bit, and events that tie must keep their order.
-
-        :raises RuntimeError: ``ev`` was triggered already.
-        """
-        if ev.triggered:
-            raise RuntimeError(f"{ev} was triggered already")
-        ev._ok, ev._value = True, value
-        heapq.heappush(self._queue, (t, priority, next(self._eid), ev))
-
-
 class _Rank:
-    __slots__ = ("wake", "pc", "coll_seq", "waiting", "wait_t0", "control_wait")
+    __slots__ = ("proc", "armed", "pc", "coll_seq", "waiting", "wait_t0", "control_wait")
 
     def __init__(self, iterations: int) -> None:
-        self.wake: simpy.Event | None = None  # what the rank's process waits for at a comm op
+        self.proc: Generator | None = None  # the rank's process
+        self.armed = False  # its process waits at a comm op and has not been woken yet
         self.pc = 0
         self.coll_seq: dict[str, int] = {}
         self.waiting = ""  # what the rank waits for at its current op (members, controller, message)
@@ -177,7 +158,7 @@ class _Replay:
         self.len = [len(p) for p in self.prog]
         self.total = [k * iterations for k in self.len]
         self.ranks = [_Rank(iterations) for _ in range(self.n)]
-        self.env = _Environment()
+        self.env = Clock()
         self.ports = {g: self._segment(trace.groups[g]) for g in trace.groups}
         # groups with the same circuits share a configuration (e.g. a 2-stage pipeline's link and
         # its model-parallel group)
@@ -211,21 +192,25 @@ class _Replay:
     # -- engine -----------------------------------------------------------------------------
     def _after(self, delay: float, fn: Callable, *args) -> None:
         """Call ``fn(*args)`` ``delay`` seconds from now (a message, a delivery)."""
-        self.env.timeout(delay).callbacks.append(lambda _ev: fn(*args))
+        self.env.after(delay, fn, *args)
 
     def _call_at(self, t: float, fn: Callable, *args) -> None:
         """Call ``fn(*args)`` at time ``t`` (an answer, a check when circuits go live)."""
-        ev = self.env.event()
-        ev.callbacks.append(lambda _ev: fn(*args))
-        self.env.trigger_at(ev, t)
+        self.env.at(t, fn, *args)
 
     def _wake(self, r: int, t: float | None = None, done: str = "") -> None:
         """Wake rank ``r`` at ``t`` after the end of its op on group ``done``, or now, before
-        anything else, to go on from its op."""
+        anything else, to go on from its op.
+
+        :raises RuntimeError: the rank was woken already at this op."""
+        rk = self.ranks[r]
+        if not rk.armed:
+            raise RuntimeError(f"rank {r} was woken twice at one op")
+        rk.armed = False
         if t is None:
-            self.env.trigger_at(self.ranks[r].wake, self.env.now, "", URGENT)
+            self.env.resume(rk.proc, self.env.now, "", URGENT)
         else:
-            self.env.trigger_at(self.ranks[r].wake, t, done)
+            self.env.resume(rk.proc, t, done)
 
     def run(self) -> None:
         """Run every rank's program to its end.
@@ -233,7 +218,8 @@ class _Replay:
         :raises SimulationError: the ranks livelock or deadlock.
         """
         for r in range(self.n):
-            self.env.process(self._program(r))
+            self.ranks[r].proc = self._program(r)
+            self.env.process(self.ranks[r].proc)
         self.env.run()
         stuck = [r for r in range(self.n) if self.ranks[r].pc < self.total[r]]
         if stuck:
@@ -260,10 +246,10 @@ class _Replay:
                 self._log(r, t, t + op.seconds, "compute", op)
                 rk.pc += 1
                 self._maybe_done(r, t + op.seconds)
-                yield env.timeout(op.seconds)
+                yield op.seconds
                 continue
             g = op.group
-            rk.wake = env.event()
+            rk.armed = True
             key = (self._iteration(r), op.message) if op.kind == "recv" else None
             if key is not None and key in self.delivered:  # a receive needs no circuit once the data is in
                 rk.pc += 1
@@ -279,7 +265,7 @@ class _Replay:
                 self._wait(r, "message")
             else:
                 self._try_start(r, op)  # if it starts, every member is woken at its end
-            done = yield rk.wake
+            done = yield WAIT
             if done:
                 self._speculate(r, done)
             elif rk.waiting:
