@@ -82,7 +82,7 @@ def run(sc, backend: str | None = None, out: str | Path | None = None, *, show: 
     from emulation.output import results_dir
 
     name = kind_of(sc)
-    out = results_dir(Path(out) if out is not None else None, sc.name)
+    out = results_dir(Path(out) if out is not None else None, sc.name, flag="out=")
     return kinds.run_scenario(name, sc, out, backend, show=show, **options)
 
 

@@ -104,8 +104,15 @@ def created_at() -> str:
 
 
 def default_dir(name: str, suffix: str = "") -> Path:
-    """``runs/<name>[-suffix]-<UTC time>`` (relative to the working directory)."""
-    return Path("runs") / f"{name}{'-' + suffix if suffix else ''}-{stamp()}"
+    """``runs/<name>[-suffix]-<UTC time>`` (relative to the working directory), or the first of
+    ``...-2``, ``...-3``... that is free when a job of the same second took it (flow runs of a
+    sweep take less than a second each)."""
+    base = Path("runs") / f"{name}{'-' + suffix if suffix else ''}-{stamp()}"
+    path, k = base, 1
+    while path.exists():
+        k += 1
+        path = base.with_name(f"{base.name}-{k}")
+    return path
 
 
 def check_dir(out: Path, flag: str = "--out", fresh: bool = True, shown: Path | None = None) -> None:

@@ -96,3 +96,20 @@ def test_columns_keep_nulls_mappings_and_types():
     assert cols["retransmissions.null"].tolist() == [True, False, False] and "drops.json" in cols
     assert from_columns(cols) == records
     assert from_columns(to_columns([{"a": None, "b": 1}])) == [{"b": 1}]  # null everywhere: no column
+
+
+def test_runs_of_one_second_without_out_get_directories_of_their_own(tmp_path, monkeypatch):
+    """A sweep without ``out=`` (flow runs take well under a second) must not collide on the
+    default ``runs/<name>-<UTC time>``; an ``out`` in use is refused naming ``out=``."""
+    from emulation import output
+    from emulation.output import Refused
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(output, "stamp", lambda: "20261128-120000")  # every run in the same second
+    sc = api.changed(api.load(ROOT / "experiments" / "demo.yaml"), {"sizes": ["1MiB"]})
+    for _ in range(3):
+        api.run(sc, backend="flow")
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
+        "demo-20261128-120000", "demo-20261128-120000-2", "demo-20261128-120000-3"]
+    with pytest.raises(Refused, match=r"^out= runs/demo-20261128-120000: exists and is not empty$"):
+        api.run(sc, backend="flow", out="runs/demo-20261128-120000")

@@ -377,7 +377,7 @@ def write_and_show(kind: Kind, sc, env: ResultEnvelope, out: Path, show: bool = 
         return
     if not quiet():  # -q: only where the results are
         kind.shown(env)
-    Console().print(f"results: {out}/result.json{''.join(', ' + f for f in files)}")
+    Console(soft_wrap=True).print(f"results: {out}/result.json{''.join(', ' + f for f in files)}")  # one line to copy
 
 
 def kind_name_of(sc) -> str:
