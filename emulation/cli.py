@@ -115,7 +115,15 @@ def parser() -> argparse.ArgumentParser:
                    help="say what the backends do (-v: each phase; -vv: every detail), on stderr")
     p.add_argument("-q", "--quiet", action="store_true", help="errors only: no tables, progress bars, warnings or phases (the results line stays)")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
-    r = sub.add_parser("run", help="run a scenario file (any kind)")
+    # -q and -v also after the command (`ocslab run x.yaml -q`), without overriding them when absent
+    after = argparse.ArgumentParser(add_help=False)
+    after.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    after.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    def command(name: str, **kwargs) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[after], **kwargs)
+
+    r = command("run", help="run a scenario file (any kind)")
     r.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/demo.yaml)")
     r.add_argument("--backend", choices=BACKENDS, help="override the scenario's backend")
     r.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-<time>)")
@@ -124,7 +132,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--pcap", nargs="?", const="ocs", metavar="PORTS",
                    help="capture packets during the runs: every OCS input port, or these comma-separated "
                         "interfaces; analysed into pcap.json and pcap.png (ocslab pcap DIR)")
-    c = sub.add_parser("compare", help="run a collective scenario on both backends and compare them")
+    c = command("compare", help="run a collective scenario on both backends and compare them")
     c.add_argument("file", type=Path, help="scenario YAML")
     c.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-compare-<time>)")
     c.add_argument("--packet-result", type=Path, help="reuse this mininet result.json instead of running the emulator")
@@ -132,36 +140,36 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--force", action="store_true", help="run even if the headroom probe says the CPU is the bottleneck")
     c.add_argument("--quiet-steps", action="store_true", help="print the per-run table only")
     _override_flags(c)
-    pl = sub.add_parser("plan", help="print each run's plan of a collective scenario (keep/reconfigure per step)")
+    pl = command("plan", help="print each run's plan of a collective scenario (keep/reconfigure per step)")
     pl.add_argument("file", type=Path, help="scenario YAML")
     pl.add_argument("--size", help="buffer size (default: the scenario's first size)")
     pl.add_argument("--json", action="store_true", help="print the plans as JSON")
     _override_flags(pl)
-    te = sub.add_parser("te", help="solve the TE of one traffic matrix of a WAN scenario (nothing runs)")
+    te = command("te", help="solve the TE of one traffic matrix of a WAN scenario (nothing runs)")
     te.add_argument("file", type=Path, help="WAN scenario YAML (e.g. experiments/wan_b4.yaml)")
     te.add_argument("--tm", type=int, default=0, help="traffic matrix index (default 0)")
     te.add_argument("--json", action="store_true", help="print tunnels, splits and link utilisations as JSON")
     _override_flags(te)
-    tr = sub.add_parser("train", help="run a training or rails scenario's torch job on the packet backend")
+    tr = command("train", help="run a training or rails scenario's torch job on the packet backend")
     tr.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/lumion.yaml, experiments/rails_torch.yaml)")
     tr.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-<time>)")
     tr.add_argument("--recovery", help="training scenarios: comma-separated subset of the recoveries to run")
     _override_flags(tr)
-    u = sub.add_parser("up", help="build a collective scenario's fabric and open Mininet's prompt on it, with ocslab's "
+    u = command("up", help="build a collective scenario's fabric and open Mininet's prompt on it, with ocslab's "
                        "commands (circuits, reconfigure, allreduce, capture); exit tears it down")
     u.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/demo.yaml)")
     u.add_argument("--out", type=Path, help="session directory: logs, captures, result.json of its collectives "
                    "(default runs/<scenario>-up-<time>)")
     _controller_flags(u)
     _override_flags(u)
-    s = sub.add_parser("workload", help="print a workload's steps (a collective's transfers, step by step)")
+    s = command("workload", help="print a workload's steps (a collective's transfers, step by step)")
     s.add_argument("algorithm", help="an algorithm of the collective (allreduce: "
                    f"{known('allreduce')}), or COLLECTIVE-ALGORITHM (e.g. alltoall-rotor)")
     s.add_argument("--collective", default="allreduce", help=f"one of: {', '.join(ALGORITHMS)} (default allreduce)")
     s.add_argument("--ranks", type=int, required=True, help="number of ranks n")
     s.add_argument("--bytes", required=True, help="buffer size (e.g. 4096, 1MiB)")
     s.add_argument("--json", action="store_true", help="print JSON")
-    t = sub.add_parser("torch", help="run a real torch.distributed (gloo) program on emulated GPUs")
+    t = command("torch", help="run a real torch.distributed (gloo) program on emulated GPUs")
     t.add_argument("program", choices=("allreduce-perf",), help="allreduce-perf: gloo AllReduce busbw vs the flow backend")
     t.add_argument("--gpus", type=int, default=8, help="emulated GPUs in a ring of circuits (default 8)")
     t.add_argument("--link-mbps", type=float, default=20.0, help="emulated port rate, Mbit/s (default 20)")
@@ -169,17 +177,17 @@ def parser() -> argparse.ArgumentParser:
                    help="ascending buffer sizes; the first fits alpha (default 8KiB,256KiB,1MiB,4MiB)")
     t.add_argument("--iters", type=int, default=3, help="timed iterations per size (default 3)")
     t.add_argument("--out", type=Path, help="results directory (default runs/torch-allreduce-perf-<time>)")
-    pc = sub.add_parser("pcap", help="analyse the packets captured by ocslab run --pcap (dark windows, TCP)")
+    pc = command("pcap", help="analyse the packets captured by ocslab run --pcap (dark windows, TCP)")
     pc.add_argument("dir", type=Path, help="the run's results directory")
-    fb = sub.add_parser("fabric", help="write a collective scenario's fabric and initial circuits as the "
+    fb = command("fabric", help="write a collective scenario's fabric and initial circuits as the "
                         "controller's --ocslab-fabric JSON, and print the controller and mn commands (nothing runs)")
     fb.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/demo.yaml)")
     fb.add_argument("-o", "--out", type=Path, metavar="FILE",
                     help="the fabric JSON to write (default runs/<scenario>-fabric.json); overwritten if it exists")
-    sc = sub.add_parser("schema", help="print the JSON Schema of a kind's result.json (or of its scenario file)")
+    sc = command("schema", help="print the JSON Schema of a kind's result.json (or of its scenario file)")
     sc.add_argument("kind", choices=kinds.NAMES, help="the scenario kind")
     sc.add_argument("--scenario", action="store_true", help="the scenario file's schema instead of the result's")
-    rp = sub.add_parser("reproduce", help="run every paper reproduction (flow backend; --packet adds the packet "
+    rp = command("reproduce", help="run every paper reproduction (flow backend; --packet adds the packet "
                         "parts) and print one table: each headline, the paper's figure, ours, the tolerance, held or "
                         "missed")
     rp.add_argument("--packet", action="store_true",
@@ -189,10 +197,10 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--only", nargs="+", metavar="NAME", help=f"these reproductions only (of: {', '.join(REPRODUCTIONS)})")
     rp.add_argument("--jobs", type=int, help="reproductions run at once without --packet (default: the cores)")
     rp.add_argument("--out", type=Path, help="results directory (default runs/reproduce-<time>)")
-    sub.add_parser("kinds", help="list the scenario kinds, their backends and the commands each answers")
-    sub.add_parser("clean", help="remove what killed ocslab runs left behind (only ours: ocl- bridges and "
+    command("kinds", help="list the scenario kinds, their backends and the commands each answers")
+    command("clean", help="remove what killed ocslab runs left behind (only ours: ocl- bridges and "
                    "interfaces, marked processes, run records) and say what was removed")
-    sv = sub.add_parser("servers", help="lab servers on this machine for a fabric spread over servers "
+    sv = command("servers", help="lab servers on this machine for a fabric spread over servers "
                         "(emulation.servers; docs/cluster.md): up NAME..., down, status")
     sv.add_argument("action", choices=["up", "down", "status"])
     sv.add_argument("names", nargs="*", help="server names for up (1-8 lowercase letters and digits)")

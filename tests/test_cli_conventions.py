@@ -37,6 +37,9 @@ def test_verbose_says_each_phase_and_quiet_says_nothing_on_stderr(tmp_path, caps
     assert main(["-q", "run", str(DEMO), "--backend", "flow", "--out", str(tmp_path / "q")]) == 0
     got = capsys.readouterr()
     assert got.err == "" and got.out.startswith("results:") and "time (ms)" not in got.out, got.out  # no table
+    assert main(["run", str(DEMO), "--backend", "flow", "--out", str(tmp_path / "q2"), "-q"]) == 0  # after the command
+    got = capsys.readouterr()
+    assert got.err == "" and got.out.startswith("results:") and "time (ms)" not in got.out, got.out
     assert main(["-vv", "run", str(DEMO), "--backend", "flow", "--out", str(tmp_path / "vv")]) == 0
     assert "ocslab: debug emulation.output: collective on flow: ring 25MiB" in capsys.readouterr().err
     main(["kinds"])  # back to the default level for the tests after this one
