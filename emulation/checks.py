@@ -117,7 +117,7 @@ NOT_USER_APPS = ("emulator", "planner", "rotor", "failover", "opus")
 
 def app_changes(changed: dict[str, int]) -> str:
     """``" (your app X changed the circuits N times during the runs: ...)"`` for the apps in
-    ``changed`` (:func:`emulation.runner.ownership`), else ``""``: what a failed step's error adds, since a step
+    ``changed`` (:func:`emulation.emulator.session.ownership`), else ``""``: what a failed step's error adds, since a step
     whose circuits change under it can stall."""
     apps = {k: n for k, n in changed.items() if k not in NOT_USER_APPS}
     if not apps:

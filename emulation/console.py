@@ -1,7 +1,7 @@
 """``ocslab up FILE``: a collective scenario's fabric at Mininet's own prompt.
 
-The fabric is built, and its link rate calibrated, exactly as ``ocslab run`` builds it
-(:func:`emulation.runner.emulated_fabric`, :func:`emulation.runner.calibrate_link`): the controller
+The fabric is built, and its link rate calibrated, exactly as ``ocslab run`` builds it (the
+packet session, :func:`emulation.runner.collective_session`): the controller
 with the scenario's runtime and any ``--app``, Open vSwitch bridges for the OCS and the NICs, one
 Mininet host per GPU (``g0``, ``g1``, ...). Then Mininet's CLI (:class:`FabricCLI`, a subclass of
 ``mininet.cli.CLI``) takes over, so ``pingall``, ``g0 tcpdump -ni g0-eth0`` and ``xterm g0`` work
@@ -88,14 +88,14 @@ def parse_matching(text: str, gpus: int) -> list[tuple[int, int]]:
 
 
 class FabricSession:
-    """What ocslab's console commands act on: a running emulation ``emu``
-    (:class:`~emulation.emulator.net.EmulatedFabric`) of experiment ``exp`` at ``scale``, its
-    session directory ``out`` and the packet backend's record ``meta``
-    (:func:`emulation.runner.emulated_fabric`). Each method raises :class:`SessionError` for input
+    """What ocslab's console commands act on: the running packet session ``packet``
+    (:class:`~emulation.emulator.session.PacketSession`: its fabric ``emu`` at ``scale``, its
+    directory ``out``) of experiment ``exp``. Each method raises :class:`SessionError` for input
     it cannot act on, and the emulator's own errors for a failed emulation."""
 
-    def __init__(self, emu, exp: Experiment, scale: Scale, out: Path, meta: dict):
-        self.emu, self.exp, self.scale, self.out, self.meta = emu, exp, scale, Path(out), meta
+    def __init__(self, packet, exp: Experiment):
+        self.packet, self.exp = packet, exp
+        self.emu, self.scale, self.out = packet.emu, packet.scale, Path(packet.out)
         self.runs: list[RunResult] = []
         self.capture = None
         self._probes: list = []
@@ -275,7 +275,7 @@ class FabricSession:
         except RoutingError as e:
             raise SessionError(f"allreduce {words[0]} {words[1]}: {e} {hint}") from None
         self.runs.append(res)
-        return collective_envelope(exp, "mininet", [res], {**self.meta, "scale": self.scale.to_json(), "complete": True})
+        return collective_envelope(exp, "mininet", [res], {**self.packet.record(), "complete": True})
 
     def wall_estimate(self, desc) -> float:
         """Wall-clock seconds the packet run of ``desc`` (a RunDescription) should take: the flow
@@ -415,8 +415,7 @@ class FabricSession:
         """The session's result: every collective run so far."""
         from emulation.runner import collective_envelope
 
-        return collective_envelope(self.exp, "mininet", self.runs, {**self.meta, "scale": self.scale.to_json(),
-                                                                  "complete": True})
+        return collective_envelope(self.exp, "mininet", self.runs, {**self.packet.record(), "complete": True})
 
     def close(self) -> None:
         """Stop a capture still running (before the fabric is torn down)."""
@@ -531,14 +530,13 @@ def up(exp: Experiment, out: Path, *, force: bool = False, ofctl_rest: int | Non
     """Build and calibrate ``exp``'s fabric (logs in ``out/emulation``), run the prompt on
     ``stdin`` until it ends, tear everything down; the session's result (every ``allreduce``).
 
-    :raises emulation.runner.HeadroomError: the scenario's rate misses the headroom target.
+    :raises emulation.emulator.session.HeadroomError: the scenario's rate misses the headroom target.
     :raises emulation.emulator.net.EmulationError: the emulation could not be brought up.
     """
-    from emulation.runner import calibrate_link, emulated_fabric
+    from emulation.runner import collective_session
 
-    with emulated_fabric(exp, out, force, ofctl_rest) as (emu, meta):
-        rate = calibrate_link(emu, exp, out, force, meta, progress)
-        session = FabricSession(emu, exp, exp.scale(rate), out, meta)
+    with collective_session(exp, out, force, ofctl_rest, progress) as packet:
+        session = FabricSession(packet, exp)
         try:
             setLogLevel("info")  # Mininet's own commands report at info and output, as under mn
             output(session.banner() + "\n")

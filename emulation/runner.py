@@ -5,7 +5,6 @@ Spec: ``docs/architecture.md`` (data flow, results).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import sys
@@ -22,13 +21,10 @@ from emulation.scenario import Experiment, Scenario, resolve
 from emulation.scale import FRAMES_PER_STEP
 from emulation.schedule import RunDescription, reconfiguration_delay
 from emulation.units import format_bytes
+from emulation.emulator.session import HeadroomError, PacketSession, requested_mbps
 
 log = logging.getLogger(__name__)
 
-
-
-class HeadroomError(RuntimeError):
-    """The machine cannot sustain the scenario's emulated load (the CPU would be the bottleneck)."""
 
 
 class BackendError(ValueError):
@@ -145,11 +141,11 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
                 pcap: list[str] | None = None) -> ResultEnvelope:
     """Run every job of ``exp`` with real packets; return its result.
 
-    First the link rate is calibrated (:func:`calibrate_link`), then every run executes on the
+    First the link rate is calibrated (:func:`collective_session`), then every run executes on the
     one emulated fabric, captured if ``pcap`` says so (:func:`start_capture`).
 
     :raises HeadroomError: the given rate misses the target and the policy is ``refuse``; a run
-        on parallel OCSes whose ``guard_s`` is too short (:func:`emulated_fabric`, before the
+        on parallel OCSes whose ``guard_s`` is too short (:func:`collective_session`, before the
         fabric starts; the calibration stays under the rate where every guard suffices).
     :raises emulation.emulator.calibration.CalibrationError: no rate reaches the target.
     :raises emulation.emulator.net.EmulationError: the emulation could not be brought up, or a
@@ -163,9 +159,8 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
 
     em = exp.emulation
     runs: list[RunResult] = []
-    with emulated_fabric(exp, out, force) as (emu, meta):
-        rate = calibrate_link(emu, exp, out, force, meta, progress)
-        scale = exp.scale(rate)
+    with collective_session(exp, out, force, progress=progress) as session:
+        emu, scale = session.emu, session.scale
         capture = None
         try:
             if pcap:
@@ -179,10 +174,10 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
                                         semantics=exp.semantics))
                 warning = frame_warning(run, runs[-1].byte_scale, em.mtu)
                 if warning:
-                    meta["warnings"].append(warning)
+                    session.meta["warnings"].append(warning)
         except (EmulationError, ControllerError, ClusterError, KeyboardInterrupt) as e:
             # what was measured so far, marked incomplete, then the teardown and the error
-            measured = _measured(meta, emu, scale)
+            measured = session.record()
             cause = "" if isinstance(e, KeyboardInterrupt) else app_changes(measured["circuits_changed_by"])
             error = str(e) + cause if not isinstance(e, KeyboardInterrupt) else "interrupted"
             partial = collective_envelope(exp, "mininet", runs, {**measured, "complete": False, "error": error})
@@ -193,7 +188,7 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
         finally:
             if capture is not None:
                 capture.stop()
-        measured = _measured(meta, emu, scale)
+        measured = session.record()
     measured["warnings"] += _warnings(runs)
     return collective_envelope(exp, "mininet", runs, {**measured, "complete": True})
 
@@ -223,73 +218,21 @@ def _parallel_rate_cap(exp: Experiment, requested: float | None, mtu: int, force
     return cap
 
 
-def _measured(meta: dict, emu, scale) -> dict:
-    """The packet-backend record of a run so far: ``meta`` with the ``scale`` model, the TCP
-    congestion controls the agents' connections ran (``tcp_congestion``), who changed the
-    circuits (``circuits_changed_by``) and the warnings :func:`ownership` finds."""
-    try:
-        events = emu.client.events()
-    except Exception:  # noqa: BLE001 - a dead controller: its failure is the run's error already
-        events = []
-    changed_by, warnings = ownership(events, emu.user_apps)
-    return {**meta, "warnings": list(dict.fromkeys([*meta["warnings"], *warnings])), "scale": scale.to_json(),
-            "tcp_congestion": sorted(emu.tcp_congestion), "circuits_changed_by": changed_by}
-
-
-def ownership(events: list[dict], apps: list[str]) -> tuple[dict[str, int], list[str]]:
-    """Who changed the circuits, and what the user's apps were refused, from the controller's
-    events (``GET /events``): ``({who: reconfigurations}, [warning, ...])``; ``who`` is
-    ``emulator`` (the planner's and the emulator's own), ``rotor``, ``failover``, ``opus`` or an
-    app's name. One warning per app that had requests refused because the planner or the
-    emulator owned the circuits, or that asked for a step's circuits after the step was released
-    (``docs/controllers.md``, Who owns the OCS when)."""
-    changed: dict[str, int] = {}
-    refused: dict[str, list[dict]] = {}
-    late: dict[str, int] = {}
-    for e in events:
-        if e.get("kind") == "reconfigured" and e.get("changed", True):
-            changed[e.get("by", "emulator")] = changed.get(e.get("by", "emulator"), 0) + 1
-        elif e.get("kind") == "ownership-refused":
-            refused.setdefault(e.get("by", "?"), []).append(e)
-        elif e.get("kind") == "step-request-late":
-            late[e.get("by", "?")] = late.get(e.get("by", "?"), 0) + 1
-    warnings = []
-    for app, rs in sorted(refused.items()):
-        owners = " and the ".join(sorted({r.get("owner", "?") for r in rs}))
-        runs = ", ".join(sorted({r.get("run") for r in rs if r.get("run")}))
-        warnings.append(f"{app}: {len(rs)} circuit request(s) refused, nothing changed: the {owners} owned the "
-                        f"circuits{f' (runs {runs})' if runs else ''}; only runs with planner: none give them to your "
-                        "apps (docs/controllers.md, Who owns the OCS when)")
-    for app, n in sorted(late.items()):
-        warnings.append(f"{app}: {n} step request(s) came after the step was released (nothing changed): ask in the "
-                        "EventStepBegin handler, before it returns")
-    return changed, warnings
-
-
-@contextlib.contextmanager
-def emulated_fabric(exp: Experiment, out: Path, force: bool = False, ofctl_rest: int | None = None):
-    """The emulated fabric of ``exp`` (:class:`emulation.emulator.net.EmulatedFabric`, logs in
-    ``out/emulation``) at its starting rate (the given ``emulation.link_mbps``, or the
-    calibration's first probe), with the result's packet-backend record begun: yields ``(emu,
-    meta)``, ``meta`` holding the machine's capabilities, warnings, controller, apps, MTU and datapath.
+def collective_session(exp: Experiment, out: Path, force: bool = False, ofctl_rest: int | None = None,
+                       progress: Progress | None = None) -> PacketSession:
+    """The packet session of a collective scenario (:class:`~emulation.emulator.session.PacketSession`:
+    its ``emulation:`` section, the per-hop delay delta, the scale model at the scenario's port
+    rate), its rate capped where every time-slotted run's guard band and every run on parallel
+    OCSes still holds (``slotted_rate_cap_mbps``). Used by ``ocslab run`` and ``ocslab up``.
 
     :raises HeadroomError: a time-slotted run's guard band is shorter than the emulated switch's
         precision at the given rate, or a run on parallel OCSes has a guard too short for its
-        packet senders at the given rate or at any (unless ``force``); the calibration is capped
-        at the rate where every guard suffices (``slotted_rate_cap_mbps``).
-    :raises emulation.emulator.net.EmulationError: see :class:`~emulation.emulator.net.EmulatedFabric`.
+        packet senders at the given rate or at any (unless ``force`` or ``headroom: skip``).
     """
-    from emulation.emulator.calibration import AUTO_START_MBPS, GUARD_FLOOR_S, slotted_rate_cap
-    from emulation.emulator.capabilities import detect
-    from emulation.emulator.net import EmulatedFabric
+    from emulation.emulator.calibration import GUARD_FLOOR_S, slotted_rate_cap
 
     em = exp.emulation
-    requested = None if em.link_mbps == "auto" else float(em.link_mbps)
-    caps = detect()
-    meta: dict = {"capabilities": caps.to_json(), "warnings": [], "controller": em.controller,
-                  "apps": list(em.apps), "mtu": em.mtu}
-    if not caps.netem and exp.cost.delta_s > 0:
-        meta["warnings"].append("netem missing: per-hop propagation delay delta was not emulated")
+    requested = requested_mbps(em)
     guards = [r.guard_s for _, r in exp.jobs if r.schedule in ("rotor", "plan")]
     cap = None
     if guards:
@@ -302,78 +245,9 @@ def emulated_fabric(exp: Experiment, out: Path, force: bool = False, ofctl_rest:
     parallel = _parallel_rate_cap(exp, requested, em.mtu, force or em.headroom == "skip")
     if parallel is not None:
         cap = parallel if cap is None else min(cap, parallel)
-    if cap is not None:
-        meta["slotted_rate_cap_mbps"] = cap
-    start = requested if requested is not None else min(AUTO_START_MBPS, cap or AUTO_START_MBPS)
-    servers = cluster_of(em)
-    if servers is not None:
-        meta["servers"] = servers.servers
-    with EmulatedFabric(exp.fabric, out / "emulation", link_mbps=start,
-                        delay_s=exp.cost.delta_s * exp.scale(start).tdf, capabilities=caps,
-                        controller=em.controller, apps=em.apps, mtu=em.mtu, ofctl_rest=ofctl_rest,
-                        servers=servers) as emu:
-        meta["datapath"] = emu.datapath
-        yield emu, meta
-
-
-def cluster_of(em):
-    """The :class:`~emulation.emulator.cluster.Cluster` of an ``emulation:`` section's
-    ``servers`` (None without), reached with its ``ssh_config``, else the lab's
-    (:mod:`emulation.emulator.server_lab`) when the lab has every one of them.
-
-    :raises emulation.emulator.net.MachineUnfit: a server does not resolve or has no route.
-    """
-    if not em.servers:
-        return None
-    from emulation.emulator import server_lab
-    from emulation.emulator.cluster import Cluster
-    from emulation.emulator.net import MachineUnfit
-    from emulation.emulator.sites import ClusterError
-
-    config = em.ssh_config
-    if config is None and set(em.servers) <= {s.name for s in server_lab.lab_servers()}:
-        config = str(server_lab.ssh_config())
-    try:
-        return Cluster(list(em.servers), Path(config).expanduser().resolve() if config else None)
-    except ClusterError as e:
-        raise MachineUnfit(f"emulation.{e}") from None
-
-
-def calibrate_link(emu, exp: Experiment, out: Path, force: bool, meta: dict,
-                   progress: Progress | None = None) -> float:
-    """Calibrate ``emu``'s link rate for ``exp`` (:mod:`emulation.emulator.calibration`) and
-    return it (Mbit/s): ``auto`` takes the highest rate whose headroom probe reaches the target;
-    a given rate is probed and, if it misses, refused (policy ``refuse``, unless ``force``) or
-    used with a warning (``warn``); ``skip`` keeps the given rate unprobed. Records the
-    calibration in ``meta`` (probes under ``out/emulation/calibration``).
-
-    :raises HeadroomError: the given rate misses the target and the policy is ``refuse``.
-    :raises emulation.emulator.calibration.CalibrationError: no rate reaches the target.
-    """
-    from emulation.emulator.calibration import calibrate
-
-    em = exp.emulation
-    requested = None if em.link_mbps == "auto" else float(em.link_mbps)
-    rate = emu.link_mbps
-    if em.headroom == "skip":
-        return rate
-    if progress:
-        progress("calibrating the link rate", 0, len(exp.jobs))
-    cal = calibrate(emu, requested, em.byte_scale, out / "emulation" / "calibration", em.headroom_target,
-                    max_mbps=meta.get("slotted_rate_cap_mbps"))
-    meta["calibration"] = cal.to_json()
-    meta["headroom"] = cal.chosen
-    rate = cal.link_mbps
-    log.info("calibrated: %g Mbit/s per link (%s)", rate,
-             ", ".join(f"{q['link_mbps']:g} Mbit/s {q['efficiency']:.0%}" for q in cal.probes))
-    if not cal.requested_ok:
-        if em.headroom == "refuse" and not force:
-            raise HeadroomError(cal.refusal())
-        meta["warnings"].append(cal.refusal() + " (run anyway)")
-        meta["headroom"] = next(p for p in cal.probes if p["link_mbps"] == requested)
-        rate = requested
-        emu.set_link_mbps(rate)
-    return rate
+    calibrating = (lambda what, done, total: progress(what, 0, len(exp.jobs))) if progress else None
+    return PacketSession(exp.fabric, out, em, port_gbps=exp.port_gbps, delta_s=exp.cost.delta_s, rate_cap_mbps=cap,
+                         force=force, ofctl_rest=ofctl_rest, progress=calibrating)
 
 
 def start_capture(emu, out: Path, ports: list[str]):

@@ -10,6 +10,7 @@ seconds (the scale model). It sits above both backends, which never import each 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 from pydantic import BaseModel, ConfigDict
 
@@ -46,13 +47,14 @@ class TenantComparison(BaseModel):
 
 class TenantsResult(BaseModel):
     """A tenancy scenario's tenants on the packet backend beside the flow backend (inside the
-    envelope): the scale model, the headroom probe, one :class:`TenantComparison` per tenant, the
+    envelope): the scale model, the headroom probe (null: not probed, `headroom: skip`), one
+    :class:`TenantComparison` per tenant, the
     circuits set (per OCS) and how many were left after every tenant ended (0)."""
 
     model_config = ConfigDict(extra="forbid")
 
     scale: dict[str, float]
-    headroom: dict
+    headroom: Optional[dict] = None
     tenants: list[TenantComparison]
     circuits: dict[str, list[str]]
     circuits_left: int
@@ -75,11 +77,12 @@ def compare_tenants(rack: RackSpec, specs: list[TenantSpec], fabric: TenantFabri
     """The tenants of ``specs`` on ``rack`` (its fabric ``fabric``), each alone and all together,
     on both backends (module doc), logs in ``out``. The link rate is ``emulation.link_mbps``
     (``auto``: calibrated); a rate whose headroom probe misses ``emulation.headroom_target`` is
-    refused (``emulation.headroom: refuse`` and ``refuse``) or run with the probe recorded.
+    refused (``emulation.headroom: refuse`` and ``refuse``) or run with the probe recorded
+    (``warn``); ``skip`` runs it unprobed (``headroom`` null).
 
     :raises EmulationError: the emulation failed. :raises CalibrationError: no link rate is
-        faithful on this machine. :raises Refused: a tenant cannot be placed, or the rate is
-        refused.
+        faithful on this machine. :raises Refused: a tenant cannot be placed.
+    :raises emulation.emulator.session.HeadroomError: the rate is refused.
     """
     from emulation.emulator.tenants import measure_tenants
 
@@ -95,10 +98,7 @@ def compare_tenants(rack: RackSpec, specs: list[TenantSpec], fabric: TenantFabri
     flow_alone = [simulate_tenants(net, config, [x], alpha_s=alpha)[0].time_s for x in tenants]
     flow_together = [r.time_s for r in simulate_tenants(net, config, tenants, alpha_s=alpha)]
     out.mkdir(parents=True, exist_ok=True)
-    got = measure_tenants(net, config, tenants, alpha, out, link_mbps=None if em.link_mbps == "auto" else em.link_mbps,
-                          byte_scale=em.byte_scale, mtu=em.mtu, controller=em.controller,
-                          headroom_target=em.headroom_target, refuse=em.headroom == "refuse" and refuse,
-                          progress=progress)
+    got = measure_tenants(net, config, tenants, alpha, out, em, force=not refuse, progress=progress)
     rows = [TenantComparison(
         name=x.name, gpus=list(x.gpus), algorithm=x.workload.algorithm, bytes=x.workload.bytes, start_s=x.start_s,
         packet_alone_s=alone.time_s, packet_together_s=together.time_s, flow_alone_s=f_alone, flow_together_s=f_together,

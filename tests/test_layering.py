@@ -181,7 +181,7 @@ def _loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
       "emulation.planners.spectra", "emulation.flowsim.parallel_ocs", "emulation.workloads.spectra",
       "emulation.planners.overlap"],
      ("emulation.emulator", "mininet", "os_ken", "controllers")),
-    (["emulation.emulator.execute", "emulation.emulator.calibration", "emulation.emulator.recovery",
+    (["emulation.emulator.execute", "emulation.emulator.calibration", "emulation.torchjob.recovery",
       "emulation.emulator.tenants", "emulation.emulator.wan_replay", "emulation.emulator.wan_net",
       "emulation.emulator.dependency", "emulation.emulator.parallel_ocs"],
      ("emulation.flowsim", "emulation.scenario")),

@@ -190,7 +190,7 @@ def test_training_resumes_from_its_checkpoint_exactly(run_dir):
 
 
 def _raw(mode: str, fabric, placement_after: list[int], after_durations: list[float]) -> dict:
-    """A synthetic :func:`emulation.emulator.recovery.run_recovery` record: launch 0 runs steps
+    """A synthetic :func:`emulation.torchjob.recovery.run_recovery` record: launch 0 runs steps
     0..7 (and logs step 8 after the failure), the controller rewires, launch 1 resumes from the
     checkpoint of step 4 and runs steps 5..11 with ``after_durations``."""
     rows, t = [], 100.0
@@ -315,7 +315,7 @@ def test_run_recoveries_supervises_one_emulation_per_recovery(tmp_path, monkeypa
     supervised run per mode with the setup's arguments (dark window R x TDF, emulated), its raw
     record in ``out/MODE/raw.json``, progress per mode."""
     import emulation.emulator.capabilities as capabilities
-    import emulation.emulator.recovery as supervisor
+    import emulation.torchjob.recovery as supervisor
     from emulation.kinds.training import TrainingScenario
     from emulation.torchjob.recoveries import run_recoveries
 
@@ -325,9 +325,9 @@ def test_run_recoveries_supervises_one_emulation_per_recovery(tmp_path, monkeypa
 
     calls = []
 
-    def run_recovery(fabric, job, placement, spares, mode, failed_gpu, at_step, link_mbps, dark_s, out, timeout_s,
-                     caps, restart="warm"):
-        calls.append((mode, placement, spares, failed_gpu, at_step, link_mbps, dark_s, out, timeout_s, restart))
+    def run_recovery(fabric, job, placement, spares, mode, failed_gpu, at_step, spec, dark_s, out, timeout_s,
+                     restart="warm"):
+        calls.append((mode, placement, spares, failed_gpu, at_step, spec.link_mbps, dark_s, out, timeout_s, restart))
         out.mkdir(parents=True)
         return _raw(mode, fabric, [0, 1, 4, 3], [2.5, 1.5, 2.0, 2.2, 1.8, 2.0, 2.1])
 

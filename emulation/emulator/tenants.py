@@ -34,12 +34,11 @@ import numpy as np
 
 from emulation import dataplane as dpn
 from emulation.emulator.agent_schedule import AgentSchedules
-from emulation.emulator.calibration import calibrate
 from emulation.emulator.capture import Capture
 from emulation.emulator.net import EmulatedFabric, EmulationError
 from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, RELEASE_LEAD_S, agents
 from emulation.fabric import Circuit, Configuration, Fabric
-from emulation.output import Progress, Refused
+from emulation.output import Progress
 from emulation.routing import Routes, RoutingError
 from emulation.scale import Scale
 from emulation.workloads.model import Tenant
@@ -219,42 +218,34 @@ class TenantsMeasured:
     name; the isolation measure) and the circuits left after every tenant ended."""
 
     scale: Scale
-    headroom: dict
+    headroom: dict | None
     alone: list[TenantMeasured]
     together: list[TenantMeasured]
     foreign: dict[str, int]
     circuits_left: int
 
 
-def measure_tenants(fabric: Fabric, configuration: Configuration, tenants: list[Tenant], alpha_s: float, out: Path, *,
-                    link_mbps: float | None, byte_scale: float, mtu: int, controller: str, headroom_target: float,
-                    refuse: bool, progress: Progress | None = None) -> TenantsMeasured:
-    """The tenants on a fresh emulation of ``fabric`` (logs in ``out/emulation``): the link rate
-    calibrated by the headroom probe with every GPU sending (``link_mbps``, Mbit/s; None: the
-    fastest faithful rate), each tenant alone (its start at 0, the others' GPUs idle), then all of
-    them at once (:func:`run_tenants`, on ``configuration``) under an :func:`isolation_capture`.
+def measure_tenants(fabric: Fabric, configuration: Configuration, tenants: list[Tenant], alpha_s: float, out: Path,
+                    spec, *, force: bool = False, progress: Progress | None = None) -> TenantsMeasured:
+    """The tenants on a fresh packet session of ``fabric`` for the scenario's ``emulation:``
+    section ``spec`` (:class:`~emulation.emulator.session.PacketSession`, logs in
+    ``out/emulation``: the link rate calibrated by the headroom probe with every GPU sending),
+    each tenant alone (its start at 0, the others' GPUs idle), then all of them at once
+    (:func:`run_tenants`, on ``configuration``) under an :func:`isolation_capture`.
 
     :param alpha_s: real per-message latency, s.
-    :param byte_scale: bytes sent per real byte (the scale model, :class:`~emulation.scale.Scale`).
-    :param mtu: the emulated links' MTU, bytes. :param controller: the controller framework.
-    :param headroom_target: the efficiency the probe must reach (fraction).
-    :param refuse: refuse a requested rate that misses the target (else run it, the probe recorded).
-    :raises Refused: the requested rate misses the target and ``refuse``.
+    :param force: run a requested rate that misses the headroom target.
+    :raises emulation.emulator.session.HeadroomError: the requested rate misses the target
+        (``headroom: refuse``, not ``force``).
     :raises CalibrationError: no link rate is faithful on this machine.
     :raises EmulationError: the emulation failed.
     """
     steps = len(tenants) + 1
-    with EmulatedFabric(fabric, out / "emulation", link_mbps=100.0 if link_mbps is None else link_mbps, mtu=mtu,
-                        controller=controller) as emu:
-        if progress:
-            progress("calibrating the link rate", 0, steps + 1)
-        cal = calibrate(emu, None if link_mbps is None else float(link_mbps), byte_scale,
-                        out / "emulation" / "calibration", headroom_target)
-        if not cal.requested_ok and refuse:
-            raise Refused(cal.refusal())
-        rate = cal.link_mbps if cal.requested_ok else float(link_mbps)
-        emu.set_link_mbps(rate)
-        scale = Scale(rate, byte_scale, fabric.port_gbps)
+    from emulation.emulator.session import PacketSession
+
+    calibrating = (lambda what, done, total: progress(what, 0, steps + 1)) if progress else None
+    with PacketSession(fabric, out, spec, force=force, progress=calibrating) as session:
+        emu, scale = session.emu, session.scale
         alone = []
         for k, t in enumerate(tenants):
             if progress:
@@ -273,5 +264,5 @@ def measure_tenants(fabric: Fabric, configuration: Configuration, tenants: list[
         left = emu.client.circuits()
     if progress:
         progress("done", steps + 1, steps + 1)
-    return TenantsMeasured(scale=scale, headroom=cal.chosen, alone=alone, together=together, foreign=foreign,
+    return TenantsMeasured(scale=scale, headroom=session.meta.get("headroom"), alone=alone, together=together, foreign=foreign,
                            circuits_left=sum(len(cs) for cs in left.values()))

@@ -68,7 +68,8 @@ class TenancyScenario(NamedScenario):
     @classmethod
     def _emulation(cls, data):
         # a fabric spread over servers runs collective scenarios only
-        return EmulationSpec.defaulted(data, set(EmulationSpec.model_fields) - {"servers", "ssh_config"}, byte_scale=0.001)
+        return EmulationSpec.defaulted(data, set(EmulationSpec.model_fields) - {"servers", "ssh_config"}, "tenancy",
+                                         byte_scale=0.001)
 
     @model_validator(mode="after")
     def _kind(self):

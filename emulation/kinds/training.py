@@ -39,15 +39,24 @@ from emulation.training import report
 Recovery = Literal["optical", "electrical", "migration"]
 
 
+#: The ``emulation:`` keys a training scenario honours: its recoveries' packet sessions take the
+#: rate, MTU, controller framework, user apps and headroom policy; the job's bytes are real (no
+#: ``byte_scale``) and its rack is on one machine (no ``servers``).
+EMULATION_KEYS = {"link_mbps", "mtu", "controller", "apps", "headroom", "headroom_target"}
+
+
 class TrainingScenario(NamedScenario):
     """A whole training scenario file (module doc)."""
 
     fabric: FabricSpec
     """The rack (``topology: rack``): working and spare GPUs, their optical ports, R and the
     electrical path's rate."""
-    emulation: EmulationSpec = EmulationSpec(link_mbps=20.0)
-    """The packet backend's settings; ``link_mbps`` must be a rate, not ``auto``: the job sends
-    real bytes, so its time dilation is ``port_gbps x 1000 / link_mbps``."""
+    emulation: EmulationSpec = EmulationSpec(link_mbps=20.0, headroom="skip")
+    """The packet backend's settings: ``link_mbps``, ``mtu``, ``controller``, ``apps``, ``headroom``
+    and ``headroom_target`` (any other key is refused); ``link_mbps`` must be a rate, not
+    ``auto``: the job sends real bytes (so ``byte_scale`` does not apply), and its time dilation
+    is ``port_gbps x 1000 / link_mbps``. ``headroom`` is ``skip`` unless given: ``refuse`` or
+    ``warn`` probe the rate first."""
     job: JobSpec = JobSpec()
     """The training job: the model, its data, SGD and checkpoints."""
     failure: FailureSpec
@@ -59,16 +68,20 @@ class TrainingScenario(NamedScenario):
     timeout_s: float = Field(default=900.0, gt=0)
     """Wall-clock bound of every launch of the job, seconds."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _emulation(cls, data):
+        data = EmulationSpec.defaulted(data, EMULATION_KEYS, "training", link_mbps=20.0, headroom="skip")
+        if isinstance(data, dict) and isinstance(data.get("emulation"), dict) and data["emulation"]["link_mbps"] == "auto":
+            raise ValueError("emulation.link_mbps: a training scenario needs a rate in Mbit/s (the headroom probe "
+                             "measures links, not the torch job's computation, so auto is not offered here)")
+        return data
+
     @model_validator(mode="after")
     def _checks(self) -> TrainingScenario:
         f = self.fabric
         if f.topology != "rack":
             raise ValueError(f"fabric.topology: a training scenario runs on a rack, not {f.topology}")
-        if self.emulation.servers:
-            raise ValueError("emulation.servers: a fabric spread over servers runs collective scenarios only")
-        if self.emulation.link_mbps == "auto":
-            raise ValueError("emulation.link_mbps: a training scenario needs a rate in Mbit/s (the headroom probe "
-                             "measures links, not the torch job's computation, so auto is not offered here)")
         if f.spares < 1:
             raise ValueError("fabric.spares: the rack needs at least one spare GPU")
         if len(set(self.recovery)) != len(self.recovery):
@@ -97,7 +110,7 @@ class TrainingScenario(NamedScenario):
 
         :raises ScenarioError: the builder rejects the rack.
         """
-        return RecoverySetup.of(self.fabric, self.job, self.failure, self.emulation.link_mbps, self.timeout_s)
+        return RecoverySetup.of(self.fabric, self.job, self.failure, self.emulation, self.timeout_s)
 
 
 def _run(req: RunRequest) -> TrainingResult:

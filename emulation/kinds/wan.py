@@ -64,7 +64,7 @@ class WanScenario(NamedScenario):
     @model_validator(mode="before")
     @classmethod
     def _emulation(cls, data):
-        data = EmulationSpec.defaulted(data, {"link_mbps", "controller"}, link_mbps=8.0)
+        data = EmulationSpec.defaulted(data, {"link_mbps", "controller"}, "wan", link_mbps=8.0)
         if isinstance(data, dict) and isinstance(data.get("emulation"), dict):
             data["emulation"]["headroom"] = "skip"  # no probe: the replay checks its own pacing
         return data

@@ -225,12 +225,14 @@ class EmulationSpec(StrictModel):
         return v
 
     @staticmethod
-    def defaulted(data, only: set[str] | None = None, **defaults):
+    def defaulted(data, only: set[str] | None = None, kind: str = "", **defaults):
         """A scenario mapping whose ``emulation`` section gets a kind's own ``defaults`` where
         the file gives none (for a kind's ``model_validator(mode="before")``).
 
-        :param only: the fields the kind takes; any other given is refused.
-        :raises ValueError: ``emulation.FIELD: ...``, a field the kind does not take.
+        :param only: the fields the kind honours; any other given is refused.
+        :param kind: the kind's name, for the refusal.
+        :raises ValueError: ``emulation.FIELD: a KIND scenario does not use it ...``, a field the
+            kind does not honour.
         """
         if not isinstance(data, dict):
             return data
@@ -240,8 +242,8 @@ class EmulationSpec(StrictModel):
         if only is not None:
             unused = sorted(set(given) - only)
             if unused:
-                raise ValueError(f"emulation.{unused[0]}: this kind takes only "
-                                 f"{', '.join('emulation.' + f for f in sorted(only))}")
+                raise ValueError(f"emulation.{unused[0]}: a {kind or 'scenario of this'} scenario does not use it "
+                                 f"(it takes {', '.join('emulation.' + f for f in sorted(only))})")
         return {**data, "emulation": {**defaults, **given}}
 
     @model_validator(mode="after")

@@ -25,7 +25,7 @@ What drives them from the machine:
 - :mod:`emulation.torchjob.predict`: the flow backend's time of gloo's ring AllReduce on a
   fabric, a configuration and a placement, and the per-message latency fitted to a measurement.
 - :mod:`emulation.torchjob.recoveries`: the training job's GPU-failure recoveries (LUMION), one
-  supervised run each (:mod:`emulation.emulator.recovery`), summarised into typed records with
+  supervised run each (:mod:`emulation.torchjob.recovery`), summarised into typed records with
   the flow prediction of every configuration's AllReduce.
 
 This package is core: scenario kinds (training, rails) import it, it imports no kind.

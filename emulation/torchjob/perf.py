@@ -67,16 +67,17 @@ def allreduce_perf(gpus: int, link_mbps: float, sizes: list[int], iters: int, ou
     :returns: the :class:`AllReducePerf`, also written to ``out/allreduce_perf.json``.
     :raises emulation.emulator.net.EmulationError: the fabric or a rank failed.
     """
-    from emulation.emulator.capabilities import detect
-    from emulation.emulator.net import EmulatedFabric
+    from emulation.emulator.session import PacketSession
+    from emulation.scenario.schema import EmulationSpec
     from emulation.torchjob.launch import run_torch
     from topologies.builders import ocs_star
 
     fabric = ocs_star(gpus, 2, port_gbps=link_mbps / 1000, initial="ring")
     out.mkdir(parents=True, exist_ok=True)
     raw = (out / "gloo-raw.json").resolve()
-    with EmulatedFabric(fabric, out / "emulation", link_mbps=link_mbps, capabilities=detect()) as emu:
-        run_torch(emu, "emulation.torchjob.allreduce_perf",
+    # no scenario: the flag's rate, unprobed, and the job's real bytes (no byte scale, no dilation)
+    with PacketSession(fabric, out, EmulationSpec(link_mbps=link_mbps, headroom="skip"), byte_scale=1.0) as session:
+        run_torch(session.emu, "emulation.torchjob.allreduce_perf",
                   ["--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--out", str(raw)],
                   out / "torch", timeout_s)
     got = json.loads(raw.read_text())

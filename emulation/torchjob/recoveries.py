@@ -2,7 +2,7 @@
 what each recovery measured, beside the flow backend's prediction (LUMION, arXiv 2505.23105).
 
 For every recovery (``optical``, ``electrical``, ``migration``: :data:`emulation.planners.failover.RECOVERIES`)
-:func:`run_recoveries` calls the supervisor :func:`emulation.emulator.recovery.run_recovery` on a
+:func:`run_recoveries` calls the supervisor :func:`emulation.torchjob.recovery.run_recovery` on a
 fresh emulation and :func:`summarise_recovery` turns its raw record (events, the ranks' launch
 records, the job's step log, the switches' evidence) into the figures LUMION reports, one
 :class:`RecoveryRun` each:
@@ -59,7 +59,7 @@ from emulation.sections import SectionError, StrictModel
 from emulation.torchjob.predict import fit_alpha, predict_allreduce
 
 if TYPE_CHECKING:
-    from emulation.scenario.schema import FabricSpec
+    from emulation.scenario.schema import EmulationSpec, FabricSpec
 
 
 class _Record(BaseModel):
@@ -247,7 +247,9 @@ class RecoverySetup:
     :param job: the job (:class:`JobSpec`; the training program reads it as JSON).
     :param placement: GPU of every rank at launch; ``spares``: the spare GPUs, preferred first.
     :param failure: which working GPU fails, after which step (:class:`FailureSpec`).
-    :param link_mbps: emulated port rate, Mbit/s.
+    :param emulation: the scenario's ``emulation:`` section (each recovery's packet session,
+        :class:`~emulation.emulator.session.PacketSession`); its ``link_mbps``: emulated port
+        rate, Mbit/s.
     :param tdf: the time dilation factor of the emulation (:class:`emulation.scale.Scale` with
         byte scale 1: a real program sends real bytes, so it is the real port rate over
         ``link_mbps``).
@@ -260,21 +262,26 @@ class RecoverySetup:
     placement: tuple[int, ...]
     spares: tuple[int, ...]
     failure: FailureSpec
-    link_mbps: float
+    emulation: EmulationSpec
     tdf: float
     reconfiguration_delay_s: float
     timeout_s: float
 
+    @property
+    def link_mbps(self) -> float:
+        """The emulated port rate, Mbit/s (a training scenario refuses ``auto``)."""
+        return float(self.emulation.link_mbps)
+
     @classmethod
-    def of(cls, rack: FabricSpec, job: JobSpec, failure: FailureSpec, link_mbps: float,
+    def of(cls, rack: FabricSpec, job: JobSpec, failure: FailureSpec, emulation: EmulationSpec,
            timeout_s: float) -> RecoverySetup:
         """The setup of a training scenario's sections: ``rack`` built (:meth:`FabricSpec.build`),
         rank r on GPU r, the spares after the working GPUs, TDF the real port rate over
-        ``link_mbps`` (:class:`emulation.scale.Scale` with byte scale 1: a real program sends real
-        bytes). :raises ScenarioError: the builder rejects the rack."""
+        ``emulation.link_mbps`` (:class:`emulation.scale.Scale` with byte scale 1: a real program
+        sends real bytes). :raises ScenarioError: the builder rejects the rack."""
         n = rack.gpus
         return cls(fabric=rack.build(), job=job, placement=tuple(range(n)), spares=tuple(range(n, n + rack.spares)),
-                   failure=failure, link_mbps=link_mbps, tdf=Scale(link_mbps, 1.0, rack.port_gbps).tdf,
+                   failure=failure, emulation=emulation, tdf=Scale(float(emulation.link_mbps), 1.0, rack.port_gbps).tdf,
                    reconfiguration_delay_s=rack.reconfiguration_delay_s, timeout_s=timeout_s)
 
     def check(self, modes: list[str]) -> None:
@@ -306,7 +313,7 @@ def _slope(rows: list[dict]) -> float | None:
 
 def summarise_recovery(raw: dict, setup: RecoverySetup) -> RecoveryRun:
     """The figures of one recovery run (module doc) from the record of
-    :func:`emulation.emulator.recovery.run_recovery` (CLOCK_MONOTONIC times) for ``setup``.
+    :func:`emulation.torchjob.recovery.run_recovery` (CLOCK_MONOTONIC times) for ``setup``.
 
     :raises ValueError: the record lacks a phase (e.g. no step after the restart).
     """
@@ -422,7 +429,7 @@ class TrainingResult(_Record):
 def run_recoveries(setup: RecoverySetup, modes: list[str], out: Path,
                    progress: Progress | None = None) -> TrainingResult:
     """Run the job of ``setup`` once per recovery of ``modes`` with real packets, a fresh
-    emulation each (:func:`emulation.emulator.recovery.run_recovery`, its files in ``out/MODE``
+    emulation each (:func:`emulation.torchjob.recovery.run_recovery`, its files in ``out/MODE``
     and its raw record in ``out/MODE/raw.json``), summarise each (:func:`summarise_recovery`) and
     compare them (:func:`compare_recoveries`).
 
@@ -432,7 +439,7 @@ def run_recoveries(setup: RecoverySetup, modes: list[str], out: Path,
     :raises ValueError: a run's record lacks a phase (:func:`summarise_recovery`).
     """
     from emulation.emulator.capabilities import detect
-    from emulation.emulator.recovery import run_recovery
+    from emulation.torchjob.recovery import run_recovery
 
     caps = detect()
     runs = []
@@ -440,8 +447,8 @@ def run_recoveries(setup: RecoverySetup, modes: list[str], out: Path,
         if progress:
             progress(mode, i, len(modes))
         raw = run_recovery(setup.fabric, setup.job.model_dump(), list(setup.placement), list(setup.spares), mode,
-                           setup.failure.gpu, setup.failure.at_step, setup.link_mbps,
-                           setup.reconfiguration_delay_s * setup.tdf, out / mode, setup.timeout_s, caps,
+                           setup.failure.gpu, setup.failure.at_step, setup.emulation,
+                           setup.reconfiguration_delay_s * setup.tdf, out / mode, setup.timeout_s,
                            restart=setup.job.restart)
         (out / mode / "raw.json").write_text(json.dumps(raw, indent=1))
         runs.append(summarise_recovery(raw, setup))

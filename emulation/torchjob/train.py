@@ -1,6 +1,6 @@
 """Data-parallel training of a small MLP with ``torch.distributed`` (gloo), with checkpoints.
 
-Run by the recovery supervisor (:mod:`emulation.emulator.recovery`) on every GPU host::
+Run by the recovery supervisor (:mod:`emulation.torchjob.recovery`) on every GPU host::
 
     python -m emulation.torchjob.train --job JOB.json --dir RUN_DIR --launch L
 

@@ -4,7 +4,7 @@ the training kind's package (its scenario model and wiring are :mod:`emulation.k
 - :mod:`emulation.training.report`: the recovery timeline table and plot.
 
 Elsewhere: the recovery runs, their figures and the result :mod:`emulation.torchjob.recoveries`, the
-packet-level supervisor :mod:`emulation.emulator.recovery`, the training program
+packet-level supervisor :mod:`emulation.torchjob.recovery`, the training program
 :mod:`emulation.torchjob.train`, the flow backend's AllReduce prediction
 :mod:`emulation.torchjob.predict`, the controller's failover app ``controllers/failover.py``.
 """

@@ -39,7 +39,8 @@ from pathlib import Path
 
 from emulation import dataplane as dpn
 from emulation.emulator.controller_client import ControllerError
-from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
+from emulation.emulator.net import FAST_RTO_MIN_MS, EmulationError
+from emulation.emulator.session import PacketSession
 from emulation.fabric import Fabric
 from emulation.poll import wait_until
 from emulation.torchjob.launch import MASTER_PORT, TorchJob, tune_tcp
@@ -124,13 +125,15 @@ def _read_steps(path: Path) -> list[dict]:
 
 
 def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[int], mode: str, failed_gpu: int,
-                 at_step: int, link_mbps: float, reconfiguration_delay_s: float, out: Path, timeout_s: float,
-                 capabilities=None, restart: str = "warm") -> dict:
+                 at_step: int, spec, reconfiguration_delay_s: float, out: Path, timeout_s: float,
+                 restart: str = "warm") -> dict:
     """Run the training job, fail ``failed_gpu`` once step ``at_step`` is logged, recover by
     ``mode`` (module doc).
 
     :param fabric: the rack (:func:`topologies.builders.rack`) holding the job's ring.
     :param job: the job as JSON (:class:`emulation.torchjob.recoveries.JobSpec`).
+    :param spec: the scenario's ``emulation:`` section, made into a packet session
+        (:class:`~emulation.emulator.session.PacketSession`, byte scale 1: the job sends real bytes).
     :param placement: GPU of every rank at launch; ``spares``: the spare GPUs, preferred first.
     :param reconfiguration_delay_s: emulated dark window of the recovery's reconfiguration, seconds.
     :param timeout_s: wall-clock bound of each launch.
@@ -139,7 +142,8 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
         relaunch assigns ranks to the standbys of the new placement; ``cold``: the relaunch
         starts new processes.
     :returns: ``{"mode", "placement": [before, after], "events": {...}, "launches": [[rank
-        records], ...], "steps": [...], "evidence": {...}}`` with CLOCK_MONOTONIC times (module doc).
+        records], ...], "steps": [...], "evidence": {...}, "packet": {...}}`` with CLOCK_MONOTONIC
+        times (module doc); ``packet`` the session's record (capabilities, datapath, headroom).
     :raises EmulationError: the emulation, a rank or the recovery failed, or the job ended
         before step ``at_step``.
     """
@@ -148,7 +152,8 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
     job_file.write_text(json.dumps(job))
     steps_file = out / "steps.jsonl"
     args = ["--job", str(job_file.resolve()), "--dir", str(out.resolve())]
-    with EmulatedFabric(fabric, out / "emulation", link_mbps=link_mbps, capabilities=capabilities) as emu:
+    with PacketSession(fabric, out, spec, byte_scale=1.0) as session:
+        emu = session.emu
         emu.client.arm_failover(mode, placement, spares, reconfiguration_delay_s)
         seq = len(emu.client.events())
         tune_tcp(emu, list(range(fabric.gpus)))
@@ -244,4 +249,5 @@ def run_recovery(fabric: Fabric, job: dict, placement: list[int], spares: list[i
                                       "after_rewrite": at_end - at_rewrite},
             "ocs_rules_to_failed_gpu": rules,
         },
+        "packet": session.meta,
     }
