@@ -20,6 +20,8 @@ import signal
 import sys
 import threading
 
+from controllers import FABRIC_APPS
+
 APPS = {
     "circuit_switch": "controllers.circuit_switch",
     "routing": "controllers.routing",
@@ -28,8 +30,6 @@ APPS = {
     "opus": "controllers.opus",
     "wan_te": "controllers.wan_te",
 }
-#: The apps of an ML fabric (the default set); ``wan_te`` runs alone.
-FABRIC_APPS = ("circuit_switch", "routing", "api", "failover", "opus")
 #: The framework's own apps loadable by name: name -> module under the framework's package.
 STOCK_APPS = {"ofctl_rest": "app.ofctl_rest"}
 

@@ -184,6 +184,7 @@ def parser() -> argparse.ArgumentParser:
     fb.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/demo.yaml)")
     fb.add_argument("-o", "--out", type=Path, metavar="FILE",
                     help="the fabric JSON to write (default runs/<scenario>-fabric.json); overwritten if it exists")
+    _override_flags(fb)
     sc = command("schema", help="print the JSON Schema of a kind's result.json (or of its scenario file)")
     sc.add_argument("kind", choices=kinds.NAMES, help="the scenario kind")
     sc.add_argument("--scenario", action="store_true", help="the scenario file's schema instead of the result's")
@@ -221,16 +222,24 @@ def main(argv: list[str] | None = None) -> int:
         return fail("interrupted", EXIT_INTERRUPTED)
 
 
+def _load(args):
+    """``(kind, scenario)`` of ``args.file`` with its ``--set`` and ``--sizes`` changes.
+
+    :raises ScenarioError: the file, or a change, is refused (one line)."""
+    with phase(f"loading and checking {args.file}"):
+        kind, sc = kinds.load(args.file)
+        changes = overrides(args.set_fields, args.sizes)
+        if changes:
+            if "sizes" in changes and "sizes" not in type(sc).model_fields:
+                raise ScenarioError(f"--sizes: a {kind.name} scenario has no sizes (collective scenarios do)")
+            sc = kinds.with_changes(sc, changes, f"{args.file} with {', '.join(f'--set {k}' if k != 'sizes' else '--sizes' for k in changes)}")
+    return kind, sc
+
+
 def _file_command(args) -> int:
     """A command on a scenario file: read it once, find its kind, go down its one path."""
     try:
-        with phase(f"loading and checking {args.file}"):
-            kind, sc = kinds.load(args.file)
-            changes = overrides(args.set_fields, args.sizes)
-            if changes:
-                if "sizes" in changes and "sizes" not in type(sc).model_fields:
-                    raise ScenarioError(f"--sizes: a {kind.name} scenario has no sizes (collective scenarios do)")
-                sc = kinds.with_changes(sc, changes, f"{args.file} with {', '.join(f'--set {k}' if k != 'sizes' else '--sizes' for k in changes)}")
+        kind, sc = _load(args)
     except ScenarioError as e:
         return fail(str(e))
     if args.cmd == "run":
@@ -558,8 +567,7 @@ def _fabric(args) -> int:
     from emulation.scenario import resolve
 
     try:
-        with phase(f"loading and checking {args.file}"):
-            kind, sc = kinds.load(args.file)
+        kind, sc = _load(args)
     except ScenarioError as e:
         return fail(str(e))
     if kind.name != "collective":
@@ -585,11 +593,12 @@ def _write_fabric(sc, fabric, out: Path) -> int:
     root = Path(__file__).resolve().parents[1]
     flags = ["--ofp-tcp-listen-port", str(FABRIC_OFP_PORT), "--ocslab-fabric", _shown(out),
              "--ocslab-api-port", str(FABRIC_API_PORT)]
-    apps = ["circuit_switch", "routing", "api", "failover", "opus"]
-    if sc.emulation.controller == "ryu":
-        ctl = [str(root / ".venv-ryu" / "bin" / "ryu-manager"), "--user-flags", _shown(root / "controllers" / "flags.py"),
-               *flags, *[f"controllers.{a}" for a in apps]]
-        ctl = [f"PYTHONPATH={_shown(root)}", *ctl]
+    from controllers import FABRIC_APPS
+    from emulation.emulator.net import ryu_manager_command
+
+    apps = list(FABRIC_APPS)
+    if sc.emulation.controller == "ryu":  # the Ryu environment as OCSLAB_RYU_VENV or this venv place it
+        ctl = [f"PYTHONPATH={_shown(root)}", *ryu_manager_command(apps, flags, _shown(root))]
     else:
         ctl = [sys.executable, "-m", "controllers", *apps, *flags]
     print("next, as root, in two shells (the controller first):")

@@ -27,6 +27,7 @@ import time
 from functools import partial
 from pathlib import Path
 
+from controllers import FABRIC_APPS
 from controllers.ovs_datapath import DatapathCache, DatapathError
 from emulation import dataplane as dpn
 from emulation.emulator.capabilities import Capabilities, detect
@@ -182,6 +183,15 @@ def ofctl_rest_port(value: int | str | None) -> int | None:
     return port
 
 
+def ryu_manager_command(apps: list[str], args: list[str], root: str | Path) -> list[str]:
+    """``ryu-manager --user-flags controllers/flags.py ARGS controllers.APP ...`` from the Ryu
+    environment (:data:`RYU_VENV`), ``ryu.app.ofctl_rest`` for ``ofctl_rest`` and a path for
+    an app file; ``root`` the project's root. Raises nothing (the environment need not exist)."""
+    return [str(RYU_VENV / "bin" / "ryu-manager"), "--user-flags", str(Path(root) / "controllers" / "flags.py"),
+            *args, *[a if a.endswith(".py") else "ryu.app.ofctl_rest" if a == "ofctl_rest" else f"controllers.{a}"
+                     for a in apps]]
+
+
 def controller_command(runtime: str, apps: list[str], args: list[str]) -> tuple[list[str], dict[str, str]]:
     """The command (and environment) that starts ``apps`` (names of :mod:`controllers`,
     ``ofctl_rest`` for the framework's stock REST app, or paths of your own apps' ``.py`` files)
@@ -202,9 +212,7 @@ def controller_command(runtime: str, apps: list[str], args: list[str]) -> tuple[
         raise EmulationError(f"controller: ryu is unavailable: {why}")
     env = {**os.environ, "PYTHONPATH": root}
     env.pop("PYTHONHOME", None)
-    return ([str(RYU_VENV / "bin" / "ryu-manager"), "--user-flags", str(Path(root) / "controllers" / "flags.py"),
-             *args, *[a if a.endswith(".py") else "ryu.app.ofctl_rest" if a == "ofctl_rest" else f"controllers.{a}"
-                      for a in apps]], env)
+    return ryu_manager_command(apps, args, root), env
 
 
 def claim_machine(run_dir: Path) -> registry.Registration:
@@ -618,7 +626,7 @@ class EmulatedFabric(Lifecycle):
         ctl = ovs_ctl_path() if self.cluster is None else self._server_ctl_paths()
         if ctl:  # the circuit switch flushes the datapath's cache after each barrier
             args += ["--ocslab-ovs-ctl", ctl]
-        apps = ["circuit_switch", "routing", "api", "failover", "opus", *self.user_apps]
+        apps = [*FABRIC_APPS, *self.user_apps]
         if self.ofctl_rest_port is not None:  # the framework's WSGI server, never on ocslab's ports
             self.ofctl_rest_port = self.ofctl_rest_port or _free_port_but(taken)
             args += ["--wsapi-host", "127.0.0.1", "--wsapi-port", str(self.ofctl_rest_port)]
