@@ -124,6 +124,7 @@ def run_opus(n: int, load: float) -> dict:
     """One Llama-3-70B iteration on photonic rails of ``n`` GPUs (8 per server, TP 8, PP 8)."""
     from emulation.flowsim.iteration import simulate_iteration
     from emulation.workloads.iteration import MODELS, ComputeSpec, ParallelSpec, build_trace
+    from emulation.flowsim.rail_times import tp_allreduce_s
     from topologies.rail_network import RailNetwork
 
     per, pp = 8, 8
@@ -131,7 +132,7 @@ def run_opus(n: int, load: float) -> dict:
     net = RailNetwork(port_gbps=400, ports_per_gpu=2, scaleup_gbps=3600)
     t0 = time.perf_counter()
     tr = build_trace(MODELS["llama3-70b"], ParallelSpec(tp=per, pp=pp, dp=servers // pp, micro_batches=32),
-                     ComputeSpec(), lambda b: net.tp_allreduce_s(per, b))
+                     ComputeSpec(), lambda b: tp_allreduce_s(net, per, b))
     t1 = time.perf_counter()
     res = simulate_iteration(tr, net, "speculative", 0.1, 0.002, iterations=3)
     t2 = time.perf_counter()

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from emulation.flowsim.iteration import simulate_iteration  # noqa: E402
 from emulation.workloads.iteration import MODELS, ComputeSpec, ParallelSpec, build_trace  # noqa: E402
+from emulation.flowsim.rail_times import tp_allreduce_s  # noqa: E402
 from topologies.rail_network import RailNetwork  # noqa: E402
 
 
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     net = RailNetwork(port_gbps=400, ports_per_gpu=2, scaleup_gbps=3600)
     t0 = time.perf_counter()
     tr = build_trace(MODELS[a.model], ParallelSpec(tp=G, pp=a.pp, dp=a.servers // a.pp, micro_batches=a.micro_batches),
-                     ComputeSpec(), lambda b: net.tp_allreduce_s(G, b))
+                     ComputeSpec(), lambda b: tp_allreduce_s(net, G, b))
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     full = tr.all_rails(G)

@@ -16,6 +16,7 @@ import pytest
 from emulation.flowsim.iteration import simulate_iteration
 from emulation.flowsim.simulate import SimulationError
 from emulation.workloads.iteration import MODELS, ComputeSpec, Op, ParallelSpec, build_trace, one_f_one_b
+from emulation.flowsim.rail_times import op_seconds, tp_allreduce_s
 from topologies.rail_network import RailNetwork
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,13 +25,13 @@ NET = RailNetwork(port_gbps=100, ports_per_gpu=2, scaleup_gbps=2400)
 
 def _llama(**par):
     return build_trace(MODELS["llama3-8b"], ParallelSpec(**{"tp": 4, "pp": 2, "dp": 2, "micro_batches": 24, **par}),
-                       ComputeSpec(mfu=0.53), lambda b: NET.tp_allreduce_s(4, b))
+                       ComputeSpec(mfu=0.53), lambda b: tp_allreduce_s(NET, 4, b))
 
 
 def _moe():
     return build_trace(MODELS["deepseek-moe-16b"], ParallelSpec(tp=4, pp=2, dp=2, ep=2, micro_batches=16,
                                                                  micro_batch_size=4),
-                       ComputeSpec(mfu=0.2), lambda b: NET.tp_allreduce_s(4, b))
+                       ComputeSpec(mfu=0.2), lambda b: tp_allreduce_s(NET, 4, b))
 
 
 def test_published_models_have_their_published_parameter_counts():
@@ -106,10 +107,10 @@ def test_moe_reversal_speculation_preempts_interleaved_expert_phases():
 def test_a_pair_of_circuits_matches_the_alpha_beta_time():
     S, B = 64 * 2**20, 100e9 / 8
     # ring all-reduce on 2 ranks joined by 2 circuits: 2 steps of S/2 split over both circuits
-    assert NET.seconds("allreduce", 2, S, "ring") == pytest.approx(2 * NET.alpha_s + S / (2 * B), rel=1e-9)
+    assert op_seconds(NET, "allreduce", 2, S, "ring") == pytest.approx(2 * NET.alpha_s + S / (2 * B), rel=1e-9)
     # the electrical rail gives one port of 2 x 100 Gbit/s: the same
-    assert NET.seconds("allreduce", 2, S, "eps") == pytest.approx(NET.seconds("allreduce", 2, S, "ring"), rel=1e-9)
-    assert NET.seconds("send", 2, S, "link") == pytest.approx(NET.alpha_s + S / B, rel=1e-9)
+    assert op_seconds(NET, "allreduce", 2, S, "eps") == pytest.approx(op_seconds(NET, "allreduce", 2, S, "ring"), rel=1e-9)
+    assert op_seconds(NET, "send", 2, S, "link") == pytest.approx(NET.alpha_s + S / B, rel=1e-9)
 
 
 def test_a_program_that_cannot_finish_names_the_rank_the_op_and_what_it_waits_for():

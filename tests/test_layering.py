@@ -267,3 +267,14 @@ def test_the_layers_that_run_each_kind_load_no_kind():
               "emulation.torchjob.recoveries"]
     assert _loaded(layers, KIND_PACKAGES + COMMAND_LINE) == []
     assert "emulation.flowsim.rail_sweep" in _loaded(layers, ("emulation.flowsim",))  # they were loaded
+
+
+def test_a_topology_module_is_data():
+    """topologies/ builds fabrics and describes them; it runs nothing: it imports only the
+    fabric model, the data plane's names and the section base (a rail's time model is the flow
+    backend's, emulation/flowsim/rail_times.py)."""
+    edges, _ = _graph()
+    allowed = ("topologies", "emulation.fabric", "emulation.dataplane", "emulation.sections", "emulation.units")
+    wrong = sorted((m, t) for m, ts in edges.items() if _under(m, ("topologies",)) for t in ts
+                   if not _under(t, allowed))
+    assert wrong == []

@@ -5,27 +5,21 @@
 A process group's circuits form a *segment* of the rail: ``ring`` (a pair of GPUs joined by every
 rail port, or a ring of more with half the ports to each neighbour), ``link`` (one pipeline link
 of a longer pipeline: half the ports of each end), ``eps`` (the electrical rail: one port of the
-whole NIC bandwidth per GPU) or ``scaleup`` (a server's scale-up switch). :meth:`RailNetwork.seconds`
-is the time the flow engine (:func:`emulation.flowsim.simulate.simulate`) gives one collective
-alone on a fabric of just its segment.
+whole NIC bandwidth per GPU) or ``scaleup`` (a server's scale-up switch). :meth:`RailNetwork.segment`
+is a segment as data: a fabric of just its GPUs and its circuits; how long an op takes on it is
+the flow backend's (:mod:`emulation.flowsim.rail_times`).
 
-The fabric a packet emulation runs is :func:`topologies.builders.rails`. This module imports the
-flow engine (numpy), so the package does not re-export it: ``mn --custom`` loads
-:mod:`topologies.builders` with the system Python.
+The fabric a packet emulation runs is :func:`topologies.builders.rails`. The package does not
+re-export this module (it needs pydantic): ``mn --custom`` loads :mod:`topologies.builders` with
+the system Python.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from pydantic import Field, field_validator
 
 from emulation.fabric import EPS, OCS, Configuration, Fabric, PortRef, assign_ports
-from emulation.flowsim.simulate import simulate
-from emulation.schedule import plan_from_configurations
 from emulation.sections import StrictModel
-from emulation.workloads import build
-from emulation.workloads.model import Step, Transfer, Workload
 
 #: Segment kinds (module doc).
 SEGMENTS = ("ring", "link", "eps", "scaleup")
@@ -76,31 +70,6 @@ class RailNetwork(StrictModel):
         fab = Fabric(f"{segment}{n}", n, per, self.port_gbps, ocs=(ocs,))
         pairs = [(0, 1)] * circuits if n == 2 else [(i, (i + 1) % n) for i in range(n) for _ in range(circuits)]
         return fab, assign_ports(fab, "rail", pairs)
-
-    def seconds(self, kind: str, n: int, nbytes: int, segment: str) -> float:
-        """Seconds one op takes alone on its segment: ``kind`` ``allreduce`` (ring), ``alltoall``
-        (pairwise) or ``send`` (one message from GPU 0 to 1) of ``nbytes`` bytes among ``n`` GPUs.
-        Memoised.
-
-        :raises ValueError: as :meth:`segment`.
-        """
-        return _op_seconds(self, kind, n, int(nbytes), segment)
-
-    def tp_allreduce_s(self, gpus: int, nbytes: int) -> float:
-        """Seconds of a ring all-reduce of ``nbytes`` bytes over the ``gpus`` GPUs of a server's
-        scale-up switch (0 for one GPU)."""
-        return _op_seconds(self, "allreduce", gpus, int(nbytes), "scaleup") if gpus > 1 else 0.0
-
-
-@lru_cache(maxsize=4096)
-def _op_seconds(net: RailNetwork, kind: str, n: int, nbytes: int, segment: str) -> float:
-    fab, config = net.segment(n, segment)
-    if kind == "send":
-        w = Workload("broadcast", "p2p", n, nbytes, 1, (Step("p2p", (Transfer(0, 1, nbytes, 0, 1, "copy"),)),), (0,))
-    else:
-        w = build("pairwise" if kind == "alltoall" else "ring", n, max(nbytes, n), kind)
-    plan = plan_from_configurations("opus", config, [config] * len(w.steps), 0.0, w)
-    return simulate(fab, w, plan, alpha_s=net.alpha_s, record_transfers=False).time_s
 
 
 class RailFabric(RailNetwork):

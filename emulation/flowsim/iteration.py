@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from emulation.flowsim.events import URGENT, WAIT, Clock
+from emulation.flowsim.rail_times import op_seconds
 from emulation.flowsim.simulate import SimulationError
 from emulation.planners.opus import Grant, OpusRule
 from emulation.workloads.iteration import Group, IterationTrace, Op
@@ -339,7 +340,7 @@ class _Replay:
         else:
             seg = "ring"
         n = 2 if op.kind == "send" else len(grp.members)
-        dur = self.net.seconds(op.kind, n, op.bytes, seg)
+        dur = op_seconds(self.net, op.kind, n, op.bytes, seg)
         end = t + dur
         for p in self.ports.get(g, ()):
             self.busy[p] = max(self.busy.get(p, 0.0), end)

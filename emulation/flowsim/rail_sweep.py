@@ -22,6 +22,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from emulation.flowsim.iteration import MODES, simulate_iteration
+from emulation.flowsim.rail_times import tp_allreduce_s
 from emulation.output import Progress
 from emulation.sections import SectionError, StrictModel
 from emulation.workloads.iteration import (ComputeSpec, IterationTrace, ModelRef, ParallelSpec, TransformerSpec,
@@ -216,7 +217,7 @@ def rail_trace(model: TransformerSpec, parallel: ParallelSpec, compute: ComputeS
     :raises ValueError: as :func:`~emulation.workloads.iteration.build_trace` (more stages than
         layers, EP on a dense model).
     """
-    return build_trace(model, parallel, compute, lambda nbytes: net.tp_allreduce_s(gpus_per_server, nbytes))
+    return build_trace(model, parallel, compute, lambda nbytes: tp_allreduce_s(net, gpus_per_server, nbytes))
 
 
 def sweep(trace: IterationTrace, net: RailNetwork, modes: list[str], delays: list[float], rtt_s: float,
