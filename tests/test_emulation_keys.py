@@ -30,6 +30,7 @@ KINDS = {
     "tenancy": ("tenancy_packets.yaml", set(GIVEN) - {"servers", "ssh_config"}),
     "training": ("lumion.yaml", {"link_mbps", "mtu", "controller", "apps", "headroom", "headroom_target"}),
     "wan": ("wan_abilene_packet.yaml", {"link_mbps", "controller"}),
+    "rails": ("rails_torch.yaml", {"link_mbps", "mtu", "controller", "apps", "headroom", "headroom_target"}),
 }
 
 
@@ -81,6 +82,11 @@ def _packet_path(kind: str, sc, out: Path) -> None:
         from emulation.scenario import resolve
 
         run_mininet(resolve(sc), out)
+    elif kind == "rails":
+        from emulation.torchjob.rails_job import run_rail_job
+
+        r = sc.rails
+        run_rail_job(r.trace(), r.fabric.network(), r.fabric.gpus_per_server, r.torch_job, out, sc.emulation)
     elif kind == "tenancy":
         from emulation.tenants_packet import compare_tenants
 
@@ -167,8 +173,21 @@ def test_each_kind_honours_or_refuses_each_emulation_key(kind, key, recorded, tm
         assert made["servers"].servers == GIVEN["servers"]
 
 
-def test_a_rails_scenario_has_no_emulation_section():
-    data = yaml.safe_load((ROOT / "experiments" / "rails_llama.yaml").read_text())
-    data["emulation"] = {"link_mbps": 7}
-    with pytest.raises(ScenarioError, match=r"^s.yaml: emulation: "):
-        api.from_dict(data, "s.yaml")
+def test_a_rails_scenario_takes_its_torch_jobs_link_rate_from_emulation_and_the_old_spelling_with_a_warning(caplog):
+    data = yaml.safe_load((ROOT / "experiments" / "rails_torch.yaml").read_text())
+    assert api.from_dict(data).emulation.link_mbps == "auto"
+    del data["emulation"]
+    assert api.from_dict(data).emulation.link_mbps == 10.0  # unset: the fabric's port rate (0.01 Gbit/s)
+    data["rails"]["torch_job"]["link_mbps"] = 5
+    with caplog.at_level("WARNING"):
+        assert api.from_dict(data).emulation.link_mbps == 5.0
+    (line,) = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+    assert line == "rails.torch_job.link_mbps is deprecated: it is read as emulation.link_mbps (write it there)"
+    data["emulation"] = {"link_mbps": 5}
+    with pytest.raises(ScenarioError, match=r"rails.torch_job.link_mbps: give the rate once, as emulation.link_mbps"):
+        api.from_dict(data)
+    for key in ("byte_scale", "servers"):
+        bad = {**data, "emulation": {key: GIVEN[key]}}
+        bad["rails"] = {**data["rails"], "torch_job": {k: v for k, v in data["rails"]["torch_job"].items() if k != "link_mbps"}}
+        with pytest.raises(ScenarioError, match=rf"emulation.{key}: a rails scenario does not use it"):
+            api.from_dict(bad)

@@ -27,6 +27,7 @@ backend (:class:`emulation.torchjob.rails_job.TorchJobResult`).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Literal, Union
 
@@ -37,8 +38,10 @@ from emulation.flowsim.rail_sweep import RailsResult, RailSweepSpec, sweep_rails
 from emulation.kinds import Kind, command_job
 from emulation.output import Refused
 from emulation.rails import report
-from emulation.scenario.schema import NamedScenario
+from emulation.scenario.schema import EmulationSpec, NamedScenario
 from emulation.torchjob.rails_job import TorchJobResult, TorchJobSpec
+
+log = logging.getLogger(__name__)
 
 
 class RailsSection(RailSweepSpec):
@@ -46,6 +49,11 @@ class RailsSection(RailSweepSpec):
 
     torch_job: TorchJobSpec | None = None
     """The torch job ``ocslab train`` runs on the packet backend; none: the scenario has no torch job."""
+
+
+#: The ``emulation:`` keys a rail scenario's torch job honours (the job's bytes are real: no
+#: ``byte_scale``; its rails are on one machine: no ``servers``).
+EMULATION_KEYS = {"link_mbps", "mtu", "controller", "apps", "headroom", "headroom_target"}
 
 
 class RailsScenario(NamedScenario):
@@ -57,6 +65,31 @@ class RailsScenario(NamedScenario):
     backend: Literal["flow"] = "flow"
     """Where ``ocslab run`` sweeps it: ``flow`` (the only backend of the sweep; ``ocslab
     train`` runs the torch job with packets)."""
+    emulation: EmulationSpec = EmulationSpec()
+    """The torch job's packet sessions: ``link_mbps`` (unset: the fabric's ``port_gbps``, refused
+    if this machine cannot carry it; ``auto``: the highest rate up to it that the headroom probe
+    passes; a number: that rate, at most the port rate; below the port rate the job runs with
+    time dilation), ``mtu``, ``controller``, ``apps``, ``headroom`` and ``headroom_target``. The
+    job's bytes are real (no ``byte_scale``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _emulation(cls, data):
+        if not isinstance(data, dict):
+            return data
+        rails = data.get("rails")
+        job = rails.get("torch_job") if isinstance(rails, dict) else None
+        if isinstance(job, dict) and "link_mbps" in job:  # the old spelling
+            job = dict(job)
+            old = job.pop("link_mbps")
+            em = data.get("emulation") or {}
+            if isinstance(em, dict) and "link_mbps" in em:
+                raise ValueError("rails.torch_job.link_mbps: give the rate once, as emulation.link_mbps")
+            log.warning("rails.torch_job.link_mbps is deprecated: it is read as emulation.link_mbps (write it there)")
+            data = {**data, "rails": {**rails, "torch_job": job}, "emulation": {**em, "link_mbps": old}}
+        port = (rails.get("fabric") or {}).get("port_gbps", 100.0) if isinstance(rails, dict) else 100.0
+        default = {"link_mbps": float(port) * 1000} if isinstance(port, (int, float)) and 0 < port <= 1 else {}
+        return EmulationSpec.defaulted(data, EMULATION_KEYS, "rails", headroom="refuse", **default)
 
     @model_validator(mode="after")
     def _torch_job(self):
@@ -67,9 +100,9 @@ class RailsScenario(NamedScenario):
         if f.port_gbps > 1.0 or f.scaleup_gbps != f.port_gbps:
             raise ValueError(f"rails.torch_job: the emulated links all run at one rate of at most 1 Gbit/s: rails.fabric."
                              f"port_gbps ({f.port_gbps:g}) must be <= 1 and equal scaleup_gbps ({f.scaleup_gbps:g})")
-        asked = r.torch_job.link_mbps
+        asked = self.emulation.link_mbps
         if isinstance(asked, float) and asked > f.port_gbps * 1000:
-            raise ValueError(f"rails.torch_job.link_mbps: {asked:g} Mbit/s is above the fabric's port rate "
+            raise ValueError(f"emulation.link_mbps: {asked:g} Mbit/s is above the fabric's port rate "
                              f"({f.port_gbps * 1000:g} Mbit/s): time dilation only slows the job down")
         if c.bytes_per_element != 4 or c.grad_bytes != 4:
             raise ValueError("rails.torch_job: the torch job trains in float32: rails.compute.bytes_per_element and "
@@ -102,7 +135,8 @@ def _train(sc: RailsScenario, args, path: Path) -> int:
         raise Refused(why)
     return command_job(KIND, sc, args.out, "train", len(r.torch_job.modes),
                        lambda out, progress: envelope("rails", sc.name, "both", run_rail_job(
-                           r.trace(), r.fabric.network(), r.fabric.gpus_per_server, r.torch_job, out, progress)))
+                           r.trace(), r.fabric.network(), r.fabric.gpus_per_server, r.torch_job, out, sc.emulation,
+                           progress)))
 
 
 KIND = Kind(name="rails", scenario=RailsScenario, result=Union[RailsResult, TorchJobResult], backends=("flow",),

@@ -173,7 +173,7 @@ def print_packet(env: ResultEnvelope) -> None:
     console(160).print(table(
         f"{env.scenario}: torch job on {res.gpus} emulated GPUs ({res.servers} servers x {res.gpus_per_server}), "
         f"links {res.link_mbps:g} Mbit/s, R = {res.reconfiguration_delay_s * 1e3:g} ms"
-        + "".join(f"; {mode} emulated at {r.headroom['link_mbps']:g} Mbit/s (time dilation {r.time_dilation:g},"
+        + "".join(f"; {mode} emulated at {res.link_mbps / r.time_dilation:g} Mbit/s (time dilation {r.time_dilation:g},"
                   f" times below divided by it)" for mode, r in res.runs.items() if r.time_dilation != 1),
         ("mode", "iteration (s)", "flow (s)", "deviation", "controller wait (s/it.)", "rewires", "dark measured (ms)",
          "loss first -> last", "round trip (ms)"), rows))

@@ -20,7 +20,7 @@ fabric's ``port_gbps``.
 
 **Time dilation.** A machine that cannot carry ``port_gbps`` on every link at once (the headroom
 probe of :mod:`emulation.emulator.calibration` misses its target) refuses the run, unless
-``torch_job.link_mbps`` is ``auto`` (or a lower rate): then the links run at the rate the probe
+the scenario's ``emulation.link_mbps`` is ``auto`` (or a lower rate): then the links run at the rate the probe
 passes, ``B_e``, and the whole job runs ``TDF = port rate / B_e`` times slower: every compute op,
 the dark window R, the link delay and the job's time-out are stretched by TDF, and every measured
 time is divided by it before it is recorded. The controller's round trip is not stretched (it is
@@ -35,7 +35,7 @@ import shutil
 import statistics
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Any, Literal, Optional
 
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,8 +55,9 @@ JOB_MODE = {"on-demand": "on-demand", "speculative-deferred": "speculative"}
 class TorchJobSpec(StrictModel):
     """``rails.torch_job:`` the torch job on the packet backend (``ocslab train``): every emulated link runs
     at the fabric's ``port_gbps`` (at most 1 Gbit/s; no time dilation: the trace's seconds are
-    real); the controller's dark window ``reconfiguration_delay_s``; the control ``modes``
-    compared; ``iterations`` per run (the first one warms up); the job's data and SGD."""
+    real) unless the scenario's ``emulation.link_mbps`` says otherwise; the controller's dark
+    window ``reconfiguration_delay_s``; the control ``modes`` compared; ``iterations`` per run
+    (the first one warms up); the job's data and SGD."""
 
     reconfiguration_delay_s: float = Field(default=0.1, ge=0, le=5)
     """The controller's dark window R of every rewire, seconds (real: no time dilation)."""
@@ -76,13 +77,6 @@ class TorchJobSpec(StrictModel):
     """Seed of the data and the initial weights."""
     timeout_s: float = Field(default=600.0, gt=0, le=7200)
     """Wall-clock bound of every mode's job, seconds (at time dilation 1; stretched by it)."""
-    link_mbps: Union[Literal["auto"], Annotated[float, Field(gt=0, le=1000)], None] = None
-    """Emulated link rate, Mbit/s: unset, the fabric's ``port_gbps`` (the run is refused if this
-    machine cannot carry it); ``auto``, the highest rate up to it that the headroom probe passes;
-    a number, that rate (at most the port rate). Below the port rate the job runs with time
-    dilation (module doc)."""
-
-
 def packet_fabric(trace: IterationTrace, net: RailNetwork, gpus_per_server: int,
                   reconfiguration_delay_s: float) -> Fabric:
     """The emulated rail fabric of ``trace``'s servers (``trace.ranks``) of ``gpus_per_server``
@@ -194,7 +188,7 @@ class TorchJobRun(BaseModel):
     overrun_s: float
     loss: list[float]
     control_rtt_s: float
-    headroom: dict[str, Any]
+    headroom: Optional[dict[str, Any]] = None
     time_dilation: float = 1.0
     """The port rate over the emulated link rate (1: no dilation); every time here is already
     divided by it."""
@@ -236,15 +230,23 @@ class TorchJobResult(BaseModel):
 
 
 def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, job: TorchJobSpec, out: Path,
-                 progress: Progress | None = None) -> TorchJobResult:
+                 spec, progress: Progress | None = None) -> TorchJobResult:
     """Every mode of ``job.modes`` on a fresh emulation of ``trace``'s rails (:func:`packet_fabric`),
     with the flow replay beside it (module doc); each mode's record also in
     ``out/MODE/summary.json``.
 
+    :param spec: the scenario's ``emulation:`` section, each mode's packet session
+        (:class:`~emulation.emulator.session.PacketSession`; byte scale 1, the job's bytes are
+        real): its ``link_mbps`` (the port rate unless given; ``auto``: the highest rate up to it
+        that the headroom probe passes, the first mode's rate capping the next's) and the time
+        dilation ``port rate / link rate``.
+
     :returns: the :class:`TorchJobResult` (real seconds; the timelines as :func:`job_timeline`).
     :raises EmulationError: the emulation or the job failed. :raises ValueError: bad fabric.
+    :raises emulation.emulator.session.HeadroomError: the given rate misses the headroom target.
     """
-    from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric
+    from emulation.emulator.net import FAST_RTO_MIN_MS
+    from emulation.emulator.session import PacketSession
     from emulation.torchjob.launch import TorchJob, tune_tcp
 
     fabric = packet_fabric(trace, net, gpus_per_server, job.reconfiguration_delay_s)
@@ -261,10 +263,12 @@ def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, 
         sock_dir = Path(tempfile.mkdtemp(prefix="ocl-opus-"))  # AF_UNIX paths are short
         sock = str(sock_dir / "opus.sock")
         try:
-            with EmulatedFabric(fabric, d / "emulation", link_mbps=port_mbps) as emu:
-                probe = _check_headroom(emu, job.link_mbps, port_mbps, ceiling, d / "calibration")
-                ceiling = probe["link_mbps"]
-                tdf = port_mbps / probe["link_mbps"]
+            with PacketSession(fabric, d, spec, port_gbps=net.port_gbps, byte_scale=1.0,
+                               rate_cap_mbps=ceiling) as session:
+                emu = session.emu
+                probe = session.meta.get("headroom")
+                ceiling = session.rate
+                tdf = port_mbps / session.rate
                 emu.client.arm_opus(sock, job.reconfiguration_delay_s * tdf)
                 seq = len(emu.client.events())
                 (d / "job.json").write_text(json.dumps(job_spec(trace, gpus_per_server, job, mode, sock, tdf)))
@@ -300,34 +304,6 @@ def run_rail_job(trace: IterationTrace, net: RailNetwork, gpus_per_server: int, 
         progress("done", len(job.modes), len(job.modes))
     return TorchJobResult(link_mbps=port_mbps, reconfiguration_delay_s=job.reconfiguration_delay_s, gpus=gpus,
                           servers=trace.ranks, gpus_per_server=gpus_per_server, runs=runs)
-
-
-def _check_headroom(emu, link_mbps: float | str | None, port_mbps: float, ceiling: float, run_dir: Path) -> dict:
-    """Probe the emulation under full load (:func:`emulation.emulator.calibration.calibrate`) at
-    ``link_mbps`` (None: the port rate ``port_mbps``; ``auto``: the highest rate up to
-    ``ceiling`` that passes) and leave it shaped at the rate chosen; refuse a rate this machine
-    cannot carry faithfully.
-
-    :returns: the probe at the chosen rate (``link_mbps``; ``efficiency``: link-bound time over
-        measured time).
-    :raises EmulationError: the probe misses the target (naming the rate that would pass).
-    """
-    from emulation.emulator.calibration import DEFAULT_TARGET, CalibrationError, calibrate
-    from emulation.emulator.net import EmulationError
-
-    asked = None if link_mbps == "auto" else (link_mbps or port_mbps)
-    where = "rails.fabric.port_gbps" if link_mbps is None else "rails.torch_job.link_mbps"
-    try:
-        cal = calibrate(emu, asked, 1.0, run_dir, max_mbps=ceiling)
-    except CalibrationError as e:
-        raise EmulationError(f"{where}: {e}") from None
-    if not cal.requested_ok:
-        first = cal.probes[0]
-        raise EmulationError(
-            f"{where}: {asked:g} Mbit/s links reached {first['efficiency']:.0%} of link rate under full load on this "
-            f"machine (target {DEFAULT_TARGET:.0%}); {cal.link_mbps:g} Mbit/s passes: set rails.torch_job.link_mbps: "
-            f"auto (time dilation {port_mbps / cal.link_mbps:g}) or {cal.link_mbps:g}")
-    return cal.chosen
 
 
 def job_timeline(ops: dict, trace: IterationTrace, job: dict) -> dict:
