@@ -25,7 +25,7 @@ from emulation.drops import artefact_problem, summarise
 from emulation.envelope import FailedCheck
 from emulation.fabric import Fabric
 from emulation.results import Checks, CollectiveResult, RunResult
-from emulation.schedule import ClosedFormRun, ParallelPlan, RunDescription, SlottedPlan
+from emulation.schedule import ClosedFormRun, RunDescription
 
 #: Relative slack before a check fails (timing noise of the packet backend).
 TOLERANCE = 0.01
@@ -80,7 +80,7 @@ def complete(res: RunResult, run: RunDescription | ClosedFormRun, fabric: Fabric
              arrivals_s) -> RunResult:
     """Fill in what the backends' executors know beyond the measurement, and check the run:
     the plan's prediction, the iteration and its straggler delay D (the latest arrival, real
-    seconds), the padding bytes, a time-slotted schedule's shape (:meth:`SlottedPlan.summary`)
+    seconds), the padding bytes, a time-slotted schedule's shape (its ``summary``)
     and the sanity checks (:func:`check_run`); a closed-form run has no plan. Both backends call
     it last; returns ``res``."""
     res.iteration = iteration
@@ -90,7 +90,7 @@ def complete(res: RunResult, run: RunDescription | ClosedFormRun, fabric: Fabric
         return res
     res.predicted_s = run.schedule.predicted_s
     res.padding_bytes = run.padding_bytes
-    if isinstance(run.schedule, (SlottedPlan, ParallelPlan)):
+    if run.schedule.slotted:
         res.slots = res.slots.model_copy(update=run.schedule.summary())
     res.checks = check_run(res, fabric)
     return res

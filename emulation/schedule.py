@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import ClassVar, Literal, Union
 
 from emulation.fabric import Configuration, Fabric
 from emulation.units import bytes_per_s, format_bytes
@@ -78,6 +79,14 @@ class Plan:
     reconfiguration_delay_s: float
     workload: Workload
     predicted_s: float | None = None
+
+    #: Its slots run on the switch's clock (time-slotted, parallel OCSes), not step by step: it
+    #: keeps the scenario's byte scale, its result carries ``slots``, and it has no step table.
+    slotted: ClassVar[bool] = False
+
+    def describe(self) -> list[str]:
+        """Lines that say what the plan does, for ``ocslab plan`` (none: its step table says it)."""
+        return []
 
     @property
     def reconfigurations(self) -> int:
@@ -332,6 +341,19 @@ class SlottedPlan:
     relay: RelayPlan | None = None
     predicted_s: float | None = None
 
+    slotted: ClassVar[bool] = True
+
+    def describe(self) -> list[str]:
+        """The rotor's shape and, with two-hop forwarding, what it relays (``ocslab plan``)."""
+        s = self.schedule
+        out = [f"rotor schedule ({self.method}), {len(s.configs)} slots per turn of {s.cycle_s * 1e6:.2f} us (slots "
+               f"{min(s.slots_s) * 1e6:.2f}-{max(s.slots_s) * 1e6:.2f} us, R {s.reconfiguration_delay_s * 1e6:g} us, "
+               f"guard {s.guard_s * 1e6:g} us)"]
+        if self.relay:
+            out.append(f"two-hop forwarding relays {self.relay.relayed_bytes / 2**20:.1f} MiB; planned turns per step "
+                       f"{list(self.relay.turns)}")
+        return out
+
     def summary(self) -> dict:
         """The schedule's shape for a result's ``slots``: ``method``, ``slots_per_turn``, ``turn_s``,
         ``reconfiguration_delay_s``, ``guard_s``, ``forwarding`` and (two-hop) ``planned_turns``."""
@@ -363,6 +385,16 @@ class ParallelPlan:
     guard_s: float = 0.0
     lower_bound_s: tuple[float, ...] = ()
 
+    slotted: ClassVar[bool] = True
+
+    def describe(self) -> list[str]:
+        """Every step's OCSes, decomposition and makespan against its lower bound (``ocslab plan``)."""
+        return [f"step {i} ({st.phase}) on {len(seq.ocs)} parallel OCSes, {self.planner} ({self.method[i]}): "
+                f"{seq.reconfigurations} configurations, makespan {seq.makespan_s * 1e6:.2f} us (lower bound "
+                f"{self.lower_bound_s[i] * 1e6:.2f} us, x{seq.makespan_s / self.lower_bound_s[i]:.3f}); slots "
+                f"{self.guard_s * 1e6:g} us longer on both backends, R {seq.reconfiguration_delay_s * 1e6:g} us"
+                for i, (st, seq) in enumerate(zip(self.workload.steps, self.planned))]
+
     @functools.cached_property
     def schedules(self) -> tuple[ParallelSchedule, ...]:
         """What both backends run: every step's schedule with its slots ``guard_s`` longer."""
@@ -393,6 +425,17 @@ class ParallelPlan:
 #: What the fabric does over a run: per-step configurations, a time-slotted schedule or parallel
 #: OCSes' schedules.
 FabricSchedule = Union[Plan, SlottedPlan, ParallelPlan]
+
+
+def executor(table: dict[type, Callable], plan: FabricSchedule) -> Callable:
+    """The entry of a backend's executor ``table`` (plan type -> executor) for ``plan``'s type:
+    the one place a backend chooses by plan type, so a new plan type is a new row in each table.
+
+    :raises TypeError: the table has no executor for that type."""
+    for cls in type(plan).__mro__:
+        if cls in table:
+            return table[cls]
+    raise TypeError(f"no executor for a {type(plan).__name__}")
 
 
 @dataclass(frozen=True)

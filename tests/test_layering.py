@@ -278,3 +278,24 @@ def test_a_topology_module_is_data():
     wrong = sorted((m, t) for m, ts in edges.items() if _under(m, ("topologies",)) for t in ts
                    if not _under(t, allowed))
     assert wrong == []
+
+
+def test_nothing_but_the_executor_tables_chooses_by_plan_type():
+    """A backend chooses what runs a plan from its table (EXECUTORS, SIMULATORS) through
+    emulation.schedule.executor; anything else asks the plan (``slotted``, ``describe``,
+    ``summary``), so a new plan type is a row in each table, not a branch in every module."""
+    plans = {"Plan", "SlottedPlan", "ParallelPlan", "RelayPlan"}
+    found = []
+    for m, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
+                names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+                names |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
+                if names & plans:
+                    found.append(f"{m}:{node.lineno}")
+    assert found == []
+    from emulation.emulator.execute import EXECUTORS
+    from emulation.flowsim.run import SIMULATORS
+    from emulation.schedule import FabricSchedule
+
+    assert set(EXECUTORS) == set(SIMULATORS) == set(FabricSchedule.__args__)

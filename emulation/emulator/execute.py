@@ -17,7 +17,7 @@ from emulation.emulator.slotted import run_slotted
 from emulation.planners.cost import CostModel
 from emulation.results import RunResult, sequenced
 from emulation.scale import Scale
-from emulation.schedule import ParallelPlan, RunDescription, SlottedPlan
+from emulation.schedule import ParallelPlan, Plan, RunDescription, SlottedPlan, executor
 from emulation.workloads import Workload
 
 
@@ -32,7 +32,7 @@ def run_scale(run: RunDescription, scale: Scale, mtu: int, ports: int = 1) -> Sc
     """The scale ``run`` is emulated at on a fabric of ``ports`` ports per GPU: :func:`step_scale`
     of its workload; a time-slotted run or one on parallel OCSes keeps ``scale`` (its slots are
     sized at it)."""
-    if isinstance(run.schedule, (SlottedPlan, ParallelPlan)):
+    if run.schedule.slotted:
         return scale
     return step_scale(run.workload, scale, mtu, ports)
 
@@ -59,29 +59,54 @@ def execute(emu: EmulatedFabric, run: RunDescription, scale: Scale, cost: CostMo
     :raises emulation.emulator.net.EmulationError: see the runners; a time-slotted run, or a run
         with user apps, asked to run dependency-driven.
     """
-    w, sched = run.workload, run.schedule
     scale = run_scale(run, scale, emu.mtu, emu.fabric.ports_per_gpu)
-    arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * w.ranks
-    if isinstance(sched, SlottedPlan):
-        with collective_events(emu, run.name, w, planner=sched.planner, owner="planner", steps=0,
-                               reconfiguration_delay_s=sched.schedule.reconfiguration_delay_s * scale.tdf) as end:
-            res = run_slotted(emu, run.name, w, sched.schedule, scale, cost.alpha_s, run_dir, sched.planner,
-                              relay=sched.relay)
-            end["time_s"] = res.time_s
-    elif isinstance(sched, ParallelPlan):
-        with collective_events(emu, run.name, w, planner=sched.planner, owner="planner", steps=0,
-                               reconfiguration_delay_s=sched.planned[0].reconfiguration_delay_s * scale.tdf) as end:
-            res = _run_parallel(emu, run, sched, scale, cost, run_dir)
-            end["time_s"] = res.time_s
-    elif semantics == "dependency-driven":
-        if emu.user_apps:
-            raise EmulationError("semantics: dependency-driven runs raise no step events; run them without --app")
-        res = run_dependency_driven(emu, run.name, w, sched, scale, cost.alpha_s, run_dir, arrivals_s=arrivals)
-    else:
-        res = run_workload(emu, run.name, w, sched, scale, cost.alpha_s, run_dir, arrivals_s=arrivals,
-                           owner="app" if sched.planner == "none" else "planner")
+    arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * run.workload.ranks
+    res = executor(EXECUTORS, run.schedule)(emu, run, scale, cost, run_dir, arrivals, semantics)
     res.byte_scale = scale.byte_scale
     return complete(res, run, emu.fabric, iteration, arrivals)
+
+
+def _per_step(emu, run: RunDescription, scale: Scale, cost: CostModel, run_dir: Path, arrivals: list[float],
+              semantics: str) -> RunResult:
+    """A per-step plan: round-synchronous (:func:`~emulation.emulator.orchestrator.run_workload`)
+    or dependency-driven (:func:`~emulation.emulator.dependency.run_dependency_driven`)."""
+    w, sched = run.workload, run.schedule
+    if semantics == "dependency-driven":
+        if emu.user_apps:
+            raise EmulationError("semantics: dependency-driven runs raise no step events; run them without --app")
+        return run_dependency_driven(emu, run.name, w, sched, scale, cost.alpha_s, run_dir, arrivals_s=arrivals)
+    return run_workload(emu, run.name, w, sched, scale, cost.alpha_s, run_dir, arrivals_s=arrivals,
+                        owner="app" if sched.planner == "none" else "planner")
+
+
+def _slotted(emu, run: RunDescription, scale: Scale, cost: CostModel, run_dir: Path, arrivals: list[float],
+             semantics: str) -> RunResult:
+    """A time-slotted plan (:func:`~emulation.emulator.slotted.run_slotted`), announced as one
+    collective the planner's rotor owns."""
+    w, sched = run.workload, run.schedule
+    with collective_events(emu, run.name, w, planner=sched.planner, owner="planner", steps=0,
+                           reconfiguration_delay_s=sched.schedule.reconfiguration_delay_s * scale.tdf) as end:
+        res = run_slotted(emu, run.name, w, sched.schedule, scale, cost.alpha_s, run_dir, sched.planner,
+                          relay=sched.relay)
+        end["time_s"] = res.time_s
+    return res
+
+
+def _parallel(emu, run: RunDescription, scale: Scale, cost: CostModel, run_dir: Path, arrivals: list[float],
+              semantics: str) -> RunResult:
+    """A plan on parallel OCSes (:func:`_run_parallel`), announced as one collective the
+    planner's sequences own."""
+    sched = run.schedule
+    with collective_events(emu, run.name, run.workload, planner=sched.planner, owner="planner", steps=0,
+                           reconfiguration_delay_s=sched.planned[0].reconfiguration_delay_s * scale.tdf) as end:
+        res = _run_parallel(emu, run, sched, scale, cost, run_dir)
+        end["time_s"] = res.time_s
+    return res
+
+
+#: The packet executor of each plan type (:func:`emulation.schedule.executor`): ``(emu, run,
+#: scale, cost, run_dir, arrivals, semantics) -> RunResult``.
+EXECUTORS = {Plan: _per_step, SlottedPlan: _slotted, ParallelPlan: _parallel}
 
 
 def parallel_guard_need_s(plan: ParallelPlan, scale: Scale, mtu: int) -> float:

@@ -12,7 +12,7 @@ from emulation.flowsim.simulate import simulate
 from emulation.flowsim.slotted import simulate_slotted
 from emulation.planners.cost import CostModel
 from emulation.results import RunResult, sequenced
-from emulation.schedule import ClosedFormRun, ParallelPlan, RunDescription, SlottedPlan
+from emulation.schedule import ClosedFormRun, ParallelPlan, Plan, RunDescription, SlottedPlan, executor
 
 log = logging.getLogger(__name__)
 
@@ -30,22 +30,41 @@ def execute(fabric: Fabric, run: RunDescription, cost: CostModel, *, semantics: 
     :param arrivals_s: real time each rank arrives (default: all at 0).
     :raises emulation.flowsim.SimulationError: the workload cannot be simulated.
     """
-    w, sched = run.workload, run.schedule
+    w = run.workload
     log.debug("simulating %s: %d ranks, %d transfers", run.name, w.ranks, w.transfer_count)
     arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * w.ranks
-    if isinstance(sched, SlottedPlan):
-        res = simulate_slotted(w, sched.schedule, fabric.port_gbps, alpha_s=cost.alpha_s, arrivals_s=arrivals,
-                               name=run.name, relay=sched.relay)
-        res.planner = sched.planner
-    elif isinstance(sched, ParallelPlan):
-        from emulation.flowsim.parallel_ocs import simulate_parallel
-
-        res = sequenced([simulate_parallel(step, seq, fabric.port_gbps, alpha_s=cost.alpha_s, name=run.name)
-                         for step, seq in sched.parts()], w, sched.planner)
-    else:
-        res = simulate(fabric, w, sched, alpha_s=cost.alpha_s, delta_s=cost.delta_s, semantics=semantics,
-                       arrivals_s=arrivals, name=run.name, record_transfers=w.transfer_count <= MAX_RECORDED_TRANSFERS)
+    res = executor(SIMULATORS, run.schedule)(fabric, run, cost, arrivals, semantics)
     return complete(res, run, fabric, iteration, arrivals)
+
+
+def _per_step(fabric: Fabric, run: RunDescription, cost: CostModel, arrivals: list[float], semantics: str) -> RunResult:
+    """A per-step plan (:func:`~emulation.flowsim.simulate.simulate`, either semantics)."""
+    w = run.workload
+    return simulate(fabric, w, run.schedule, alpha_s=cost.alpha_s, delta_s=cost.delta_s, semantics=semantics,
+                    arrivals_s=arrivals, name=run.name, record_transfers=w.transfer_count <= MAX_RECORDED_TRANSFERS)
+
+
+def _slotted(fabric: Fabric, run: RunDescription, cost: CostModel, arrivals: list[float], semantics: str) -> RunResult:
+    """A time-slotted plan (:func:`~emulation.flowsim.slotted.simulate_slotted`)."""
+    sched = run.schedule
+    res = simulate_slotted(run.workload, sched.schedule, fabric.port_gbps, alpha_s=cost.alpha_s, arrivals_s=arrivals,
+                           name=run.name, relay=sched.relay)
+    res.planner = sched.planner
+    return res
+
+
+def _parallel(fabric: Fabric, run: RunDescription, cost: CostModel, arrivals: list[float], semantics: str) -> RunResult:
+    """A plan on parallel OCSes, step by step (:func:`~emulation.flowsim.parallel_ocs.simulate_parallel`)."""
+    from emulation.flowsim.parallel_ocs import simulate_parallel
+
+    sched = run.schedule
+    return sequenced([simulate_parallel(step, seq, fabric.port_gbps, alpha_s=cost.alpha_s, name=run.name)
+                      for step, seq in sched.parts()], run.workload, sched.planner)
+
+
+#: The flow executor of each plan type (:func:`emulation.schedule.executor`): ``(fabric, run,
+#: cost, arrivals, semantics) -> RunResult``.
+SIMULATORS = {Plan: _per_step, SlottedPlan: _slotted, ParallelPlan: _parallel}
 
 
 def execute_closed_form(fabric: Fabric, run: ClosedFormRun, cost: CostModel, *, arrivals_s: Sequence[float],

@@ -100,7 +100,6 @@ def _plan(sc: Scenario, args, path: Path) -> int:
     changed, cost-model time per step), a rotor's schedule, or the parallel OCSes' schedules
     per step; nothing runs."""
     from emulation.planners import StepCoster
-    from emulation.schedule import ParallelPlan, SlottedPlan
 
     exp = _experiment(sc)
     try:
@@ -116,21 +115,9 @@ def _plan(sc: Scenario, args, path: Path) -> int:
     with phase(f"planning {len(sc.runs)} runs at {format_bytes(size)}"):
         plans = [(r, exp.resolve(r, size).schedule) for r in sc.runs]
     for r, p in plans:
-        if isinstance(p, SlottedPlan):
-            s = p.schedule
-            print(f"{r.name}: rotor schedule ({p.method}), {len(s.configs)} slots per turn of "
-                  f"{s.cycle_s * 1e6:.2f} us (slots {min(s.slots_s) * 1e6:.2f}-{max(s.slots_s) * 1e6:.2f} us, "
-                  f"R {s.reconfiguration_delay_s * 1e6:g} us, guard {s.guard_s * 1e6:g} us)")
-            if p.relay:
-                print(f"{r.name}: two-hop forwarding relays {p.relay.relayed_bytes / 2**20:.1f} MiB; "
-                      f"planned turns per step {list(p.relay.turns)}")
-        elif isinstance(p, ParallelPlan):
-            for i, (st, seq) in enumerate(zip(p.workload.steps, p.planned)):
-                print(f"{r.name}: step {i} ({st.phase}) on {len(seq.ocs)} parallel OCSes, {p.planner} "
-                      f"({p.method[i]}): {seq.reconfigurations} configurations, makespan {seq.makespan_s * 1e6:.2f} us "
-                      f"(lower bound {p.lower_bound_s[i] * 1e6:.2f} us, x{seq.makespan_s / p.lower_bound_s[i]:.3f}); "
-                      f"slots {p.guard_s * 1e6:g} us longer on both backends, R {seq.reconfiguration_delay_s * 1e6:g} us")
-    plans = [(r, p) for r, p in plans if not isinstance(p, (SlottedPlan, ParallelPlan))]
+        for line in p.describe():
+            print(f"{r.name}: {line}")
+    plans = [(r, p) for r, p in plans if not p.slotted]
     if args.json:
         print(json.dumps({r.name: {"workload": p.workload.to_json(), "plan": p.to_json()} for r, p in plans}))
         return 0
