@@ -37,12 +37,12 @@ import numpy as np
 
 from emulation.emulator.agent_schedule import AgentSchedules
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
-from emulation.emulator.orchestrator import (AGENT_TIMEOUT_MARGIN_S, agents, open_under, raise_if_switch_failed,
-                                             write_tcp_info)
-from emulation.emulator.slotted import RATE_MARGIN, ack_margin_s, duplex_matchings
+from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, raise_if_switch_failed, write_tcp_info
+from emulation.emulator.slotted import (RATE_MARGIN, ack_margin_s, clocked_agents, connect_under, duplex_matchings,
+                                        slot_timing)
 from emulation.fabric import Circuit, Configuration, PortRef
 from emulation.poll import wait_until
-from emulation.results import Percentiles, RunResult, Slots, StepResult, TransferResult
+from emulation.results import RunResult, Slots, StepResult, TransferResult
 from emulation.scale import Scale
 from emulation.schedule import ParallelSchedule
 from emulation.workloads.model import Workload
@@ -161,62 +161,41 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
     schedules.timeout(timeout + AGENT_TIMEOUT_MARGIN_S)
     run_dir.mkdir(parents=True, exist_ok=True)
 
-    emu.client.apply(Configuration({}), 0.0)
     # A segment lost inside a window (its circuit late) must be resent inside that window, which
     # may be its connection's last: TCP's retransmission timer at a quarter of the shortest
     # window. One that fires in the dark backs off, and the agents' stall nudge resumes the
     # connection at its next window.
     shortest = min((b - a for w in windows for ws in w.values() for a, b in ws), default=1.0)
-    emu.set_rto_min(max(FAST_RTO_MIN_MS, 1e3 * shortest / 4))
-    running = False
-    try:
-        with agents(emu, schedules.ranks, run_dir) as (coord, alive):
-            todo = set(conns)
-            for k, seq in enumerate(configs):  # untimed: connect under a slot that joins each pair
-                for config in seq:
-                    joined = {(c.a.gpu, c.b.gpu) for c in config[fabric.ocs[k].name]}
-                    here = {(a, b, kk) for a, b, kk in todo if kk == k and (min(a, b), max(a, b)) in joined}
-                    if not here:
-                        continue
-                    opens: dict[int, list] = {}
-                    for a, b, kk in here:
-                        opens.setdefault(a, []).append([b, kk])
-                    open_under(emu, coord, alive, config, opens)
-                    todo -= here
-            emu.client.apply(Configuration({}), 0.0)
-            counters = emu.drops
-            first = counters.quiet_snapshot()
-            since = len(emu.client.events())
-            seqs = [[(c, d * tdf) for c, d in zip(configs[k], seq.slots_s)] for k, seq in enumerate(schedule.ocs)]
-            t0 = emu.client.start_sequences(seqs, schedule.reconfiguration_delay_s * tdf, START_DELAY_S)["t0"]
-            running = True
-            coord.broadcast({"go": 0, "t0": t0, "at": t0, "origin": t0})
-            try:
-                reports = coord.gather("done", timeout, alive)
-            except EmulationError as e:
-                events = emu.client.events(since)
-                raise_if_switch_failed(events, e)
-                late = max((x["start_error_s"] for x in events if x["kind"] == "ocs-slot"), default=0.0)
-                raise WindowsMissed(
-                    f"{e}: some transfer ran out of windows: its connections drained less than the emulated link "
-                    f"rate inside them (the controller started slots up to {late * 1e3:.0f} ms late, "
-                    f"emulated; the senders waited {start_guard_s * 1e3:.0f} ms). Emulate fewer GPUs or OCSes, "
-                    f"with a longer start guard, or at a lower link rate", late, scale.link_mbps) from None
+    with clocked_agents(emu, schedules.ranks, run_dir, max(FAST_RTO_MIN_MS, 1e3 * shortest / 4)) as (coord, alive):
+        connect_under(emu, coord, alive, [(config, {(c.a.gpu, c.b.gpu) for c in config[fabric.ocs[k].name]}, k)
+                                          for k, seq in enumerate(configs) for config in seq], conns)
+        counters = emu.drops
+        first = counters.quiet_snapshot()
+        since = len(emu.client.events())
+        seqs = [[(c, d * tdf) for c, d in zip(configs[k], seq.slots_s)] for k, seq in enumerate(schedule.ocs)]
+        t0 = emu.client.start_sequences(seqs, schedule.reconfiguration_delay_s * tdf, START_DELAY_S)["t0"]
+        coord.broadcast({"go": 0, "t0": t0, "at": t0, "origin": t0})
+        try:
+            reports = coord.gather("done", timeout, alive)
+        except EmulationError as e:
+            events = emu.client.events(since)
+            raise_if_switch_failed(events, e)
+            late = max((x["start_error_s"] for x in events if x["kind"] == "ocs-slot"), default=0.0)
+            raise WindowsMissed(
+                f"{e}: some transfer ran out of windows: its connections drained less than the emulated link "
+                f"rate inside them (the controller started slots up to {late * 1e3:.0f} ms late, "
+                f"emulated; the senders waited {start_guard_s * 1e3:.0f} ms). Emulate fewer GPUs or OCSes, "
+                f"with a longer start guard, or at a lower link rate", late, scale.link_mbps) from None
 
-            def done() -> bool:
-                events = emu.client.events(since)
-                raise_if_switch_failed(events)
-                return any(e["kind"] == "sequences-done" for e in events)
+        def done() -> bool:
+            events = emu.client.events(since)
+            raise_if_switch_failed(events)
+            return any(e["kind"] == "sequences-done" for e in events)
 
-            wait_until(done, schedule.makespan_s * tdf + 30, lambda: EmulationError("the OCS sequences did not end"))
-            running = False
-            run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
-            events = [e for e in emu.client.events(since) if e["kind"] == "ocs-slot"]
-            (run_dir / "ocs-events.json").write_text(json.dumps({"t0": t0, "tdf": tdf, "events": events}))
-    finally:
-        if running:
-            emu.client.stop_rotor()
-        emu.set_rto_min(None)
+        wait_until(done, schedule.makespan_s * tdf + 30, lambda: EmulationError("the OCS sequences did not end"))
+        run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
+        events = [e for e in emu.client.events(since) if e["kind"] == "ocs-slot"]
+        (run_dir / "ocs-events.json").write_text(json.dumps({"t0": t0, "tdf": tdf, "events": events}))
 
     write_tcp_info(run_dir, reports)
     arrived = {int(tid): v for m in reports for tid, v in m["recv"].items()}
@@ -227,8 +206,7 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
     steps = [StepResult.of(0, step.phase, 0.0, end_s, "slotted", retransmissions=retrans,
                            stalls=sum(m.get("stalls", 0) for m in reports), drops=run_drops)]
     delivered = sum(t.bytes for t, e in zip(transfers, ends) if e < math.inf)
-    err = np.abs([e["start_error_s"] for e in events]) if events else np.zeros(1)
-    dark = [(e["t_live"] - e["t_dark"]) / tdf for e in events]
+    start_error, dark = slot_timing(events, tdf)
     rate_real = fabric.port_bytes_per_s
     capacity = 0.0
     for k, seq in enumerate(schedule.ocs):
@@ -239,9 +217,7 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
                     bytes_sent=workload.bytes_sent, bytes_delivered=delivered, drops=run_drops)
     res.slots = Slots(slot_utilisation=delivered / capacity if capacity else 0.0,
                       cycles=end_s / schedule.makespan_s if schedule.makespan_s else 0.0, slots_run=len(events),
-                      start_error_s=Percentiles(median=float(np.median(err)), p99=float(np.percentile(err, 99)),
-                                                max=float(err.max())),
-                      dark_window_measured_s=float(np.median(dark)) if dark else 0.0, method="parallel-ocs",
+                      start_error_s=start_error, dark_window_measured_s=dark, method="parallel-ocs",
                       slots_per_turn=schedule.reconfigurations,
                       reconfiguration_delay_s=schedule.reconfiguration_delay_s)
     return res

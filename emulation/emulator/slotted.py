@@ -25,6 +25,7 @@ OCS).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -34,6 +35,7 @@ import numpy as np
 
 from emulation import dataplane as dpn
 from emulation.emulator.agent_schedule import AgentSchedules
+from emulation.emulator.controller_client import ControllerError
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
 from emulation.emulator.orchestrator import (AGENT_TIMEOUT_MARGIN_S, agents, open_under, raise_if_switch_failed,
                                              write_tcp_info)
@@ -97,6 +99,54 @@ def gate_windows(schedule: SlotSchedule, gpus: int, tdf: float, margin_s: float 
         for a, b in set(schedule.configs[k]):
             out[a].setdefault(b, []).append([on, off])
     return out
+
+
+@contextlib.contextmanager
+def clocked_agents(emu: EmulatedFabric, ranks: list, run_dir: Path, rto_min_ms: float):
+    """The agents of a run on the switch's clock (a rotor, parallel OCSes' sequences): the
+    circuits emptied, TCP's ``rto_min`` raised to ``rto_min_ms`` (a segment lost in the dark is
+    resumed at its pair's next window, before the timer fires and backs off), the agents started
+    (:func:`~emulation.emulator.orchestrator.agents`); yields ``(coord, alive)``. On leaving, what
+    the switch still runs is stopped and ``rto_min`` restored."""
+    emu.client.apply(Configuration({}), 0.0)
+    emu.set_rto_min(rto_min_ms)
+    try:
+        with agents(emu, ranks, run_dir) as (coord, alive):
+            yield coord, alive
+    except BaseException:
+        with contextlib.suppress(ControllerError):  # a dead controller: the error in flight says so
+            emu.client.stop_rotor()
+        emu.set_rto_min(None)
+        raise
+    emu.client.stop_rotor()
+    emu.set_rto_min(None)
+
+
+def connect_under(emu: EmulatedFabric, coord, alive, joins, conns) -> None:
+    """Open every connection ``(a, b, key)`` of ``conns`` untimed, each under the first entry
+    ``(configuration, joined pairs, key)`` of ``joins`` whose configuration joins its pair (as
+    ``(min, max)``) for its key (:func:`~emulation.emulator.orchestrator.open_under`); then empty
+    the circuits again."""
+    todo = set(conns)
+    for config, joined, key in joins:
+        here = {c for c in todo if c[2] == key and (min(c[0], c[1]), max(c[0], c[1])) in joined}
+        if not here:
+            continue
+        opens: dict[int, list] = {}
+        for a, b, k in here:
+            opens.setdefault(a, []).append([b, k])
+        open_under(emu, coord, alive, config, opens)
+        todo -= here
+    emu.client.apply(Configuration({}), 0.0)
+
+
+def slot_timing(events: list[dict], tdf: float) -> tuple[Percentiles, float]:
+    """The controller's ``|measured - planned|`` slot starts (median, p99, max; emulated s) and
+    the median dark window (real s) of slot ``events`` (``rotor-slot`` or ``ocs-slot``)."""
+    err = np.abs([e["start_error_s"] for e in events]) if events else np.zeros(1)
+    dark = [(e["t_live"] - e["t_dark"]) / tdf for e in events]
+    return (Percentiles(median=float(np.median(err)), p99=float(np.percentile(err, 99)), max=float(err.max())),
+            float(np.median(dark)) if dark else 0.0)
 
 
 def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: SlotSchedule, scale: Scale,
@@ -164,71 +214,49 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     step_timeout = turns * cycle + 30
     schedules.timeout(step_timeout + AGENT_TIMEOUT_MARGIN_S)
 
-    emu.client.apply(Configuration({}), 0.0)
-    # A segment lost in the dark is resumed by its sender at the pair's next window (the agent's
-    # stall nudge); the retransmission timer must not fire first, in the dark, and back off.
-    emu.set_rto_min(max(FAST_RTO_MIN_MS, 2e3 * cycle))
-    rotor_on = False
-    try:
-        with agents(emu, schedules.ranks, run_dir) as (coord, alive):
-            todo = set(pairs)
-            for config, match in zip(configs, matchings):  # untimed: connect under each configuration
-                here = {(a, b) for a, b in todo if (min(a, b), max(a, b)) in set(match)}
-                if not here:
-                    continue
-                opens: dict[int, list] = {}
-                for a, b in here:
-                    opens.setdefault(a, []).append([b, 0])
-                open_under(emu, coord, alive, config, opens)
-                todo -= here
-            emu.client.apply(Configuration({}), 0.0)
-            counters = emu.drops
-            first = counters.quiet_snapshot()
-            since = len(emu.client.events())
-            # The rotor keeps turning as long as a step may wait (it is stopped when the last step
-            # is done): a connection whose lost segment sits in TCP's retransmission backoff
-            # still finds a window, and the step is slow instead of never finishing.
-            count = (turns + math.ceil(30 / cycle)) * len(configs)
-            rotor = emu.client.start_rotor(configs, [s * tdf for s in schedule.slots_s], schedule.reconfiguration_delay_s * tdf, count,
-                                           start_delay_s=0.05)
-            rotor_on = True
-            t0 = rotor["t0"]
-            origin = t0 + cycle  # one warm-up turn
-            time.sleep(max(0.0, origin - time.monotonic()))
-            steps: list[StepResult] = []
-            done: list[list[dict]] = []
-            last = first
-            t_go = time.monotonic()
-            coord.broadcast({"go": 0, "t0": t0})
-            for si in range(len(workload.steps)):
-                try:
-                    reports = coord.gather("done", step_timeout, alive)
-                except EmulationError as e:
-                    raise_if_switch_failed(emu.client.events(since), e)
-                    raise
-                done.append(reports)
-                ends = [t for m in reports for t in m["recv"].values()]
-                end = max(ends) if ends else time.monotonic()
-                rec = StepResult.of(si, workload.steps[si].phase, (max(t_go, origin) - origin) / tdf,
-                                 (end - origin) / tdf, "slotted")
-                rec.retransmissions = sum(m.get("retrans", 0) for m in reports) - sum(s.retransmissions for s in steps)
-                rec.stalls = sum(m.get("stalls", 0) for m in reports) - sum(s.stalls or 0 for s in steps)
-                if si + 1 < len(workload.steps):  # the rotor's clock does not wait: release first, count after
-                    t_go = time.monotonic()
-                    coord.broadcast({"go": si + 1, "t0": t0})
-                snap = counters.snapshot()
-                rec.drops, last = counters.drops(last, snap), snap
-                steps.append(rec)
-            emu.client.stop_rotor()
-            rotor_on = False
-            run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
-            events = [e for e in emu.client.events(since) if e["kind"] == "rotor-slot"]
-            (run_dir / "rotor-events.json").write_text(json.dumps({"t0": t0, "origin": origin, "tdf": tdf,
-                                                                   "events": events}))
-    finally:
-        if rotor_on:
-            emu.client.stop_rotor()
-        emu.set_rto_min(None)
+    with clocked_agents(emu, schedules.ranks, run_dir, max(FAST_RTO_MIN_MS, 2e3 * cycle)) as (coord, alive):
+        connect_under(emu, coord, alive, [(c, set(m), 0) for c, m in zip(configs, matchings)],
+                      [(a, b, 0) for a, b in pairs])
+        counters = emu.drops
+        first = counters.quiet_snapshot()
+        since = len(emu.client.events())
+        # The rotor keeps turning as long as a step may wait (it is stopped when the last step
+        # is done): a connection whose lost segment sits in TCP's retransmission backoff
+        # still finds a window, and the step is slow instead of never finishing.
+        count = (turns + math.ceil(30 / cycle)) * len(configs)
+        t0 = emu.client.start_rotor(configs, [s * tdf for s in schedule.slots_s], schedule.reconfiguration_delay_s * tdf,
+                                    count, start_delay_s=0.05)["t0"]
+        origin = t0 + cycle  # one warm-up turn
+        time.sleep(max(0.0, origin - time.monotonic()))
+        steps: list[StepResult] = []
+        done: list[list[dict]] = []
+        last = first
+        t_go = time.monotonic()
+        coord.broadcast({"go": 0, "t0": t0})
+        for si in range(len(workload.steps)):
+            try:
+                reports = coord.gather("done", step_timeout, alive)
+            except EmulationError as e:
+                raise_if_switch_failed(emu.client.events(since), e)
+                raise
+            done.append(reports)
+            ends = [t for m in reports for t in m["recv"].values()]
+            end = max(ends) if ends else time.monotonic()
+            rec = StepResult.of(si, workload.steps[si].phase, (max(t_go, origin) - origin) / tdf,
+                                (end - origin) / tdf, "slotted")
+            rec.retransmissions = sum(m.get("retrans", 0) for m in reports) - sum(s.retransmissions for s in steps)
+            rec.stalls = sum(m.get("stalls", 0) for m in reports) - sum(s.stalls or 0 for s in steps)
+            if si + 1 < len(workload.steps):  # the rotor's clock does not wait: release first, count after
+                t_go = time.monotonic()
+                coord.broadcast({"go": si + 1, "t0": t0})
+            snap = counters.snapshot()
+            rec.drops, last = counters.drops(last, snap), snap
+            steps.append(rec)
+        emu.client.stop_rotor()
+        run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
+        events = [e for e in emu.client.events(since) if e["kind"] == "rotor-slot"]
+        (run_dir / "rotor-events.json").write_text(json.dumps({"t0": t0, "origin": origin, "tdf": tdf,
+                                                               "events": events}))
 
     write_tcp_info(run_dir, [m for reports in done for m in reports])
     arrived = {int(h): v for reports in done for m in reports for h, v in m["recv"].items()}
@@ -240,15 +268,12 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     end_s = steps[-1].end_s if steps else 0.0
     capacity = schedule.circuit_bytes(end_s, fabric.port_gbps)
     used = [e for e in events if e["planned_start"] >= origin - 1e-9 and e["planned_start"] <= origin + end_s * tdf]
-    err = np.abs([e["start_error_s"] for e in used]) if used else np.zeros(1)
-    dark = [(e["t_live"] - e["t_dark"]) / tdf for e in used]
+    start_error, dark = slot_timing(used, tdf)
     delivered = sum(t.bytes for tid, (_si, t) in enumerate(tids) if ends[tid] < math.inf)
     res = RunResult(name=name, collective=workload.collective, algorithm=workload.algorithm, planner=planner,
                     ranks=n, bytes=workload.bytes, backend="mininet", time_s=end_s, steps=steps,
                     transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=delivered, drops=run_drops)
     res.slots = Slots(slot_utilisation=delivered / capacity if capacity else 0.0, cycles=end_s / schedule.cycle_s,
-                      slots_run=len(used), start_error_s=Percentiles(median=float(np.median(err)),
-                                                                     p99=float(np.percentile(err, 99)), max=float(err.max())),
-                      dark_window_measured_s=float(np.median(dark)) if dark else 0.0,
+                      slots_run=len(used), start_error_s=start_error, dark_window_measured_s=dark,
                       guard_emulated_s=schedule.guard_s * tdf, relayed_bytes=relay.relayed_bytes if relay else 0)
     return res
