@@ -46,8 +46,8 @@ import time
 from pathlib import Path
 
 from emulation.emulator.net import EmulatedFabric, EmulationError
-from emulation.emulator.orchestrator import (AGENT_TIMEOUT_MARGIN_S, MAX_RELEASE_LEAD_S, agents, compile_run,
-                                             open_under, write_tcp_info)
+from emulation.emulator.orchestrator import (AGENT_TIMEOUT_MARGIN_S, MAX_RELEASE_LEAD_S, compile_run, control_timing,
+                                             measured_run, planned_agents, write_tcp_info)
 from emulation.results import RunResult, StepResult, TransferResult
 from emulation.routing import Routes
 from emulation.scale import Scale
@@ -141,13 +141,8 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
     steps: list[StepResult] = []
     transfers: dict[int, TransferResult] = {}
     reported: list[dict] = []
-    with agents(emu, job.schedules.ranks, run_dir) as (coord, alive):
-        for config, opens in job.warmup:  # untimed
-            open_under(emu, coord, alive, config, opens)
-        if job.warmup:
-            emu.client.apply(plan.initial, 0.0)
-        emu.client.prepare([plan.initial, *(plan.steps[a].configuration for (a, _b), r in zip(epochs, reconfigures)
-                                            if r)])
+    reconfigured = [plan.steps[a].configuration for (a, _b), r in zip(epochs, reconfigures) if r]
+    with planned_agents(emu, plan, job, run_dir, reconfigured) as (coord, alive):
         counters = emu.drops
         first = last = counters.quiet_snapshot()
         clock = 0.0  # the run's clock (emulated s) when the next epoch opens
@@ -196,9 +191,7 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
                     # window the run sees starts at the release.
                     rec.reconfiguration_delay_s = res["reconfiguration_delay_s"] / tdf
                     rec.dark_window_measured_s = (res["t_live"] - max(at, res["t_dark"])) / tdf
-                    rec.timing = {"removal_s": (res["t_dark"] - res["t_request"]) / tdf,
-                                  "commit_s": (res["t_live"] - res["t_install"]) / tdf,
-                                  "reroute_s": (res["t_routed"] - res["t_dark"]) / tdf,
+                    rec.timing = {**control_timing(res, tdf),
                                   "removed_before_release_s": (at - res["t_dark"]) / tdf,
                                   "rerouted_after_release_s": max(0.0, res["t_routed"] - at) / tdf,
                                   "heard_lag_s": (max(m["t_heard"] for m in reports) - at) / tdf}
@@ -212,11 +205,4 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
             clock = max(latest, opened_until)
         run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
     write_tcp_info(run_dir, reported)
-    return RunResult(
-        name=name, collective=workload.collective, algorithm=workload.algorithm, planner=plan.planner,
-        ranks=n, bytes=workload.bytes, backend="mininet", time_s=max((s.end_s for s in steps), default=0.0),
-        steps=steps, transfers=[transfers[k] for k in sorted(transfers)], bytes_sent=workload.bytes_sent,
-        bytes_delivered=sum(t.bytes for t in transfers.values()),
-        link_bytes=[[l.u, l.up, l.v, l.vp, b] for l, b in sorted(job.totals.items(), key=lambda x: (x[0].u, x[0].up))],
-        drops=run_drops, semantics="dependency-driven",
-    )
+    return measured_run(name, workload, plan, steps, transfers, job.totals, run_drops, semantics="dependency-driven")

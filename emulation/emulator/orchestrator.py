@@ -420,6 +420,44 @@ def compile_run(fabric, workload: Workload, plan: Plan, scale: Scale, alpha_s: f
     return CompiledRun(tids, schedules, step_loads, totals, routed, warmup, timeout)
 
 
+@contextlib.contextmanager
+def planned_agents(emu: EmulatedFabric, plan: Plan, job: CompiledRun, run_dir: Path, reconfigured: list[Configuration]):
+    """The agents of a per-step run (either semantics), ready for the timed run: started
+    (:func:`agents`), every connection the initial configuration cannot carry opened untimed
+    under one that does (``job.warmup``), the initial configuration back, and the controller
+    told every configuration of the run (``reconfigured``: those it will switch to) so that
+    each switch is a lookup. Yields ``(coord, alive)``."""
+    with agents(emu, job.schedules.ranks, run_dir) as (coord, alive):
+        for config, opens in job.warmup:  # untimed
+            open_under(emu, coord, alive, config, opens)
+        if job.warmup:
+            emu.client.apply(plan.initial, 0.0)
+        emu.client.prepare([plan.initial, *reconfigured])
+        yield coord, alive
+
+
+def control_timing(res: dict, tdf: float) -> dict[str, float]:
+    """Where a reconfiguration's time went (real s): ``removal_s`` (request to the old
+    circuits' barrier), ``commit_s`` (the new ones' install to their barrier) and ``reroute_s``
+    (the dark window's start to the routes reprogrammed), from the controller's answer ``res``."""
+    return {"removal_s": (res["t_dark"] - res["t_request"]) / tdf, "commit_s": (res["t_live"] - res["t_install"]) / tdf,
+            "reroute_s": (res["t_routed"] - res["t_dark"]) / tdf}
+
+
+def measured_run(name: str, workload: Workload, plan: Plan, steps: list[StepResult],
+                 transfers: dict[int, TransferResult], totals: dict, drops: dict, **fields) -> RunResult:
+    """The :class:`RunResult` of a per-step packet run: its ``steps``, its ``transfers`` by id,
+    the real bytes each directed link carried (``totals``, as ``link_bytes``) and its ``drops``;
+    ``fields`` (e.g. ``semantics``) as given."""
+    return RunResult(
+        name=name, collective=workload.collective, algorithm=workload.algorithm, planner=plan.planner,
+        ranks=workload.ranks, bytes=workload.bytes, backend="mininet", time_s=max((s.end_s for s in steps), default=0.0),
+        steps=steps, transfers=[transfers[k] for k in sorted(transfers)], bytes_sent=workload.bytes_sent,
+        bytes_delivered=sum(t.bytes for t in transfers.values()),
+        link_bytes=[[l.u, l.up, l.v, l.vp, b] for l, b in sorted(totals.items(), key=lambda x: (x[0].u, x[0].up))],
+        drops=drops, **fields)
+
+
 def _run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan, scale: Scale, alpha_s: float,
                   run_dir: Path, arrivals_s: list[float] | None, step_timeout_s: float | None, post: bool,
                   app_owned: bool, tail: list[dict]) -> RunResult:
@@ -431,16 +469,11 @@ def _run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan
     emu.client.apply(plan.initial, 0.0)
     run_dir.mkdir(parents=True, exist_ok=True)
     job = compile_run(fabric, workload, plan, scale, alpha_s, arrivals_s, step_timeout_s, app_owned)
-    tids, step_loads, totals, schedules = job.tids, job.step_loads, job.totals, job.schedules
-    warmup, step_timeout = job.warmup, job.step_timeout_s
+    tids, step_loads, totals, step_timeout = job.tids, job.step_loads, job.totals, job.step_timeout_s
     demands = [step_demand(step) for step in workload.steps] if post else []
 
-    with agents(emu, schedules.ranks, run_dir) as (coord, alive):
-        for config, opens in warmup:  # untimed
-            open_under(emu, coord, alive, config, opens)
-        if warmup:
-            emu.client.apply(plan.initial, 0.0)
-        emu.client.prepare([plan.initial, *(sp.configuration for sp in plan.steps if sp.action == "reconfigure")])
+    with planned_agents(emu, plan, job, run_dir,
+                        [sp.configuration for sp in plan.steps if sp.action == "reconfigure"]) as (coord, alive):
 
         counters = emu.drops
         first = last = counters.quiet_snapshot()
@@ -469,10 +502,7 @@ def _run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan
                     rec.action = "reconfigure"
                     rec.reconfiguration_delay_s = sum(r["reconfiguration_delay_s"] for r in changed) / tdf
                     rec.dark_window_measured_s = dark / tdf
-                    last_rc = changed[-1]
-                    control = {"removal_s": (last_rc["t_dark"] - last_rc["t_request"]) / tdf,
-                               "commit_s": (last_rc["t_live"] - last_rc["t_install"]) / tdf,
-                               "reroute_s": (last_rc["t_routed"] - last_rc["t_dark"]) / tdf}
+                    control = control_timing(changed[-1], tdf)
                 if app_owned:  # route the step's loads over the circuits it meets
                     try:
                         routes, _sf, loads = _step_loads(fabric, Configuration.from_json(ans["circuits"]),
@@ -489,10 +519,7 @@ def _run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan
                 rec.reconfiguration_delay_s = res["reconfiguration_delay_s"] / tdf
                 rec.dark_window_measured_s = dark / tdf
                 if res.get("changed"):  # where the reconfiguration's time went (module doc)
-                    control = {"removal_s": (res["t_dark"] - res["t_request"]) / tdf,
-                               "commit_s": (res["t_live"] - res["t_install"]) / tdf,
-                               "reroute_s": (res["t_routed"] - res["t_dark"]) / tdf,
-                               "reply_s": (t_reply - res["t_live"]) / tdf}
+                    control = {**control_timing(res, tdf), "reply_s": (t_reply - res["t_live"]) / tdf}
             # The step's transfers start on the run's clock at ``clock + dark``, which is the
             # instant ``at`` on the wall clock; ``origin`` maps one onto the other.
             at = time.monotonic() + lead
@@ -531,12 +558,4 @@ def _run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan
         tail.extend(step_end)
         run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
     write_tcp_info(run_dir, reported)
-
-    return RunResult(
-        name=name, collective=workload.collective, algorithm=workload.algorithm, planner=plan.planner,
-        ranks=n, bytes=workload.bytes, backend="mininet", time_s=steps[-1].end_s if steps else 0.0,
-        steps=steps, transfers=[transfers[k] for k in sorted(transfers)], bytes_sent=workload.bytes_sent,
-        bytes_delivered=sum(t.bytes for tid, t in transfers.items()),
-        link_bytes=[[l.u, l.up, l.v, l.vp, b] for l, b in sorted(totals.items(), key=lambda x: (x[0].u, x[0].up))],
-        drops=run_drops,
-    )
+    return measured_run(name, workload, plan, steps, transfers, totals, run_drops)
