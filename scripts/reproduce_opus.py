@@ -53,8 +53,8 @@ def flow(name: str, out: Path, larger: bool = True, max_r_s: float | None = None
     if not larger:
         sc = sc.model_copy(update={"rails": sc.rails.model_copy(update={"larger": []})})
     if max_r_s is not None:
-        sweep = [r for r in sc.rails.sweep_s if r <= max_r_s]
-        sc = sc.model_copy(update={"rails": sc.rails.model_copy(update={"sweep_s": sweep})})
+        sweep = [r for r in sc.rails.reconfiguration_delay_s if r <= max_r_s]
+        sc = sc.model_copy(update={"rails": sc.rails.model_copy(update={"reconfiguration_delay_s": sweep})})
     t0 = time.perf_counter()
     res = kinds.run_scenario("rails", sc, out / name).result
     print(f"    ({time.perf_counter() - t0:.1f} s; {out / name}/overhead.png, timeline.png)")

@@ -185,7 +185,7 @@ CASES = [
     ("rails-servers", ["run", "{rails}"], {"rails": ("{servers: 4,", "{servers: 6,")}, "rails.parallel"),
     ("rails-model", ["run", "{rails}"], {"rails": ("model: llama3-8b", "model: llama9")}, "rails.model"),
     ("rails-mode", ["run", "{rails}"], {"rails": ("speculative-deferred]", "psychic]")}, "rails.modes"),
-    ("rails-sweep", ["run", "{rails}"], {"rails": ("sweep_s: [0, 0.01", "sweep_s: [0.01, 0")}, "rails.sweep_s"),
+    ("rails-sweep", ["run", "{rails}"], {"rails": ("reconfiguration_delay_s: [0, 0.01", "reconfiguration_delay_s: [0.01, 0")}, "rails.reconfiguration_delay_s"),
     ("rails-ports", ["run", "{rails}"], {"rails": ("ports_per_gpu: 2", "ports_per_gpu: 3")}, "rails.fabric.ports_per_gpu"),
     ("rails-one-port", ["run", "{rails}"], {"rails": ("ports_per_gpu: 2", "ports_per_gpu: 1")}, "rails.larger"),
     ("rails-old-and-new-key", ["run", "{rails}"], {"rails": ("ports_per_gpu: 2", "ports_per_gpu: 2, rail_ports: 2")},

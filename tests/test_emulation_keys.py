@@ -191,3 +191,16 @@ def test_a_rails_scenario_takes_its_torch_jobs_link_rate_from_emulation_and_the_
         bad["rails"] = {**data["rails"], "torch_job": {k: v for k, v in data["rails"]["torch_job"].items() if k != "link_mbps"}}
         with pytest.raises(ScenarioError, match=rf"emulation.{key}: a rails scenario does not use it"):
             api.from_dict(bad)
+
+
+def test_the_old_spelling_of_a_rail_sweeps_r_loads_with_a_warning(caplog):
+    data = yaml.safe_load((ROOT / "experiments" / "rails_llama.yaml").read_text())
+    swept = data["rails"]["reconfiguration_delay_s"]
+    data["rails"]["sweep_s"] = data["rails"].pop("reconfiguration_delay_s")
+    with caplog.at_level("WARNING"):
+        assert api.from_dict(data).rails.reconfiguration_delay_s == swept
+    assert [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()] == [
+        "rails.sweep_s is deprecated: it is read as rails.reconfiguration_delay_s (write it there)"]
+    data["rails"]["reconfiguration_delay_s"] = swept
+    with pytest.raises(ScenarioError, match="sweep_s: give the delays once, as reconfiguration_delay_s"):
+        api.from_dict(data)

@@ -29,7 +29,7 @@ from controllers.sdn import set_ev_cls
 from emulation.fabric import Configuration, assign_ports
 
 #: Dark window (seconds) when the run does not give one (its R scaled to the emulation).
-DARK_S = 0.01
+RECONFIGURATION_DELAY_S = 0.01
 
 
 def heaviest_pairs(demand: dict[tuple[int, int], int], ports: int) -> list[tuple[int, int]]:
@@ -66,11 +66,11 @@ class DemandDriven(OcsLabApp):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._dark = DARK_S
+        self._dark = RECONFIGURATION_DELAY_S
 
     @set_ev_cls(EventCollectiveBegin)
     def _collective(self, ev):
-        self._dark = ev.reconfiguration_delay_s or DARK_S
+        self._dark = ev.reconfiguration_delay_s or RECONFIGURATION_DELAY_S
 
     @set_ev_cls(EventStepBegin)
     def _step(self, ev):

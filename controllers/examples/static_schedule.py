@@ -1,5 +1,5 @@
 """Example app: a static circuit schedule. Every OCS alternates between two configurations
-every ``PERIOD_S`` seconds, with a dark window of ``DARK_S``: the "skip-one" pairing (GPU i with
+every ``PERIOD_S`` seconds, with a dark window of ``RECONFIGURATION_DELAY_S``: the "skip-one" pairing (GPU i with
 GPU i + 2) and the fabric's initial configuration (:meth:`StaticSchedule.schedule`), ``CYCLES``
 reconfigurations in all, starting once every bridge is ready.
 
@@ -24,7 +24,7 @@ from emulation.fabric import Configuration, assign_ports
 #: Seconds each configuration holds (real seconds of the emulation).
 PERIOD_S = 1.0
 #: Dark window of every reconfiguration, seconds.
-DARK_S = 0.02
+RECONFIGURATION_DELAY_S = 0.02
 #: Reconfigurations before the app stops.
 CYCLES = 4
 
@@ -71,7 +71,7 @@ class StaticSchedule(OcsLabApp):
         switch = app_manager.lookup_service_brick("CircuitSwitch")
         for k in range(CYCLES):
             hub.sleep(PERIOD_S)
-            res = switch.apply(configs[k % len(configs)], DARK_S, by=self.name)
+            res = switch.apply(configs[k % len(configs)], RECONFIGURATION_DELAY_S, by=self.name)
             self.applied.append(res)
             self.state.log_event("static-schedule", step=k, config=k % len(configs), refused=bool(res.get("refused")),
                                  dark_window_measured_s=res["dark_window_measured_s"])

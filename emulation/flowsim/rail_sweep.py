@@ -16,6 +16,7 @@ and a published table to compare with); :func:`sweep_rails` runs it into a :clas
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from typing import Any, Optional
 
@@ -28,6 +29,8 @@ from emulation.sections import SectionError, StrictModel
 from emulation.workloads.iteration import (ComputeSpec, IterationTrace, ModelRef, ParallelSpec, TransformerSpec,
                                            build_trace, transformer_of)
 from topologies.rail_network import RailFabric, RailNetwork
+
+log = logging.getLogger(__name__)
 
 
 class ControlSection(StrictModel):
@@ -57,7 +60,7 @@ class LargerFabric(StrictModel):
 
 class PaperTable(StrictModel):
     """``paper:`` a published table to print beside ours: ``baseline_s`` (no controller) and the
-    iteration times per mode at the scenario's ``sweep_s`` (``null`` where it has none);
+    iteration times per mode at the scenario's ``reconfiguration_delay_s`` (``null`` where it has none);
     ``source`` cites it."""
 
     source: str = ""
@@ -65,7 +68,7 @@ class PaperTable(StrictModel):
     baseline_s: float | None = Field(default=None, gt=0)
     """The published iteration time without a controller, seconds; none: not published."""
     times_s: dict[str, list[float | None]] = Field(default_factory=dict)
-    """Published iteration times per control mode, seconds, one per ``sweep_s`` entry (null
+    """Published iteration times per control mode, seconds, one per ``reconfiguration_delay_s`` entry (null
     where the table has none)."""
 
 
@@ -95,8 +98,9 @@ class RailSweepSpec(StrictModel):
     """The rail fabric: servers, GPUs per server, ports and rates."""
     control: ControlSection = ControlSection()
     """The control plane: the round trip to the Opus controller."""
-    sweep_s: list[float] = Field(min_length=1)
-    """Reconfiguration delays R swept, seconds, distinct and ascending."""
+    reconfiguration_delay_s: list[float] = Field(min_length=1)
+    """Reconfiguration delays R swept, seconds, distinct and ascending (``reconfiguration_delay_s``, the old
+    spelling, loads as this with a warning)."""
     modes: list[str] = Field(default_factory=lambda: ["eps", "on-demand", "speculative"], min_length=1)
     """Control modes compared, each once: ``eps`` (electrical rails, no controller; the
     baseline), ``on-demand`` (a phase waits for its circuits), ``speculative`` (the next phase's
@@ -109,7 +113,17 @@ class RailSweepSpec(StrictModel):
     paper: PaperTable | None = None
     """A published table printed beside the results; none: no table."""
 
-    @field_validator("sweep_s")
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spelling(cls, data):
+        if isinstance(data, dict) and "sweep_s" in data:
+            if "reconfiguration_delay_s" in data:
+                raise ValueError("sweep_s: give the delays once, as reconfiguration_delay_s")
+            log.warning("rails.sweep_s is deprecated: it is read as rails.reconfiguration_delay_s (write it there)")
+            data = {("reconfiguration_delay_s" if k == "sweep_s" else k): v for k, v in data.items()}
+        return data
+
+    @field_validator("reconfiguration_delay_s")
     @classmethod
     def _sweep(cls, v: list[float]) -> list[float]:
         if any(x < 0 for x in v) or v != sorted(set(v)):
@@ -136,9 +150,9 @@ class RailSweepSpec(StrictModel):
                                  f"per GPU (fabric.ports_per_gpu is 1)")
         if self.paper is not None:
             for mode, row in self.paper.times_s.items():
-                if mode not in MODES or len(row) != len(self.sweep_s):
-                    raise ValueError(f"paper.times_s.{mode}: needs a mode's {len(self.sweep_s)} times, one per "
-                                     f"sweep_s entry")
+                if mode not in MODES or len(row) != len(self.reconfiguration_delay_s):
+                    raise ValueError(f"paper.times_s.{mode}: needs a mode's {len(self.reconfiguration_delay_s)} times, one per "
+                                     f"reconfiguration_delay_s entry")
         return self
 
     def transformer(self) -> TransformerSpec:
@@ -295,17 +309,17 @@ class RailsResult(BaseModel):
 
 def sweep_rails(spec: RailSweepSpec, progress: Progress | None = None) -> RailsResult:
     """``spec``'s sweep: the phase trace of one iteration swept over every control mode and
-    every delay of ``sweep_s`` (:func:`sweep_fabric`) on its fabric and on each ``larger`` one,
+    every delay of ``reconfiguration_delay_s`` (:func:`sweep_fabric`) on its fabric and on each ``larger`` one,
     and a timeline of one steady iteration per mode at the swept delay closest to 100 ms
     (:func:`steady_timelines`)."""
     r = spec
     net, tr = r.fabric.network(), r.trace()
-    main = sweep_fabric(tr, net, r.fabric.servers, r.fabric.gpus_per_server, r.modes, r.sweep_s, r.control.rtt_s,
+    main = sweep_fabric(tr, net, r.fabric.servers, r.fabric.gpus_per_server, r.modes, r.reconfiguration_delay_s, r.control.rtt_s,
                         r.iterations, progress, "")
     larger = [sweep_fabric(rail_trace(b.transformer(tr.model), b.parallel, r.compute, net, b.gpus_per_server), net,
-                           b.servers, b.gpus_per_server, r.modes, r.sweep_s, r.control.rtt_s, r.iterations, progress,
+                           b.servers, b.gpus_per_server, r.modes, r.reconfiguration_delay_s, r.control.rtt_s, r.iterations, progress,
                            f"{b.servers * b.gpus_per_server} GPUs: ") for b in r.larger]
-    R = min(r.sweep_s, key=lambda x: abs(x - 0.1))
+    R = min(r.reconfiguration_delay_s, key=lambda x: abs(x - 0.1))
     model = r.transformer()
     return RailsResult(model=model.name, params=model.params, control_rtt_s=r.control.rtt_s, main=main,
                        larger=larger, timeline_delay_s=R,

@@ -11,7 +11,7 @@ Example (``experiments/rails_llama.yaml``)::
       compute: {gpu_tflops: 312, mfu: 0.53}
       fabric: {servers: 4, gpus_per_server: 4, port_gbps: 100, ports_per_gpu: 2}
       control: {rtt_s: 0.002}
-      sweep_s: [0, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3]
+      reconfiguration_delay_s: [0, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3]
       modes: [eps, on-demand, speculative]
       larger:
         - {servers: 128, gpus_per_server: 8, parallel: {tp: 8, pp: 8, dp: 16, micro_batches: 32}}
