@@ -225,7 +225,7 @@ def _ring_in_a_thread(emu: EmulatedFabric, run_dir: Path, caught: dict, **kw) ->
 def test_a_controller_or_switch_lost_mid_run_fails_the_run_within_a_second(run_dir, fault):
     """The controller SIGKILLed, or Open vSwitch's daemon SIGSTOPped (and continued as soon as
     the run has failed: other bridges of the machine are frozen for about a second)."""
-    from emulation.emulator.net import _ovs_vswitchd_pid
+    from emulation.emulator.net import ovs_vswitchd_pid
 
     before = census.take()
     caught: dict = {}
@@ -235,7 +235,7 @@ def test_a_controller_or_switch_lost_mid_run_fails_the_run_within_a_second(run_d
             pid = emu.controller.pid
             os.kill(pid, signal.SIGKILL)
         else:
-            pid = _ovs_vswitchd_pid()
+            pid = ovs_vswitchd_pid()
             os.kill(pid, signal.SIGSTOP)
         hit = time.monotonic()
         try:

@@ -17,7 +17,7 @@ import pytest
 from emulation.emulator import registry, steering
 from emulation.emulator.calibration import measure_headroom
 from emulation.emulator.limits import PROBE_PASS
-from emulation.emulator.net import EmulatedFabric, EmulationError, _ovs_vswitchd_pid
+from emulation.emulator.net import EmulatedFabric, EmulationError, ovs_vswitchd_pid
 from emulation.poll import wait_until
 from emulation.scale import Scale
 from topologies import ocs_star
@@ -70,7 +70,7 @@ def _cores(pid: int) -> dict[int, list[int]]:
 def test_a_steered_fabric_pins_open_vswitch_steers_the_gpus_receive_and_gives_the_cores_back(run_dir):
     if not steering.can_steer():
         pytest.skip("one core: nothing to steer to")
-    pid = _ovs_vswitchd_pid()
+    pid = ovs_vswitchd_pid()
     before = _cores(pid)
     ovs_core, receive = steering.split()
     f = ocs_star(4, 2, 400.0, 0.0, "ring")
@@ -91,7 +91,7 @@ def test_a_steered_fabric_pins_open_vswitch_steers_the_gpus_receive_and_gives_th
 
 @pytest.mark.emulation
 def test_a_fabric_of_sixteen_gpus_or_fewer_is_not_steered_unless_asked(run_dir):
-    pid = _ovs_vswitchd_pid()
+    pid = ovs_vswitchd_pid()
     before = _cores(pid)
     with EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0) as emu:
         now = _cores(pid)  # ovs-vswitchd starts and ends handler threads: those of both moments compared

@@ -33,13 +33,15 @@ from emulation import dataplane as dpn
 from emulation.emulator.capabilities import Capabilities, detect
 from emulation.emulator.cluster import Cluster
 from emulation.emulator.sites import LOCAL, ClusterError, Site, remote_env
-from emulation.emulator import pmd as pmd_ports
-from emulation.emulator import controller_log, registry, shaper, steering
+from emulation.emulator import controller_log, registry, shaper
 from emulation.emulator.controller_client import ControllerClient
 from emulation.emulator.counters import DropCounters, Ports, nic_drops_are_dark
+from emulation.emulator.datapath import Datapath, ovs_vswitchd_pid
+from emulation.emulator.errors import EmulationError, MachineBusy, MachineUnfit
+from emulation.emulator.server_run import SWITCH_PROBE_EVERY_S, ServerRun
 from emulation.emulator.lifecycle import Lifecycle
 from emulation.emulator.agent import RCV_BUDGET
-from emulation.emulator.ovs_sockets import SEND_BUFFER, SocketBufferError, SocketBuffers, packet_sockets
+from emulation.emulator.ovs_sockets import SocketBuffers
 from emulation.fabric import Fabric
 from emulation.poll import wait_until
 
@@ -54,20 +56,6 @@ OFFLOADS_OFF = ("tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "of
 #: lose segments when a GPU fails (its circuits go dark): a lost segment is resent within a few
 #: emulated RTTs instead of stalling the job.
 FAST_RTO_MIN_MS = 20.0
-
-
-class EmulationError(RuntimeError):
-    """The emulated fabric could not be brought up (missing tool, controller did not start, ...)."""
-
-
-class MachineUnfit(EmulationError):
-    """This machine cannot run the packet backend at all (not root, no Mininet, Open vSwitch not
-    running): refused before anything started (exit status 2)."""
-
-
-class MachineBusy(EmulationError):
-    """Another emulation holds this machine, or a killed run left state behind (the message
-    names the holder, or says to run ``ocslab clean``); raised before anything is created."""
 
 
 def free_port() -> int:
@@ -398,20 +386,13 @@ class EmulatedFabric(Lifecycle):
             raise MachineUnfit(f"--ofctl-rest: {ofctl_rest_unavailable(controller)}")
         self.caps = capabilities
         self.cluster = servers
-        self._claimed: set[str] = set()  # servers whose run lock this run holds
-        if pmd and steer:
-            raise EmulationError("steer: the GPUs' receive is steered only where their ports are packet sockets, "
-                                 "not with pmd")
-        self.pmd = False if servers is not None else pmd
-        self._pmd_mask_set = False
-        if steer and servers is not None:
-            raise EmulationError("steer: only on one machine, not on a fabric spread over servers")
-        self.steer = False if servers is not None else steer
-        #: ``{server: socket record}`` of the servers' Open vSwitch sockets this run resized
-        self._remote_sockets: dict[str, list] = {}
+        self.servers = ServerRun(servers, project_root()) if servers is not None else None
+        try:
+            self.dp = Datapath(pmd, steer, on_servers=servers is not None)
+        except ValueError as e:
+            raise EmulationError(str(e)) from None
         self.net = None
         self.drops: DropCounters | None = None
-        self.socket_buffers: SocketBuffers | None = None
         self.controller: subprocess.Popen | None = None
         self.client: ControllerClient | None = None
         self.children: list[subprocess.Popen] = []
@@ -422,13 +403,24 @@ class EmulatedFabric(Lifecycle):
 
     @property
     def datapath(self) -> str:
-        """What forwards the frames: ``kernel`` (Open vSwitch's kernel module), ``pmd`` (the GPUs'
-        ports over AF_XDP, :mod:`emulation.emulator.pmd`), ``steer``
-        (:mod:`emulation.emulator.steering`) or ``packet`` (packet sockets, ovs-vswitchd's main
-        thread). Known once the fabric has started."""
-        if self.caps is not None and self.caps.ovs_kernel_datapath and self.cluster is None:
-            return "kernel"
-        return "pmd" if self.pmd else "steer" if self.steer else "packet"
+        """What forwards the frames (:class:`~emulation.emulator.datapath.Datapath`): ``kernel``,
+        ``pmd``, ``steer`` or ``packet``. Known once the fabric has started."""
+        return self.dp.name(self.caps is not None and self.caps.ovs_kernel_datapath and self.cluster is None)
+
+    @property
+    def pmd(self) -> bool | None:
+        """The GPUs' ports are AF_XDP ports polled by a PMD thread (None before the start chose)."""
+        return self.dp.pmd
+
+    @property
+    def steer(self) -> bool | None:
+        """ovs-vswitchd is pinned and the GPUs' receive steered (None before the start chose)."""
+        return self.dp.steer
+
+    @property
+    def socket_buffers(self) -> SocketBuffers | None:
+        """Open vSwitch's packet sockets as this fabric sized them (one machine, userspace datapath)."""
+        return self.dp.socket_buffers
 
     @property
     def in_flight_bytes(self) -> int:
@@ -451,7 +443,7 @@ class EmulatedFabric(Lifecycle):
         try:
             if self.net is not None:
                 if self.cluster is not None:
-                    self._end_remote_agents()
+                    self.servers.end_agents(self.net)
                 stop_net(self.net)
         finally:
             self.net = None
@@ -462,15 +454,8 @@ class EmulatedFabric(Lifecycle):
                 stop_pid(self.controller)
                 self.controller = None
                 if self.cluster is not None:
-                    self._release_servers()
-        if self.registration is not None and self.registration.entry.ovs_affinity:
-            self._unpin()  # give ovs-vswitchd back the cores it had
-        if self._pmd_mask_set:  # our ports are gone: give Open vSwitch its PMD core mask back
-            pmd_ports.set_mask(self.registration.entry.pmd_mask[0])
-            self._pmd_mask_set = False
-        if self.socket_buffers is not None:
-            self.socket_buffers.restore()
-            self.socket_buffers = None
+                    self.servers.release()
+        self.dp.stop()  # the cores, PMD mask and socket sizes Open vSwitch had
         if self.registration is not None and self.cluster is None:  # we hold the lock: any is ours
             left = registry.our_bridges() + registry.our_interfaces()
             if left:
@@ -480,7 +465,7 @@ class EmulatedFabric(Lifecycle):
     def _start(self) -> None:
         self.registration = claim_machine(self.run_dir)
         if self.cluster is not None:
-            self._claim_servers()
+            self.servers.claim(self.registration)
         self.caps = self.caps or detect()
         log.debug("capabilities: %s", self.caps.to_json())
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -493,87 +478,12 @@ class EmulatedFabric(Lifecycle):
         self._build_net()
         self.client.wait_ready(timeout=60)
         log.info("every switch connected to the controller")
-        if self.pmd is None:
-            self.pmd = (self.caps.afxdp and self.mtu <= pmd_ports.MAX_MTU
-                        and self.fabric.gpus >= pmd_ports.PMD_MIN_GPUS)
         if self.cluster is not None:
-            self._size_server_sockets()
+            self.servers.size_sockets(self.drops, self.fabric, self.in_flight_bytes, self.site_of)
             return
-        if not self.caps.ovs_kernel_datapath:
-            self._make_send_socket()  # before the GPU ports leave packet sockets
-        if self.pmd:
-            self._poll_with_pmd()
-        if self.steer is None:
-            self.steer = steering.steer_by_default(self.fabric.gpus, self.pmd, self.caps.ovs_kernel_datapath)
-        if self.steer:
-            self._steer()
-        if not self.caps.ovs_kernel_datapath:
-            self._size_ovs_sockets()
+        self.dp.start(self)
 
     # ---- servers (a fabric spread with the cluster edition) --------------------------------
-    def _claim_servers(self) -> None:
-        """Check every server and take its run lock; recorded, so that ``ocslab clean`` reaches
-        them after a SIGKILL.
-
-        :raises MachineUnfit: a server cannot be reached or lacks a tool.
-        :raises MachineBusy: another emulation holds a server.
-        """
-        self.registration.entry.servers = {"names": self.cluster.servers,
-                                           "ssh_config": str(self.cluster.ssh_config or "")}
-        self.registration.save()
-        try:
-            self.cluster.check()
-        except ClusterError as e:
-            raise MachineUnfit(str(e)) from None
-        for site in self.cluster.sites.values():
-            if not site.remote:
-                continue  # this machine: claimed above
-            try:
-                refused = site.hold_lock()
-                if refused:
-                    raise MachineBusy(refused)
-                left = site.run(remote_env([sys.executable, "-m", "emulation.emulator.registry", "leftovers"],
-                                           project_root(), {}), timeout=60)
-            except ClusterError as e:
-                raise MachineUnfit(str(e)) from None
-            if left.returncode:
-                raise MachineUnfit(f"server {site.name}: ocslab does not run there at {project_root()} "
-                                   f"({(left.stderr or left.stdout).strip()[-160:]})")
-            if left.stdout.strip():
-                raise MachineBusy(f"server {site.name}: an ocslab run left {left.stdout.strip()} behind "
-                                  f"(`ocslab clean` on the machine that ran it, or on {site.name}, removes them)")
-            self._claimed.add(site.name)
-
-    def _end_remote_agents(self) -> None:
-        """End our run's processes left in our GPU hosts' namespaces on each server (an agent
-        whose local ssh client was stopped goes on there), the hosts' shells excepted, which
-        Mininet ends. Best effort: a server that cannot be reached is named in the log."""
-        hosts: dict[str, list[str]] = {}
-        for h in self.net.hosts:
-            if getattr(h, "isRemote", False) and h.pid:
-                hosts.setdefault(h.server, []).append(str(h.pid))
-        for server, pids in hosts.items():
-            try:
-                self.cluster.sites[server].run(remote_env(
-                    [sys.executable, "-m", "emulation.emulator.registry", "end", os.environ.get(registry.MARKER, ""),
-                     *pids], project_root(), {}))
-            except ClusterError as e:
-                log.warning("%s", e)
-
-    def _release_servers(self) -> None:
-        """At teardown: give each server's Open vSwitch its socket sizes back, release the
-        locks and end the ssh connections. Best effort: a server that cannot be reached is named
-        in the log."""
-        for server, site in self.cluster.sites.items():
-            if site.remote and server in self._claimed:
-                try:
-                    if server in self._remote_sockets:
-                        self._sockets_remote(site, ["restore", json.dumps(self._remote_sockets[server])])
-                except (ClusterError, EmulationError) as e:
-                    log.warning("%s", e)
-        self._remote_sockets.clear()
-        self.cluster.close()
-
     def site_of(self, node_name: str) -> Site:
         """Where commands for node ``node_name``'s root namespace run (this machine unless the
         fabric is spread over servers)."""
@@ -584,32 +494,6 @@ class EmulatedFabric(Lifecycle):
     def sites(self) -> list[Site]:
         """Every place this emulation's bridges live."""
         return [LOCAL] if self.cluster is None else list(self.cluster.sites.values())
-
-    def _sockets_remote(self, site: Site, args: list[str]) -> str:
-        r = site.run(remote_env([sys.executable, "-m", "emulation.emulator.ovs_sockets", *args], project_root(), {}),
-                     timeout=60)
-        if r.returncode:
-            raise EmulationError(f"server {site.name}: cannot size Open vSwitch's packet sockets: "
-                                 f"{(r.stderr or r.stdout).strip()[-200:]}")
-        return r.stdout
-
-    def _size_server_sockets(self) -> None:
-        """On every server: have its ovs-vswitchd open its send socket (a frame to one of its
-        NICs' GPU) and raise its packet sockets' buffers for our ports there, as on one machine
-        (:mod:`emulation.emulator.ovs_sockets`); the sizes are given back at teardown."""
-        size = max(SEND_BUFFER, self.in_flight_bytes)
-        for server, site in self.cluster.sites.items():
-            ports = [p for p in self.drops.ports.ovs_ports if self.drops.site_of_device(p) is site]
-            nics = [dpn.nic_name(g) for g in range(self.fabric.gpus) if self.site_of(dpn.nic_name(g)) is site]
-            if not ports:
-                continue
-            if nics:
-                g = dpn.node_index(nics[0])
-                frame = dpn.gpu_mac(g).replace(":", "") + "020000000000" + "88b5" + "00" * 46
-                site.run(["ovs-ofctl", "-O", "OpenFlow13", "packet-out", nics[0], "LOCAL",
-                          f"output:{dpn.NIC_HOST_PORT}", frame])
-            out = self._sockets_remote(site, ["apply", "--send-bytes", str(size), *ports])
-            self._remote_sockets[server] = json.loads(out)["restore"]
 
     def _start_controller(self) -> None:
         fabric_json = self.run_dir / "fabric.json"
@@ -623,7 +507,7 @@ class EmulatedFabric(Lifecycle):
                 "--ocslab-fabric", str(fabric_json), "--ocslab-api-port", str(api_port),
                 "--log-file", str(self.run_dir / "controller.log"),
                 "--ocslab-events", str(self.run_dir / dpn.EVENTS_FILE)]
-        ctl = ovs_ctl_path() if self.cluster is None else self._server_ctl_paths()
+        ctl = ovs_ctl_path() if self.cluster is None else self.servers.ctl_paths()
         if ctl:  # the circuit switch flushes the datapath's cache after each barrier
             args += ["--ocslab-ovs-ctl", ctl]
         apps = [*FABRIC_APPS, *self.user_apps]
@@ -761,104 +645,12 @@ class EmulatedFabric(Lifecycle):
         over servers; None on one machine (shaped here)."""
         return self.drops.site_of_device if self.cluster is not None else None
 
-    def _poll_with_pmd(self) -> None:
-        """Pin Open vSwitch's PMD thread to a core of its own (the previous mask recorded in the
-        run's record, put back at teardown) and make every GPU's own link an AF_XDP port
-        (:mod:`emulation.emulator.pmd`). Where Open vSwitch refuses, the ports go back to packet
-        sockets, with a warning, and :attr:`pmd` is False."""
-        ports = self.host_link_ports()
-        self.registration.entry.pmd_mask = [pmd_ports.current_mask()]
-        self.registration.save()
-        self._pmd_mask_set = True
-        pmd_ports.set_mask(pmd_ports.pmd_mask())
-        log.info("AF_XDP on %d GPU ports, polled by a PMD thread on core mask 0x%s", len(ports), pmd_ports.pmd_mask())
-        try:
-            pmd_ports.poll_ports(ports)
-        except pmd_ports.PmdError as e:
-            log.warning("%s: the GPUs' ports stay on packet sockets", e)
-            pmd_ports.unpoll_ports(ports)
-            pmd_ports.set_mask(self.registration.entry.pmd_mask[0])
-            self._pmd_mask_set = False
-            self.pmd = False
-        else:
-            self.drops.xsk_ports = ports
-        self.client.wait_ready(timeout=60)
-
-    def _steer(self) -> None:
-        """Pin ovs-vswitchd to one core (its previous cores recorded in the run's record, put back
-        at teardown) and steer every GPU's receive to the other cores
-        (:mod:`emulation.emulator.steering`). Where the kernel refuses, a warning, everything put
-        back, and :attr:`steer` is False.
-
-        :raises EmulationError: the userspace datapath without a running ovs-vswitchd.
-        """
-        pid = _ovs_vswitchd_pid()
-        if pid is None or self.caps.ovs_kernel_datapath:
-            raise EmulationError("steer: needs Open vSwitch's userspace datapath (ovs-vswitchd running)")
-        try:
-            ovs_core, receive = steering.split()
-            self.registration.entry.ovs_affinity = [pid, steering.affinity(pid)]
-            self.registration.save()
-            steering.pin(pid, [ovs_core])
-            steering.steer_receive(self.net.hosts, receive)
-        except steering.SteeringError as e:
-            log.warning("%s: Open vSwitch and the GPUs' receive share the cores as before", e)
-            if self.registration.entry.ovs_affinity:
-                self._unpin()
-            self.steer = False
-            return
-        log.info("ovs-vswitchd on core %d, the GPUs' receive steered to cores %s", ovs_core, sorted(receive))
-
-    def _unpin(self) -> None:
-        """Give ovs-vswitchd back the cores recorded by :meth:`_steer` (the record then empty).
-        Raises nothing."""
-        pid, cores = self.registration.entry.ovs_affinity
-        try:
-            steering.pin(pid, cores)
-        except steering.SteeringError as e:
-            log.warning("%s", e)
-        self.registration.entry.ovs_affinity = []
-
-    def _make_send_socket(self) -> None:
-        """Have ovs-vswitchd open its shared send socket now, so that :meth:`_size_ovs_sockets`
-        finds it: it makes it when it first sends a frame on a packet-socket port, so a frame of
-        the local experimental EtherType is sent to GPU 0 (which ignores it) while its port is
-        still one. ovs-ofctl returns once Open vSwitch has the message, not once it has sent the
-        frame: the socket is waited for until ``ss`` lists it (on an Open vSwitch just started,
-        the first run otherwise kept the default 208 KiB and lost frames on every link).
-
-        :raises EmulationError: the socket did not appear within 10 s.
-        """
-        def send_socket() -> bool:
-            return any(s.device is None for s in packet_sockets())
-
-        if send_socket():
-            return
-        frame = dpn.gpu_mac(0).replace(":", "") + "020000000000" + "88b5" + "00" * 46
-        subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "packet-out", dpn.nic_name(0), "LOCAL",
-                        f"output:{dpn.NIC_HOST_PORT}", frame], capture_output=True, timeout=10)
-        wait_until(send_socket, 10.0, lambda: EmulationError(
-            "cannot size Open vSwitch's packet sockets: its send socket did not appear within 10 s of a packet-out "
-            "(ss -f link -p lists none of ovs-vswitchd's)"))
-
-    def _size_ovs_sockets(self) -> None:
-        """Raise the buffers of Open vSwitch's packet sockets for our ports and of its shared
-        send socket (:mod:`emulation.emulator.ovs_sockets`; made by :meth:`_make_send_socket`)."""
-        self.socket_buffers = SocketBuffers(self.drops.ports.ovs_ports, max(SEND_BUFFER, self.in_flight_bytes))
-        try:
-            self.socket_buffers.apply()
-        except SocketBufferError as e:
-            raise EmulationError(f"cannot size Open vSwitch's packet sockets: {e}") from None
-        finally:  # recorded, so that `ocslab clean` can give the size back after a SIGKILL
-            self.registration.entry.send_socket = self.socket_buffers.restore_record()
-            self.registration.save()
-
     def _delete_leftovers(self) -> None:
         """Delete any of our bridges that survived ``net.stop()`` (e.g. a build that failed
         half-way). Only names this fabric owns."""
         for b in bridge_names(self.fabric):
             site = self.site_of(b)
-            if site.remote and site.name not in self._claimed:
+            if self.servers is not None and not self.servers.holds(site):
                 continue  # a server this run did not take: its bridges may be another run's
             try:
                 site.run(["ovs-vsctl", "--timeout=30", "--if-exists", "del-br", b], timeout=60)
@@ -929,9 +721,9 @@ class EmulatedFabric(Lifecycle):
             raise EmulationError(controller_log.exited(self.run_dir / "controller.log", self.controller.returncode)
                                  .replace("exited", f"(pid {self.controller.pid}) exited mid-run", 1))
         if self.cluster is not None:
-            self._check_servers()
+            self.servers.check()
             return
-        pid = _ovs_vswitchd_pid()
+        pid = ovs_vswitchd_pid()
         state = _process_state(pid) if pid else None
         if state is None or state in "TtZX":
             what = "is gone" if state is None or state in "ZX" else "is stopped"
@@ -946,31 +738,6 @@ class EmulatedFabric(Lifecycle):
                 ok = False
             if not ok:
                 raise EmulationError(f"Open vSwitch's daemon ovs-vswitchd (pid {pid}) stopped answering (ovs-appctl, 2 s)")
-
-    def _check_servers(self) -> None:
-        """Every :data:`SWITCH_PROBE_EVERY_S`, each server's ovs-vswitchd answers within 2 s."""
-        now = time.monotonic()
-        if now - self._switch_probed < SWITCH_PROBE_EVERY_S:
-            return
-        self._switch_probed = now
-        for site in self.sites():
-            try:
-                ok = site.run(["ovs-appctl", "-t", "ovs-vswitchd", "--timeout=2", "version"], timeout=10).returncode == 0
-            except ClusterError:
-                ok = False
-            if not ok:
-                raise EmulationError(f"server {site.name}: Open vSwitch's daemon ovs-vswitchd stopped answering")
-
-    def _server_ctl_paths(self) -> str:
-        """Comma-separated control sockets of the servers' ovs-vswitchd that this machine's
-        controller can reach (servers sharing this machine's filesystem, such as the lab's)."""
-        paths = []
-        for site in self.sites():
-            out = site.out(["sh", "-c", 'd=${OVS_RUNDIR:-/var/run/openvswitch}; '
-                                        'echo "$d/ovs-vswitchd.$(cat "$d/ovs-vswitchd.pid").ctl"']).strip()
-            if out and Path(out).exists():
-                paths.append(out)
-        return ",".join(paths)
 
     def ocs_input_ports(self) -> list[str]:
         """Root-namespace interfaces of every OCS input port (the OCS end of each NIC's fibre:
@@ -1018,20 +785,10 @@ class EmulatedFabric(Lifecycle):
         return p
 
 
-#: How often :meth:`EmulatedFabric.check_health` asks ovs-vswitchd to answer (s).
-SWITCH_PROBE_EVERY_S = 5.0
-
-
-def _ovs_vswitchd_pid() -> int | None:
-    try:
-        return int(Path("/var/run/openvswitch/ovs-vswitchd.pid").read_text().strip())
-    except (OSError, ValueError):
-        return None
-
 
 def ovs_ctl_path() -> str | None:
     """ovs-vswitchd's control socket (what ``ovs-appctl`` talks to), None if there is none."""
-    pid = _ovs_vswitchd_pid()
+    pid = ovs_vswitchd_pid()
     path = f"/var/run/openvswitch/ovs-vswitchd.{pid}.ctl"
     return path if pid is not None and Path(path).exists() else None
 

@@ -1,0 +1,173 @@
+"""One run's hold on the servers of a fabric spread over them (Mininet's cluster edition,
+:mod:`emulation.emulator.cluster`): what an :class:`~emulation.emulator.net.EmulatedFabric`
+does on servers besides building the net there.
+
+:class:`ServerRun` takes each server's run lock after checking it (recorded in the run's
+registry entry, so that ``ocslab clean`` reaches them after a SIGKILL), sizes each server's Open
+vSwitch packet sockets as on one machine, answers whether a server is this run's, finds the
+servers' ovs-vswitchd control sockets for the controller's flushes, checks that every
+ovs-vswitchd still answers, and at teardown ends the agents left in the GPUs' namespaces there,
+gives the sizes back and releases the locks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from emulation import dataplane as dpn
+from emulation.emulator import registry
+from emulation.emulator.cluster import Cluster
+from emulation.emulator.errors import EmulationError, MachineBusy, MachineUnfit
+from emulation.emulator.ovs_sockets import SEND_BUFFER
+from emulation.emulator.sites import ClusterError, Site, remote_env
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two checks that every ovs-vswitchd answers (``ovs-appctl version``, 2 s).
+SWITCH_PROBE_EVERY_S = 5.0
+
+
+class ServerRun:
+    """This run on the servers of ``cluster`` (module doc); ``root`` the project's path there
+    (ocslab runs on every server from the same path)."""
+
+    def __init__(self, cluster: Cluster, root: str):
+        self.cluster, self.root = cluster, root
+        self._claimed: set[str] = set()  # servers whose run lock this run holds
+        #: ``{server: socket record}`` of the servers' Open vSwitch sockets this run resized
+        self._remote_sockets: dict[str, list] = {}
+        self._probed = time.monotonic()
+
+    def sites(self) -> list[Site]:
+        """Every server's site (this machine's among them)."""
+        return list(self.cluster.sites.values())
+
+    def holds(self, site: Site) -> bool:
+        """This run took ``site``'s lock (this machine always: its lock is the run's own)."""
+        return not site.remote or site.name in self._claimed
+
+    def claim(self, registration: registry.Registration) -> None:
+        """Check every server and take its run lock; recorded in ``registration``.
+
+        :raises MachineUnfit: a server cannot be reached, lacks a tool or
+            does not run ocslab at :attr:`root`.
+        :raises MachineBusy: another emulation holds a server, or left
+            state there.
+        """
+        registration.entry.servers = {"names": self.cluster.servers, "ssh_config": str(self.cluster.ssh_config or "")}
+        registration.save()
+        try:
+            self.cluster.check()
+        except ClusterError as e:
+            raise MachineUnfit(str(e)) from None
+        for site in self.cluster.sites.values():
+            if not site.remote:
+                continue  # this machine: claimed with the run
+            try:
+                refused = site.hold_lock()
+                if refused:
+                    raise MachineBusy(refused)
+                left = site.run(remote_env([sys.executable, "-m", "emulation.emulator.registry", "leftovers"],
+                                           self.root, {}), timeout=60)
+            except ClusterError as e:
+                raise MachineUnfit(str(e)) from None
+            if left.returncode:
+                raise MachineUnfit(f"server {site.name}: ocslab does not run there at {self.root} "
+                                   f"({(left.stderr or left.stdout).strip()[-160:]})")
+            if left.stdout.strip():
+                raise MachineBusy(f"server {site.name}: an ocslab run left {left.stdout.strip()} behind "
+                                  f"(`ocslab clean` on the machine that ran it, or on {site.name}, removes them)")
+            self._claimed.add(site.name)
+
+    def size_sockets(self, drops, fabric, in_flight_bytes: int, site_of) -> None:
+        """On every server: have its ovs-vswitchd open its send socket (a frame to one of its
+        NICs' GPU) and raise its packet sockets' buffers for our ports there to ``in_flight_bytes``
+        at least (:mod:`emulation.emulator.ovs_sockets`); given back by :meth:`release`.
+
+        :param drops: the fabric's :class:`~emulation.emulator.counters.DropCounters` (its ports
+            and where each lives); ``site_of``: a node name's site.
+        :raises EmulationError: a server's sockets cannot be sized.
+        """
+        size = max(SEND_BUFFER, in_flight_bytes)
+        for server, site in self.cluster.sites.items():
+            ports = [p for p in drops.ports.ovs_ports if drops.site_of_device(p) is site]
+            nics = [dpn.nic_name(g) for g in range(fabric.gpus) if site_of(dpn.nic_name(g)) is site]
+            if not ports:
+                continue
+            if nics:
+                g = dpn.node_index(nics[0])
+                frame = dpn.gpu_mac(g).replace(":", "") + "020000000000" + "88b5" + "00" * 46
+                site.run(["ovs-ofctl", "-O", "OpenFlow13", "packet-out", nics[0], "LOCAL",
+                          f"output:{dpn.NIC_HOST_PORT}", frame])
+            out = self._sockets(site, ["apply", "--send-bytes", str(size), *ports])
+            self._remote_sockets[server] = json.loads(out)["restore"]
+
+    def ctl_paths(self) -> str:
+        """Comma-separated control sockets of the servers' ovs-vswitchd that this machine's
+        controller can reach (servers sharing this machine's filesystem, such as the lab's)."""
+        paths = []
+        for site in self.sites():
+            out = site.out(["sh", "-c", 'd=${OVS_RUNDIR:-/var/run/openvswitch}; '
+                                        'echo "$d/ovs-vswitchd.$(cat "$d/ovs-vswitchd.pid").ctl"']).strip()
+            if out and Path(out).exists():
+                paths.append(out)
+        return ",".join(paths)
+
+    def check(self) -> None:
+        """Every :data:`SWITCH_PROBE_EVERY_S`, each server's ovs-vswitchd answers within 2 s.
+
+        :raises EmulationError: one stopped answering."""
+        now = time.monotonic()
+        if now - self._probed < SWITCH_PROBE_EVERY_S:
+            return
+        self._probed = now
+        for site in self.sites():
+            try:
+                ok = site.run(["ovs-appctl", "-t", "ovs-vswitchd", "--timeout=2", "version"], timeout=10).returncode == 0
+            except ClusterError:
+                ok = False
+            if not ok:
+                raise EmulationError(f"server {site.name}: Open vSwitch's daemon ovs-vswitchd stopped answering")
+
+    def end_agents(self, net) -> None:
+        """End our run's processes left in our GPU hosts' namespaces on each server (an agent
+        whose local ssh client was stopped goes on there), the hosts' shells excepted, which
+        Mininet ends. Best effort: a server that cannot be reached is named in the log."""
+        hosts: dict[str, list[str]] = {}
+        for h in net.hosts:
+            if getattr(h, "isRemote", False) and h.pid:
+                hosts.setdefault(h.server, []).append(str(h.pid))
+        for server, pids in hosts.items():
+            try:
+                self.cluster.sites[server].run(remote_env(
+                    [sys.executable, "-m", "emulation.emulator.registry", "end", os.environ.get(registry.MARKER, ""),
+                     *pids], self.root, {}))
+            except ClusterError as e:
+                log.warning("%s", e)
+
+    def release(self) -> None:
+        """At teardown: give each server's Open vSwitch its socket sizes back, release the
+        locks and end the ssh connections. Best effort: a server that cannot be reached is named
+        in the log."""
+        for server, site in self.cluster.sites.items():
+            if site.remote and server in self._claimed:
+                try:
+                    if server in self._remote_sockets:
+                        self._sockets(site, ["restore", json.dumps(self._remote_sockets[server])])
+                except (ClusterError, EmulationError) as e:
+                    log.warning("%s", e)
+        self._remote_sockets.clear()
+        self.cluster.close()
+
+    def _sockets(self, site: Site, args: list[str]) -> str:
+        r = site.run(remote_env([sys.executable, "-m", "emulation.emulator.ovs_sockets", *args], self.root, {}),
+                     timeout=60)
+        if r.returncode:
+            raise EmulationError(f"server {site.name}: cannot size Open vSwitch's packet sockets: "
+                                 f"{(r.stderr or r.stdout).strip()[-200:]}")
+        return r.stdout
