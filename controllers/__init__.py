@@ -3,4 +3,4 @@
 
 #: The apps of an ML fabric, in load order: what ``python -m controllers`` runs by default and
 #: what every emulated fabric starts, before the user's own apps.
-FABRIC_APPS = ("circuit_switch", "routing", "api", "failover", "opus")
+FABRIC_APPS = ("circuit_switch", "rotor", "parallel_ocs", "routing", "api", "failover", "opus")

@@ -24,6 +24,8 @@ from controllers import FABRIC_APPS
 
 APPS = {
     "circuit_switch": "controllers.circuit_switch",
+    "rotor": "controllers.rotor",
+    "parallel_ocs": "controllers.parallel_ocs",
     "routing": "controllers.routing",
     "api": "controllers.api",
     "failover": "controllers.failover",

@@ -17,11 +17,11 @@ network namespace on the machine):
   ``{"configurations", "flow_mods", "seconds"}``.
 - ``POST /rotor`` ``{"configurations": [...], "slots_s": [...], "reconfiguration_delay_s": float, "count": int,
   "start_delay_s": float}``: cycle through the configurations on the controller's own clock
-  (:meth:`controllers.circuit_switch.CircuitSwitch.start_rotor`), answering at once with
+  (:meth:`controllers.rotor.Rotor.start_timeline`), answering at once with
   ``{"t0", "slots"}``; each slot logs a ``rotor-slot`` event; ``{"stop": true}`` stops it.
   ``{"sequences": [[{"configuration", "slot_s"}, ...] per OCS], "reconfiguration_delay_s",
   "start_delay_s"}`` runs one slot sequence per OCS, each on its own timeline
-  (:meth:`controllers.circuit_switch.CircuitSwitch.start_sequences`, parallel OCSes); each slot
+  (:meth:`controllers.parallel_ocs.ParallelOcs.start_timeline`, parallel OCSes); each slot
   logs an ``ocs-slot`` event.
 - ``POST /failover`` ``{"mode": "optical"|"electrical"|"migration", "placement": [gpu per rank],
   "spares": [gpu, ...], "reconfiguration_delay_s": float}``: arm GPU-failure recovery for a job
@@ -54,6 +54,7 @@ from controllers.barriers import BarrierTimeout
 from controllers.http_api import JsonHandler, serve
 from controllers.sdn import app_manager, cfg
 from controllers.circuit_switch import CircuitSwitch
+from controllers.timing import ENGINES
 from controllers.base import OcsLabApp
 from emulation.fabric import Configuration, FabricError
 
@@ -173,8 +174,11 @@ def _prepare(api: "JsonApi", body: dict) -> dict:
 @api_route("POST", "/rotor")
 def _rotor(api: "JsonApi", body: dict) -> dict:
     cs = api._circuit_switch()
-    if body.get("stop"):
-        cs.stop_rotor()
+    if body.get("stop"):  # whichever timing engine runs
+        for name in ENGINES:
+            engine = app_manager.lookup_service_brick(name)
+            if engine is not None:
+                engine.stop_timeline()
         return {"stopped": True}
     if "sequences" in body:  # parallel OCSes, each on its own timeline
         seqs = body["sequences"]
@@ -191,8 +195,8 @@ def _rotor(api: "JsonApi", body: dict) -> dict:
                     raise ValueError("sequences: every slot is {configuration, slot_s}")
                 slots.append((Configuration.from_json(x["configuration"])[names[k]], _seconds(x, "slot_s", None)))
             parsed.append(slots)
-        return cs.start_sequences(parsed, _seconds(body, "reconfiguration_delay_s", 0.0),
-                                  _seconds(body, "start_delay_s", 0.05))
+        return _brick("ParallelOcs").start_timeline(parsed, _seconds(body, "reconfiguration_delay_s", 0.0),
+                                           _seconds(body, "start_delay_s", 0.05))
     configs = _configurations(body)
     if not isinstance(body.get("slots_s"), list):
         raise ValueError("slots_s must be a list")
@@ -200,8 +204,8 @@ def _rotor(api: "JsonApi", body: dict) -> dict:
     count = body.get("count")
     if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= 10**7:
         raise ValueError(f"count must be an integer in [0, 1e7], got {count!r}")
-    return cs.start_rotor(configs, slots, _seconds(body, "reconfiguration_delay_s", 0.0), count,
-                          _seconds(body, "start_delay_s", 0.05))
+    return _brick("Rotor").start_timeline(configs, slots, _seconds(body, "reconfiguration_delay_s", 0.0), count,
+                                 _seconds(body, "start_delay_s", 0.05))
 
 
 @api_route("POST", "/failover")

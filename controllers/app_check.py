@@ -21,7 +21,8 @@ import sys
 #: Base classes that make a class an app (the framework's and ocslab's).
 APP_BASES = frozenset({"OcsLabApp", "OpenFlowApp", "OSKenApp", "RyuApp"})
 #: The built-in apps' modules (``controllers/__main__.py``'s names) whose classes are taken.
-BUILTIN_MODULES = ("circuit_switch", "routing", "api", "failover", "opus", "wan_te", "base")
+BUILTIN_MODULES = ("circuit_switch", "rotor", "parallel_ocs", "timing", "routing", "api", "failover", "opus", "wan_te",
+                   "base")
 #: Service-brick names the frameworks take themselves (their OpenFlow handler, the stock REST app).
 FRAMEWORK_NAMES = frozenset({"ofp_event", "OFPHandler", "RestStatsApi", "DPSet"})
 

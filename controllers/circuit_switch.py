@@ -26,7 +26,7 @@ from controllers.sdn import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER,
 from controllers.base import OcsLabApp
 from controllers.ovs_datapath import DatapathCache
 from controllers.events import (OWNER_APP, ROUTING_APP, EventCircuitsChanged, EventCollectiveBegin, EventCollectiveEnd,
-                                EventHandled, EventOwnershipRefused, EventRotorSlot, EventStepBegin, EventStepEnd,
+                                EventHandled, EventOwnershipRefused, EventStepBegin, EventStepEnd,
                                 EventSwitchReady, PrepareRoutes, ProgramRoutes, parse_posted)
 from emulation import dataplane as dpn
 from emulation.fabric import Circuit, Configuration, FabricError
@@ -43,7 +43,7 @@ class CircuitSwitch(OcsLabApp):
     """Holds the circuit table and applies configurations with a measured dark window; sends
     :mod:`controllers.events`' observable events to every app that handles them."""
 
-    _EVENTS = [EventSwitchReady, EventCircuitsChanged, EventRotorSlot, EventCollectiveBegin, EventCollectiveEnd,
+    _EVENTS = [EventSwitchReady, EventCircuitsChanged, EventCollectiveBegin, EventCollectiveEnd,
                EventStepBegin, EventStepEnd, EventOwnershipRefused]
 
     def __init__(self, *args, **kwargs):
@@ -54,7 +54,7 @@ class CircuitSwitch(OcsLabApp):
         self._datapaths = [DatapathCache(c) for c in ctl.split(",") if c] if ctl else []
         self._run_dark = 0.0  # R of the run in progress, emulated s (EventCollectiveBegin)
 
-    def _in_datapath(self, t_ack: float) -> float:
+    def in_datapath(self, t_ack: float) -> float:
         """Make a change acknowledged (barrier) at ``t_ack`` hold in the datapath too: with
         ``--ocslab-ovs-ctl``, flush the cached flows (:mod:`controllers.ovs_datapath`) and return
         when that was done; otherwise return ``t_ack``. Several instances (a fabric spread over
@@ -108,7 +108,7 @@ class CircuitSwitch(OcsLabApp):
             ocs = self.state.fabric.ocs[k]
             with self.state.lock:
                 current = self.state.circuits[ocs.name]
-            msgs += [m for c in sorted(current) for m in self._circuit_mods(dp, k, c, add=True)]
+            msgs += [m for c in sorted(current) for m in self.circuit_mods(dp, k, c, add=True)]
         self.send_with_barrier(dp, msgs)
         with self.state.lock:
             self.state.datapaths[dp.id] = dp
@@ -186,7 +186,7 @@ class CircuitSwitch(OcsLabApp):
         self.state.log_event("prepared", **out)
         return out
 
-    def _circuit_mods(self, dp, k: int, c: Circuit, add: bool) -> list:
+    def circuit_mods(self, dp, k: int, c: Circuit, add: bool) -> list:
         """The two FlowMods (one per direction) adding or deleting circuit ``c`` on OCS ``k``."""
         ocs = self.state.fabric.ocs[k]
         parser = dp.ofproto_parser
@@ -195,7 +195,8 @@ class CircuitSwitch(OcsLabApp):
                 if add else self.delete_flow(dp, PRIO_CIRCUIT, parser.OFPMatch(in_port=src))
                 for src, dst in ((pa, pb), (pb, pa))]
 
-    def _ocs_dp(self, k: int):
+    def ocs_dp(self, k: int):
+        """The OCS bridge of OCS ``k`` (its datapath). :raises RuntimeError: it is not connected."""
         with self.state.lock:
             dp = self.state.datapaths.get(dpn.DPID_OCS + k)
         if dp is None:
@@ -255,10 +256,10 @@ class CircuitSwitch(OcsLabApp):
             t_dark = t_request
             for k, ocs in enumerate(self.state.fabric.ocs):
                 if removed[ocs.name]:
-                    dp = self._ocs_dp(k)
-                    mods = [m for c in sorted(removed[ocs.name]) for m in self._circuit_mods(dp, k, c, add=False)]
+                    dp = self.ocs_dp(k)
+                    mods = [m for c in sorted(removed[ocs.name]) for m in self.circuit_mods(dp, k, c, add=False)]
                     t_dark = max(t_dark, self.send_with_barrier(dp, mods))
-            t_dark_flushed = self._in_datapath(t_dark)
+            t_dark_flushed = self.in_datapath(t_dark)
             with self.state.lock:
                 self.state.circuits = config
             self._program_routes()
@@ -270,10 +271,10 @@ class CircuitSwitch(OcsLabApp):
             t_live = t_install
             for k, ocs in enumerate(self.state.fabric.ocs):
                 if added[ocs.name]:
-                    dp = self._ocs_dp(k)
-                    mods = [m for c in sorted(added[ocs.name]) for m in self._circuit_mods(dp, k, c, add=True)]
+                    dp = self.ocs_dp(k)
+                    mods = [m for c in sorted(added[ocs.name]) for m in self.circuit_mods(dp, k, c, add=True)]
                     t_live = max(t_live, self.send_with_barrier(dp, mods))
-            t_live_flushed = self._in_datapath(t_live)
+            t_live_flushed = self.in_datapath(t_live)
             ends = [{e for cs in circuits.values() for c in cs for e in (c.a, c.b)} for circuits in (removed, added)]
             out = {
                 "changed": True, "t_request": t_request, "t_dark": t_dark, "t_routed": t_routed,
@@ -320,11 +321,11 @@ class CircuitSwitch(OcsLabApp):
         if not remove and not add:
             return {"changed": False, "ocs": ocs_name, "t_request": t_request, "t_live": time.monotonic(),
                     "reconfiguration_delay_s": 0.0, "dark_window_measured_s": 0.0, "removed": 0, "added": 0}
-        dp = self._ocs_dp(k)
+        dp = self.ocs_dp(k)
         t_dark = t_request
         if remove:
-            t_dark = self.send_with_barrier(dp, [m for c in sorted(remove) for m in self._circuit_mods(dp, k, c, False)])
-        t_dark_flushed = self._in_datapath(t_dark)
+            t_dark = self.send_with_barrier(dp, [m for c in sorted(remove) for m in self.circuit_mods(dp, k, c, False)])
+        t_dark_flushed = self.in_datapath(t_dark)
         with self.state.lock:
             cur = self.state.circuits
             self.state.circuits = Configuration({**cur, ocs_name: (cur[ocs_name] - remove) | add})
@@ -337,8 +338,8 @@ class CircuitSwitch(OcsLabApp):
             time.sleep(wait)
         t_install = t_live = time.monotonic()
         if add:
-            t_live = self.send_with_barrier(dp, [m for c in sorted(add) for m in self._circuit_mods(dp, k, c, True)])
-        t_live_flushed = self._in_datapath(t_live)
+            t_live = self.send_with_barrier(dp, [m for c in sorted(add) for m in self.circuit_mods(dp, k, c, True)])
+        t_live_flushed = self.in_datapath(t_live)
         ends = [{e for c in cs for e in (c.a, c.b)} for cs in (remove, add)]
         out = {
             "changed": True, "ocs": ocs_name, "t_request": t_request, "t_dark": t_dark, "t_routed": t_routed,
@@ -432,187 +433,6 @@ class CircuitSwitch(OcsLabApp):
                 continue
             out["reconfigurations"].append(res)
             out["dark_window_measured_s"] += res["dark_window_measured_s"]
-
-    # ---- rotor: time-slotted configurations on the controller's own clock ---------------------
-    def start_rotor(self, configs: list[Configuration], slots_s: list[float], reconfiguration_delay_s: float,
-                    count: int, start_delay_s: float = 0.05) -> dict:
-        """Cycle through ``configs`` autonomously: slot i (i = 0..count-1) holds
-        ``configs[i % len]`` for ``slots_s[i % len]`` seconds after a dark window of
-        ``reconfiguration_delay_s`` (the changed circuits are dark, as in :meth:`apply`).
-
-        Planned times come from one clock origin T0 = now + ``start_delay_s``: slot i's dark
-        window is planned at ``T0 + sum_{j<i} (dark + slot_j)`` and the slot at that plus
-        ``dark``; errors do not accumulate. Removal and installation are sent early by running
-        estimates of their acknowledgement latency. Every slot logs an event ``rotor-slot`` with
-        its planned start, ``t_dark`` (removal acknowledged: the previous slot's measured end) and
-        ``t_live`` (new circuits acknowledged: the measured slot start), and ``rotor-done`` closes
-        the run; a switch that fails (no barrier reply, a failed flush) logs ``rotor-failed`` (the
-        error) and ends the rotor.
-
-        :returns: ``{"t0", "slots"}`` at once (the rotor runs in its own thread).
-        :raises FabricError: a configuration is invalid. :raises RuntimeError: a rotor is running.
-        """
-        if not configs or len(slots_s) != len(configs) or min(slots_s) <= 0 or reconfiguration_delay_s < 0 or count < 1:
-            raise FabricError("rotor: needs configurations, one positive slot length each, dark >= 0, count >= 1")
-        for c in configs:
-            self.state.fabric.check_configuration(c)
-        if getattr(self, "_rotor", None) is not None and self._rotor.is_alive():
-            raise RuntimeError("a rotor is already running")
-        self.prepare(configs)
-        t0 = time.monotonic() + start_delay_s
-        self._rotor_stop = threading.Event()
-        self._rotor = threading.Thread(target=self._failing_as, daemon=True, args=(
-            "rotor-failed", {}, self._run_rotor, configs, slots_s, reconfiguration_delay_s, count, t0))
-        self._rotor.start()
-        return {"t0": t0, "slots": count}
-
-    def stop_rotor(self) -> None:
-        """Stop a running rotor (or :meth:`start_sequences`) after its current slot."""
-        if getattr(self, "_rotor", None) is not None:
-            self._rotor_stop.set()
-            self._rotor.join()
-
-    def _run_rotor(self, configs, slots_s, dark, count, t0) -> None:
-        # The removal and the installation take effect when their barrier is acknowledged; each
-        # is started early by a running estimate of that latency, so that the previous slot ends
-        # and the next one starts on the planned times.
-        lead_rm = lead_add = 0.0
-        planned_dark = t0
-        for i in range(count):
-            if self._rotor_stop.is_set():
-                break
-            k = i % len(configs)
-            wait = planned_dark - lead_rm - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-            planned = planned_dark + dark
-            res = self._apply_until(configs[k], planned - lead_add)
-            if res["changed"]:
-                lead_rm = 0.8 * lead_rm + 0.2 * (res["t_dark"] - res["t_request"])
-                lead_add = 0.8 * lead_add + 0.2 * (res["t_live"] - res["t_install"])
-            self.state.log_event("rotor-slot", slot=i, config=k, planned_dark=planned_dark, planned_start=planned,
-                                 t_dark=res["t_dark"], t_live=res["t_live"], slot_s=slots_s[k],
-                                 start_error_s=res["t_live"] - planned, dark_error_s=res["t_dark"] - planned_dark)
-            self.send_event_to_observers(EventRotorSlot(i, k, res["t_live"], slots_s[k]))
-            planned_dark = planned + slots_s[k]
-        self.state.log_event("rotor-done", t0=t0)
-
-    # ---- parallel OCSes: one slot sequence per OCS, each on its own timeline ------------------
-    def start_sequences(self, sequences: list[list[tuple[frozenset, float]]], reconfiguration_delay_s: float,
-                        start_delay_s: float = 0.05) -> dict:
-        """Run one slot sequence per OCS, every OCS on its own timeline from one origin T0 = now
-        + ``start_delay_s`` (Spectra's parallel OCSes, :class:`emulation.schedule.ParallelSchedule`):
-        OCS k goes dark (every circuit removed) at T0, installs ``sequences[k][0]``'s circuits
-        ``reconfiguration_delay_s`` (R) later, holds them for its slot, goes dark again for R
-        before its next configuration, and after its last slot holds no circuit. A change on one
-        OCS leaves the others alone. A removal is sent at its planned time (a slot ends late by
-        its acknowledgement latency, never early); an installation early by a running estimate of
-        its acknowledgement latency, but never before the removal's acknowledgement plus R (every
-        dark window lasts at least R). Every slot logs an event
-        ``ocs-slot`` (its OCS, index, planned start, ``t_dark``: removal acknowledged, ``t_sent``:
-        installation sent, ``t_barrier``: its barrier reply, ``t_live``: the datapath flushed after
-        it) and ``sequences-done`` closes the run; an OCS whose switch fails (no barrier reply, a
-        failed flush) logs ``sequences-failed`` (its OCS and the error) and stops every sequence.
-
-        :param sequences: per OCS (index k of the fabric's OCSes, at most all of them), its
-            ``(circuits, slot_s)`` in order.
-        :returns: ``{"t0", "slots"}`` at once (the sequences run in threads of their own, one per OCS).
-        :raises FabricError: a circuit not on its OCS, a slot not positive, R < 0, more sequences
-            than OCSes. :raises RuntimeError: a rotor or sequences are running.
-        """
-        ocs = self.state.fabric.ocs
-        if len(sequences) > len(ocs) or reconfiguration_delay_s < 0:
-            raise FabricError(f"sequences: at most {len(ocs)} (one per OCS), R >= 0")
-        for k, seq in enumerate(sequences):
-            for circuits, slot_s in seq:
-                if slot_s <= 0:
-                    raise FabricError(f"sequences: OCS {ocs[k].name} has a slot of {slot_s} s")
-                self.state.fabric.check_configuration(Configuration({ocs[k].name: circuits}))
-        if getattr(self, "_rotor", None) is not None and self._rotor.is_alive():
-            raise RuntimeError("a rotor is already running")
-        t0 = time.monotonic() + start_delay_s
-        timelines = []  # per OCS: (planned time, slot, circuits to install, or None: go dark)
-        for seq in sequences:
-            t, events = t0, []
-            for i, (circuits, slot_s) in enumerate(seq):
-                events += [(t, i, None), (t + reconfiguration_delay_s, i, frozenset(circuits))]
-                t += reconfiguration_delay_s + slot_s
-            if seq:
-                events.append((t, len(seq), None))
-            timelines.append(events)
-        self._rotor_stop = threading.Event()
-        self._rotor = threading.Thread(target=self._run_sequences, args=(timelines, t0, reconfiguration_delay_s),
-                                       daemon=True)
-        self._rotor.start()
-        return {"t0": t0, "slots": sum(len(seq) for seq in sequences)}
-
-    def _run_sequences(self, timelines, t0, dark: float) -> None:
-        # Every OCS runs its timeline in a thread of its own: one OCS waiting for its barrier
-        # and the datapath flush never delays another's change (run one after the other, four
-        # OCSes of 16 ports changing together started their slots up to 1.4 s late, emulated,
-        # under load). Their flushes are coalesced (DatapathCache.purge).
-        threads = [threading.Thread(target=self._failing_as, daemon=True, args=(
-            "sequences-failed", {"ocs": self.state.fabric.ocs[k].name}, self._timeline, k, events, t0, dark))
-                   for k, events in enumerate(timelines)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        self.state.log_event("sequences-done", t0=t0)
-
-    def _failing_as(self, kind: str, fields: dict, run, *args) -> None:
-        # The body of a rotor or sequence thread: a switch that stopped answering (or any error)
-        # is logged as event ``kind`` with ``fields`` and the error, and stops every rotor and
-        # sequence thread, so that the run says what failed instead of timing out.
-        try:
-            run(*args)
-        except Exception as e:
-            self.state.log_event(kind, logging.ERROR, **fields, error=f"{type(e).__name__}: {e}")
-            self._rotor_stop.set()
-
-    def _timeline(self, k: int, events, t0: float, dark: float) -> None:
-        # A removal is sent at its planned time, never early: circuits carry traffic to the end of
-        # their slot (a late removal only lengthens the slot by its acknowledgement latency). An
-        # installation is sent early by a running estimate of its acknowledgement latency, but
-        # never before the OCS's removal was acknowledged plus R: every dark window lasts R.
-        lead_add = 0.0
-        dark_at: dict[int, float] = {}
-        name = self.state.fabric.ocs[k].name
-        for planned, i, circuits in events:
-            add = circuits is not None
-            send_at = max(planned - lead_add, dark_at.get(i, t0) + dark) if add else planned
-            if self._rotor_stop.wait(max(0.0, send_at - time.monotonic())):
-                break
-            with self.state.lock:
-                old = self.state.circuits[name]
-            t_sent = time.monotonic()
-            change = circuits if add else old
-            t_barrier = t_ack = t_sent
-            if change:
-                dp = self._ocs_dp(k)
-                t_barrier = self.send_with_barrier(dp, [m for c in sorted(change)
-                                                        for m in self._circuit_mods(dp, k, c, add=add)])
-                t_ack = self._in_datapath(t_barrier)
-                if add:
-                    lead_add = 0.8 * lead_add + 0.2 * (t_ack - t_sent)
-            with self.state.lock:
-                self.state.circuits = Configuration({**{o.name: self.state.circuits[o.name] for o in self.state.fabric.ocs},
-                                                     name: circuits if add else frozenset()})
-            if not add:
-                dark_at[i] = t_ack
-                continue
-            self.state.log_event("ocs-slot", ocs=name, slot=i, planned_start=planned, t_dark=dark_at.get(i, t0),
-                                 t_sent=t_sent, t_barrier=t_barrier, t_live=t_ack, start_error_s=t_ack - planned)
-
-    def _apply_until(self, config: Configuration, live_at: float) -> dict:
-        """:meth:`apply` with the new circuits live at ``live_at`` (or, unchanged, a wait)."""
-        res = self.apply(config, 0.0, live_at=live_at, by="rotor")
-        if not res["changed"]:
-            wait = live_at - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-            res.update(t_dark=res["t_request"], t_live=max(live_at, res["t_live"]))
-        return res
 
 
 __all__ = ["CircuitSwitch", "FabricError"]

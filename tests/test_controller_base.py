@@ -283,11 +283,11 @@ def test_every_open_vswitch_of_a_spread_fabric_is_flushed_at_once_and_a_failed_f
     fakes = [_Vswitchd(str(tmp_path / f"v{i}.ctl"), 0.2) for i in range(2)]
     cs._datapaths = [DatapathCache(str(tmp_path / f"v{i}.ctl")) for i in range(2)]
     t = time.monotonic()
-    end = cs._in_datapath(t)
+    end = cs.in_datapath(t)
     (s0, e0), (s1, e1) = fakes[0].calls[0], fakes[1].calls[0]
     assert s0 >= t and s1 >= t and s1 < e0 and s0 < e1  # both under way at once
     assert end >= max(e0, e1) - 1e-3  # the change holds once the later one ended
     _Vswitchd(str(tmp_path / "bad.ctl"), 0.01, fail=True)
     cs._datapaths.append(DatapathCache(str(tmp_path / "bad.ctl")))
     with pytest.raises(DatapathError, match="purge failed"):
-        cs._in_datapath(time.monotonic())
+        cs.in_datapath(time.monotonic())

@@ -258,7 +258,7 @@ CASES = [
 def test_the_controller_answers_every_route_as_documented(controller_process, run_dir):
     doc = _doc()
     _p, _ofp, api, client = controller_process(ocs_star(4, 2, 400, 0.0, "ring"),
-                                               ["circuit_switch", "routing", "api", "failover", "opus"])
+                                               ["circuit_switch", "rotor", "parallel_ocs", "routing", "api", "failover", "opus"])
     circuits = client.circuits().to_json()
     seen: dict[tuple[str, str], set[int]] = {}
     for method, target, body, status in CASES:
@@ -291,7 +291,7 @@ def test_a_running_rotor_refuses_a_second_one_with_409(controller_process):
     while one runs (two slots of 5 s of the configuration in place: the rotor runs at least
     5 s, far longer than a request takes); an app that is not loaded is 404."""
     doc = _doc()
-    _p, _ofp, api, client = controller_process(ocs_star(4, 2, 400, 0.0, "ring"), ["circuit_switch", "api"])
+    _p, _ofp, api, client = controller_process(ocs_star(4, 2, 400, 0.0, "ring"), ["circuit_switch", "rotor", "api"])
     rotor = {"configurations": [client.circuits().to_json()], "slots_s": [5.0], "count": 2, "start_delay_s": 0.0}
     assert _call(api, "POST", "/rotor", rotor)[0] == 200
     code, _, answer = _call(api, "POST", "/rotor", rotor)

@@ -90,7 +90,7 @@ class ControllerClient:
     def start_rotor(self, configs: list[Configuration], slots_s: list[float], reconfiguration_delay_s: float, count: int,
                     start_delay_s: float = 0.05) -> dict:
         """Start the controller's rotor (time-slotted configurations on its own clock; see
-        ``controllers.circuit_switch.CircuitSwitch.start_rotor``); returns ``{"t0", "slots"}``."""
+        ``controllers.rotor.Rotor.start_timeline``); returns ``{"t0", "slots"}``."""
         return self._call("POST", "/rotor", {"configurations": [c.to_json() for c in configs], "slots_s": slots_s,
                                              "reconfiguration_delay_s": reconfiguration_delay_s, "count": count,
                                              "start_delay_s": start_delay_s})
@@ -98,7 +98,7 @@ class ControllerClient:
     def start_sequences(self, sequences: list[list[tuple[Configuration, float]]], reconfiguration_delay_s: float,
                         start_delay_s: float = 0.05) -> dict:
         """Start one slot sequence per OCS, each on its own timeline (parallel OCSes; see
-        ``controllers.circuit_switch.CircuitSwitch.start_sequences``): ``sequences[k]`` lists OCS
+        ``controllers.parallel_ocs.ParallelOcs.start_timeline``): ``sequences[k]`` lists OCS
         k's ``(configuration, slot_s)``; returns ``{"t0", "slots"}``."""
         return self._call("POST", "/rotor", {
             "sequences": [[{"configuration": c.to_json(), "slot_s": d} for c, d in seq] for seq in sequences],
