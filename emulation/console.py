@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -533,6 +534,18 @@ def up(exp: Experiment, out: Path, *, force: bool = False, ofctl_rest: int | Non
     :raises emulation.emulator.session.HeadroomError: the scenario's rate misses the headroom target.
     :raises emulation.emulator.net.EmulationError: the emulation could not be brought up.
     """
+    # Ctrl-C stops the command in progress however the console was started: a shell without job
+    # control (a script, `cmd &`) starts its children with SIGINT ignored, and Python then
+    # installs no KeyboardInterrupt handler
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return _prompt(exp, out, force, ofctl_rest, stdin, progress)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _prompt(exp: Experiment, out: Path, force: bool, ofctl_rest: int | None, stdin, progress) -> ResultEnvelope:
+    """:func:`up` once Ctrl-C is an interrupt."""
     from emulation.runner import collective_session
 
     with collective_session(exp, out, force, ofctl_rest, progress) as packet:
