@@ -41,7 +41,6 @@ from emulation import dataplane as dpn
 from emulation.envelope import ResultEnvelope, write_result
 from emulation.fabric import Configuration, FabricError
 from emulation.results import RunResult
-from emulation.scale import Scale
 from emulation.scenario import Experiment
 from emulation.units import format_bytes, parse_bytes
 
