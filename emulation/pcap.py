@@ -9,8 +9,8 @@ wrote them during ``ocslab run --pcap``), read with scapy.
   measured window and the one requested; and on every captured fabric port the last data frame
   that entered it before ``t_dark``, the first at or after ``t_live``, and the frames that entered
   it while it was dark (lost at the OCS).
-- TCP, per connection (both directions of a 4-tuple): retransmissions (a data segment seen again
-  on the same port), duplicate ACKs (a pure ACK repeating the previous one's number and window),
+- TCP, per connection (both directions of a 4-tuple): retransmissions (a data segment or SYN
+  that does not advance the highest sequence number its port has seen, :func:`retransmitted`), duplicate ACKs (a pure ACK repeating the previous one's number and window),
   and the largest silence between two of its frames; beside each, the agents' own count of the
   connection's retransmissions (TCP_INFO), and the total beside the runs' (``result.json``).
   Where segments enter the fabric (each sender's OCS input ports), the retransmissions counted
@@ -257,28 +257,62 @@ def dark_windows(frames: dict[str, list[tuple]], recon: list[dict]) -> list[dict
     return out
 
 
+#: TCP header flag bits (RFC 9293).
+_SYN, _ACK, _FIN, _RST = 0x02, 0x10, 0x01, 0x04
+
+
+def _before(a: int, b: int) -> bool:
+    """Sequence number ``a`` lies before ``b`` (modulo 2**32, RFC 9293 section 3.4)."""
+    return (a - b) & 0xFFFFFFFF >= 0x80000000
+
+
+def retransmitted(rows: list[tuple]) -> dict[tuple, int]:
+    """Retransmitted segments per direction (the TCP 4-tuple ``key``) among one port's frames
+    (rows of :func:`read_frames`, in time order): a segment that sends what its sender counts as
+    a retransmission, data or a connecting SYN (not a SYN-ACK: the listener counts those, and no
+    agent reads the listener), whose first sequence number lies before the highest one the port
+    has already seen in that direction. Counting sequence space, not repeats of the same segment,
+    is what makes a retransmission that Linux merged from several small segments
+    (``tcp_retrans_try_collapse``) or trimmed to its unacknowledged tail count once, as
+    ``tcpi_total_retrans`` counts it (one per segment sent, MSS-sized frames: offloads are off)."""
+    nxt: dict[tuple, int] = {}
+    out: dict[tuple, int] = defaultdict(int)
+    for _t, _len, key, seq, _ack, payload, flags, _win in rows:
+        syn = flags & _SYN and not flags & _ACK
+        if key is None or not (payload > 0 or syn):
+            continue
+        end = (seq + payload + bool(flags & _SYN)) & 0xFFFFFFFF
+        if key in nxt and _before(seq, nxt[key]):
+            out[key] += 1
+        if key not in nxt or _before(nxt[key], end):
+            nxt[key] = end
+    return out
+
+
 def tcp_connections(frames: dict[str, list[tuple]]) -> list[dict]:
-    """Per TCP connection: frames, data bytes, retransmitted segments, duplicate ACKs, the
-    largest silence (s) between two of its frames (on any port), first and last frame time."""
-    seen: dict[tuple, set] = defaultdict(set)
-    retrans: dict[tuple, set] = defaultdict(set)
+    """Per TCP connection: frames, data bytes, retransmitted segments (:func:`retransmitted`, on
+    the port that saw most of them: a segment lost after the first hop is resent through it
+    too), duplicate ACKs, the largest silence (s) between two of its frames (on any port), first
+    and last frame time."""
+    retrans: dict[tuple, int] = defaultdict(int)
     last_ack: dict[tuple, tuple] = {}
     dup: dict[tuple, int] = defaultdict(int)
     when: dict[tuple, list[float]] = defaultdict(list)
     data: dict[tuple, int] = defaultdict(int)
     for dev, rows in frames.items():
+        per_port: dict[tuple, int] = defaultdict(int)
+        for key, n in retransmitted(rows).items():
+            per_port[min(key, (key[2], key[3], key[0], key[1]))] += n
+        for conn, n in per_port.items():
+            retrans[conn] = max(retrans[conn], n)
         for t, _, key, seq, ack, payload, flags, window in rows:
             if key is None:
                 continue
             conn = min(key, (key[2], key[3], key[0], key[1]))
             when[conn].append(t)
             if payload > 0:
-                seg = (key, seq, payload)
-                if seg in seen[dev, conn]:
-                    retrans[conn].add(seg)
-                seen[dev, conn].add(seg)
                 data[conn] += payload
-            elif flags & 0x10 and not flags & 0x07:  # a pure ACK (no SYN, FIN, RST)
+            elif flags & _ACK and not flags & (_SYN | _FIN | _RST):  # a pure ACK
                 prev = last_ack.get((dev, key))
                 if prev == (ack, window):
                     dup[conn] += 1
@@ -288,7 +322,7 @@ def tcp_connections(frames: dict[str, list[tuple]]) -> list[dict]:
         ts.sort()
         gaps = np.diff(ts) if len(ts) > 1 else np.zeros(1)
         out.append({"connection": dpn.tcp_connection(*conn), "frames": len(ts), "data_bytes": data[conn],
-                    "retransmissions": len(retrans[conn]), "dup_acks": dup[conn], "largest_gap_s": float(gaps.max()),
+                    "retransmissions": retrans[conn], "dup_acks": dup[conn], "largest_gap_s": float(gaps.max()),
                     "first_s": ts[0], "last_s": ts[-1]})
     return sorted(out, key=lambda c: c["first_s"])
 
@@ -311,24 +345,19 @@ def first_hop_complete(pcap_dir: Path) -> bool:
 
 def first_hop_retransmissions(frames: dict[str, list[tuple]], first_hop: dict[str, str]) -> int:
     """Retransmitted TCP segments where they entered the fabric: on every port of ``first_hop``
-    (:func:`first_hop_ports`), the data segments sent by that port's GPU that the port saw
-    before (same connection, sequence number and length), one per repeat."""
-    total = 0
-    for dev, ip in first_hop.items():
-        seen: set = set()
-        for _t, _len, key, seq, _ack, payload, _flags, _win in frames.get(dev, ()):
-            if key is None or payload <= 0 or key[0] != ip:
-                continue
-            seg = (key, seq, payload)
-            total += seg in seen
-            seen.add(seg)
-    return total
+    (:func:`first_hop_ports`), those :func:`retransmitted` counts that the port's GPU sent."""
+    return sum(n for dev, ip in first_hop.items()
+               for key, n in retransmitted(frames.get(dev, [])).items() if key[0] == ip)
 
 
-#: Wireshark's display filter of a retransmitted segment (its TCP analysis: a segment carrying
-#: data below the highest sequence number already seen on its stream; fast and spurious
-#: retransmissions included).
-TSHARK_FILTER = "tcp.analysis.retransmission"
+#: Wireshark's display filter of a retransmitted segment, as a sender's TCP counts one (its TCP
+#: analysis: a data segment or connecting SYN that does not advance the highest sequence number
+#: seen on its stream). Wireshark files a retransmission it judges spurious (already
+#: acknowledged) or out of order (sent within an RTT of the highest segment) under those names
+#: instead; the sender's TCP counts them all, and at the sender's own port nothing else goes
+#: back in sequence. Pure ACKs, SYN-ACKs and keep-alives carry no data and do not match.
+TSHARK_FILTER = ("(tcp.analysis.retransmission || tcp.analysis.spurious_retransmission || tcp.analysis.out_of_order)"
+                 " && (tcp.len > 0 || (tcp.flags.syn == 1 && tcp.flags.ack == 0))")
 
 
 def tshark_retransmissions(pcap_dir: Path, first_hop: dict[str, str]) -> int | None:
@@ -347,7 +376,7 @@ def tshark_retransmissions(pcap_dir: Path, first_hop: dict[str, str]) -> int | N
     total = 0
     for dev, ip in sorted(first_hop.items()):
         for path in capture_files(Path(pcap_dir), dev):
-            r = subprocess.run([tshark, "-n", "-r", str(path), "-Y", f"{TSHARK_FILTER} && ip.src == {ip}",
+            r = subprocess.run([tshark, "-n", "-r", str(path), "-Y", f"({TSHARK_FILTER}) && ip.src == {ip}",
                                 "-T", "fields", "-e", "frame.number"], capture_output=True, text=True)
             if r.returncode != 0:
                 raise PcapError(f"{path}: tshark failed: {r.stderr.strip().splitlines()[-1:] or r.returncode}")
@@ -489,7 +518,7 @@ def capture_checks(probe: list[ProbeWindow], tcp: TcpSummary) -> list[FailedChec
                                f"segments enter the fabric, {tcp.retransmissions_tcp_info} by the agents' TCP_INFO"))
     if tcp.retransmissions_first_hop is not None and tcp.retransmissions_tshark is not None \
             and tcp.retransmissions_first_hop != tcp.retransmissions_tshark:
-        out.append(FailedCheck(check="retransmissions", detail=f"tshark ({TSHARK_FILTER}) counts "
+        out.append(FailedCheck(check="retransmissions", detail=f"tshark (emulation.pcap.TSHARK_FILTER) counts "
                                f"{tcp.retransmissions_tshark} where segments enter the fabric, this analysis "
                                f"{tcp.retransmissions_first_hop}"))
     return out
@@ -570,7 +599,7 @@ def summary_lines(rep: PcapReport) -> list[str]:
     else:
         tshark = "not installed" if t.retransmissions_tshark is None else t.retransmissions_tshark
         out.append(f"retransmitted segments where they enter the fabric (the senders' OCS inputs): scapy "
-                   f"{t.retransmissions_first_hop}, tshark ({TSHARK_FILTER}) {tshark}, agents' TCP_INFO "
+                   f"{t.retransmissions_first_hop}, tshark {tshark}, agents' TCP_INFO "
                    f"{t.retransmissions_tcp_info}")
     return out
 
