@@ -21,6 +21,7 @@ import sys
 import threading
 
 from controllers import FABRIC_APPS
+from controllers.app_check import check_apps
 
 APPS = {
     "circuit_switch": "controllers.circuit_switch",
@@ -44,10 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     n_apps = next((i for i, a in enumerate(argv) if a.startswith("-")), len(argv))
     apps, rest = argv[:n_apps], argv[n_apps:]
-    unknown = [a for a in apps if a not in APPS and a not in STOCK_APPS and not (a.endswith(".py") and os.path.isfile(a))]
-    if unknown:
+    unknown = [a for a in apps if a not in APPS and a not in STOCK_APPS and not a.endswith(".py")]
+    problem = check_apps([a for a in apps if a.endswith(".py")])
+    if unknown or problem:
         print(f"controllers: unknown app {unknown[0]!r} (known: {', '.join([*APPS, *STOCK_APPS])}, or a path to your "
-              "app's .py file)", file=sys.stderr)
+              f"app's .py file)" if unknown else f"controllers: {problem}", file=sys.stderr)
         return 2
     from controllers import flags  # noqa: F401 - registers --ocslab-*
     from controllers.sdn import RUNTIME, app_manager, cfg, hub

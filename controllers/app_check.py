@@ -54,11 +54,6 @@ def builtin_app_names() -> frozenset[str]:
     return frozenset(names)
 
 
-def app_problem(path: str, taken: frozenset[str] | set[str] = frozenset()) -> str | None:
-    """:func:`examine`'s problem alone."""
-    return examine(path, taken)[0]
-
-
 def examine(path: str, taken: frozenset[str] | set[str] = frozenset()) -> tuple[str | None, list[str]]:
     """``(problem, app class names)`` of the app file ``path``: what is wrong with the app file ``path``, in one line naming the file (and line), or None.
 
@@ -111,7 +106,7 @@ def examine(path: str, taken: frozenset[str] | set[str] = frozenset()) -> tuple[
 
 
 def check_apps(paths: list[str] | tuple[str, ...]) -> str | None:
-    """The first problem of the app files ``paths`` (:func:`app_problem`, each class name free of
+    """The first problem of the app files ``paths`` (:func:`examine`, each class name free of
     the built-in apps' and of the files before it; two files of the same name refused), or None."""
     taken: set[str] = set()
     stems: dict[str, str] = {}

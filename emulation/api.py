@@ -18,7 +18,7 @@ The package is ``emulation`` (``import ocslab`` is not a module; the command is)
 failed (empty when all held), and :func:`verdict` is the command's exit status (0 or 1). Results
 are written into ``out`` (default ``runs/<scenario>-<time>``) exactly as by ``ocslab run``:
 ``result.json``, ``scenario.yaml``, ``summary.csv`` and the kind's own files. The packet backend
-(``backend="mininet"``) needs root, as on the command line. docs/api.md has more.
+(``backend="packet"``) needs root, as on the command line. docs/api.md has more.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def kind_of(sc) -> str:
 
 def run(sc, backend: str | None = None, out: str | Path | None = None, *, show: bool = False,
         **options) -> ResultEnvelope:
-    """Run scenario ``sc`` on ``backend`` (``flow``, ``mininet``; default the scenario's), judge
+    """Run scenario ``sc`` on ``backend`` (``flow``, ``packet``; default the scenario's), judge
     it and write its results into ``out`` (default ``runs/<name>-<time>``; it must not exist or
     be empty); the result envelope (``env.result`` typed by the kind, ``env.failed_checks``).
     ``show`` prints the summary tables as the command does. ``options``: ``force``,

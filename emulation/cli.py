@@ -2,7 +2,7 @@
 
 Commands on a scenario file (every kind: ``ocslab kinds`` lists them, :mod:`emulation.kinds`):
 
-- ``ocslab run FILE [--backend mininet|flow] [--out DIR] [--force] [--controller os-ken|ryu]
+- ``ocslab run FILE [--backend packet|flow] [--out DIR] [--force] [--controller os-ken|ryu]
   [--ofctl-rest [PORT]] [--app PATH ...] [--pcap [PORTS]]``: run the scenario, write
   ``DIR/result.json`` (the result envelope, :mod:`emulation.envelope`), ``scenario.yaml`` and the
   kind's tables and plots, print its summary.
@@ -37,6 +37,7 @@ from rich.console import Console
 from rich.table import Table
 
 from emulation import __version__, kinds
+from emulation.backends import BACKENDS, canonical
 from emulation.output import (EXIT_INTERRUPTED, Refused, check_file, configure_logging, fail, guarded, phase, results_dir,
                               write_file)
 from emulation.reproduce.suite import SCRIPTS
@@ -45,7 +46,6 @@ from emulation.units import format_bytes, parse_bytes
 from emulation.workloads import ALGORITHMS, build, known
 from emulation.workloads.stragglar import describe_step, lower_bound_rounds
 
-BACKENDS = ("mininet", "flow")
 #: The paper reproductions ``ocslab reproduce`` runs (``scripts/reproduce_<name>.py``).
 REPRODUCTIONS = tuple(SCRIPTS)
 #: ``ocslab run``'s packet options, by the name a kind declares in :attr:`emulation.kinds.Kind.options`.
@@ -125,7 +125,7 @@ def parser() -> argparse.ArgumentParser:
 
     r = command("run", help="run a scenario file (any kind)")
     r.add_argument("file", type=Path, help="scenario YAML (e.g. experiments/demo.yaml)")
-    r.add_argument("--backend", choices=BACKENDS, help="override the scenario's backend")
+    r.add_argument("--backend", type=canonical, choices=BACKENDS, help="override the scenario's backend")
     r.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-<time>)")
     _override_flags(r)
     _controller_flags(r)
@@ -135,7 +135,7 @@ def parser() -> argparse.ArgumentParser:
     c = command("compare", help="run a collective scenario on both backends and compare them")
     c.add_argument("file", type=Path, help="scenario YAML")
     c.add_argument("--out", type=Path, help="results directory (default runs/<scenario>-compare-<time>)")
-    c.add_argument("--packet-result", type=Path, help="reuse this mininet result.json instead of running the emulator")
+    c.add_argument("--packet-result", type=Path, help="reuse this packet result.json instead of running the emulator")
     c.add_argument("--max-error", type=float, help="exit 1 if any completion-time error exceeds this fraction")
     c.add_argument("--force", action="store_true", help="run even if the headroom probe says the CPU is the bottleneck")
     c.add_argument("--quiet-steps", action="store_true", help="print the per-run table only")
@@ -267,12 +267,10 @@ def _run(kind: kinds.Kind, sc, args) -> int:
     if problem:
         return fail(f"--app: {problem}")
     if args.ofctl_rest is not None:  # reaches the controller's launch (emulation.emulator.net.OFCTL_REST_ENV)
-        if "apps" not in kind.options or backend != "mininet":
-            return fail("--ofctl-rest: only a collective scenario on the mininet backend starts the fabric's controller")
+        if "apps" not in kind.options or backend != "packet":
+            return fail("--ofctl-rest: only a collective scenario on the packet backend starts the fabric's controller")
         os.environ["OCSLAB_OFCTL_REST"] = str(args.ofctl_rest)
     pcap = None if not args.pcap else (["ocs"] if args.pcap == "ocs" else [p for p in args.pcap.split(",") if p])
-    if pcap and backend != "mininet":
-        return fail("--pcap: packets are captured on the mininet backend only")
     return kinds.command_job(
         kind, sc, args.out, f"{kind.name} on {backend}", 1,
         lambda out, progress: kind.run_envelope(kinds.RunRequest(

@@ -90,11 +90,11 @@ def compare(packet: ResultEnvelope, flow: ResultEnvelope) -> Comparison:
 
     :param packet: the envelope of the packet backend's collective result, ``flow`` of the flow
         backend's.
-    :raises CompareError: not a mininet and a flow result of one scenario, or the runs or their
+    :raises CompareError: not a packet and a flow result of one scenario, or the runs or their
         steps differ.
     """
-    if packet.backend != "mininet" or flow.backend != "flow":
-        raise CompareError("compare needs a mininet result and a flow result")
+    if packet.backend != "packet" or flow.backend != "flow":
+        raise CompareError("compare needs a packet result and a flow result")
     if packet.scenario != flow.scenario:
         raise CompareError(f"the packet result is of scenario {packet.scenario}, not {flow.scenario}")
     fruns = {(r.name, r.bytes, r.iteration): r for r in flow.result.runs}
@@ -125,7 +125,7 @@ def write(cmp: Comparison, out: Path) -> None:
 def _plot(cmp: Comparison, a, b) -> None:
     labels = [r.label.replace(" ", "\n", 1) for r in cmp.runs]
     x = range(len(labels))
-    a.bar([i - 0.2 for i in x], [r.packet_s * 1e3 for r in cmp.runs], 0.4, label="packet (mininet)")
+    a.bar([i - 0.2 for i in x], [r.packet_s * 1e3 for r in cmp.runs], 0.4, label="packet")
     a.bar([i + 0.2 for i in x], [r.flow_s * 1e3 for r in cmp.runs], 0.4, label="flow")
     for i, r in enumerate(cmp.runs):
         a.annotate(f"{r.error:+.1%}", (i, max(r.packet_s, r.flow_s) * 1e3), ha="center",

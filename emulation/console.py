@@ -275,7 +275,7 @@ class FabricSession:
         except RoutingError as e:
             raise SessionError(f"allreduce {words[0]} {words[1]}: {e} {hint}") from None
         self.runs.append(res)
-        return collective_envelope(exp, "mininet", [res], {**self.packet.record(), "complete": True})
+        return collective_envelope(exp, "packet", [res], {**self.packet.record(), "complete": True})
 
     def wall_estimate(self, desc) -> float:
         """Wall-clock seconds the packet run of ``desc`` (a RunDescription) should take: the flow
@@ -415,7 +415,7 @@ class FabricSession:
         """The session's result: every collective run so far."""
         from emulation.runner import collective_envelope
 
-        return collective_envelope(self.exp, "mininet", self.runs, {**self.packet.record(), "complete": True})
+        return collective_envelope(self.exp, "packet", self.runs, {**self.packet.record(), "complete": True})
 
     def close(self) -> None:
         """Stop a capture still running (before the fabric is torn down)."""

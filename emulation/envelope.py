@@ -27,6 +27,7 @@ from typing import Generic, Literal, Optional, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from emulation import __version__
+from emulation.backends import EnvelopeBackend
 from emulation.bulk import gc_paused
 
 #: Version of the envelope's form; a reader refuses another one.
@@ -63,14 +64,14 @@ class FailedCheck(BaseModel):
 
 class ResultEnvelope(BaseModel, Generic[R]):
     """A whole ``result.json`` (module doc). ``backend`` is ``flow`` (the simulator),
-    ``mininet`` (real packets) or ``both`` (a kind that runs the two side by side)."""
+    ``packet`` (real packets) or ``both`` (a kind that runs the two side by side)."""
 
     model_config = ConfigDict(extra="forbid")
 
     schema_version: Literal[1] = SCHEMA_VERSION
     kind: str
     scenario: str
-    backend: Literal["flow", "mininet", "both"]
+    backend: EnvelopeBackend
     created: str
     versions: dict[str, str] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)

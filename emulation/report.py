@@ -91,7 +91,7 @@ def print_summary(env: ResultEnvelope, console: Console | None = None) -> None:
         relays = any(r.slots and r.slots.forwarding == "two-hop" for r in result.runs)
         if relays:
             cols.insert(cols.index("checks"), "relayed")
-        packets = env.backend == "mininet"
+        packets = env.backend == "packet"
         if packets:  # what the emulator's own counters say about the run (emulation/drops.py)
             cols[cols.index("checks"):cols.index("checks")] = ["retx", "drops mod/emu"]
         for r in result.runs:

@@ -13,6 +13,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
+from emulation.backends import ResultBackend
+
 
 def bus_factor(collective: str, ranks: int) -> float:
     """nccl-tests bus bandwidth factor of ``collective`` on ``ranks`` ranks."""
@@ -163,7 +165,7 @@ class RunResult(_Record):
     planner: str
     ranks: int
     bytes: int
-    backend: Literal["flow", "mininet"]
+    backend: ResultBackend
     time_s: float
     steps: list[StepResult] = Field(default_factory=list)
     transfers: list[TransferResult] = Field(default_factory=list)

@@ -33,7 +33,7 @@ class BackendError(ValueError):
 
 def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None, force: bool = False,
         experiment: Experiment | None = None, pcap: list[str] | None = None) -> ResultEnvelope:
-    """Run ``sc`` on ``backend`` (``"flow"`` or ``"mininet"``); return its result (``result.json``).
+    """Run ``sc`` on ``backend`` (``"flow"`` or ``"packet"``); return its result (``result.json``).
 
     :param experiment: ``sc`` resolved (:func:`emulation.scenario.load_experiment`, whose checked
         runs are then not planned again); default: resolved here.
@@ -48,13 +48,13 @@ def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None,
     if backend == "flow":
         return run_flow(exp, progress)
     if exp.semantics == "dependency-driven" and any(r.schedule != "none" for _, r in exp.jobs):
-        raise BackendError("semantics: dependency-driven runs on the mininet backend are per-step plans, not "
+        raise BackendError("semantics: dependency-driven runs on the packet backend are per-step plans, not "
                            "time-slotted schedules (use --backend flow)")
     if exp.semantics == "dependency-driven" and exp.emulation.apps:
         raise BackendError("semantics: dependency-driven runs raise no step events for --app or emulation.apps "
                            "(use round-synchronous)")
     if exp.straggler_rank is not None and any(r.schedule != "none" for _, r in exp.jobs):
-        raise BackendError("straggler: rotor runs on the mininet backend take no stragglers (use --backend flow)")
+        raise BackendError("straggler: rotor runs on the packet backend take no stragglers (use --backend flow)")
     from emulation.emulator.limits import check_packet_size
 
     mtu = exp.emulation.mtu
@@ -180,7 +180,7 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
             measured = session.record()
             cause = "" if isinstance(e, KeyboardInterrupt) else app_changes(measured["circuits_changed_by"])
             error = str(e) + cause if not isinstance(e, KeyboardInterrupt) else "interrupted"
-            partial = collective_envelope(exp, "mininet", runs, {**measured, "complete": False, "error": error})
+            partial = collective_envelope(exp, "packet", runs, {**measured, "complete": False, "error": error})
             write_result(out, partial)
             if cause and isinstance(e, EmulationError):
                 raise EmulationError(error) from e
@@ -190,7 +190,7 @@ def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, fo
                 capture.stop()
         measured = session.record()
     measured["warnings"] += _warnings(runs)
-    return collective_envelope(exp, "mininet", runs, {**measured, "complete": True})
+    return collective_envelope(exp, "packet", runs, {**measured, "complete": True})
 
 
 def _parallel_rate_cap(exp: Experiment, requested: float | None, mtu: int, force: bool) -> float | None:

@@ -65,7 +65,7 @@ def packet_run(sc: Scenario, out: Path) -> ResultEnvelope:
     in ``out``); its failed checks noted in :data:`PACKET_FAILURES`."""
     from emulation import kinds
 
-    env = kinds.run_scenario("collective", sc, out, "mininet", show=False)
+    env = kinds.run_scenario("collective", sc, out, "packet", show=False)
     PACKET_FAILURES.extend(f"{sc.name}: {c.line()}" for c in env.failed_checks)
     return env
 

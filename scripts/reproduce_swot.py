@@ -81,13 +81,13 @@ def sweep(gpus: list[int], sizes: list[int], r_packet: list[float], r_flow: list
     for n in gpus:
         for r in sorted(set(r_flow) | (set(r_packet) if packet else set())):
             times: dict[tuple[str, str, str, int], float] = {}
-            backends = ("flow", "mininet") if packet and r in r_packet else ("flow",)
+            backends = ("flow", "packet") if packet and r in r_packet else ("flow",)
             for sem in SEMANTICS:
                 for backend in backends:
                     t0 = time.monotonic()
                     got = run_scenario(scenario_text(n, r, sizes, sem, backend), backend,
                                        out / "packet" / f"{n}gpus-{r * 1e6:g}us-{sem}")
-                    if backend == "mininet":
+                    if backend == "packet":
                         console.print(f"  {n} GPUs, R = {r * 1e6:g} us, {sem}: packets in {time.monotonic() - t0:.0f} s")
                     for (name, size), t in got.items():
                         times[(backend, name, sem, size)] = t
@@ -101,7 +101,7 @@ def sweep(gpus: list[int], sizes: list[int], r_packet: list[float], r_flow: list
                     row[f"saved_{backend}"] = 1 - row[f"overlap-dd_{backend}_s"] / base
                     row[f"saved_dd_{backend}"] = 1 - row[f"always-dd_{backend}_s"] / base
                     row[f"saved_best_{backend}"] = max(row[f"saved_{backend}"], row[f"saved_dd_{backend}"])
-                if "mininet" in backends:
+                if "packet" in backends:
                     err = {c: abs(row[f"{c}_mininet_s"] / row[f"{c}_flow_s"] - 1) for c, _p, _s in WAYS}
                     row["max_error"] = max(err.values())
                     row["max_error_dd"] = max(e for (c, _p, sem), e in zip(WAYS, err.values()) if sem != SEMANTICS[0])
@@ -114,7 +114,7 @@ def print_rows(rows: list[dict], console: Console) -> None:
     for n in sorted({r["gpus"] for r in rows}):
         out = []
         for r in (x for x in rows if x["gpus"] == n):
-            pk = "mininet" if "max_error" in r else None
+            pk = "packet" if "max_error" in r else None
             cell = lambda c: (f"{r[f'{c}_flow_s'] * 1e6:.1f}" + (f" / {r[f'{c}_mininet_s'] * 1e6:.1f}" if pk else ""))  # noqa: E731
             out.append([f"{r['reconfiguration_delay_s'] * 1e6:g}", format_bytes(r["bytes"]),
                         *(cell(c) for c, _p, _s in WAYS),

@@ -176,10 +176,10 @@ def packet(out: Path) -> list[str]:
         w = base.wan.model_copy(update={
             "traffic": base.wan.traffic.model_copy(update={"scale": scale, "first": 0, "count": 6}),
             "te": base.wan.te.model_copy(update={"objective": "min-mlu", "regulariser": "symphony"})})
-        sc = base.model_copy(update={"name": f"wan_b4_packet_{scale:g}", "wan": w, "backend": "mininet"})
+        sc = base.model_copy(update={"name": f"wan_b4_packet_{scale:g}", "wan": w, "backend": "packet"})
         where = out / f"packet-{scale:g}"
         try:
-            env = kinds.run_scenario("wan", sc, where, "mininet", show=False)
+            env = kinds.run_scenario("wan", sc, where, "packet", show=False)
         except EmulationError as e:
             return [f"{scale:g}x: the replay failed: {e}"]
         failed += [f"{scale:g}x: {c.line()}" for c in env.failed_checks]

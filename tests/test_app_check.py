@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controllers.app_check import app_problem, builtin_app_names, check_apps
+from controllers.app_check import builtin_app_names, check_apps
 from emulation.emulator.controller_log import exited, last_exception
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +40,7 @@ def test_the_examples_and_a_well_formed_app_pass():
     ("my-app.py", "class Mine(OcsLabApp):\n    pass\n", "must be a Python module name"),
 ])
 def test_each_app_mistake_is_one_line_naming_the_file(tmp_path, name, body, want):
-    problem = app_problem(_app(tmp_path, name, body))
+    problem = check_apps([_app(tmp_path, name, body)])
     assert problem is not None and want in problem and "\n" not in problem, problem
     assert problem.startswith(str(tmp_path / name))
 
@@ -100,3 +100,15 @@ def test_a_dead_controllers_cause_is_the_syntax_error_not_the_import_error_after
     log.write_text("2026-11-28 INFO nothing went wrong\n")
     assert last_exception(log) is None and exited(log, -9) == f"the controller exited with -9 (log: {log})"
     assert last_exception(tmp_path / "missing.log") is None
+
+
+def test_the_controllers_own_command_line_refuses_an_app_file_as_ocslab_run_does(tmp_path):
+    """``python -m controllers FILE.py`` checks an app file with the same check as ``ocslab run
+    --app`` (one line, exit 2), before loading anything."""
+    import subprocess
+    import sys
+
+    path = _app(tmp_path, "no_class.py", "X = 1\n")
+    r = subprocess.run([sys.executable, "-m", "controllers", path], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr == f"controllers: {check_apps([path])}\n"
+    assert "defines no app class" in r.stderr

@@ -317,7 +317,7 @@ def test_a_spectra_scenario_runs_on_packets_beside_the_flow_backend(run_dir):
                        capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     cmp = json.loads((out / "compare.json").read_text())["runs"][0]
-    pkt = json.loads((out / "mininet" / "result.json").read_text())["result"]["runs"][0]
+    pkt = json.loads((out / "packet" / "result.json").read_text())["result"]["runs"][0]
     print(f"spectra scenario: packet {cmp['packet_s'] * 1e6:.1f} us, flow {cmp['flow_s'] * 1e6:.1f} us, "
           f"error {cmp['error']:+.2%}, slots {pkt['slots']}")
     # measured: -0.78% (2026-11-26); the function-level run of the dispatch alone gave +0.8..+1.6%
@@ -456,7 +456,7 @@ def test_moe_layer_on_the_rotor_matches_the_flow_model(run_dir):
     runs = [r for r in sc.runs if r.algorithm == "payload"]
     sc = sc.model_copy(update={"runs": runs})
     flow = {r["name"]: r for r in runner.run(sc, "flow", run_dir / "flow").to_json()["result"]["runs"]}
-    packet = {r["name"]: r for r in runner.run(sc, "mininet", run_dir / "mn").to_json()["result"]["runs"]}
+    packet = {r["name"]: r for r in runner.run(sc, "packet", run_dir / "mn").to_json()["result"]["runs"]}
     for name, f in flow.items():
         p = packet[name]
         print(f"{name}: packet {p['time_s'] * 1e3:.3f} ms, flow {f['time_s'] * 1e3:.3f} ms, slot utilisation "
@@ -484,7 +484,7 @@ def test_two_hop_forwarding_on_the_rotor_relays_through_agents_and_matches_the_f
     sc = load_scenario(Path(__file__).resolve().parents[1] / "experiments" / "moe_twohop.yaml")
     sc = sc.model_copy(update={"runs": [r for r in sc.runs if r.name in ("rotor-direct", "rotor-two-hop")]})
     flow = {r["name"]: r for r in runner.run(sc, "flow", run_dir / "flow").to_json()["result"]["runs"]}
-    packet = {r["name"]: r for r in runner.run(sc, "mininet", run_dir / "mn").to_json()["result"]["runs"]}
+    packet = {r["name"]: r for r in runner.run(sc, "packet", run_dir / "mn").to_json()["result"]["runs"]}
     for name, f in flow.items():
         p = packet[name]
         print(f"{name}: packet {p['time_s'] * 1e3:.3f} ms, flow {f['time_s'] * 1e3:.3f} ms, relayed "

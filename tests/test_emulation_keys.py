@@ -204,3 +204,31 @@ def test_the_old_spelling_of_a_rail_sweeps_r_loads_with_a_warning(caplog):
     data["rails"]["reconfiguration_delay_s"] = swept
     with pytest.raises(ScenarioError, match="sweep_s: give the delays once, as reconfiguration_delay_s"):
         api.from_dict(data)
+
+
+@pytest.mark.parametrize("name", ["demo", "wan_b4_faults", "tenancy_packets"])
+def test_the_packet_backends_old_name_loads_with_a_warning_and_reads_in_old_results(name, caplog, tmp_path):
+    """``backend: mininet`` (the packet backend's earlier name) in a scenario file of each kind
+    that runs on both backends loads as ``packet`` with one deprecation line; ``--backend
+    mininet`` is taken as ``packet``; a result written with the old name reads as packet."""
+    from pydantic import TypeAdapter
+
+    from emulation.backends import EnvelopeBackend
+    from emulation.cli import parser
+    from emulation.results import RunResult
+
+    data = yaml.safe_load((ROOT / "experiments" / f"{name}.yaml").read_text())
+    assert data["backend"] == "packet"
+    data["backend"] = "mininet"
+    with caplog.at_level("WARNING"):
+        assert api.from_dict(data).backend == "packet"
+    assert [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()] == [
+        "backend: mininet is deprecated: it is read as packet (write that)"]
+    assert parser().parse_args(["run", "x.yaml", "--backend", "mininet"]).backend == "packet"
+    old = {"name": "ring", "collective": "allreduce", "algorithm": "ring", "planner": "static", "ranks": 8,
+           "bytes": 1 << 20, "backend": "mininet", "time_s": 1e-3}
+    assert RunResult.model_validate(old).backend == "packet"
+    assert TypeAdapter(EnvelopeBackend).validate_python("mininet") == "packet"
+    data["backend"] = "quantum"
+    with pytest.raises(ScenarioError, match="backend: Input should be 'packet' or 'flow'"):
+        api.from_dict(data)

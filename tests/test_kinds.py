@@ -76,7 +76,7 @@ def _argv(kind: str, command: str, path: Path, tmp: Path) -> list[str]:
         flow = tmp / "flow-result"
         assert _cli("run", str(path), "--backend", "flow", "--out", str(flow)).returncode == 0
         d = json.loads((flow / "result.json").read_text())
-        d["backend"] = "mininet"
+        d["backend"] = "packet"
         (tmp / "packet.json").write_text(json.dumps(d))
         argv += ["--packet-result", str(tmp / "packet.json")]
     if (kind, command) == ("collective", "run"):
@@ -141,7 +141,7 @@ def test_the_packet_pairs_work(run_dir, kind, command):
     r = _cli(*argv, timeout=900)
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:], r.stdout[-1000:])
     env = kinds.read(out)
-    assert env.kind == kind and env.complete and env.backend in ("mininet", "both")
+    assert env.kind == kind and env.complete and env.backend in ("packet", "both")
 
 
 @pytest.mark.parametrize("kind, backend", [("collective", "flow"), ("wan", "flow"), ("rails", "flow"),
@@ -186,8 +186,8 @@ def test_a_result_of_another_kind_or_form_is_refused_in_one_line(tmp_path):
 def test_renamed_keys_still_load_with_a_warning_and_both_spellings_are_refused(tmp_path, capsys):
     old = tmp_path / "old.yaml"
     old.write_text((EXP / "wan_b4.yaml").read_text()
-                   .replace("  replay: {interval_s: 3, flows: 128, payload_bytes: 500}  # --backend mininet\n", "")
-                   .replace("emulation: {link_mbps: 8}  # --backend mininet\n",
+                   .replace("  replay: {interval_s: 3, flows: 128, payload_bytes: 500}  # --backend packet\n", "")
+                   .replace("emulation: {link_mbps: 8}  # --backend packet\n",
                             "packet: {link_mbps: 6, interval_s: 4, flows: 64, controller: ryu}\n")
                    .replace("capacity_headroom: 0", "headroom: 0.1"))
     configure_logging()  # warnings on stderr, as the command line sets them up

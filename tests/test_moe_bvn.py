@@ -353,6 +353,6 @@ def test_rotor_runs_with_a_straggler_are_refused_on_packets_before_anything_star
 runs: [{name: rotor, collective: moe, algorithm: payload, schedule: rotor}]
 """))
     with pytest.raises(runner.BackendError, match="straggler: rotor runs"):
-        runner.run(sc, "mininet", tmp_path / "out")
+        runner.run(sc, "packet", tmp_path / "out")
     assert not (tmp_path / "out").exists()
     assert runner.run(sc, "flow", tmp_path / "flow").to_json()["result"]["runs"][0]["straggler_delay_s"] == pytest.approx(1e-4)

@@ -97,7 +97,7 @@ def _fill(d: Path, leave: int) -> None:
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    """``{wan}``: a WAN file of 2 matrices; ``{pkt}``: the demo's flow result relabelled mininet."""
+    """``{wan}``: a WAN file of 2 matrices; ``{pkt}``: the demo's flow result relabelled packet."""
     import json
 
     d = tmp_path_factory.mktemp("inputs")
@@ -107,7 +107,7 @@ def inputs(tmp_path_factory):
     r = _run(["-m", "emulation.cli", "run", str(EXP / "demo.yaml"), "--backend", "flow", "--out", str(flow)], ROOT)
     assert r.returncode == 0, r.stderr
     env = json.loads((flow / "result.json").read_text())
-    env["backend"] = "mininet"
+    env["backend"] = "packet"
     (d / "packet.json").write_text(json.dumps(env))
     return {"wan": str(wan), "pkt": str(d / "packet.json")}
 
@@ -213,7 +213,7 @@ def test_a_script_on_a_full_disk_is_one_line_and_removes_what_it_made(tmpfs):
 
 #: Packet commands, each with the output it refuses.
 PACKET = [
-    ["run", str(EXP / "demo.yaml"), "--backend", "mininet"],
+    ["run", str(EXP / "demo.yaml"), "--backend", "packet"],
     ["run", str(EXP / "wan_abilene_packet.yaml")],
     ["run", str(EXP / "tenancy_packets.yaml")],
     ["train", str(EXP / "lumion.yaml")],

@@ -151,7 +151,7 @@ def test_bad_training_scenarios_get_one_line_naming_the_field_and_exit_2(tmp_pat
 
 def test_scenario_kinds_point_at_their_own_command(capsys):
     assert main(["run", str(ROOT / "experiments" / "lumion.yaml"), "--backend", "flow"]) == 2
-    assert "a training scenario runs on mininet, not flow" in capsys.readouterr().err
+    assert "a training scenario runs on packet, not flow" in capsys.readouterr().err
     assert main(["train", str(ROOT / "experiments" / "demo.yaml")]) == 2
     err = capsys.readouterr().err
     assert "a collective scenario has no train" in err and "ocslab run" in err
@@ -299,7 +299,7 @@ def test_the_training_report_prints_its_tables_and_draws_the_timeline(tmp_path):
     result = TrainingResult(tdf=setup.tdf, parameters=sc.job.parameters, gradient_bytes=sc.job.gradient_bytes,
                             capabilities={}, runs=runs, comparison=compare_recoveries(runs))
     con = Console(record=True, width=200)
-    report.print_summary(envelope("training", "t", "mininet", result), con)
+    report.print_summary(envelope("training", "t", "packet", result), con)
     text = con.export_text()
     for title in ("Recovery timeline", "Failure -> circuits rewritten (TDF 5000", "Steady state", "Loss",
                   "Packets the switches sent"):

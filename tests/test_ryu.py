@@ -212,7 +212,7 @@ def test_ofctl_rest_is_refused_in_one_line_where_it_cannot_load(tmp_path, monkey
     assert net.EmulatedFabric(fabric, tmp_path, link_mbps=10).ofctl_rest_port is None
     r = subprocess.run([sys.executable, "-m", "emulation.cli", "run", "experiments/demo.yaml", "--backend", "flow",
                         "--ofctl-rest"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and r.stderr.startswith("ocslab: --ofctl-rest: only a collective scenario on the mininet")
+    assert r.returncode == 2 and r.stderr.startswith("ocslab: --ofctl-rest: only a collective scenario on the packet")
     if not ryu_unavailable():
         cmd, _ = net.controller_command("ryu", ["circuit_switch", "api", "ofctl_rest"], ["--wsapi-port", "1"])
         assert cmd[-3:] == ["controllers.circuit_switch", "controllers.api", "ryu.app.ofctl_rest"]

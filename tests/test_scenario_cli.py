@@ -161,12 +161,12 @@ def test_cli_semantics_and_compare_inputs_are_checked(tmp_path):
 
 
 def test_compare_reuses_a_packet_result(tmp_path):
-    """compare pairs runs and steps of a mininet result with a fresh flow run (here the
+    """compare pairs runs and steps of a packet result with a fresh flow run (here the
     'packet' result is a flow result relabelled, so every error must be exactly 0)."""
     flow = tmp_path / "f"
     assert _cli("run", "experiments/demo.yaml", "--backend", "flow", "--out", str(flow)).returncode == 0
     d = json.loads((flow / "result.json").read_text())
-    d["backend"] = "mininet"
+    d["backend"] = "packet"
     fake = tmp_path / "packet.json"
     fake.write_text(json.dumps(d))
     out = tmp_path / "cmp"

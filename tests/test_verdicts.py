@@ -178,10 +178,10 @@ def _failing_collective(exp):
     from emulation.runner import collective_envelope
 
     run = RunResult(name="ring", collective="allreduce", algorithm="ring", planner="none", ranks=8, bytes=1 << 20,
-                    backend="mininet", time_s=1e-4,
+                    backend="packet", time_s=1e-4,
                     checks=Checks(ok=False, bytes_conserved=True, max_link_utilisation=1.2, busbw_over_injection=0.5,
                                   problems=["link capacity: step 2 moved 1.200x what its busiest link can carry"]))
-    return collective_envelope(exp, "mininet", [run], {"complete": True})
+    return collective_envelope(exp, "packet", [run], {"complete": True})
 
 
 def test_up_exits_1_when_a_collective_of_the_session_failed_a_check(out_dir, capsys, monkeypatch):
@@ -228,13 +228,13 @@ def test_a_training_result_fails_isolation_and_resume_and_train_exits_1(out_dir,
     run["loss"]["replay_max_abs_diff"] = 0.02
     bad = TrainingResult.model_validate({**good.model_dump(), "runs": [run]})
     assert [(c.check, c.where) for c in bad.failed_checks()] == [("isolation", "optical"), ("resume", "optical")]
-    env = kind.judge(envelope("training", "lumion", "mininet", bad))
+    env = kind.judge(envelope("training", "lumion", "packet", bad))
     assert [c.check for c in env.failed_checks] == ["isolation", "resume"]
 
     from emulation.kinds import command_job
 
     status = command_job(kind, kinds.load_as(ROOT / "experiments" / "lumion.yaml", "training"), out_dir / "t",
-                         "train", 1, lambda out, progress: envelope("training", "lumion", "mininet", bad))
+                         "train", 1, lambda out, progress: envelope("training", "lumion", "packet", bad))
     assert status == 1
     (line,) = _stderr_lines(capsys)
     assert line.startswith("ocslab: check failed: optical: isolation: 3 packets reached GPU 2's switch ports") \

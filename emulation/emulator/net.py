@@ -212,11 +212,11 @@ def claim_machine(run_dir: Path) -> registry.Registration:
         (refused before anything of ours exists, so a teardown never touches theirs).
     """
     if os.geteuid() != 0:
-        raise MachineUnfit("the mininet backend needs root (run with sudo; --backend flow runs without)")
+        raise MachineUnfit("the packet backend needs root (run with sudo; --backend flow runs without)")
     if shutil.which("ip") is None or shutil.which("tc") is None:
-        raise MachineUnfit("the mininet backend needs iproute2 (ip, tc; make setup installs it)")
+        raise MachineUnfit("the packet backend needs iproute2 (ip, tc; make setup installs it)")
     if importlib.util.find_spec("mininet") is None:
-        raise MachineUnfit("the mininet backend needs Mininet (make setup installs it; --backend flow runs without)")
+        raise MachineUnfit("the packet backend needs Mininet (make setup installs it; --backend flow runs without)")
     if shutil.which("ovs-vsctl") is None or subprocess.run(["ovs-vsctl", "--timeout=5", "show"],
                                                            capture_output=True).returncode:
         raise MachineUnfit("Open vSwitch is not running (make setup installs and starts it)")

@@ -451,7 +451,7 @@ def measured_run(name: str, workload: Workload, plan: Plan, steps: list[StepResu
     ``fields`` (e.g. ``semantics``) as given."""
     return RunResult(
         name=name, collective=workload.collective, algorithm=workload.algorithm, planner=plan.planner,
-        ranks=workload.ranks, bytes=workload.bytes, backend="mininet", time_s=max((s.end_s for s in steps), default=0.0),
+        ranks=workload.ranks, bytes=workload.bytes, backend="packet", time_s=max((s.end_s for s in steps), default=0.0),
         steps=steps, transfers=[transfers[k] for k in sorted(transfers)], bytes_sent=workload.bytes_sent,
         bytes_delivered=sum(t.bytes for t in transfers.values()),
         link_bytes=[[l.u, l.up, l.v, l.vp, b] for l, b in sorted(totals.items(), key=lambda x: (x[0].u, x[0].up))],

@@ -213,7 +213,7 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
         for t_on, t_off, i in schedule.windows(k):
             capacity += len(seq.configs[i]) * rate_real * max(0.0, min(t_off, end_s) - t_on)
     res = RunResult(name=name, collective=workload.collective, algorithm=workload.algorithm, planner="parallel-ocs",
-                    ranks=n, bytes=workload.bytes, backend="mininet", time_s=end_s, steps=steps, transfers=results,
+                    ranks=n, bytes=workload.bytes, backend="packet", time_s=end_s, steps=steps, transfers=results,
                     bytes_sent=workload.bytes_sent, bytes_delivered=delivered, drops=run_drops)
     res.slots = Slots(slot_utilisation=delivered / capacity if capacity else 0.0,
                       cycles=end_s / schedule.makespan_s if schedule.makespan_s else 0.0, slots_run=len(events),

@@ -271,7 +271,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     start_error, dark = slot_timing(used, tdf)
     delivered = sum(t.bytes for tid, (_si, t) in enumerate(tids) if ends[tid] < math.inf)
     res = RunResult(name=name, collective=workload.collective, algorithm=workload.algorithm, planner=planner,
-                    ranks=n, bytes=workload.bytes, backend="mininet", time_s=end_s, steps=steps,
+                    ranks=n, bytes=workload.bytes, backend="packet", time_s=end_s, steps=steps,
                     transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=delivered, drops=run_drops)
     res.slots = Slots(slot_utilisation=delivered / capacity if capacity else 0.0, cycles=end_s / schedule.cycle_s,
                       slots_run=len(used), start_error_s=start_error, dark_window_measured_s=dark,

@@ -102,7 +102,7 @@ class Kind:
     :param scenario: the pydantic model of a whole scenario file of this kind.
     :param result: the pydantic model of its result, inside the envelope (a ``Union`` of two
         when a command gives another result than ``run``).
-    :param backends: the backends its ``run`` takes (``flow``, ``mininet``).
+    :param backends: the backends its ``run`` takes (``flow``, ``packet``).
     :param run: ``run(request) -> result`` (wrapped in an envelope on ``request.backend``) or
         ``-> ResultEnvelope``. Raises :class:`emulation.output.Refused` (or a backend's refusal)
         before anything was measured, a backend's failure after.

@@ -48,9 +48,9 @@ def _run(req: RunRequest):
     from emulation import runner
 
     sc = req.scenario
-    exp = _with_controller(sc, req.controller, req.apps, req.backend == "mininet")
-    if req.pcap and req.backend != "mininet":
-        raise Refused("--pcap: packets are captured on the mininet backend only")
+    exp = _with_controller(sc, req.controller, req.apps, req.backend == "packet")
+    if req.pcap and req.backend != "packet":
+        raise Refused("--pcap: packets are captured on the packet backend only")
     if req.pcap and exp.emulation.servers:
         raise Refused("--pcap: captures are taken on one machine; not with emulation.servers")
     return runner.run(sc, req.backend, req.out, req.progress, force=req.force, experiment=exp, pcap=req.pcap)
@@ -58,7 +58,7 @@ def _run(req: RunRequest):
 
 def _compare(sc: Scenario, args, path: Path) -> int:
     """``ocslab compare``: the scenario on both backends (or a saved packet result), flow against
-    packet per run and per step; ``compare.json``, ``compare.png``, ``flow/``, ``mininet/``. Exit
+    packet per run and per step; ``compare.json``, ``compare.png``, ``flow/``, ``packet/``. Exit
     status 1 when either backend's run failed a check or (``--max-error``) a completion time is
     further off than the bound."""
     from emulation import compare as cmp_
@@ -71,17 +71,17 @@ def _compare(sc: Scenario, args, path: Path) -> int:
             packet = read_result(args.packet_result, CollectiveResult, kind="collective")
         except EnvelopeError as e:
             return fail(f"--packet-result: {e}")
-        if packet.backend != "mininet" or packet.scenario != sc.name:
-            return fail(f"--packet-result: {args.packet_result} is not a mininet result of scenario {sc.name}")
+        if packet.backend != "packet" or packet.scenario != sc.name:
+            return fail(f"--packet-result: {args.packet_result} is not a packet result of scenario {sc.name}")
     out = results_dir(args.out, sc.name, "compare")
 
     def job() -> int:
         flow = _run_one(sc, "flow", out / "flow", False)
-        packet_ = KIND.judge(packet) if packet is not None else _run_one(sc, "mininet", out / "mininet", args.force)
+        packet_ = KIND.judge(packet) if packet is not None else _run_one(sc, "packet", out / "packet", args.force)
         got = cmp_.compare(packet_, flow).judge(packet_, flow, args.max_error)
         cmp_.write(got, out)
         cmp_.print_compare(got, steps=not args.quiet_steps)
-        Console().print(f"results: {out}/compare.json, compare.png, flow/, mininet/")
+        Console().print(f"results: {out}/compare.json, compare.png, flow/, packet/")
         return verdict(got.failed_checks)
 
     return guarded(out, job)
@@ -177,7 +177,7 @@ def _up(sc: Scenario, args, path: Path) -> int:
 
 
 KIND = Kind(
-    name="collective", scenario=Scenario, result=CollectiveResult, backends=("mininet", "flow"), run=_run,
+    name="collective", scenario=Scenario, result=CollectiveResult, backends=("packet", "flow"), run=_run,
     show=report.print_summary, write=report.write, deep=check_experiment, checks=failed_checks,
     options=frozenset({"controller", "apps", "pcap", "force"}), commands={"compare": _compare, "plan": _plan, "up": _up})
 

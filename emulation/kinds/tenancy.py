@@ -24,10 +24,11 @@ section and result are :class:`emulation.flowsim.rack_sweep.RackSweepSpec` and
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Union
 
 from pydantic import Field, model_validator
 
+from emulation.backends import ScenarioBackend
 from emulation.envelope import envelope
 from emulation.flowsim.rack_sweep import RackSweepSpec, TenancyResult, sweep_tenancy
 from emulation.kinds import Kind, RunRequest
@@ -52,7 +53,7 @@ class TenancySection(RackSweepSpec):
 
 class TenancyScenario(NamedScenario):
     """A whole tenancy scenario file (module doc): a ``trace`` replays on the flow backend,
-    ``tenants`` run at once on the packet backend (``backend: mininet``) beside the flow
+    ``tenants`` run at once on the packet backend (``backend: packet``) beside the flow
     backend's run of the same tenants, at ``emulation``'s settings (byte scale 0.001 unless
     given)."""
 
@@ -60,8 +61,8 @@ class TenancyScenario(NamedScenario):
     """The rack, a trace or tenants, and what is compared."""
     emulation: EmulationSpec = EmulationSpec(byte_scale=0.001)
     """The packet backend's scale model (a packet run of ``tenants``)."""
-    backend: Literal["flow", "mininet"] = "flow"
-    """``flow`` for a ``trace``; ``mininet`` for ``tenants`` (the flow backend runs the same
+    backend: ScenarioBackend = "flow"
+    """``flow`` for a ``trace``; ``packet`` for ``tenants`` (the flow backend runs the same
     tenants beside them)."""
 
     @model_validator(mode="before")
@@ -76,8 +77,8 @@ class TenancyScenario(NamedScenario):
         t = self.tenancy
         if (t.trace is None) == (not t.tenants):
             raise ValueError("tenancy: give either trace (a replay on the flow backend) or tenants (a packet run)")
-        if t.tenants and self.backend != "mininet":
-            raise ValueError("backend: tenants run on the packet backend: set backend: mininet")
+        if t.tenants and self.backend != "packet":
+            raise ValueError("backend: tenants run on the packet backend: set backend: packet")
         if t.trace is not None and self.backend != "flow":
             raise ValueError("backend: a trace replays on the flow backend: set backend: flow")
         names = [x.name for x in t.tenants]
@@ -107,9 +108,9 @@ def _run(req: RunRequest):
     or the tenants on the packet backend beside the flow backend
     (:func:`emulation.tenants_packet.compare_tenants`)."""
     sc = req.scenario
-    need = "flow" if sc.tenancy.trace is not None else "mininet"
+    need = "flow" if sc.tenancy.trace is not None else "packet"
     if req.backend != need:
-        raise Refused(f"--backend: a tenancy {'trace replays on the flow backend' if need == 'flow' else 'scenario with tenants runs on the packet backend (mininet)'}, not {req.backend}")
+        raise Refused(f"--backend: a tenancy {'trace replays on the flow backend' if need == 'flow' else 'scenario with tenants runs on the packet backend'}, not {req.backend}")
     if need == "flow":
         return sweep_tenancy(sc.tenancy, req.progress)
     t = sc.tenancy
@@ -118,7 +119,7 @@ def _run(req: RunRequest):
 
 
 KIND = Kind(name="tenancy", scenario=TenancyScenario, result=Union[TenancyResult, TenantsResult],
-            backends=("flow", "mininet"), run=_run, deep=_deep, options=frozenset({"force"}),
+            backends=("flow", "packet"), run=_run, deep=_deep, options=frozenset({"force"}),
             show={TenancyResult: report.print_summary, TenantsResult: report.print_packet},
             write={TenancyResult: report.write, TenantsResult: report.write_packet},
             checks={TenancyResult: lambda r: [], TenantsResult: lambda r: r.failed_checks()})

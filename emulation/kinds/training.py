@@ -139,9 +139,9 @@ def _train(sc: TrainingScenario, args, path: Path) -> int:
                           f"(it has: {', '.join(sc.recovery)})")
         sc = sc.model_copy(update={"recovery": wanted})
     return command_job(KIND, sc, args.out, "train", len(sc.recovery),
-                       lambda out, progress: KIND.run_envelope(RunRequest(sc, "mininet", out, progress)))
+                       lambda out, progress: KIND.run_envelope(RunRequest(sc, "packet", out, progress)))
 
 
-KIND = Kind(name="training", scenario=TrainingScenario, result=TrainingResult, backends=("mininet",), run=_run,
+KIND = Kind(name="training", scenario=TrainingScenario, result=TrainingResult, backends=("packet",), run=_run,
             show=report.print_summary, write=report.write, deep=lambda sc: sc.recovery_setup().check(sc.recovery),
-            commands={"train": _train}, backend_of=lambda sc: "mininet", checks=lambda r: r.failed_checks())
+            commands={"train": _train}, backend_of=lambda sc: "packet", checks=lambda r: r.failed_checks())

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
 
 from pydantic import model_validator
 
+from emulation.backends import ScenarioBackend
 from emulation.flowsim.wan import run_wan
 from emulation.kinds import Kind, RunRequest, with_controller
 from emulation.envelope import FailedCheck
@@ -56,9 +56,9 @@ class WanScenario(NamedScenario):
     """The packet backend's ``link_mbps`` (the emulated rate of the largest-capacity link,
     Mbit/s, at most 200; every link shaped in proportion to its capacity) and ``controller`` (the
     slice controllers' framework); no other emulation field applies."""
-    backend: Literal["flow", "mininet"] = "flow"
+    backend: ScenarioBackend = "flow"
     """Where ``ocslab run`` runs it unless ``--backend`` says otherwise: ``flow`` (every
-    matrix solved and carried in the flow model) or ``mininet`` (UDP flows through Open vSwitch
+    matrix solved and carried in the flow model) or ``packet`` (UDP flows through Open vSwitch
     routers, one TE controller per slice)."""
 
     @model_validator(mode="before")
@@ -117,6 +117,6 @@ def _te(sc: WanScenario, args, path: Path) -> int:
     return verdict(failed)
 
 
-KIND = Kind(name="wan", scenario=WanScenario, result=WanResult, backends=("flow", "mininet"), run=_run,
+KIND = Kind(name="wan", scenario=WanScenario, result=WanResult, backends=("flow", "packet"), run=_run,
             show=report.print_summary, write=report.write, deep=lambda sc: sc.wan.check(), data_errors=(WanError,),
             options=frozenset({"controller"}), commands={"te": _te}, checks=lambda r: r.failed_checks())

@@ -47,6 +47,7 @@ import numpy as np
 import yaml
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from emulation.backends import ScenarioBackend
 from emulation import dataplane as dpn
 from emulation.fabric import Fabric, FabricError
 from emulation.planners import PLANNERS, CostModel
@@ -407,9 +408,10 @@ class Scenario(NamedScenario):
     emulation: EmulationSpec = EmulationSpec()
     """The packet backend's scale model: the emulated link rate, byte scale, MTU and
     controller."""
-    backend: Literal["mininet", "flow"] = "mininet"
-    """Where ``ocslab run`` runs it unless ``--backend`` says otherwise: ``mininet`` (the packet
-    backend: real packets on an emulated fabric) or ``flow`` (the flow-level simulator)."""
+    backend: ScenarioBackend = "packet"
+    """Where ``ocslab run`` runs it unless ``--backend`` says otherwise: ``packet`` (the packet
+    backend: real packets on an emulated fabric) or ``flow`` (the flow-level simulator);
+    ``mininet``, the packet backend's earlier name, loads with a deprecation warning."""
     semantics: Literal["round-synchronous", "dependency-driven"] = "round-synchronous"
     """How steps follow one another: ``round-synchronous`` (a step starts once the previous one
     is delivered, and after R if it reconfigures) or ``dependency-driven`` (a transfer starts as

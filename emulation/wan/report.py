@@ -19,7 +19,7 @@ def write(env: ResultEnvelope, out: Path) -> list[str]:
     skip = {"index", "link_load", "measured"}
     figures.write_csv(out / "intervals.csv", ({"matrix": i.index, **i.model_dump(exclude=skip)} for i in result.intervals))
     _plot(env, out / "links.png")
-    if env.backend == "mininet":
+    if env.backend == "packet":
         _plot_measured(env, out / "links_measured.png")
         return ["intervals.csv", "links.png", "links_measured.png"]
     return ["intervals.csv", "links.png"]
