@@ -9,7 +9,7 @@ Commands on a scenario file (every kind: ``ocslab kinds`` lists them, :mod:`emul
 - ``ocslab compare FILE`` (collective): both backends side by side; ``ocslab plan FILE``
   (collective): each run's plan; ``ocslab te FILE`` (wan): one matrix's TE solution;
   ``ocslab train FILE`` (training, rails): the scenario's torch job on the packet backend;
-  ``ocslab up FILE`` (collective): the fabric at Mininet's prompt (:mod:`emulation.console`).
+  ``ocslab up FILE`` (collective): the fabric at Mininet's prompt (:mod:`emulation.collective.console`).
 
 Other commands: ``ocslab workload`` (a workload's steps), ``ocslab torch allreduce-perf``
 (gloo's AllReduce on emulated GPUs), ``ocslab pcap DIR`` (analyse a ``--pcap`` run),
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -38,8 +37,7 @@ from rich.table import Table
 
 from emulation import __version__, kinds
 from emulation.backends import BACKENDS, canonical
-from emulation.output import (EXIT_INTERRUPTED, Refused, check_file, configure_logging, fail, guarded, phase, results_dir,
-                              write_file)
+from emulation.output import EXIT_INTERRUPTED, Refused, configure_logging, fail, guarded, phase, results_dir
 from emulation.reproduce.suite import SCRIPTS
 from emulation.scenario import MAX_GPUS, ScenarioError
 from emulation.units import format_bytes, parse_bytes
@@ -216,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd in kinds.FILE_COMMANDS:
             return _file_command(args)
         return {"workload": _workload, "torch": _torch, "clean": lambda a: _clean(), "schema": _schema,
-                "kinds": _kinds, "pcap": _pcap, "fabric": _fabric, "servers": _servers,
+                "kinds": _kinds, "pcap": _pcap, "servers": _servers,
                 "reproduce": _reproduce}[args.cmd](args)
     except KeyboardInterrupt:  # before a job's own handler (loading, validating) or after it
         return fail("interrupted", EXIT_INTERRUPTED)
@@ -525,94 +523,6 @@ def _run_capture_checks(run_dir: Path) -> list:
     except pcap.PcapError as e:
         return [FailedCheck(check="capture", detail=str(e))]
 
-
-
-#: What ``ocslab fabric`` prints for the controller's ports (any free ones do).
-FABRIC_OFP_PORT, FABRIC_API_PORT = 6653, 8080
-
-
-def mn_topo(spec) -> str | None:
-    """The ``mn --topo`` argument of ``topologies/mininet_topos.py`` that builds the same
-    switches, hosts and links as ``spec`` (a scenario's ``fabric:``, :class:`FabricSpec`); None
-    when that file has no topology for it. The circuits are the controller's (``initial`` lives
-    in the fabric JSON only)."""
-    if spec.topology == "ocs-star":  # its builder there starts in a ring: 2 ports or more
-        return f"ocsstar,{spec.gpus},{spec.ports_per_gpu}" if spec.ports_per_gpu >= 2 else None
-    if spec.topology in ("ring", "torus", "eps"):
-        return f"{spec.topology},{spec.gpus}"
-    if spec.topology == "parallel-ocs":
-        return f"parallelocs,{spec.gpus},{spec.switches}"
-    if spec.topology == "rack" and spec.ports_per_gpu == 2 and spec.electrical_gbps is None:
-        return f"rack,{spec.gpus},{spec.spares}"
-    return None
-
-
-def _shown(path: Path) -> str:
-    """``path`` relative to the working directory if it is below it, else absolute."""
-    full = path.resolve()
-    try:
-        return str(full.relative_to(Path.cwd()))
-    except ValueError:
-        return str(full)
-
-
-def _fabric(args) -> int:
-    """``ocslab fabric FILE [-o FILE]``: the fabric the scenario's packet run builds
-    (:attr:`Experiment.fabric`, its initial circuits included) written as the JSON the
-    controller reads (``--ocslab-fabric``, the same document the emulator writes beside its
-    controller), then the two commands that run it by hand: the controller, and ``mn`` on the
-    same topology (:func:`mn_topo`). Collective scenarios only; nothing runs."""
-    from emulation.scenario import resolve
-
-    try:
-        kind, sc = _load(args)
-    except ScenarioError as e:
-        return fail(str(e))
-    if kind.name != "collective":
-        return fail(f"fabric: a {kind.name} scenario has no fabric file to export (it applies to collective "
-                    f"scenarios); for {kind.name}: {', '.join(f'ocslab {c}' for c in ('run', *kind.commands))}")
-    out = Path(args.out) if args.out is not None else Path("runs") / f"{sc.name}-fabric.json"
-    try:
-        check_file(out, "-o")
-    except Refused as e:
-        return fail(str(e))
-    fabric = (sc.experiment if sc.experiment is not None else resolve(sc)).fabric
-    return guarded(out, lambda: _write_fabric(sc, fabric, out), flag="-o")
-
-
-def _write_fabric(sc, fabric, out: Path) -> int:
-    """Write ``fabric``'s JSON to ``out`` and print what was written and the next commands."""
-    write_file(out, json.dumps(fabric.to_json()) + "\n")
-    circuits = sum(1 for _ in fabric.initial.all_circuits())
-    parts = [f"{fabric.gpus} GPUs x {fabric.ports_per_gpu} ports", f"{len(fabric.ocs)} OCS"]
-    parts += [f"{len(fabric.eps)} EPS"] if fabric.eps else []
-    parts += [f"{len(fabric.cables)} cables"] if fabric.cables else []
-    print(f"fabric: {out} ({', '.join(parts)}; {circuits} circuits at the start)")
-    root = Path(__file__).resolve().parents[1]
-    flags = ["--ofp-tcp-listen-port", str(FABRIC_OFP_PORT), "--ocslab-fabric", _shown(out),
-             "--ocslab-api-port", str(FABRIC_API_PORT)]
-    from controllers import FABRIC_APPS
-    from emulation.emulator.net import ryu_manager_command
-
-    apps = list(FABRIC_APPS)
-    if sc.emulation.controller == "ryu":  # the Ryu environment as OCSLAB_RYU_VENV or this venv place it
-        ctl = [f"PYTHONPATH={_shown(root)}", *ryu_manager_command(apps, flags, _shown(root))]
-    else:
-        ctl = [sys.executable, "-m", "controllers", *apps, *flags]
-    print("next, as root, in two shells (the controller first):")
-    print("  " + " ".join(ctl))
-    topo = mn_topo(sc.fabric)
-    if topo is None:
-        print(f"  (topologies/mininet_topos.py has no --topo for this {sc.fabric.topology} fabric of "
-              f"{fabric.ports_per_gpu} port(s) per GPU: build its FabricTopo(Fabric.from_json(...)) from Python)")
-        return 0
-    # mn under this interpreter: the topology file imports ocslab's dependencies (networkx...),
-    # which the system Python that runs a distribution's mn lacks.
-    mn = shutil.which("mn") or "/usr/bin/mn"
-    print(f"  {sys.executable} {mn} --custom {_shown(root / 'topologies' / 'mininet_topos.py')} --topo {topo} "
-          f"--switch ovs,datapath=user,failMode=secure,protocols=OpenFlow13 "
-          f"--controller remote,ip=127.0.0.1,port={FABRIC_OFP_PORT}")
-    return 0
 
 
 if __name__ == "__main__":

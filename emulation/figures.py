@@ -1,6 +1,6 @@
 """Figures and tables every kind's report draws with: a matplotlib figure saved to a PNG
 (:func:`figure`), a Gantt chart of lanes and its legend (:func:`lanes`, :func:`legend`), a rich
-table (:func:`table`), a wide console (:func:`console`) and a CSV file (:func:`write_csv`). Nothing here knows a kind; the reports (``emulation/report.py`` and each
+table (:func:`table`), a wide console (:func:`console`) and a CSV file (:func:`write_csv`). Nothing here knows a kind; the reports (``emulation/collective/report.py`` and each
 kind's ``report.py``) say what goes in them."""
 
 from __future__ import annotations

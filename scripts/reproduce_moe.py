@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emulation import runner  # noqa: E402
+from emulation.collective import runner  # noqa: E402
 from emulation.scenario import Scenario, load_scenario  # noqa: E402
 from emulation.figures import write_csv  # noqa: E402
 from emulation.reproduce import Verdicts  # noqa: E402

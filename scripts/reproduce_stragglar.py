@@ -285,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
 def server_profile() -> tuple[float, str]:
     """The gain of StragglAR over the best of Ring and RHD on the realistic straggler profile
     (``experiments/stragglar_llama.yaml``, flow backend): mean time over the iterations."""
-    from emulation import kinds, runner
+    from emulation import kinds
+    from emulation.collective import runner
 
     sc = kinds.load_as(Path(__file__).resolve().parents[1] / "experiments" / "stragglar_llama.yaml", "collective")
     runs = runner.run_flow(sc).result.runs

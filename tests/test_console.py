@@ -24,7 +24,7 @@ def _cli(*args: str, stdin: str | None = None, timeout: float = 600) -> subproce
 
 
 def test_console_arguments_parse_or_say_what_is_wrong():
-    from emulation.console import SessionError, parse_matching, parse_time
+    from emulation.collective.console import SessionError, parse_matching, parse_time
 
     assert parse_time("10us", "R") == pytest.approx(10e-6) and parse_time("2.5ms", "R") == pytest.approx(2.5e-3)
     assert parse_time("0.5", "R") == 0.5 and parse_time("20µs", "R") == pytest.approx(20e-6)

@@ -20,7 +20,7 @@ from emulation.emulator.net import EmulatedFabric
 from emulation.emulator.orchestrator import run_workload
 from emulation.fabric import assign_ports
 from emulation.planners import make_plan
-from emulation.report import ring_alpha_beta_s
+from emulation.collective.report import ring_alpha_beta_s
 from emulation.scale import Scale
 from emulation.workloads import build
 from topologies import ocs_star
@@ -449,7 +449,7 @@ def test_moe_layer_on_the_rotor_matches_the_flow_model(run_dir):
     driven by the controller's clock: agents send only inside their circuits' windows; the
     round-robin rotor and the duplex BvN plan agree with the flow backend within 15%, the plan is
     no later than the rotor (flow), and payload-efficient dispatch sends fewer bytes than padded."""
-    from emulation import runner
+    from emulation.collective import runner
     from emulation.scenario import load_scenario, resolve
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "experiments" / "moe_ocs.yaml")
@@ -478,7 +478,7 @@ def test_two_hop_forwarding_on_the_rotor_relays_through_agents_and_matches_the_f
     relaying their excess through intermediate GPUs' agents (store and forward, gated to the
     intermediate's own windows) finishes the layer sooner than sending direct, on real packets
     as in the flow model, and the two backends agree within 15%."""
-    from emulation import runner
+    from emulation.collective import runner
     from emulation.scenario import load_scenario
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "experiments" / "moe_twohop.yaml")

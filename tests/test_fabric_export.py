@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from emulation import cli, kinds
+from emulation.collective import fabric_export
 from emulation.fabric import Fabric
 from emulation.scenario import resolve
 
@@ -59,7 +60,7 @@ def test_the_export_is_the_fabric_the_run_builds(tmp_path, capsys, name):
     assert f"; {circuits} circuits at the start)" in printed
     ctl, _ = _commands(printed)
     assert ctl[ctl.index("--ocslab-fabric") + 1] in (str(out), os.path.relpath(out))
-    assert ctl[ctl.index("--ofp-tcp-listen-port") + 1] == str(cli.FABRIC_OFP_PORT)
+    assert ctl[ctl.index("--ofp-tcp-listen-port") + 1] == str(fabric_export.FABRIC_OFP_PORT)
 
 
 def test_the_demo_starts_in_its_ring_of_circuits(tmp_path, capsys):
@@ -88,7 +89,7 @@ def test_the_printed_mn_topology_has_the_exported_switches_hosts_and_ports(tmp_p
         assert mn is None and "mininet_topos.py has no --topo for this ocs-star fabric of 1 port(s)" in printed
         return
     assert mn is not None and mn[1].endswith("mn") and mn[0] == sys.executable
-    assert mn[mn.index("--controller") + 1] == f"remote,ip=127.0.0.1,port={cli.FABRIC_OFP_PORT}"
+    assert mn[mn.index("--controller") + 1] == f"remote,ip=127.0.0.1,port={fabric_export.FABRIC_OFP_PORT}"
     custom = {}
     exec(compile((ROOT / "topologies" / "mininet_topos.py").read_text(), "mininet_topos.py", "exec"), custom, custom)
     printed_topo = buildTopo(custom["topos"], mn[mn.index("--topo") + 1])
@@ -106,7 +107,7 @@ BAD = [
     ("missing file", ["fabric", "nowhere.yaml"], "nowhere.yaml: cannot read"),
     ("bad field", ["fabric", "{bad}"], "fabric.gpus"),
     ("a wan scenario", ["fabric", str(EXP / "wan_b4.yaml")],
-     "fabric: a wan scenario has no fabric file to export (it applies to collective scenarios)"),
+     "fabric: a wan scenario has no fabric (it applies to collective scenarios); for wan: ocslab run, ocslab te"),
     ("-o a directory", ["fabric", str(EXP / "demo.yaml"), "-o", "{dir}"], "is a directory, not a file"),
     ("-o below a file", ["fabric", str(EXP / "demo.yaml"), "-o", "{file}/f.json"], "is a file, not a directory"),
 ]

@@ -244,7 +244,7 @@ def test_a_reroute_longer_than_the_dark_window_fails_the_checks():
 
 def test_sensitivity_gpu_count_and_link_rate_change_the_result(tmp_path):
     """A result that did not move with the GPU count or the link rate would be a broken model."""
-    from emulation.runner import run_flow
+    from emulation.collective.runner import run_flow
     from emulation.scenario import load_scenario
 
     def time_of(gpus, gbps):

@@ -80,7 +80,7 @@ def test_a_scenario_whose_stragglar_does_not_fit_runs_it_in_closed_form(monkeypa
     scenario's result equals the one the full engine gives where it fits (here: memory made
     small enough that 1,024 GPUs of StragglAR do not fit, while Ring does)."""
     from emulation.flowsim import limits
-    from emulation.runner import run_flow
+    from emulation.collective.runner import run_flow
     from emulation.scenario.load import check_experiment
     from emulation.scenario.schema import Scenario
 

@@ -59,6 +59,8 @@ PAIRS = {
     ("tenancy", "te"): "refused", ("tenancy", "train"): "refused",
     ("collective", "up"): "console", ("training", "up"): "refused", ("wan", "up"): "refused",
     ("rails", "up"): "refused", ("tenancy", "up"): "refused",
+    ("collective", "fabric"): "works", ("training", "fabric"): "refused", ("wan", "fabric"): "refused",
+    ("rails", "fabric"): "refused", ("tenancy", "fabric"): "refused",
 }
 
 
@@ -70,7 +72,7 @@ def test_the_table_covers_every_kind_and_file_command_and_agrees_with_the_regist
 
 def _argv(kind: str, command: str, path: Path, tmp: Path) -> list[str]:
     argv = [command, str(path)]
-    if command in ("run", "compare", "train"):
+    if command in ("run", "compare", "train", "fabric"):
         argv += ["--out", str(tmp / f"{kind}-{command}")]
     if (kind, command) == ("collective", "compare"):  # a packet result: the flow result relabelled
         flow = tmp / "flow-result"

@@ -23,10 +23,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("emulation", "controllers", "topologies")
-KIND_PACKAGES = ("emulation.kinds", "emulation.wan", "emulation.rails", "emulation.tenancy", "emulation.training")
+KIND_PACKAGES = ("emulation.kinds", "emulation.collective", "emulation.wan", "emulation.rails", "emulation.tenancy",
+                 "emulation.training")
 #: The front doors: the command line and the Python API (emulation/api.py), above every kind.
 COMMAND_LINE = ("emulation.cli", "emulation.__main__", "emulation.api")
-ORCHESTRATOR = ("emulation.emulator", "emulation.runner")
+ORCHESTRATOR = ("emulation.emulator", "emulation.collective.runner")
 #: The Python API: a facade whose verbs are the commands' (load, run, read), each documented
 #: there and in docs/api.md; its names are its own namespace (``api.load``), not another meaning.
 FACADE = "emulation.api"
@@ -198,7 +199,7 @@ def test_the_rack_model_and_the_allocators_import_no_scenario_kind():
                     "os_ken", "controllers")) == []
 
 
-KINDS = ("emulation.wan", "emulation.rails", "emulation.tenancy", "emulation.training")
+KINDS = ("emulation.collective", "emulation.wan", "emulation.rails", "emulation.tenancy", "emulation.training")
 
 
 @pytest.mark.parametrize("modules, forbidden", [

@@ -69,7 +69,7 @@ def test_jumbo_frames_warn_when_a_transfer_is_a_few_frames():
     from pathlib import Path
 
     from emulation.emulator.execute import run_scale
-    from emulation.runner import frame_warning
+    from emulation.collective.runner import frame_warning
     from emulation.scenario.load import load_experiment
 
     exp = load_experiment(Path(__file__).resolve().parents[1] / "experiments" / "demo.yaml")[1]

@@ -323,7 +323,7 @@ def test_bad_moe_scenarios_name_the_field(tmp_path, body, message):
 
 
 def test_moe_scenario_runs_once_per_run_and_reports_padding_and_slots(tmp_path):
-    from emulation import runner
+    from emulation.collective import runner
     from emulation.scenario import load_scenario
 
     sc = load_scenario(_scenario(tmp_path, "name: t\n" + OCS1 + MOE + """runs:
@@ -346,7 +346,7 @@ def test_moe_scenario_runs_once_per_run_and_reports_padding_and_slots(tmp_path):
 
 
 def test_rotor_runs_with_a_straggler_are_refused_on_packets_before_anything_starts(tmp_path):
-    from emulation import runner
+    from emulation.collective import runner
     from emulation.scenario import load_scenario
 
     sc = load_scenario(_scenario(tmp_path, "name: t\n" + OCS1 + MOE + """straggler: {rank: 3, delay_s: 1.0e-4}

@@ -1,4 +1,4 @@
-"""MoE defaults that mislead are named (emulation/runner.py, moe_warnings): token copies the
+"""MoE defaults that mislead are named (emulation/collective/runner.py, moe_warnings): token copies the
 capacity limit dropped, a payload-efficient layer that sends more than the padded one (combine
 tiles), and rotor slots shorter than R; the table labels bytes per GPU and padding over all GPUs."""
 

@@ -16,7 +16,7 @@ import pytest
 from emulation.emulator.capabilities import detect
 
 from emulation.emulator.net import RYU_VENV, ryu_unavailable
-from emulation.report import ring_alpha_beta_s
+from emulation.collective.report import ring_alpha_beta_s
 
 ROOT = Path(__file__).resolve().parents[1]
 

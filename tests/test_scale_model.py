@@ -19,7 +19,7 @@ def test_a_small_step_is_raised_to_its_frames_within_the_caps():
 
 def test_the_demo_runs_its_small_messages_at_a_larger_byte_scale():
     from emulation.emulator.execute import run_scale
-    from emulation.runner import frame_warning
+    from emulation.collective.runner import frame_warning
 
     _sc, exp = load_experiment("experiments/demo.yaml")
     scale = exp.scale(1.0)  # at 1 Mbit/s the frames decide (64 frames last 0.7 s)

@@ -212,7 +212,7 @@ def test_the_alpha_beta_line_uses_each_ring_collectives_own_closed_form(tmp_path
     """The summary's alpha-beta line: AllReduce 2(n-1) steps, ReduceScatter and AllGather n-1,
     each paying alpha + delta; the flow backend equals it to the rounding (a correct ring
     AllGather once printed as -47% against the AllReduce formula)."""
-    from emulation.report import ring_alpha_beta_s
+    from emulation.collective.report import ring_alpha_beta_s
 
     scen = tmp_path / "ab.yaml"
     scen.write_text((ROOT / "experiments" / "demo.yaml").read_text()

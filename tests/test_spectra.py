@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from emulation.cli import mn_topo
+from emulation.collective.fabric_export import mn_topo
 from emulation.fabric import FabricError
 from emulation.flowsim.parallel_ocs import simulate_parallel
 from emulation.flowsim.simulate import SimulationError
@@ -404,7 +404,7 @@ def test_the_calibration_is_capped_where_the_guard_suffices_and_a_hopeless_guard
     guard too short at every rate, or a given rate above the cap, is refused in one line naming
     the guard to set, before anything starts."""
     from emulation.emulator.execute import parallel_guard_need_s, parallel_rate_cap
-    from emulation.runner import HeadroomError, _parallel_rate_cap
+    from emulation.collective.runner import HeadroomError, _parallel_rate_cap
     from emulation.scale import Scale
     from emulation.scenario.load import load_experiment
 

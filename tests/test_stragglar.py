@@ -13,7 +13,7 @@ import pytest
 
 from emulation.flowsim import simulate
 from emulation.planners import make_plan
-from emulation.runner import run_flow
+from emulation.collective.runner import run_flow
 from emulation.scenario import load_scenario, resolve
 from emulation.workloads import build
 from emulation.workloads.checker import ScheduleError
@@ -241,7 +241,7 @@ def test_schedule_command_prints_phases_and_round_count():
 
 
 def test_llama_scenario_reports_mean_and_tail_per_algorithm():
-    from emulation.report import iteration_stats
+    from emulation.collective.report import iteration_stats
 
     sc = load_scenario(ROOT / "experiments" / "stragglar_llama.yaml")
     assert sc.fabric.gpus == 8 and sc.sizes == [12 * GIB] and sc.iterations >= 5

@@ -135,7 +135,7 @@ def test_bad_two_hop_scenarios_name_the_field(tmp_path, body, message):
 
 
 def test_two_hop_scenario_reports_relayed_bytes_and_beats_the_direct_rotor(tmp_path):
-    from emulation import runner
+    from emulation.collective import runner
     from emulation.scenario import load_scenario
 
     path = tmp_path / "s.yaml"

@@ -175,7 +175,7 @@ def test_pcap_exits_0_when_the_wire_agrees_1_when_a_window_undercuts_r_and_2_wit
 def _failing_collective(exp):
     """A packet session's envelope whose one run failed its link-capacity check."""
     from emulation.results import Checks, RunResult
-    from emulation.runner import collective_envelope
+    from emulation.collective.runner import collective_envelope
 
     run = RunResult(name="ring", collective="allreduce", algorithm="ring", planner="none", ranks=8, bytes=1 << 20,
                     backend="packet", time_s=1e-4,
@@ -188,9 +188,9 @@ def test_up_exits_1_when_a_collective_of_the_session_failed_a_check(out_dir, cap
     """``ocslab up`` decides on its session's collectives like a run: one that failed a check
     makes the session exit 1, named on stderr and in ``result.json``. (A session whose
     collectives hold exits 0: ``tests/test_console.py`` runs one on real packets.)"""
-    import emulation.console
+    import emulation.collective.console
 
-    monkeypatch.setattr(emulation.console, "up", lambda exp, out, **_: _failing_collective(exp))
+    monkeypatch.setattr(emulation.collective.console, "up", lambda exp, out, **_: _failing_collective(exp))
     assert cli.main(["up", str(DEMO), "--out", str(out_dir / "s")]) == 1
     (line,) = _stderr_lines(capsys)
     assert line == "ocslab: check failed: ring 1MiB: link capacity: step 2 moved 1.200x what its busiest link can carry"

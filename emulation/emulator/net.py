@@ -347,7 +347,7 @@ class EmulatedFabric(Lifecycle):
         datapath costs CPU per frame, not per byte: at 9000 a frame carries six times the payload,
         so the machine carries about that much more emulated traffic; each frame then stands for
         ``mtu / byte_scale`` real bytes, and a transfer ends about one frame time early against a
-        fluid link (:func:`emulation.runner.frame_warning`; docs/emulator.md, "How many GPUs this machine
+        fluid link (:func:`emulation.collective.runner.frame_warning`; docs/emulator.md, "How many GPUs this machine
         emulates faithfully").
     :param servers: spread the fabric over these servers with Mininet's cluster edition
         (:mod:`emulation.emulator.cluster`); None: all on this machine. No PMD ports there.

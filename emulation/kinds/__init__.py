@@ -59,7 +59,7 @@ REGISTRY: tuple[tuple[str, tuple[str, ...], str], ...] = (
 NAMES = tuple(name for name, _, _ in REGISTRY)
 
 #: The commands that take a scenario file; every kind answers ``run``.
-FILE_COMMANDS = ("run", "compare", "plan", "te", "train", "up")
+FILE_COMMANDS = ("run", "compare", "plan", "te", "train", "up", "fabric")
 
 
 @dataclass(frozen=True)

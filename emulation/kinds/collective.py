@@ -2,9 +2,9 @@
 
 Scenario: :class:`emulation.scenario.Scenario` (fabric, cost, sizes, runs, moe, emulation,
 backend, semantics, straggler, iterations). Result: :class:`emulation.results.CollectiveResult`.
-Runs on both backends (:mod:`emulation.runner`); also answers ``ocslab compare`` (both backends
-side by side, :mod:`emulation.compare`), ``ocslab plan`` (each run's plan, nothing runs) and
-``ocslab up`` (the fabric at Mininet's prompt, :mod:`emulation.console`).
+Runs on both backends (:mod:`emulation.collective.runner`); also answers ``ocslab compare`` (both backends
+side by side, :mod:`emulation.collective.compare`), ``ocslab plan`` (each run's plan, nothing runs) and
+``ocslab up`` (the fabric at Mininet's prompt, :mod:`emulation.collective.console`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from emulation import report
+from emulation.collective import report
 from emulation.checks import failed_checks
 from emulation.envelope import EnvelopeError, read_result, write_result
 from emulation.kinds import Kind, RunRequest, with_controller
@@ -43,9 +43,9 @@ def _with_controller(sc: Scenario, controller: str | None, apps: tuple[str, ...]
 
 
 def _run(req: RunRequest):
-    """Run the scenario on ``req.backend`` (:func:`emulation.runner.run`), with ``req``'s
+    """Run the scenario on ``req.backend`` (:func:`emulation.collective.runner.run`), with ``req``'s
     controller framework, apps and capture."""
-    from emulation import runner
+    from emulation.collective import runner
 
     sc = req.scenario
     exp = _with_controller(sc, req.controller, req.apps, req.backend == "packet")
@@ -61,7 +61,7 @@ def _compare(sc: Scenario, args, path: Path) -> int:
     packet per run and per step; ``compare.json``, ``compare.png``, ``flow/``, ``packet/``. Exit
     status 1 when either backend's run failed a check or (``--max-error``) a completion time is
     further off than the bound."""
-    from emulation import compare as cmp_
+    from emulation.collective import compare as cmp_
 
     if args.max_error is not None and not 0 < args.max_error < float("inf"):  # NaN fails too
         return fail(f"--max-error: must be a positive fraction, got {args.max_error}")
@@ -144,7 +144,7 @@ def _plan(sc: Scenario, args, path: Path) -> int:
 
 def _up(sc: Scenario, args, path: Path) -> int:
     """``ocslab up``: the scenario's fabric at Mininet's prompt with ocslab's commands
-    (:func:`emulation.console.up`); on leaving, the session's collectives are its
+    (:func:`emulation.collective.console.up`); on leaving, the session's collectives are its
     ``result.json`` (with ``steps.csv`` and ``timeline.png`` when it ran any). Exit status 1 when
     one of them failed a check (commands fed on stdin: a batch session decides like a run)."""
     from emulation.emulator.limits import check_packet_size
@@ -164,7 +164,7 @@ def _up(sc: Scenario, args, path: Path) -> int:
     out = results_dir(args.out, sc.name, "up")
 
     def job() -> int:
-        from emulation.console import up
+        from emulation.collective.console import up
 
         env = KIND.judge(up(exp, out, force=args.force, ofctl_rest=args.ofctl_rest))
         write_result(out, env, sc.to_yaml())
@@ -176,9 +176,17 @@ def _up(sc: Scenario, args, path: Path) -> int:
     return guarded(out, job)
 
 
+def _fabric(sc: Scenario, args, path: Path) -> int:
+    """``ocslab fabric``: the scenario's fabric for its controller, and the commands that run it
+    by hand (:func:`emulation.collective.fabric_export.export`)."""
+    from emulation.collective.fabric_export import export
+
+    return export(sc, args, path)
+
+
 KIND = Kind(
     name="collective", scenario=Scenario, result=CollectiveResult, backends=("packet", "flow"), run=_run,
     show=report.print_summary, write=report.write, deep=check_experiment, checks=failed_checks,
-    options=frozenset({"controller", "apps", "pcap", "force"}), commands={"compare": _compare, "plan": _plan, "up": _up})
+    options=frozenset({"controller", "apps", "pcap", "force"}), commands={"compare": _compare, "plan": _plan, "up": _up, "fabric": _fabric})
 
 __all__ = ["KIND", "ScenarioError"]

@@ -1,7 +1,7 @@
 """``ocslab up FILE``: a collective scenario's fabric at Mininet's own prompt.
 
 The fabric is built, and its link rate calibrated, exactly as ``ocslab run`` builds it (the
-packet session, :func:`emulation.runner.collective_session`): the controller
+packet session, :func:`emulation.collective.runner.collective_session`): the controller
 with the scenario's runtime and any ``--app``, Open vSwitch bridges for the OCS and the NICs, one
 Mininet host per GPU (``g0``, ``g1``, ...). Then Mininet's CLI (:class:`FabricCLI`, a subclass of
 ``mininet.cli.CLI``) takes over, so ``pingall``, ``g0 tcpdump -ni g0-eth0`` and ``xterm g0`` work
@@ -237,7 +237,7 @@ class FabricSession:
         from emulation.emulator.execute import execute
         from emulation.flowsim import SimulationError
         from emulation.routing import RoutingError
-        from emulation.runner import collective_envelope
+        from emulation.collective.runner import collective_envelope
         from emulation.scenario.schema import RunSpec
         from emulation.schedule import PlanError
 
@@ -293,11 +293,11 @@ class FabricSession:
     # ---- capture --------------------------------------------------------------------------
     def capture_start(self, ports: str | None) -> str:
         """Start capturing the OCS inputs (or the comma-separated ``ports``) with wire probes
-        (:func:`emulation.runner.start_capture`).
+        (:func:`emulation.collective.runner.start_capture`).
 
         :raises SessionError: a capture runs already, this session captured once, or the fabric
             is spread over servers."""
-        from emulation.runner import start_capture
+        from emulation.collective.runner import start_capture
 
         if self.capture is not None:
             raise SessionError("capture: already capturing (capture stop first)")
@@ -413,7 +413,7 @@ class FabricSession:
 
     def envelope(self) -> ResultEnvelope:
         """The session's result: every collective run so far."""
-        from emulation.runner import collective_envelope
+        from emulation.collective.runner import collective_envelope
 
         return collective_envelope(self.exp, "packet", self.runs, {**self.packet.record(), "complete": True})
 
@@ -504,7 +504,7 @@ class FabricCLI(CLI):
     def do_allreduce(self, line: str) -> None:
         """Run one AllReduce with the agents on the circuits in place; prints its row.
            Usage: allreduce ALGORITHM SIZE [PLANNER]  (e.g. allreduce ring 25MiB)"""
-        from emulation import report
+        from emulation.collective import report
 
         def run() -> list[str]:
             env = self.session.allreduce(line)
@@ -545,7 +545,7 @@ def up(exp: Experiment, out: Path, *, force: bool = False, ofctl_rest: int | Non
 
 def _prompt(exp: Experiment, out: Path, force: bool, ofctl_rest: int | None, stdin, progress) -> ResultEnvelope:
     """:func:`up` once Ctrl-C is an interrupt."""
-    from emulation.runner import collective_session
+    from emulation.collective.runner import collective_session
 
     with collective_session(exp, out, force, ofctl_rest, progress) as packet:
         session = FabricSession(packet, exp)
