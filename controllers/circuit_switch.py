@@ -218,7 +218,7 @@ class CircuitSwitch(OcsLabApp):
     def apply(self, config: Configuration, reconfiguration_delay_s: float, live_at: float | None = None,
               by: str = OWNER_APP) -> dict:
         """Reconfigure every OCS to ``config``, on behalf of ``by``: ``"emulator"``, ``"rotor"``,
-        ``"failover"``, ``"opus"`` (:data:`controllers.events.PRIVILEGED`) or a user app (any
+        ``"failover"``, ``"opus"`` (:data:`emulation.dataplane.PRIVILEGED`) or a user app (any
         other name, such as the app's ``self.name``), which may reconfigure only while the user's
         apps own the circuits (``docs/controllers.md``, Who owns the OCS when); otherwise nothing
         changes and the result is ``{"changed": False, "refused": True, "owner", ...}``.

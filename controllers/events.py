@@ -41,10 +41,6 @@ ROUTING_APP = "Routing"
 #: any run it makes on its own behalf).
 OWNER_APP, OWNER_PLANNER, OWNER_EMULATOR = "app", "planner", "emulator"
 OWNERS = (OWNER_APP, OWNER_PLANNER, OWNER_EMULATOR)
-#: Callers of ``CircuitSwitch.apply``/``rewire`` that may reconfigure whoever owns the circuits
-#: (``by=``): the emulator's REST calls (run set-up and the planner's steps), the rotor it starts,
-#: failover and Opus once the emulator armed them. Any other ``by`` is a user app.
-PRIVILEGED = ("emulator", "rotor", "failover", "opus")
 
 
 class ProgramRoutes(event.EventRequestBase):

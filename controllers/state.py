@@ -18,7 +18,7 @@ import time
 
 from controllers import flags  # noqa: F401 - registers --ocslab-* (also for ryu-manager)
 from controllers.barriers import Barriers
-from controllers.events import OWNER_APP, OWNERS, PRIVILEGED
+from controllers.events import OWNER_APP, OWNERS
 from controllers.sdn import cfg
 from emulation import dataplane as dpn
 from emulation.fabric import Configuration, Fabric
@@ -68,10 +68,10 @@ class FabricState:
 
     def may_reconfigure(self, by: str) -> bool:
         """Whether caller ``by`` may change the circuits now: the emulator, the rotor, failover
-        and Opus always (:data:`controllers.events.PRIVILEGED`); any other caller, a user app,
+        and Opus always (:data:`emulation.dataplane.PRIVILEGED`); any other caller, a user app,
         only while the owner is :data:`controllers.events.OWNER_APP`."""
         with self.lock:
-            return by in PRIVILEGED or self.owner == OWNER_APP
+            return by in dpn.PRIVILEGED or self.owner == OWNER_APP
 
     # ---- naming ---------------------------------------------------------------------------
     def expected_dpids(self) -> dict[int, str]:

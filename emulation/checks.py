@@ -21,6 +21,7 @@ Spec: ``docs/architecture.md`` (results; sanity checks on both backends).
 
 from __future__ import annotations
 
+from emulation import dataplane as dpn
 from emulation.drops import artefact_problem, summarise
 from emulation.envelope import FailedCheck
 from emulation.fabric import Fabric
@@ -111,8 +112,9 @@ def failed_checks(result: CollectiveResult) -> list[FailedCheck]:
     return out
 
 
-#: Who reconfigures on the emulator's behalf (``CircuitSwitch.apply``'s ``by``): not a user app.
-NOT_USER_APPS = ("emulator", "planner", "rotor", "failover", "opus")
+#: Who reconfigures on the emulator's behalf (``CircuitSwitch.apply``'s ``by``; ``planner`` in the
+#: flow backend's records): not a user app.
+NOT_USER_APPS = ("planner", *dpn.PRIVILEGED)
 
 
 def app_changes(changed: dict[str, int]) -> str:

@@ -47,6 +47,12 @@ PROBE_ETHERTYPE = 0x88B5
 COOKIE_DARK = 0xDA4C
 COOKIE_NO_ROUTE = 0x40DE
 
+#: Callers of the controller's ``CircuitSwitch.apply``/``rewire`` that may reconfigure whoever owns
+#: the circuits (``by=``): the emulator's REST calls (run set-up and the planner's steps), the
+#: rotor it starts, failover and Opus once the emulator armed them. Any other ``by`` is a user
+#: app (and a run's checks name it when its changes broke a step, :mod:`emulation.checks`).
+PRIVILEGED = ("emulator", "rotor", "failover", "opus")
+
 #: MTU (bytes) of every fabric interface unless a run asks for jumbo frames.
 MTU = 1500
 #: Largest MTU a run may ask for (jumbo frames; veth and Open vSwitch's userspace datapath carry it).

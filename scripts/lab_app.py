@@ -7,7 +7,7 @@ tear everything down after ``--seconds``.
     .venv/bin/python scripts/lab_app.py experiments/lab.yaml --app controllers/examples/static_schedule.py \\
         --flood 0:2 --flood 1:3 --seconds 8
 
-Run as root (Open vSwitch, Mininet). Logs and the controller's log go to ``--out`` (default
+Run as root (Open vSwitch, Mininet). The floods' logs go to ``--out`` (default
 ``runs/lab-<time>``). Exit status 2 on bad arguments, 1 if the emulation fails.
 """
 
@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         print("lab_app: --seconds must be in (0, 3600] and --mbps in (0, 100]", file=sys.stderr)
         return 2
     from emulation import dataplane as dpn
-    from emulation.emulator.net import EmulatedFabric, EmulationError
+    from emulation.emulator.net import EmulationError
+    from emulation.emulator.session import PacketSession
+    from emulation.scenario.schema import EmulationSpec
 
     out = a.out or ROOT / "runs" / f"lab-{dt.datetime.now():%Y%m%d-%H%M%S}"
     from emulation.output import writing
@@ -96,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     with writing(out):
         gap = 1200 * 8 / (a.mbps * 1e6)
         try:
-            with EmulatedFabric(exp.fabric, out, link_mbps=20, apps=tuple(a.app)) as emu:
+            with PacketSession(exp.fabric, out, EmulationSpec(link_mbps=20, apps=tuple(a.app), headroom="skip")) as s:
+                emu = s.emu
                 for s, d in floods:
                     emu.popen(s, [sys.executable, "-u", "-c", FLOOD, dpn.gpu_ip(d), str(gap), str(a.seconds),
                                   f"GPU {s} -> GPU {d}"], out / f"flood-{s}-{d}.log")

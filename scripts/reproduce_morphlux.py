@@ -96,13 +96,13 @@ def part2(out: Path, flow_only: bool, v: Verdicts) -> None:
             f"{bw['photonic'] * 1e6:.1f} us with alpha 0")
     if flow_only:
         return
-    from emulation.emulator.calibration import calibrated_scale
-    from emulation.emulator.net import EmulatedFabric
+    from emulation.emulator.session import PacketSession
     from emulation.emulator.tenants import run_tenants
+    from emulation.scenario.schema import EmulationSpec
 
-    with EmulatedFabric(fabric, out / "redirection", link_mbps=10.0) as emu:
-        scale = calibrated_scale(emu, 0.1, out / "redirection" / "calibration")
-        pkt = {k: run_tenants(emu, [tenant], c, scale, alpha, out / "redirection" / k)[0].time_s
+    with PacketSession(fabric, out / "redirection", EmulationSpec(byte_scale=0.1)) as s:  # calibrated
+        scale = s.scale
+        pkt = {k: run_tenants(s.emu, [tenant], c, scale, alpha, out / "redirection" / k)[0].time_s
                for k, c in configs.items()}
     print(f"    packets at {scale.link_mbps:g} Mbit/s (TDF {scale.tdf:g}): 2 of 6 ports {pkt['torus'] * 1e6:.1f} us "
           f"({pkt['torus'] / flow['torus'] - 1:+.1%} vs flow), all 6 {pkt['photonic'] * 1e6:.1f} us "

@@ -192,16 +192,16 @@ def _packet_rows(n: int, s: int, delay: float, gbps: float, d_out: Path, todo: l
 
     :raises emulation.emulator.parallel_ocs.WindowsMissed: a run missed its windows (at the
         rate it names)."""
-    from emulation.emulator.calibration import calibrated_scale
-    from emulation.emulator.net import EmulatedFabric
     from emulation.emulator.parallel_ocs import packet_guard_s, run_parallel_ocs
+    from emulation.emulator.session import PacketSession
     from emulation.scale import Scale
+    from emulation.scenario.schema import EmulationSpec
     from topologies.builders import parallel_ocs
 
     rate = bytes_per_s(gbps)
-    with EmulatedFabric(parallel_ocs(n, s, gbps, delay), d_out, link_mbps=rate_mbps or 10.0) as emu:
-        base = (calibrated_scale(emu, 0.1, d_out / "calibration") if rate_mbps is None
-                else Scale(rate_mbps, 0.1, gbps))
+    spec = EmulationSpec(byte_scale=0.1, **({"link_mbps": rate_mbps, "headroom": "skip"} if rate_mbps else {}))
+    with PacketSession(parallel_ocs(n, s, gbps, delay), d_out, spec) as session:
+        emu, base = session.emu, session.scale
         for name, _cls, d in todo:
             a = sp.spectra(d, s, rate, delay, "duplex")
             wall = a.makespan_s * base.tdf

@@ -130,21 +130,16 @@ def packet(n: int, nbytes: int, alpha_s: float, gbps: float, link_mbps: float | 
     """(4): packet and flow runs at D = 0.5 and 2 x Phase A (rank n-1 late) on the EPS, and
     StragglAR at 2 x Phase A on the one-port OCS reconfigured before every step (R = ``ocs_r_s``).
     ``link_mbps`` None: calibrated on each fabric (``emulation.emulator.calibration``)."""
-    from emulation.emulator.calibration import calibrated_scale
-    from emulation.emulator.net import EmulatedFabric
     from emulation.emulator.orchestrator import run_workload
-    from emulation.scale import Scale
+    from emulation.emulator.session import PacketSession
+    from emulation.scenario.schema import EmulationSpec
 
-    def scale_for(emu, name):
-        if link_mbps is None:
-            return calibrated_scale(emu, byte_scale, out / name / "calibration")
-        return Scale(link_mbps, byte_scale, gbps)
-
+    spec = EmulationSpec(byte_scale=byte_scale, **({"link_mbps": link_mbps, "headroom": "skip"} if link_mbps else {}))
     f = eps_star(n, gbps)
     a = phase_a_s(n, nbytes, alpha_s, f.port_bytes_per_s)
     rows = []
-    with EmulatedFabric(f, out / "emulation", link_mbps=link_mbps or 10.0) as emu:
-        scale = scale_for(emu, "emulation")
+    with PacketSession(f, out / "eps", spec) as session:
+        emu, scale = session.emu, session.scale
         for k in (0.5, 2.0):
             d = k * a
             arr = [0.0] * n
@@ -152,7 +147,7 @@ def packet(n: int, nbytes: int, alpha_s: float, gbps: float, link_mbps: float | 
             for alg in ALGS:
                 w = build(alg, n, nbytes)
                 plan = make_plan("none", f, w)
-                pkt = run_workload(emu, alg, w, plan, scale, alpha_s, out / "emulation" / f"{alg}-D{k}", arrivals_s=arr)
+                pkt = run_workload(emu, alg, w, plan, scale, alpha_s, out / "eps" / f"{alg}-D{k}", arrivals_s=arr)
                 flow = simulate(f, w, plan, alpha_s=alpha_s, arrivals_s=arr)
                 rows.append({"fabric": "eps", "d_over_phase_a": k, "d_s": d, "algorithm": alg, "packet_s": pkt.time_s,
                              "flow_s": flow.time_s, "error": (flow.time_s - pkt.time_s) / pkt.time_s})
@@ -160,11 +155,11 @@ def packet(n: int, nbytes: int, alpha_s: float, gbps: float, link_mbps: float | 
     f = ocs_star(n, 1, gbps, ocs_r_s, "empty")
     d = 2.0 * a
     arr = [0.0] * (n - 1) + [d]
-    with EmulatedFabric(f, out / "emulation-ocs", link_mbps=link_mbps or 10.0) as emu:
-        scale = scale_for(emu, "emulation-ocs")
+    with PacketSession(f, out / "ocs", spec) as session:
+        emu, scale = session.emu, session.scale
         w = build("stragglar", n, nbytes)
         plan = make_plan("always", f, w)
-        pkt = run_workload(emu, "stragglar", plan.workload, plan, scale, alpha_s, out / "emulation-ocs" / "stragglar",
+        pkt = run_workload(emu, "stragglar", plan.workload, plan, scale, alpha_s, out / "ocs" / "stragglar",
                            arrivals_s=arr)
         flow = simulate(f, plan.workload, plan, alpha_s=alpha_s, arrivals_s=arr)
         rows.append({"fabric": f"ocs R={ocs_r_s * 1e6:g}us", "d_over_phase_a": 2.0, "d_s": d, "algorithm": "stragglar",

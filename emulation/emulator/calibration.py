@@ -219,7 +219,8 @@ def calibrate(emu: EmulatedFabric, requested: float | None, byte_scale: float, r
 
 def calibrated_scale(emu: EmulatedFabric, byte_scale: float, run_dir: Path, target: float = DEFAULT_TARGET) -> Scale:
     """:func:`calibrate` with ``auto`` and the :class:`~emulation.scale.Scale` it gives (for
-    scripts and tests that drive an :class:`EmulatedFabric` themselves).
+    tests that drive an :class:`EmulatedFabric` themselves; a run starts a
+    :class:`~emulation.emulator.session.PacketSession`).
 
     :raises CalibrationError: no rate reaches ``target``.
     """
