@@ -387,7 +387,7 @@ def tshark_retransmissions(pcap_dir: Path, first_hop: dict[str, str]) -> int | N
 def agents_retransmissions(emulation_dir: Path) -> dict[str, int]:
     """Retransmitted segments per TCP connection as the agents counted them (TCP_INFO), over
     every run of ``emulation_dir`` (``<run>/tcp_info.json``,
-    :func:`emulation.emulator.orchestrator.write_tcp_info`); a name two runs share is summed."""
+    :meth:`emulation.emulator.orchestrator.RunLedger.close`); a name two runs share is summed."""
     out: dict[str, int] = defaultdict(int)
     for path in sorted(Path(emulation_dir).glob("*/tcp_info.json")):
         for conn, n in json.loads(path.read_text())["retransmissions_by_connection"].items():

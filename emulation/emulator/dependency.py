@@ -46,8 +46,8 @@ import time
 from pathlib import Path
 
 from emulation.emulator.net import EmulatedFabric, EmulationError
-from emulation.emulator.orchestrator import (AGENT_TIMEOUT_MARGIN_S, MAX_RELEASE_LEAD_S, compile_run, control_timing,
-                                             measured_run, planned_agents, write_tcp_info)
+from emulation.emulator.orchestrator import (AGENT_TIMEOUT_MARGIN_S, MAX_RELEASE_LEAD_S, RunLedger, compile_run,
+                                             control_timing, measured_run, planned_agents)
 from emulation.results import RunResult, StepResult, TransferResult
 from emulation.routing import Routes
 from emulation.scale import Scale
@@ -140,13 +140,10 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
     arrive = [(arrivals_s[r] if arrivals_s else 0.0) * tdf for r in range(n)]
     steps: list[StepResult] = []
     transfers: dict[int, TransferResult] = {}
-    reported: list[dict] = []
     reconfigured = [plan.steps[a].configuration for (a, _b), r in zip(epochs, reconfigures) if r]
     with planned_agents(emu, plan, job, run_dir, reconfigured) as (coord, alive):
-        counters = emu.drops
-        first = last = counters.quiet_snapshot()
+        ledger = RunLedger(emu)
         clock = 0.0  # the run's clock (emulated s) when the next epoch opens
-        retrans_before = 0
         lead = EPOCH_LEAD_S
         for e, (a, b) in enumerate(epochs):
             at = time.monotonic() + lead
@@ -159,10 +156,7 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
                 t_live = res.get("t_live_flushed", res["t_live"])
                 coord.broadcast({"live": e, "t_live": t_live})
                 opened_until = t_live - origin
-            try:
-                reports = coord.gather("done", epoch_timeout[e], alive)
-            except EmulationError as err:
-                raise EmulationError(f"epoch {e} (steps {a}-{b - 1}): {err}") from None
+            reports = ledger.gather(coord, alive, epoch_timeout[e], f"epoch {e} (steps {a}-{b - 1})")
             # An agent that heard of the release after it, or a removal that ended after it
             # (the new circuits then go live later than R after the release), is in the run's
             # time: give the next epochs more lead.
@@ -170,11 +164,7 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
                        + ([res.get("t_dark_flushed", res["t_dark"]) - at] if res and res.get("changed") else []))
             if late > 0:
                 lead = min(MAX_RELEASE_LEAD_S, 2 * (lead + late))
-            reported += reports
-            snap = counters.snapshot()
-            drops, last = counters.drops(last, snap), snap
-            total_retrans = sum(m.get("retrans", 0) for m in reports)
-            retrans, retrans_before = total_retrans - retrans_before, total_retrans
+            drops, retrans, _ = ledger.step(reports)
             ends = {int(tid): t for m in reports for tid, t in m["recv"].items()}
             ready = {int(tid): t for m in reports for tid, t in m["ready"].items()}
             for si in range(a, b):
@@ -203,6 +193,5 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
                                                      (ends[t] - origin) / tdf)
             latest = max(ends.values(), default=at) - origin
             clock = max(latest, opened_until)
-        run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
-    write_tcp_info(run_dir, reported)
+        run_drops = ledger.close(run_dir)
     return measured_run(name, workload, plan, steps, transfers, job.totals, run_drops, semantics="dependency-driven")

@@ -174,15 +174,59 @@ def _last_line(path: Path, limit: int = 160) -> str:
     return lines[-1][:limit] if lines else ""
 
 
-def write_tcp_info(run_dir: Path, reports: list[dict]) -> None:
-    """Write ``run_dir/tcp_info.json``: ``{"retransmissions_by_connection": {connection: segments}}``,
-    every connection's retransmissions (TCP_INFO) by the end of the run, from the agents' step
-    ``reports`` in order (their counts are cumulative), for the capture analysis
-    (:mod:`emulation.pcap`) to set beside the wire's count."""
-    by_conn: dict[str, int] = {}
-    for m in reports:
-        by_conn.update(m.get("retrans_by_conn", {}))
-    (run_dir / "tcp_info.json").write_text(json.dumps({"retransmissions_by_connection": by_conn}, indent=1))
+class RunLedger:
+    """What every packet executor counts while its run goes, the same way: the emulator's drop
+    counters (a quiet snapshot at the run's start and end, a snapshot per step), the agents'
+    ``done`` reports of every step or epoch, and their cumulative retransmission and stall
+    counts turned into each step's own. Made once the agents are connected; :meth:`close`
+    before they stop.
+
+    :param emu: the fabric (its :attr:`~emulation.emulator.net.EmulatedFabric.drops` counters).
+    """
+
+    def __init__(self, emu: EmulatedFabric) -> None:
+        self.counters = emu.drops
+        self.first = self.last = self.counters.quiet_snapshot()
+        self.reports: list[dict] = []
+        self._retrans = self._stalls = 0
+
+    def gather(self, coord: "_Coordinator", alive, timeout_s: float, where: str = "") -> list[dict]:
+        """Every agent's ``done`` report of what ends now, within ``timeout_s`` (s).
+
+        :raises EmulationError: an agent died or did not report in time, its message after
+            ``where`` (e.g. ``step 3``) when given.
+        """
+        try:
+            reports = coord.gather("done", timeout_s, alive)
+        except EmulationError as e:
+            if not where:
+                raise
+            raise EmulationError(f"{where}: {e}") from None
+        self.reports += reports
+        return reports
+
+    def step(self, reports: list[dict]) -> tuple[dict, int, int]:
+        """``(drops, retransmissions, stalls)`` of the step whose ``reports`` these are: the
+        emulator's drops since the previous step, and the agents' retransmitted segments and
+        stalls since."""
+        snap = self.counters.snapshot()
+        drops, self.last = self.counters.drops(self.last, snap), snap
+        retrans, stalls = (sum(m.get(k, 0) for m in reports) for k in ("retrans", "stalls"))
+        out = (drops, retrans - self._retrans, stalls - self._stalls)
+        self._retrans, self._stalls = retrans, stalls
+        return out
+
+    def close(self, run_dir: Path) -> dict:
+        """The run's drops (quiet snapshots at its start and end); writes ``run_dir/tcp_info.json``,
+        ``{"retransmissions_by_connection": {connection: segments}}``: every connection's
+        retransmissions (TCP_INFO) by the end of the run, from the reports in order (their
+        counts are cumulative), for the capture analysis (:mod:`emulation.pcap`) to set beside
+        the wire's count."""
+        by_conn: dict[str, int] = {}
+        for m in self.reports:
+            by_conn.update(m.get("retrans_by_conn", {}))
+        (run_dir / "tcp_info.json").write_text(json.dumps({"retransmissions_by_connection": by_conn}, indent=1))
+        return self.counters.drops(self.first, self.counters.quiet_snapshot(), quiet=True)
 
 
 @contextlib.contextmanager
@@ -475,15 +519,12 @@ def _run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan
     with planned_agents(emu, plan, job, run_dir,
                         [sp.configuration for sp in plan.steps if sp.action == "reconfigure"]) as (coord, alive):
 
-        counters = emu.drops
-        first = last = counters.quiet_snapshot()
+        ledger = RunLedger(emu)
         arrive = [(arrivals_s[r] if arrivals_s else 0.0) * tdf for r in range(n)]  # emulated s on the run's clock
         clock = 0.0  # the run's clock (emulated s) when the next step starts
-        retrans_before = 0
         steps: list[StepResult] = []
         transfers: dict[int, TransferResult] = {}
         lead = RELEASE_LEAD_S
-        reported: list[dict] = []
         step_end: list[dict] = []
         for si, sp in enumerate(plan.steps):
             rec = StepResult.of(si, workload.steps[si].phase, clock / tdf, 0.0, sp.action, max_link_bytes=step_loads[si])
@@ -525,18 +566,11 @@ def _run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan
             at = time.monotonic() + lead
             origin = at - (clock + dark)
             coord.broadcast({"go": si, "at": at, "origin": origin})
-            try:
-                reports = coord.gather("done", step_timeout, alive)
-            except EmulationError as e:
-                raise EmulationError(f"step {si}: {e}") from None
+            reports = ledger.gather(coord, alive, step_timeout, f"step {si}")
             late = max(m["t_heard"] for m in reports) - at
             if late > 0:  # an agent heard of the step after its release: give the next ones more lead
                 lead = min(MAX_RELEASE_LEAD_S, 2 * (lead + late))
-            snap = counters.snapshot()
-            rec.drops, last = counters.drops(last, snap), snap
-            reported += reports
-            total_retrans = sum(m.get("retrans", 0) for m in reports)
-            rec.retransmissions, retrans_before = total_retrans - retrans_before, total_retrans
+            rec.drops, rec.retransmissions, _ = ledger.step(reports)
             ends = {int(tid): t for m in reports for tid, t in m["recv"].items()}
             starts = [v[0] for m in reports for v in m["send"].values()]
             end = max(ends.values(), default=at)
@@ -556,6 +590,5 @@ def _run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan
                 step_end = [{"kind": "step-end", "name": name, "step": si, "phase": rec.phase, "demand": demands[si],
                              "time_s": rec.end_s - rec.start_s, "end_s": rec.end_s}]
         tail.extend(step_end)
-        run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
-    write_tcp_info(run_dir, reported)
+        run_drops = ledger.close(run_dir)
     return measured_run(name, workload, plan, steps, transfers, totals, run_drops)

@@ -37,7 +37,7 @@ import numpy as np
 
 from emulation.emulator.agent_schedule import AgentSchedules
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
-from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, raise_if_switch_failed, write_tcp_info
+from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, RunLedger, raise_if_switch_failed
 from emulation.emulator.slotted import (RATE_MARGIN, ack_margin_s, clocked_agents, connect_under, duplex_matchings,
                                         slot_timing)
 from emulation.fabric import Circuit, Configuration, PortRef
@@ -169,14 +169,13 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
     with clocked_agents(emu, schedules.ranks, run_dir, max(FAST_RTO_MIN_MS, 1e3 * shortest / 4)) as (coord, alive):
         connect_under(emu, coord, alive, [(config, {(c.a.gpu, c.b.gpu) for c in config[fabric.ocs[k].name]}, k)
                                           for k, seq in enumerate(configs) for config in seq], conns)
-        counters = emu.drops
-        first = counters.quiet_snapshot()
+        ledger = RunLedger(emu)
         since = len(emu.client.events())
         seqs = [[(c, d * tdf) for c, d in zip(configs[k], seq.slots_s)] for k, seq in enumerate(schedule.ocs)]
         t0 = emu.client.start_sequences(seqs, schedule.reconfiguration_delay_s * tdf, START_DELAY_S)["t0"]
         coord.broadcast({"go": 0, "t0": t0, "at": t0, "origin": t0})
         try:
-            reports = coord.gather("done", timeout, alive)
+            reports = ledger.gather(coord, alive, timeout)
         except EmulationError as e:
             events = emu.client.events(since)
             raise_if_switch_failed(events, e)
@@ -193,18 +192,16 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
             return any(e["kind"] == "sequences-done" for e in events)
 
         wait_until(done, schedule.makespan_s * tdf + 30, lambda: EmulationError("the OCS sequences did not end"))
-        run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
+        _drops, retrans, stalls = ledger.step(reports)
+        run_drops = ledger.close(run_dir)
         events = [e for e in emu.client.events(since) if e["kind"] == "ocs-slot"]
         (run_dir / "ocs-events.json").write_text(json.dumps({"t0": t0, "tdf": tdf, "events": events}))
 
-    write_tcp_info(run_dir, reports)
     arrived = {int(tid): v for m in reports for tid, v in m["recv"].items()}
     ends = [arrived.get(tid, math.inf) for tid in range(len(transfers))]
     end_s = (max(ends, default=t0) - t0) / tdf
     results = [TransferResult.of(0, t.src, t.dst, t.bytes, 0.0, (e - t0) / tdf) for t, e in zip(transfers, ends)]
-    retrans = sum(m.get("retrans", 0) for m in reports)
-    steps = [StepResult.of(0, step.phase, 0.0, end_s, "slotted", retransmissions=retrans,
-                           stalls=sum(m.get("stalls", 0) for m in reports), drops=run_drops)]
+    steps = [StepResult.of(0, step.phase, 0.0, end_s, "slotted", retransmissions=retrans, stalls=stalls, drops=run_drops)]
     delivered = sum(t.bytes for t, e in zip(transfers, ends) if e < math.inf)
     start_error, dark = slot_timing(events, tdf)
     rate_real = fabric.port_bytes_per_s

@@ -37,8 +37,8 @@ from emulation import dataplane as dpn
 from emulation.emulator.agent_schedule import AgentSchedules
 from emulation.emulator.controller_client import ControllerError
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
-from emulation.emulator.orchestrator import (AGENT_TIMEOUT_MARGIN_S, agents, open_under, raise_if_switch_failed,
-                                             write_tcp_info)
+from emulation.emulator.orchestrator import (AGENT_TIMEOUT_MARGIN_S, RunLedger, agents, open_under,
+                                             raise_if_switch_failed)
 from emulation.fabric import Configuration, assign_ports
 from emulation.results import Percentiles, RunResult, Slots, StepResult, TransferResult
 from emulation.scale import Scale
@@ -217,8 +217,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     with clocked_agents(emu, schedules.ranks, run_dir, max(FAST_RTO_MIN_MS, 2e3 * cycle)) as (coord, alive):
         connect_under(emu, coord, alive, [(c, set(m), 0) for c, m in zip(configs, matchings)],
                       [(a, b, 0) for a, b in pairs])
-        counters = emu.drops
-        first = counters.quiet_snapshot()
+        ledger = RunLedger(emu)
         since = len(emu.client.events())
         # The rotor keeps turning as long as a step may wait (it is stopped when the last step
         # is done): a connection whose lost segment sits in TCP's retransmission backoff
@@ -229,37 +228,30 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
         origin = t0 + cycle  # one warm-up turn
         time.sleep(max(0.0, origin - time.monotonic()))
         steps: list[StepResult] = []
-        done: list[list[dict]] = []
-        last = first
         t_go = time.monotonic()
         coord.broadcast({"go": 0, "t0": t0})
         for si in range(len(workload.steps)):
             try:
-                reports = coord.gather("done", step_timeout, alive)
+                reports = ledger.gather(coord, alive, step_timeout)
             except EmulationError as e:
                 raise_if_switch_failed(emu.client.events(since), e)
                 raise
-            done.append(reports)
             ends = [t for m in reports for t in m["recv"].values()]
             end = max(ends) if ends else time.monotonic()
             rec = StepResult.of(si, workload.steps[si].phase, (max(t_go, origin) - origin) / tdf,
                                 (end - origin) / tdf, "slotted")
-            rec.retransmissions = sum(m.get("retrans", 0) for m in reports) - sum(s.retransmissions for s in steps)
-            rec.stalls = sum(m.get("stalls", 0) for m in reports) - sum(s.stalls or 0 for s in steps)
             if si + 1 < len(workload.steps):  # the rotor's clock does not wait: release first, count after
                 t_go = time.monotonic()
                 coord.broadcast({"go": si + 1, "t0": t0})
-            snap = counters.snapshot()
-            rec.drops, last = counters.drops(last, snap), snap
+            rec.drops, rec.retransmissions, rec.stalls = ledger.step(reports)
             steps.append(rec)
         emu.client.stop_rotor()
-        run_drops = counters.drops(first, counters.quiet_snapshot(), quiet=True)
+        run_drops = ledger.close(run_dir)
         events = [e for e in emu.client.events(since) if e["kind"] == "rotor-slot"]
         (run_dir / "rotor-events.json").write_text(json.dumps({"t0": t0, "origin": origin, "tdf": tdf,
                                                                "events": events}))
 
-    write_tcp_info(run_dir, [m for reports in done for m in reports])
-    arrived = {int(h): v for reports in done for m in reports for h, v in m["recv"].items()}
+    arrived = {int(h): v for m in ledger.reports for h, v in m["recv"].items()}
     ends: dict[int, float] = {}
     for h, tid in finals.items():
         ends[tid] = max(ends.get(tid, 0.0), arrived.get(h, math.inf))
