@@ -250,13 +250,6 @@ class Fabric:
                 return o
         raise FabricError(f"no OCS named {name!r}")
 
-    def ocs_of(self, ref: PortRef) -> OCS | None:
-        """The OCS that GPU port ``ref`` is cabled to, or None."""
-        for o in self.ocs:
-            if ref in o.ports:
-                return o
-        return None
-
     def check_port(self, ref: PortRef) -> None:
         """Raise :class:`FabricError` unless ``ref`` is a port of this fabric."""
         if not (0 <= ref.gpu < self.gpus and 0 <= ref.port < self.ports_per_gpu):

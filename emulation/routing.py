@@ -538,15 +538,6 @@ class Routes:
             out.append((int(s.channel[f]), float(s.fraction[f]), links))
         return out
 
-    def tables(self) -> dict[int, dict[tuple[int, int], Link]]:
-        """``{node: {(dst gpu, channel): out link}}`` for every node and GPU destination."""
-        out: dict[int, dict[tuple[int, int], Link]] = {}
-        for ch in range(self.channels):
-            tab = self.table(ch)
-            for node, dst in zip(*np.nonzero(tab >= 0)):
-                out.setdefault(int(node), {})[(int(dst), ch)] = self.links[tab[node, dst]]
-        return out
-
 
 def link_loads(routes: Routes, transfers) -> dict[Link, float]:
     """Bytes each directed link carries for ``transfers`` (objects with ``src``, ``dst``,

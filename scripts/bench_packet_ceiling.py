@@ -84,12 +84,10 @@ def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s:
     rows = []
     t0 = time.monotonic()
     where = out / f"gpus{n}-{datapath}"
-    with EmulatedFabric(f, where, link_mbps=rates[0], mtu=mtu, pmd=datapath == "pmd", steer=datapath == "steer") as emu:
+    with EmulatedFabric(f, where, link_mbps=rates[0], mtu=mtu, datapath=datapath) as emu:
         setup_s = time.monotonic() - t0
-        if datapath == "pmd" and not emu.pmd:
-            raise EmulationError("--datapath pmd: this machine cannot poll its ports with a PMD thread over AF_XDP")
-        if datapath == "steer" and not emu.steer:
-            raise EmulationError("--datapath steer: this machine cannot pin Open vSwitch and steer the GPUs' receive")
+        if emu.datapath != datapath:  # refused here: the fabric fell back (pmd: no AF_XDP; steer: no pinning)
+            raise EmulationError(f"--datapath {datapath}: this machine runs the fabric on {emu.datapath} instead")
         for rate in rates:
             emu.set_link_mbps(rate)
             scale = Scale(rate, byte_scale, f.port_gbps)

@@ -25,8 +25,8 @@ def test_a_fabric_polls_its_gpu_ports_with_a_pmd_thread_and_gives_the_mask_back(
     if not caps.afxdp:
         pytest.skip("this machine's Open vSwitch has no afxdp ports or it has one core")
     before = pmd.current_mask()
-    with EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0, pmd=True) as emu:
-        assert emu.pmd and emu.datapath == "pmd" and pmd.current_mask() == pmd.pmd_mask()
+    with EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0, datapath="pmd") as emu:
+        assert emu.datapath == "pmd" and pmd.current_mask() == pmd.pmd_mask()
         assert emu.net.pingAll(timeout=2) == 0.0
         drops = pmd.xsk_drops(emu.host_link_ports())
         assert sorted(drops) == sorted(emu.host_link_ports()) and set(drops.values()) == {0}
@@ -55,8 +55,8 @@ def test_where_open_vswitch_refuses_afxdp_the_ports_stay_on_packet_sockets(run_d
 
     monkeypatch.setattr(pmd, "poll_ports", refuse)
     before = pmd.current_mask()
-    with EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0, pmd=True) as emu:
-        assert not emu.pmd and pmd.current_mask() == before and emu.drops.xsk_ports == []
+    with EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0, datapath="pmd") as emu:
+        assert emu.datapath == "packet" and pmd.current_mask() == before and emu.drops.xsk_ports == []
         assert emu.net.pingAll(timeout=2) == 0.0
 
 
@@ -65,7 +65,7 @@ def test_a_fabric_of_sixteen_gpus_or_fewer_keeps_packet_sockets_unless_asked(run
     (:data:`emulation.emulator.pmd.PMD_MIN_GPUS`): the default leaves it off there."""
     before = pmd.current_mask()
     with EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0) as emu:
-        assert emu.pmd is False and emu.drops.xsk_ports == []
+        assert emu.drops.xsk_ports == []
         assert emu.datapath == ("kernel" if detect().ovs_kernel_datapath else "packet")
         assert pmd.current_mask() == before
         assert emu.net.pingAll(timeout=2) == 0.0

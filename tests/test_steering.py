@@ -16,6 +16,7 @@ import pytest
 
 from emulation.emulator import registry, steering
 from emulation.emulator.calibration import measure_headroom
+from emulation.emulator.datapath import Datapath
 from emulation.emulator.limits import PROBE_PASS
 from emulation.emulator.net import EmulatedFabric, EmulationError, ovs_vswitchd_pid
 from emulation.poll import wait_until
@@ -56,10 +57,14 @@ def test_by_default_fabrics_of_seventeen_gpus_or_more_are_steered_where_no_pmd_t
     assert not steering.steer_by_default(64, pmd=False, kernel_datapath=False, cores=1)
 
 
-def test_steering_is_refused_beside_the_pmd_thread_before_anything_starts(run_dir):
-    with pytest.raises(EmulationError, match="steer: .* not with pmd"):
-        EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0, pmd=True, steer=True)
+def test_the_datapath_is_one_value_and_an_unknown_one_is_refused_before_anything_starts(run_dir):
+    with pytest.raises(EmulationError, match="datapath: 'xdp' is not one of packet, pmd, steer"):
+        EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0, datapath="xdp")
     assert not (run_dir / "emulation").exists()
+    assert Datapath("steer").name(kernel=False) == "steer" and Datapath().name(kernel=True) == "kernel"
+    assert Datapath("pmd", on_servers=True).mode == "packet"
+    with pytest.raises(ValueError, match="datapath: steer only on one machine"):
+        Datapath("steer", on_servers=True)
 
 
 def _cores(pid: int) -> dict[int, list[int]]:
@@ -74,8 +79,8 @@ def test_a_steered_fabric_pins_open_vswitch_steers_the_gpus_receive_and_gives_th
     before = _cores(pid)
     ovs_core, receive = steering.split()
     f = ocs_star(4, 2, 400.0, 0.0, "ring")
-    with EmulatedFabric(f, run_dir / "emulation", link_mbps=10.0, steer=True) as emu:
-        assert emu.steer and not emu.pmd and emu.datapath == "steer"
+    with EmulatedFabric(f, run_dir / "emulation", link_mbps=10.0, datapath="steer") as emu:
+        assert emu.datapath == "steer"
         assert set(map(tuple, _cores(pid).values())) == {(ovs_core,)}
         assert registry.entries()[0].ovs_affinity == [pid, before[pid]]
         for host in emu.net.hosts:
@@ -95,7 +100,7 @@ def test_a_fabric_of_sixteen_gpus_or_fewer_is_not_steered_unless_asked(run_dir):
     before = _cores(pid)
     with EmulatedFabric(ocs_star(4, 2, 400.0, 0.0, "ring"), run_dir / "emulation", link_mbps=10.0) as emu:
         now = _cores(pid)  # ovs-vswitchd starts and ends handler threads: those of both moments compared
-        assert emu.steer is False and all(now[t] == before[t] for t in now if t in before)
+        assert emu.datapath != "steer" and all(now[t] == before[t] for t in now if t in before)
         assert registry.entries()[0].ovs_affinity == []
 
 

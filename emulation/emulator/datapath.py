@@ -33,28 +33,28 @@ from emulation.poll import wait_until
 log = logging.getLogger(__name__)
 
 
-class Datapath:
-    """The datapath of one emulated fabric (module doc).
+#: The datapaths a fabric of the userspace datapath can be asked for (module doc).
+MODES = ("packet", "pmd", "steer")
 
-    :param pmd: poll the GPUs' own links with a PMD thread over AF_XDP; None: wherever this
-        machine can (``afxdp`` ports), the MTU is 1500 and the fabric has at least
-        :data:`~emulation.emulator.pmd.PMD_MIN_GPUS` GPUs.
-    :param steer: pin ovs-vswitchd and steer the GPUs' receive; None: where the PMD thread is
-        not used and the fabric has at least :data:`~emulation.emulator.steering.STEER_MIN_GPUS`
-        GPUs.
-    :param on_servers: the fabric is spread over servers (neither then; the servers' sockets
+
+class Datapath:
+    """The datapath of one emulated fabric (module doc): :attr:`mode`, one of :data:`MODES`.
+
+    :param mode: what to use; None: chosen at :meth:`start`, ``pmd`` wherever this machine can
+        (``afxdp`` ports), the MTU is 1500 and the fabric has at least
+        :data:`~emulation.emulator.pmd.PMD_MIN_GPUS` GPUs, else ``steer`` where
+        :func:`~emulation.emulator.steering.steer_by_default` says, else ``packet``.
+    :param on_servers: the fabric is spread over servers (``packet`` then; the servers' sockets
         are sized by :class:`~emulation.emulator.net.EmulatedFabric`).
-    :raises ValueError: both ``pmd`` and ``steer``, or ``steer`` on servers (one line).
+    :raises ValueError: an unknown mode, or ``steer`` on servers (one line).
     """
 
-    def __init__(self, pmd: bool | None = None, steer: bool | None = None, on_servers: bool = False):
-        if pmd and steer:
-            raise ValueError("steer: the GPUs' receive is steered only where their ports are packet sockets, not "
-                             "with pmd")
-        if steer and on_servers:
-            raise ValueError("steer: only on one machine, not on a fabric spread over servers")
-        self.pmd = False if on_servers else pmd
-        self.steer = False if on_servers else steer
+    def __init__(self, mode: str | None = None, on_servers: bool = False):
+        if mode is not None and mode not in MODES:
+            raise ValueError(f"datapath: {mode!r} is not one of {', '.join(MODES)}")
+        if mode == "steer" and on_servers:
+            raise ValueError("datapath: steer only on one machine, not on a fabric spread over servers")
+        self.mode = "packet" if on_servers else mode
         self.socket_buffers: SocketBuffers | None = None
         self._pmd_mask_set = False
         self._registration = None
@@ -62,7 +62,7 @@ class Datapath:
     def name(self, kernel: bool) -> str:
         """``kernel``, ``pmd``, ``steer`` or ``packet`` (module doc); ``kernel``: Open vSwitch's
         kernel module forwards here."""
-        return "kernel" if kernel else "pmd" if self.pmd else "steer" if self.steer else "packet"
+        return "kernel" if kernel else self.mode or "packet"
 
     def start(self, emu) -> None:
         """Choose what was left to choose and apply it to the running fabric ``emu`` (one
@@ -73,15 +73,15 @@ class Datapath:
         """
         caps, fabric = emu.caps, emu.fabric
         self._registration = emu.registration
-        if self.pmd is None:
-            self.pmd = caps.afxdp and emu.mtu <= pmd_ports.MAX_MTU and fabric.gpus >= pmd_ports.PMD_MIN_GPUS
+        if self.mode is None and caps.afxdp and emu.mtu <= pmd_ports.MAX_MTU and fabric.gpus >= pmd_ports.PMD_MIN_GPUS:
+            self.mode = "pmd"
         if not caps.ovs_kernel_datapath:
             _make_send_socket()  # before the GPU ports leave packet sockets
-        if self.pmd:
-            self._poll_with_pmd(emu)
-        if self.steer is None:
-            self.steer = steering.steer_by_default(fabric.gpus, self.pmd, caps.ovs_kernel_datapath)
-        if self.steer:
+        if self.mode == "pmd":
+            self._poll_with_pmd(emu)  # where refused, the mode is chosen again
+        if self.mode is None:
+            self.mode = "steer" if steering.steer_by_default(fabric.gpus, False, caps.ovs_kernel_datapath) else "packet"
+        if self.mode == "steer":
             self._steer(emu)
         if not caps.ovs_kernel_datapath:
             self._size_ovs_sockets(emu)
@@ -102,7 +102,8 @@ class Datapath:
     def _poll_with_pmd(self, emu) -> None:
         """Pin Open vSwitch's PMD thread to a core of its own (the previous mask recorded, put
         back at :meth:`stop`) and make every GPU's own link an AF_XDP port. Where Open vSwitch
-        refuses, the ports go back to packet sockets, with a warning, and :attr:`pmd` is False."""
+        refuses, the ports go back to packet sockets, with a warning, and :attr:`mode` is chosen
+        again without it."""
         ports = emu.host_link_ports()
         entry = self._registration.entry
         entry.pmd_mask = [pmd_ports.current_mask()]
@@ -117,7 +118,7 @@ class Datapath:
             pmd_ports.unpoll_ports(ports)
             pmd_ports.set_mask(entry.pmd_mask[0])
             self._pmd_mask_set = False
-            self.pmd = False
+            self.mode = None
         else:
             emu.drops.xsk_ports = ports
         emu.client.wait_ready(timeout=60)
@@ -125,7 +126,7 @@ class Datapath:
     def _steer(self, emu) -> None:
         """Pin ovs-vswitchd to one core (its previous cores recorded, put back at :meth:`stop`)
         and steer every GPU's receive to the other cores. Where the kernel refuses, a warning,
-        everything put back, and :attr:`steer` is False.
+        everything put back, and :attr:`mode` is ``packet``.
 
         :raises EmulationError: the userspace datapath without a running
             ovs-vswitchd.
@@ -143,7 +144,7 @@ class Datapath:
             log.warning("%s: Open vSwitch and the GPUs' receive share the cores as before", e)
             if self._registration.entry.ovs_affinity:
                 self._unpin()
-            self.steer = False
+            self.mode = "packet"
             return
         log.info("ovs-vswitchd on core %d, the GPUs' receive steered to cores %s", ovs_core, sorted(receive))
 

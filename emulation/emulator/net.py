@@ -351,15 +351,11 @@ class EmulatedFabric(Lifecycle):
         emulates faithfully").
     :param servers: spread the fabric over these servers with Mininet's cluster edition
         (:mod:`emulation.emulator.cluster`); None: all on this machine. No PMD ports there.
-    :param pmd: poll the GPUs' own links with a PMD thread over AF_XDP, on a core of its own
-        (:mod:`emulation.emulator.pmd`); None: wherever this machine can (the userspace datapath,
-        ``afxdp`` ports, two cores or more), the MTU is 1500 and the fabric has at least
-        :data:`~emulation.emulator.pmd.PMD_MIN_GPUS` GPUs. :attr:`pmd` says whether it is.
-    :param steer: pin ovs-vswitchd to one core and steer the GPUs' receive to the others (RPS,
-        :mod:`emulation.emulator.steering`; one machine, userspace datapath, two cores or more);
-        None: where the PMD thread is not used and the fabric has at least
-        :data:`~emulation.emulator.steering.STEER_MIN_GPUS` GPUs
-        (:func:`~emulation.emulator.steering.steer_by_default`). :attr:`steer` says whether it is.
+    :param datapath: ``pmd`` (the GPUs' own links polled over AF_XDP by a PMD thread on a core of
+        its own, :mod:`emulation.emulator.pmd`), ``steer`` (ovs-vswitchd pinned to one core and
+        the GPUs' receive steered to the others, :mod:`emulation.emulator.steering`) or
+        ``packet`` (neither); None: chosen for this machine and fabric
+        (:class:`~emulation.emulator.datapath.Datapath`). :attr:`datapath` says which runs.
     :raises MachineBusy: another emulation is running, or a killed one left state behind.
     :raises MachineUnfit: ``ofctl_rest`` asked on a framework without it, or on a port in use.
     :raises EmulationError: not root, Open vSwitch not running, the controller did not start,
@@ -369,7 +365,7 @@ class EmulatedFabric(Lifecycle):
     def __init__(self, fabric: Fabric, run_dir: Path, *, link_mbps: float,
                  delay_s: float = 0.0, capabilities: Capabilities | None = None, controller: str = "os-ken",
                  apps: tuple[str, ...] = (), mtu: int = dpn.MTU, ofctl_rest: int | None = None,
-                 pmd: bool | None = None, steer: bool | None = None, servers: Cluster | None = None):
+                 datapath: str | None = None, servers: Cluster | None = None):
         if not 0 < link_mbps <= 1000:
             raise EmulationError(f"link_mbps: the emulated port rate must be in (0, 1000] Mbit/s, got {link_mbps}")
         if not dpn.MTU <= mtu <= dpn.MAX_MTU:
@@ -388,7 +384,7 @@ class EmulatedFabric(Lifecycle):
         self.cluster = servers
         self.servers = ServerRun(servers, project_root()) if servers is not None else None
         try:
-            self.dp = Datapath(pmd, steer, on_servers=servers is not None)
+            self.dp = Datapath(datapath, on_servers=servers is not None)
         except ValueError as e:
             raise EmulationError(str(e)) from None
         self.net = None
@@ -406,16 +402,6 @@ class EmulatedFabric(Lifecycle):
         """What forwards the frames (:class:`~emulation.emulator.datapath.Datapath`): ``kernel``,
         ``pmd``, ``steer`` or ``packet``. Known once the fabric has started."""
         return self.dp.name(self.caps is not None and self.caps.ovs_kernel_datapath and self.cluster is None)
-
-    @property
-    def pmd(self) -> bool | None:
-        """The GPUs' ports are AF_XDP ports polled by a PMD thread (None before the start chose)."""
-        return self.dp.pmd
-
-    @property
-    def steer(self) -> bool | None:
-        """ovs-vswitchd is pinned and the GPUs' receive steered (None before the start chose)."""
-        return self.dp.steer
 
     @property
     def socket_buffers(self) -> SocketBuffers | None:
@@ -731,12 +717,7 @@ class EmulatedFabric(Lifecycle):
         now = time.monotonic()
         if now - self._switch_probed >= SWITCH_PROBE_EVERY_S:
             self._switch_probed = now
-            try:
-                ok = subprocess.run(["ovs-appctl", "-t", "ovs-vswitchd", "--timeout=2", "version"],
-                                    capture_output=True, timeout=5).returncode == 0
-            except subprocess.TimeoutExpired:
-                ok = False
-            if not ok:
+            if not LOCAL.switch_answers():
                 raise EmulationError(f"Open vSwitch's daemon ovs-vswitchd (pid {pid}) stopped answering (ovs-appctl, 2 s)")
 
     def ocs_input_ports(self) -> list[str]:

@@ -127,11 +127,7 @@ class ServerRun:
             return
         self._probed = now
         for site in self.sites():
-            try:
-                ok = site.run(["ovs-appctl", "-t", "ovs-vswitchd", "--timeout=2", "version"], timeout=10).returncode == 0
-            except ClusterError:
-                ok = False
-            if not ok:
+            if not site.switch_answers():
                 raise EmulationError(f"server {site.name}: Open vSwitch's daemon ovs-vswitchd stopped answering")
 
     def end_agents(self, net) -> None:

@@ -76,6 +76,14 @@ class Site:
             raise ClusterError(f"server {self.name}: ssh failed: {r.stderr.strip()[:160]}")
         return Result(r.returncode, r.stdout, r.stderr)
 
+    def switch_answers(self) -> bool:
+        """Open vSwitch's daemon there answers ``ovs-appctl version`` within 2 s (a daemon that
+        stopped, or a server that cannot be reached, does not)."""
+        try:
+            return self.run(["ovs-appctl", "-t", "ovs-vswitchd", "--timeout=2", "version"], timeout=10).returncode == 0
+        except ClusterError:
+            return False
+
     def out(self, args: list[str], timeout: float = 30.0) -> str:
         """``run(args).stdout``."""
         return self.run(args, timeout).stdout
