@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 
 from emulation import dataplane as dpn
-from emulation.emulator.calibration import calibrated_scale
+from emulation.emulator.session import PacketSession
 from emulation.emulator.net import EmulatedFabric
 from emulation.emulator.orchestrator import run_workload
 from emulation.fabric import assign_ports
 from emulation.planners import make_plan
 from emulation.collective.report import ring_alpha_beta_s
 from emulation.scale import Scale
+from emulation.scenario.schema import EmulationSpec
 from emulation.workloads import build
 from topologies import ocs_star
 
@@ -88,8 +89,8 @@ def test_ring_allreduce_is_link_bound_and_delivers_every_byte(run_dir):
     f = ocs_star(n, 2, 400, 0.0, "ring")
     alpha = 5e-6
     w = build("ring", n, size)
-    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
-        scale = calibrated_scale(emu, 0.1, run_dir / "calibration")
+    with PacketSession(f, run_dir, EmulationSpec(byte_scale=0.1)) as session:  # calibrated
+        emu, scale = session.emu, session.scale
         r = run_workload(emu, "ring", w, make_plan("none", f, w), scale, alpha, run_dir / "ring")
     assert r.bytes_delivered == r.bytes_sent == w.bytes_sent
     assert len(emu.tcp_congestion) == 1  # every connection runs the same, and it is recorded
@@ -166,8 +167,8 @@ def test_flow_and_packet_backends_agree_and_pass_the_sanity_checks(run_dir):
 
     n, size, alpha = 4, 8 << 20, 5e-6
     f = ocs_star(n, 2, 400, 10e-6, "ring")
-    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
-        scale = calibrated_scale(emu, 0.1, run_dir / "calibration")
+    with PacketSession(f, run_dir, EmulationSpec(byte_scale=0.1)) as session:  # calibrated
+        emu, scale = session.emu, session.scale
         for alg, planner in (("ring", "none"), ("rhd", "always")):
             w = build(alg, n, size)
             plan = make_plan(planner, f, w)
@@ -220,8 +221,8 @@ def test_a_straggler_delays_the_packet_run_like_the_flow_run(run_dir):
     w = build("ring", n, size)
     plan = make_plan("none", f, w)
     arrivals = [0.0, 0.0, d, 0.0]
-    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
-        scale = calibrated_scale(emu, 0.1, run_dir / "calibration")
+    with PacketSession(f, run_dir, EmulationSpec(byte_scale=0.1)) as session:  # calibrated
+        emu, scale = session.emu, session.scale
         pkt = run_workload(emu, "ring", w, plan, scale, alpha, run_dir / "late", arrivals_s=arrivals)
     flow = simulate(f, w, plan, alpha_s=alpha, arrivals_s=arrivals)
     assert flow.time_s == pytest.approx(d + ring_alpha_beta_s(n, size, alpha, 400), rel=1e-9)
@@ -243,8 +244,8 @@ def test_dp_plan_mixing_keep_and_reconfigure_runs_on_packets_like_the_flow_model
     plan = make_plan("dp", f, build("rhd", n, size), CostModel(alpha, 0.0))
     actions = [s.action for s in plan.steps]
     assert actions == ["keep", "reconfigure", "reconfigure", "keep", "reconfigure", "reconfigure"], actions
-    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
-        scale = calibrated_scale(emu, 0.1, run_dir / "calibration")
+    with PacketSession(f, run_dir, EmulationSpec(byte_scale=0.1)) as session:  # calibrated
+        emu, scale = session.emu, session.scale
         pkt = run_workload(emu, "rhd-dp", plan.workload, plan, scale, alpha, run_dir / "dp")
         assert emu.client.circuits() == plan.steps[-1].configuration
     flow = simulate(f, plan.workload, plan, alpha_s=alpha)
@@ -269,8 +270,8 @@ def test_dependency_driven_runs_traffic_through_dark_windows_like_the_flow_model
     n, size, alpha, r = 8, 4 << 20, 5e-6, 100e-6
     f = ocs_star(n, 2, 400, r, "ring")
     w = build("rhd", n, size)
-    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
-        scale = calibrated_scale(emu, 0.1, run_dir / "calibration")
+    with PacketSession(f, run_dir, EmulationSpec(byte_scale=0.1)) as session:  # calibrated
+        emu, scale = session.emu, session.scale
         got = {}
         for planner in ("overlap", "always"):
             plan = make_plan(planner, f, w)
@@ -346,8 +347,8 @@ def test_stragglar_on_packets_matches_the_flow_ratio_and_crossover(run_dir):
     f = eps_star(n, gbps)
     a = (n - 2) * alpha + (n - 2) / (n - 1) * size / f.port_bytes_per_s
     got: dict = {}
-    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
-        scale = calibrated_scale(emu, 1 / 1024, run_dir / "calibration")
+    with PacketSession(f, run_dir, EmulationSpec(byte_scale=1 / 1024)) as session:  # calibrated
+        emu, scale = session.emu, session.scale
         for k in (2.0, 0.5):
             arr = [0.0] * n
             arr[-1] = k * a

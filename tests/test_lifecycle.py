@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 
 from emulation.emulator import census
-from emulation.emulator.calibration import calibrated_scale
+from emulation.emulator.session import PacketSession
 from emulation.emulator.net import EmulatedFabric, EmulationError, MachineBusy
 from emulation.emulator.orchestrator import run_workload
 from emulation.flowsim import simulate
 from emulation.planners import make_plan
 from emulation.scale import Scale
+from emulation.scenario.schema import EmulationSpec
 from emulation.workloads import build
 from topologies import ocs_star
 from emulation_probes import agents_running
@@ -43,8 +44,8 @@ def test_sixteen_gpu_ring_runs_on_packets_like_the_flow_model(run_dir):
     f = ocs_star(n, 2, 400, 0.0, "ring")
     w = build("ring", n, size)
     plan = make_plan("none", f, w)
-    with EmulatedFabric(f, run_dir, link_mbps=10.0) as emu:
-        scale = calibrated_scale(emu, 0.1, run_dir / "calibration")
+    with PacketSession(f, run_dir, EmulationSpec(byte_scale=0.1)) as session:  # calibrated
+        emu, scale = session.emu, session.scale
         pkt = run_workload(emu, "ring", w, plan, scale, alpha, run_dir / "ring")
     flow = simulate(f, w, plan, alpha_s=alpha)
     err = (pkt.time_s - flow.time_s) / flow.time_s

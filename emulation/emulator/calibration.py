@@ -215,14 +215,3 @@ def calibrate(emu: EmulatedFabric, requested: float | None, byte_scale: float, r
                 f"the headroom probe reached only {head['efficiency']:.0%} of link rate at {rate:g} Mbit/s per link"
                 f"{slowest_server(head)} (target {target:.0%}); this machine cannot carry {emu.fabric.gpus} GPUs faithfully")
         rate = nxt
-
-
-def calibrated_scale(emu: EmulatedFabric, byte_scale: float, run_dir: Path, target: float = DEFAULT_TARGET) -> Scale:
-    """:func:`calibrate` with ``auto`` and the :class:`~emulation.scale.Scale` it gives (for
-    tests that drive an :class:`EmulatedFabric` themselves; a run starts a
-    :class:`~emulation.emulator.session.PacketSession`).
-
-    :raises CalibrationError: no rate reaches ``target``.
-    """
-    cal = calibrate(emu, None, byte_scale, run_dir, target)
-    return Scale(cal.link_mbps, byte_scale, emu.fabric.port_gbps)
