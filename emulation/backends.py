@@ -2,7 +2,7 @@
 Mininet's namespaces, :mod:`emulation.emulator`) and ``flow`` (the flow-level simulator,
 :mod:`emulation.flowsim`).
 
-``packet``, the packet backend's earlier name, is still accepted: as ``--backend``'s
+``mininet``, the packet backend's earlier name, is still accepted: as ``--backend``'s
 value silently, in a scenario file with a one-line deprecation warning, and in a result written
 before the rename as it was meant.
 """

@@ -78,10 +78,10 @@ def _data(kind: str, key: str) -> dict:
 def _packet_path(kind: str, sc, out: Path) -> None:
     """Run ``sc``'s packet path as its kind's ``ocslab run`` would, to its first use of the fabric."""
     if kind == "collective":
-        from emulation.collective.runner import run_mininet
+        from emulation.collective.runner import run_packet
         from emulation.scenario import resolve
 
-        run_mininet(resolve(sc), out)
+        run_packet(resolve(sc), out)
     elif kind == "rails":
         from emulation.torchjob.rails_job import run_rail_job
 

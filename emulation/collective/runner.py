@@ -42,7 +42,7 @@ def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None,
 
     :raises BackendError: the backend cannot execute the scenario's semantics, or the fabric is
         larger than the packet backend can emulate here (:mod:`emulation.emulator.limits`).
-    :raises HeadroomError: see :func:`run_mininet`.
+    :raises HeadroomError: see :func:`run_packet`.
     """
     exp = experiment if experiment is not None else resolve(sc)
     if backend == "flow":
@@ -61,7 +61,7 @@ def run(sc: Scenario, backend: str, out: Path, progress: Progress | None = None,
     too_big = check_packet_size(exp.fabric.gpus, exp.fabric.ports_per_gpu, mtu=mtu)
     if too_big:
         raise BackendError(too_big + (f" or emulation.mtu: {dpn.MAX_MTU}" if mtu < dpn.MAX_MTU else ""))
-    return run_mininet(exp, out, progress, force, pcap)
+    return run_packet(exp, out, progress, force, pcap)
 
 
 def run_flow(exp: Experiment | Scenario, progress: Progress | None = None) -> ResultEnvelope:
@@ -137,7 +137,7 @@ def frame_warning(run: RunDescription, byte_scale: float, mtu: int) -> str | Non
 PROBE_INTERVAL_S = 0.001
 
 
-def run_mininet(exp: Experiment, out: Path, progress: Progress | None = None, force: bool = False,
+def run_packet(exp: Experiment, out: Path, progress: Progress | None = None, force: bool = False,
                 pcap: list[str] | None = None) -> ResultEnvelope:
     """Run every job of ``exp`` with real packets; return its result.
 
