@@ -257,7 +257,9 @@ def test_hostile_commands_get_one_line_each_and_the_session_goes_on(run_dir):
         again = s.ask("allreduce ring 1MiB")
         assert re.search(r"│ ring\s+│\s+1MiB .* ok │", again), again
         iperf = s.ask("iperf g0 g1 2")
+        print(f"ocslab> iperf g0 g1 2\n{iperf}")
         rate = float(re.search(r"([\d.]+) Mbit/s emulated", iperf).group(1))
+        assert re.search(r"g0 retransmitted \d+ segments, \d+ on a timeout", iperf), iperf
         assert 8.0 < rate <= 10.5, iperf  # one TCP flow on a 10 Mbit/s link
         # the controller killed under the session: every ocslab command says so in one line
         def argv(pid: int) -> list[bytes]:

@@ -390,6 +390,7 @@ class FabricSession:
         if shutil.which("iperf") is None:
             raise SessionError("iperf: the iperf program is not installed (apt install iperf)")
         port = "5201"
+        before = tcp_counters(hosts[src])
         server = hosts[dst].popen(["iperf", "-s", "-p", port], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_until(lambda: hosts[dst].cmd(f"ss -Hltn sport = :{port}").strip(), 10,
@@ -408,8 +409,11 @@ class FabricSession:
             raise SessionError(f"iperf {src} {dst}: {(err or out).strip().splitlines()[-1:] or ['no report']}")
         bps = float(rows[-1][-1])
         real = bps * self.scale.port_gbps * 1e3 / self.scale.link_mbps
+        after = tcp_counters(hosts[src])
+        lost = {k: after.get(k, 0) - before.get(k, 0) for k in ("RetransSegs", "TCPTimeouts")}
         return (f"iperf {src} -> {dst}: {bps / 1e6:.2f} Mbit/s emulated over {seconds:g} s = {real / 1e9:.1f} Gbit/s "
-                f"real-equivalent (links at {self.scale.link_mbps:g} Mbit/s = {self.scale.port_gbps:g} Gbit/s)")
+                f"real-equivalent (links at {self.scale.link_mbps:g} Mbit/s = {self.scale.port_gbps:g} Gbit/s); "
+                f"{src} retransmitted {lost['RetransSegs']} segments, {lost['TCPTimeouts']} on a timeout")
 
     def envelope(self) -> ResultEnvelope:
         """The session's result: every collective run so far."""
@@ -439,6 +443,18 @@ class FabricSession:
             "exit or Ctrl-D tears the fabric down",
         ] + ([f"ofctl_rest: http://127.0.0.1:{self.emu.ofctl_rest_port}/stats/flow/<dpid>"]
              if self.emu.ofctl_rest_port is not None else []))
+
+
+def tcp_counters(host) -> dict[str, int]:
+    """The TCP counters of ``host``'s network namespace (``/proc/net/snmp``'s ``Tcp:`` and
+    ``/proc/net/netstat``'s ``TcpExt:`` rows, by name: ``RetransSegs``, ``TCPTimeouts``, ...);
+    empty where the host cannot read them."""
+    out: dict[str, int] = {}
+    rows = [r.split() for r in host.cmd("cat /proc/net/snmp /proc/net/netstat").splitlines()]
+    for names, values in zip(rows, rows[1:]):
+        if names and names[0] in ("Tcp:", "TcpExt:") and values[:1] == names[:1] and not names[1].isdigit():
+            out.update({k: int(v) for k, v in zip(names[1:], values[1:]) if v.lstrip("-").isdigit()})
+    return out
 
 
 class FabricCLI(CLI):

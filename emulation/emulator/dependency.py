@@ -16,16 +16,21 @@ end):
   a part on a kept circuit goes at once, through the dark window.
 
 The removal is sent as the epoch's release is broadcast, a few milliseconds (``lead``) before
-the release instant ``at``, and the new circuits are installed no earlier than ``at + R``
-(``live_at``): every circuit the epoch removes has carried its last byte (the agents drained
-their ACKs before reporting the previous epoch), so the early removal changes nothing a
-transfer sees, and the dark window as the transfers see it is ``t_live - at``, R plus the
-switch's commit. Each reconfiguring step records that window, ``t_live - max(at, t_dark)``
-(round-synchronous runs record ``t_live - t_dark``: their removal starts the window). An agent
-that hears of a release after it, or a removal that ends after it, would put the emulator's own
-delay in the run's time: the lead is then doubled for the next epochs (up to 0.2 s), as the
-round-synchronous orchestrator does, and each reconfiguring step's ``timing`` says how late the
-last agent heard (``heard_lag_s``).
+the release instant ``at``: every circuit the epoch removes has carried its last byte (the
+agents drained their ACKs before reporting the previous epoch), so the early removal changes
+nothing a transfer sees. The new circuits are installed half a lead before ``at + R``
+(``live_at``; the controller still keeps every port dark at least R after its removal), so that
+the switch's commit and the datapath's flush are done by ``at + R``; the agents are then told the
+circuits are live at ``t_live = max(at + R, the flush)`` and start their parts on them at that
+instant, not when the word reaches them. The dark window as the transfers see it is
+``t_live - at``: R when the emulator kept up, more (and counted in the run's time) when it did
+not. Each reconfiguring step records it, ``t_live - max(at, t_dark)`` (round-synchronous runs
+record ``t_live - t_dark``: their removal starts the window); ``timing`` adds how long before
+``at + R`` the switch was live (``live_before_window_end_s``, negative when late). An agent that
+hears of a release after it, a removal that ends after it, or word of the new circuits sent
+after ``at + R`` would put the emulator's own delay in the run's time: the lead is then doubled
+for the next epochs (up to 0.2 s), as the round-synchronous orchestrator does, and each
+reconfiguring step's ``timing`` says how late the last agent heard (``heard_lag_s``).
 
 Two departures from the flow model, both conservative: a part's connection counts as changed
 when its ACKs cross a new circuit too (the peer may route a channel's ACKs on another port; the
@@ -151,16 +156,19 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
             coord.broadcast({"go": e, "at": at, "origin": origin})
             opened_until = clock  # when its dark window ends, on the run's clock
             res = None
+            late_live = 0.0
             if reconfigures[e]:
-                res = emu.client.apply(plan.steps[a].configuration, R, live_at=at + R)
-                t_live = res.get("t_live_flushed", res["t_live"])
+                res = emu.client.apply(plan.steps[a].configuration, R, live_at=at + R - lead / 2)
+                t_live = max(at + R, res.get("t_live_flushed", res["t_live"]))
                 coord.broadcast({"live": e, "t_live": t_live})
+                late_live = time.monotonic() - (at + R)
                 opened_until = t_live - origin
             reports = ledger.gather(coord, alive, epoch_timeout[e], f"epoch {e} (steps {a}-{b - 1})")
-            # An agent that heard of the release after it, or a removal that ended after it
-            # (the new circuits then go live later than R after the release), is in the run's
-            # time: give the next epochs more lead.
-            late = max([max(m["t_heard"] for m in reports) - at]
+            # An agent that heard of the release after it, a removal that ended after it, or
+            # word that the new circuits are live sent after release + R (the new circuits then
+            # carry traffic later than R after the release) is in the run's time: give the next
+            # epochs more lead.
+            late = max([max(m["t_heard"] for m in reports) - at, late_live]
                        + ([res.get("t_dark_flushed", res["t_dark"]) - at] if res and res.get("changed") else []))
             if late > 0:
                 lead = min(MAX_RELEASE_LEAD_S, 2 * (lead + late))
@@ -180,9 +188,10 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
                     # The changed circuits went dark before the release (module doc): the dark
                     # window the run sees starts at the release.
                     rec.reconfiguration_delay_s = res["reconfiguration_delay_s"] / tdf
-                    rec.dark_window_measured_s = (res["t_live"] - max(at, res["t_dark"])) / tdf
+                    rec.dark_window_measured_s = (opened_until + origin - max(at, res["t_dark"])) / tdf
                     rec.timing = {**control_timing(res, tdf),
                                   "removed_before_release_s": (at - res["t_dark"]) / tdf,
+                                  "live_before_window_end_s": (at + R - res.get("t_live_flushed", res["t_live"])) / tdf,
                                   "rerouted_after_release_s": max(0.0, res["t_routed"] - at) / tdf,
                                   "heard_lag_s": (max(m["t_heard"] for m in reports) - at) / tdf}
                 steps.append(rec)
