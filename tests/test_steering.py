@@ -49,12 +49,11 @@ def test_pinning_takes_every_thread_and_a_core_that_does_not_exist_is_one_line()
     assert steering.threads(p.pid) == []
 
 
-def test_by_default_fabrics_of_seventeen_gpus_or_more_are_steered_where_no_pmd_thread_polls():
-    assert steering.steer_by_default(17, pmd=False, kernel_datapath=False, cores=2)
-    assert not steering.steer_by_default(16, pmd=False, kernel_datapath=False, cores=2)
-    assert not steering.steer_by_default(64, pmd=True, kernel_datapath=False, cores=2)
-    assert not steering.steer_by_default(64, pmd=False, kernel_datapath=True, cores=2)
-    assert not steering.steer_by_default(64, pmd=False, kernel_datapath=False, cores=1)
+def test_by_default_fabrics_of_seventeen_gpus_or_more_are_steered_where_open_vswitch_forwards_in_userspace():
+    assert steering.steer_by_default(17, kernel_datapath=False, cores=2)
+    assert not steering.steer_by_default(16, kernel_datapath=False, cores=2)
+    assert not steering.steer_by_default(64, kernel_datapath=True, cores=2)
+    assert not steering.steer_by_default(64, kernel_datapath=False, cores=1)
 
 
 def test_the_datapath_is_one_value_and_an_unknown_one_is_refused_before_anything_starts(run_dir):

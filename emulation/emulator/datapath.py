@@ -80,7 +80,7 @@ class Datapath:
         if self.mode == "pmd":
             self._poll_with_pmd(emu)  # where refused, the mode is chosen again
         if self.mode is None:
-            self.mode = "steer" if steering.steer_by_default(fabric.gpus, False, caps.ovs_kernel_datapath) else "packet"
+            self.mode = "steer" if steering.steer_by_default(fabric.gpus, caps.ovs_kernel_datapath) else "packet"
         if self.mode == "steer":
             self._steer(emu)
         if not caps.ovs_kernel_datapath:

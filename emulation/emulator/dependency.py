@@ -203,4 +203,5 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
             latest = max(ends.values(), default=at) - origin
             clock = max(latest, opened_until)
         run_drops = ledger.close(run_dir)
-    return measured_run(name, workload, plan, steps, transfers, job.totals, run_drops, semantics="dependency-driven")
+    return measured_run(name, workload, plan.planner, steps, [transfers[k] for k in sorted(transfers)], run_drops,
+                        job.totals, semantics="dependency-driven")

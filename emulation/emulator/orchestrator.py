@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import queue
 import socket
@@ -488,17 +489,19 @@ def control_timing(res: dict, tdf: float) -> dict[str, float]:
             "reroute_s": (res["t_routed"] - res["t_dark"]) / tdf}
 
 
-def measured_run(name: str, workload: Workload, plan: Plan, steps: list[StepResult],
-                 transfers: dict[int, TransferResult], totals: dict, drops: dict, **fields) -> RunResult:
-    """The :class:`RunResult` of a per-step packet run: its ``steps``, its ``transfers`` by id,
-    the real bytes each directed link carried (``totals``, as ``link_bytes``) and its ``drops``;
-    ``fields`` (e.g. ``semantics``) as given."""
+def measured_run(name: str, workload: Workload, planner: str, steps: list[StepResult],
+                 transfers: list[TransferResult], drops: dict, totals: dict | None = None, **fields) -> RunResult:
+    """The :class:`RunResult` of a packet run, whatever its executor: its ``steps`` (the run ends
+    with the last), every transfer in id order (one that never arrived ends at ``inf`` and is
+    not counted as delivered), its ``drops``, the real bytes each directed link carried
+    (``totals``, as ``link_bytes``; None: not recorded) and ``fields`` (``semantics``,
+    ``slots``) as given."""
     return RunResult(
-        name=name, collective=workload.collective, algorithm=workload.algorithm, planner=plan.planner,
+        name=name, collective=workload.collective, algorithm=workload.algorithm, planner=planner,
         ranks=workload.ranks, bytes=workload.bytes, backend="packet", time_s=max((s.end_s for s in steps), default=0.0),
-        steps=steps, transfers=[transfers[k] for k in sorted(transfers)], bytes_sent=workload.bytes_sent,
-        bytes_delivered=sum(t.bytes for t in transfers.values()),
-        link_bytes=[[l.u, l.up, l.v, l.vp, b] for l, b in sorted(totals.items(), key=lambda x: (x[0].u, x[0].up))],
+        steps=steps, transfers=transfers, bytes_sent=workload.bytes_sent,
+        bytes_delivered=sum(t.bytes for t in transfers if math.isfinite(t.end_s)),
+        link_bytes=[[l.u, l.up, l.v, l.vp, b] for l, b in sorted((totals or {}).items(), key=lambda x: (x[0].u, x[0].up))],
         drops=drops, **fields)
 
 
@@ -591,4 +594,5 @@ def _run_workload(emu: EmulatedFabric, name: str, workload: Workload, plan: Plan
                              "time_s": rec.end_s - rec.start_s, "end_s": rec.end_s}]
         tail.extend(step_end)
         run_drops = ledger.close(run_dir)
-    return measured_run(name, workload, plan, steps, transfers, totals, run_drops)
+    return measured_run(name, workload, plan.planner, steps, [transfers[k] for k in sorted(transfers)], run_drops,
+                        totals)

@@ -37,7 +37,7 @@ import numpy as np
 
 from emulation.emulator.agent_schedule import AgentSchedules
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
-from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, RunLedger, raise_if_switch_failed
+from emulation.emulator.orchestrator import AGENT_TIMEOUT_MARGIN_S, RunLedger, measured_run, raise_if_switch_failed
 from emulation.emulator.slotted import (RATE_MARGIN, ack_margin_s, clocked_agents, connect_under, duplex_matchings,
                                         slot_timing)
 from emulation.fabric import Circuit, Configuration, PortRef
@@ -209,12 +209,8 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
     for k, seq in enumerate(schedule.ocs):
         for t_on, t_off, i in schedule.windows(k):
             capacity += len(seq.configs[i]) * rate_real * max(0.0, min(t_off, end_s) - t_on)
-    res = RunResult(name=name, collective=workload.collective, algorithm=workload.algorithm, planner="parallel-ocs",
-                    ranks=n, bytes=workload.bytes, backend="packet", time_s=end_s, steps=steps, transfers=results,
-                    bytes_sent=workload.bytes_sent, bytes_delivered=delivered, drops=run_drops)
-    res.slots = Slots(slot_utilisation=delivered / capacity if capacity else 0.0,
-                      cycles=end_s / schedule.makespan_s if schedule.makespan_s else 0.0, slots_run=len(events),
-                      start_error_s=start_error, dark_window_measured_s=dark, method="parallel-ocs",
-                      slots_per_turn=schedule.reconfigurations,
-                      reconfiguration_delay_s=schedule.reconfiguration_delay_s)
-    return res
+    return measured_run(name, workload, "parallel-ocs", steps, results, run_drops, slots=Slots(
+        slot_utilisation=delivered / capacity if capacity else 0.0,
+        cycles=end_s / schedule.makespan_s if schedule.makespan_s else 0.0, slots_run=len(events),
+        start_error_s=start_error, dark_window_measured_s=dark, method="parallel-ocs",
+        slots_per_turn=schedule.reconfigurations, reconfiguration_delay_s=schedule.reconfiguration_delay_s))

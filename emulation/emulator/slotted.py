@@ -37,7 +37,7 @@ from emulation import dataplane as dpn
 from emulation.emulator.agent_schedule import AgentSchedules
 from emulation.emulator.controller_client import ControllerError
 from emulation.emulator.net import FAST_RTO_MIN_MS, EmulatedFabric, EmulationError
-from emulation.emulator.orchestrator import (AGENT_TIMEOUT_MARGIN_S, RunLedger, agents, open_under,
+from emulation.emulator.orchestrator import (AGENT_TIMEOUT_MARGIN_S, RunLedger, agents, measured_run, open_under,
                                              raise_if_switch_failed)
 from emulation.fabric import Configuration, assign_ports
 from emulation.results import Percentiles, RunResult, Slots, StepResult, TransferResult
@@ -262,10 +262,7 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
     used = [e for e in events if e["planned_start"] >= origin - 1e-9 and e["planned_start"] <= origin + end_s * tdf]
     start_error, dark = slot_timing(used, tdf)
     delivered = sum(t.bytes for tid, (_si, t) in enumerate(tids) if ends[tid] < math.inf)
-    res = RunResult(name=name, collective=workload.collective, algorithm=workload.algorithm, planner=planner,
-                    ranks=n, bytes=workload.bytes, backend="packet", time_s=end_s, steps=steps,
-                    transfers=transfers, bytes_sent=workload.bytes_sent, bytes_delivered=delivered, drops=run_drops)
-    res.slots = Slots(slot_utilisation=delivered / capacity if capacity else 0.0, cycles=end_s / schedule.cycle_s,
-                      slots_run=len(used), start_error_s=start_error, dark_window_measured_s=dark,
-                      guard_emulated_s=schedule.guard_s * tdf, relayed_bytes=relay.relayed_bytes if relay else 0)
-    return res
+    return measured_run(name, workload, planner, steps, transfers, run_drops, slots=Slots(
+        slot_utilisation=delivered / capacity if capacity else 0.0, cycles=end_s / schedule.cycle_s,
+        slots_run=len(used), start_error_s=start_error, dark_window_measured_s=dark,
+        guard_emulated_s=schedule.guard_s * tdf, relayed_bytes=relay.relayed_bytes if relay else 0))

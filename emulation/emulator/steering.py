@@ -68,12 +68,12 @@ def can_steer(cores: int | None = None) -> bool:
     return (cores if cores is not None else len(os.sched_getaffinity(0))) >= 2
 
 
-def steer_by_default(gpus: int, pmd: bool, kernel_datapath: bool, cores: int | None = None) -> bool:
-    """Whether a fabric of ``gpus`` GPUs is steered when nobody asks: not where the PMD thread
-    polls the GPUs' ports (``pmd``; it takes the second core) or Open vSwitch forwards in the
-    kernel, and only with two cores or more (``cores``: default the CPUs this process may use)
-    and at least :data:`STEER_MIN_GPUS` GPUs."""
-    return not pmd and not kernel_datapath and can_steer(cores) and gpus >= STEER_MIN_GPUS
+def steer_by_default(gpus: int, kernel_datapath: bool, cores: int | None = None) -> bool:
+    """Whether a fabric of ``gpus`` GPUs the PMD thread does not poll (it would take the second
+    core) is steered when nobody asks: not where Open vSwitch forwards in the kernel, and only
+    with two cores or more (``cores``: default the CPUs this process may use) and at least
+    :data:`STEER_MIN_GPUS` GPUs."""
+    return not kernel_datapath and can_steer(cores) and gpus >= STEER_MIN_GPUS
 
 
 def split(cpus: set[int] | None = None) -> tuple[int, set[int]]:
