@@ -23,8 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
 
 from emulation.fabric import Configuration, Fabric, Link
 
@@ -155,6 +153,7 @@ class Routes:
         # Hop counts to GPU destinations, one column per destination, computed on first use by
         # a BFS over the reversed graph (a fabric of n GPUs would need n^2 of them at once; a
         # run needs the columns of the destinations it sends to, and the paths touch few rows).
+        from scipy.sparse import csr_matrix  # here, not at import: the CLI's refusals need no SciPy
         self._rev = csr_matrix((np.ones(self.rows.shape[0]), (self.link_v, self.link_u)), shape=(nodes, nodes))
         self._cols: np.ndarray | None = None  # (nodes, gpus), allocated at the first BFS
         self._known = np.zeros(gpus, dtype=bool)
@@ -288,6 +287,7 @@ class Routes:
 
     def _columns(self, dst: np.ndarray) -> None:
         """Compute the hop-count columns of GPUs ``dst`` not computed yet."""
+        from scipy.sparse.csgraph import shortest_path
         need = np.unique(dst)
         need = need[~self._known[need]]
         if need.size and self._cols is None:

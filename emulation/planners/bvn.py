@@ -49,9 +49,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from emulation.schedule import WeightedMatching
 from emulation.workloads.matchings import round_robin_matchings
@@ -134,6 +131,8 @@ def bvn_decompose(m: np.ndarray, rel_tol: float = 1e-9, max_terms: int | None = 
     :returns: ``[BvnTerm]`` with ``sum weight x P = stuff(m)`` within ``rel_tol``.
     :raises DecompositionError: bad matrix.
     """
+    from scipy.optimize import linear_sum_assignment  # here, not at import: the CLI's refusals need no SciPy
+
     rest = stuff(m)
     n = rest.shape[0]
     scale = rest.max()
@@ -170,6 +169,9 @@ def _bottleneck(rest: np.ndarray, floor: float) -> float | None:
 
 
 def _perfect(mask: np.ndarray) -> bool:
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
     match = maximum_bipartite_matching(csr_matrix(mask.astype(np.int8)), perm_type="column")
     return bool((match >= 0).all())
 

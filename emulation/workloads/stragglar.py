@@ -41,7 +41,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
-import networkx as nx
 import numpy as np
 
 from emulation.workloads.allreduce import check_sizes
@@ -179,6 +178,7 @@ def _matching_rounds(n: int, weighting: str) -> tuple[tuple[Move, ...], ...]:
             lack = holds[u] - holds[v]
             return max(lack) if lack else None
 
+        import networkx as nx  # here, not at import: the CLI's refusals need no networkx
         g = nx.Graph()
         for i, u in enumerate(free):
             for v in free[i + 1:]:
