@@ -199,6 +199,13 @@ def parser() -> argparse.ArgumentParser:
     command("kinds", help="list the scenario kinds, their backends and the commands each answers")
     command("clean", help="remove what killed ocslab runs left behind (only ours: ocl- bridges and "
                    "interfaces, marked processes, run records) and say what was removed")
+    dr = command("doctor", help="what this machine (or each lab server) can emulate with packets: Open vSwitch, "
+                        "its datapaths, shaping, controllers, and a short calibration into GPU counts; every problem "
+                        "with its fix")
+    dr.add_argument("--server", nargs="+", default=[], metavar="NAME", help="also check these lab servers over ssh "
+                    "(ocslab servers up)")
+    dr.add_argument("--no-probe", action="store_true", help="skip the calibration (about a minute)")
+    dr.add_argument("--out", type=Path, help="the calibration's logs (default runs/doctor-<time>)")
     sv = command("servers", help="lab servers on this machine for a fabric spread over servers "
                         "(emulation.servers; docs/cluster.md): up NAME..., down, status")
     sv.add_argument("action", choices=["up", "down", "status"])
@@ -214,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd in kinds.FILE_COMMANDS:
             return _file_command(args)
         return {"workload": _workload, "torch": _torch, "clean": lambda a: _clean(), "schema": _schema,
-                "kinds": _kinds, "pcap": _pcap, "servers": _servers,
+                "kinds": _kinds, "pcap": _pcap, "servers": _servers, "doctor": _doctor,
                 "reproduce": _reproduce}[args.cmd](args)
     except KeyboardInterrupt:  # before a job's own handler (loading, validating) or after it
         return fail("interrupted", EXIT_INTERRUPTED)
@@ -352,6 +359,48 @@ def _clean() -> int:
     for line in removed:
         print(f"removed {line}")
     print(f"clean: {len(removed)} thing(s) removed" if removed else "clean: nothing of ocslab's was left behind")
+    return 0
+
+
+def _doctor(args) -> int:
+    """``ocslab doctor`` (:mod:`emulation.emulator.doctor`): the findings, one line each, then
+    the calibration's GPU counts; exit 1 when a finding blocks packet runs or no rate passes."""
+    from emulation.emulator import doctor, server_lab
+
+    known = {s.name for s in server_lab.lab_servers()}
+    for name in args.server:
+        if name not in known:
+            return fail(f"--server {name}: not a lab server ({', '.join(sorted(known)) or 'none is up'}; "
+                        f"ocslab servers up {name})")
+    out = None
+    if not args.no_probe:
+        try:
+            out = results_dir(args.out, "doctor")
+        except Refused as e:
+            return fail(str(e))
+    findings = doctor.machine_findings() + [f for name in args.server for f in doctor.server_findings(name)]
+    for f in findings:
+        print(("PROBLEM " if f.fix else "        ") + f.line())
+    blocked = [f.topic for f in findings if f.blocking]
+    if blocked:
+        print(f"doctor: the packet backend cannot run here ({', '.join(blocked)}); the flow backend can")
+        return 1
+    if out is None:
+        print("doctor: nothing blocks the packet backend (calibration skipped)")
+        return 0
+    phase("calibrating a 16-GPU x 2-port OCS star (about a minute)")
+    return guarded(out, lambda: _show_capacity(doctor.capacity(out)))
+
+
+def _show_capacity(cap: dict) -> int:
+    probes = ", ".join(f"{p['link_mbps']:g} Mbit/s {p['efficiency']:.1%}" for p in cap["probes"])
+    print(f"        calibration: {probes} of link rate (target {cap['target']:.0%}); this machine forwards "
+          f"{cap['faithful_mbps']:g} Mbit/s of link load faithfully"
+          f"{'' if cap['ceiling'] else ' (at least: the first rate passed)'}")
+    counts = ", ".join(f"{n} at {r:g}" + (" (memory)" if cap["bound"][r] == "memory" else "")
+                       for r, n in cap["gpus"].items())
+    print(f"        capacity: GPUs with 2 ports each, at Mbit/s per link: {counts}")
+    print("doctor: nothing blocks the packet backend")
     return 0
 
 
