@@ -204,7 +204,7 @@ def parser() -> argparse.ArgumentParser:
                         "with its fix")
     dr.add_argument("--server", nargs="+", default=[], metavar="NAME", help="also check these lab servers over ssh "
                     "(ocslab servers up)")
-    dr.add_argument("--no-probe", action="store_true", help="skip the calibration (about a minute)")
+    dr.add_argument("--no-probe", action="store_true", help="skip the calibration (about 20 s)")
     dr.add_argument("--out", type=Path, help="the calibration's logs (default runs/doctor-<time>)")
     sv = command("servers", help="lab servers on this machine for a fabric spread over servers "
                         "(emulation.servers; docs/cluster.md): up NAME..., down, status")
@@ -388,7 +388,7 @@ def _doctor(args) -> int:
     if out is None:
         print("doctor: nothing blocks the packet backend (calibration skipped)")
         return 0
-    phase("calibrating a 16-GPU x 2-port OCS star (about a minute)")
+    phase("calibrating a 16-GPU x 2-port OCS star (about 20 s)")
     return guarded(out, lambda: _show_capacity(doctor.capacity(out)))
 
 

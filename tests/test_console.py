@@ -260,7 +260,10 @@ def test_hostile_commands_get_one_line_each_and_the_session_goes_on(run_dir):
         print(f"ocslab> iperf g0 g1 2\n{iperf}")
         rate = float(re.search(r"([\d.]+) Mbit/s emulated", iperf).group(1))
         assert re.search(r"g0 retransmitted \d+ segments, \d+ on a timeout", iperf), iperf
-        assert 8.0 < rate <= 10.5, iperf  # one TCP flow on a 10 Mbit/s link
+        delivered = float(re.search(r"g1 received \d+ bytes over [\d.]+-[\d.]+ s \(([\d.]+) Mbit/s\)", iperf).group(1))
+        # one TCP flow on a 10 Mbit/s link, as the client and the server see it (measured 9.87-10.00
+        # in 80 runs; CI twice saw 7.04-7.05 at the client, cause not found: hence the server's side)
+        assert 8.0 < rate <= 10.5 and 8.0 < delivered <= 10.5, iperf
         # the controller killed under the session: every ocslab command says so in one line
         def argv(pid: int) -> list[bytes]:
             try:

@@ -375,7 +375,7 @@ class FabricSession:
         import subprocess
 
         from emulation.emulator.net import stop_pid
-        from emulation.poll import wait_until
+        from emulation.poll import poll_until, wait_until
 
         hosts = {h.name: h for h in self.emu.net.hosts}
         src = src or dpn.host_name(0)
@@ -391,7 +391,12 @@ class FabricSession:
             raise SessionError("iperf: the iperf program is not installed (apt install iperf)")
         port = "5201"
         before = tcp_counters(hosts[src])
-        server = hosts[dst].popen(["iperf", "-s", "-p", port], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        logs = self.out / "emulation" / "iperf"
+        logs.mkdir(parents=True, exist_ok=True)
+        server_csv = logs / f"server-{src}-{dst}-{len(list(logs.glob('server-*.csv')))}.csv"
+        with open(server_csv, "w") as fh:
+            server = hosts[dst].popen(["stdbuf", "-oL", "iperf", "-s", "-p", port, "-y", "C"], stdout=fh,
+                                      stderr=subprocess.DEVNULL)
         try:
             wait_until(lambda: hosts[dst].cmd(f"ss -Hltn sport = :{port}").strip(), 10,
                        lambda: SessionError(f"iperf: the server on {dst} did not listen within 10 s"))
@@ -402,6 +407,8 @@ class FabricSession:
             except subprocess.TimeoutExpired:
                 stop_pid(client)
                 raise SessionError(f"iperf {src} {dst}: no result within {seconds + 30:g} s") from None
+            if client.returncode == 0:  # the server's row for the connection, written once it closed
+                poll_until(lambda: server_csv.read_text().count(",") >= 8, 5)
         finally:
             stop_pid(server)
         rows = [r.split(",") for r in out.splitlines() if r.count(",") >= 8]
@@ -411,8 +418,12 @@ class FabricSession:
         real = bps * self.scale.port_gbps * 1e3 / self.scale.link_mbps
         after = tcp_counters(hosts[src])
         lost = {k: after.get(k, 0) - before.get(k, 0) for k in ("RetransSegs", "TCPTimeouts")}
+        got = [r.split(",") for r in server_csv.read_text().splitlines() if r.count(",") >= 8]
+        received = (f"{dst} received {int(got[-1][7])} bytes over {got[-1][6]} s ({float(got[-1][8]) / 1e6:.2f} "
+                    f"Mbit/s)" if got else f"{dst}'s server gave no report")
         return (f"iperf {src} -> {dst}: {bps / 1e6:.2f} Mbit/s emulated over {seconds:g} s = {real / 1e9:.1f} Gbit/s "
                 f"real-equivalent (links at {self.scale.link_mbps:g} Mbit/s = {self.scale.port_gbps:g} Gbit/s); "
+                f"{src} sent {int(rows[-1][7])} bytes over {rows[-1][6]} s, {received}; "
                 f"{src} retransmitted {lost['RetransSegs']} segments, {lost['TCPTimeouts']} on a timeout")
 
     def envelope(self) -> ResultEnvelope:

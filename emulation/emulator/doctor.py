@@ -37,6 +37,8 @@ RATES_MBPS = (2.5, 5.0, 10.0, 20.0)
 #: The calibration's fabric: GPUs x ports of an OCS star (32 directed links at 10 Mbit/s offer
 #: twice the 160 Mbit/s a 2-core machine forwards, so the probe finds the ceiling, not a floor).
 PROBE_GPUS, PROBE_PORTS = 16, 2
+#: Probes between the fastest rate that passed and the slowest that missed, each at their middle.
+BISECT_PROBES = 2
 #: Open vSwitch's userspace datapath segments TCP for packet-socket ports from this version on.
 TSO_SINCE = (2, 14)
 
@@ -144,8 +146,9 @@ def server_findings(name: str) -> list[Finding]:
 
 def capacity(out: Path) -> dict:
     """Calibrate a :data:`PROBE_GPUS` x :data:`PROBE_PORTS` OCS star (module doc) with the
-    packet session's ``auto`` policy (logs under ``out/emulation``) and give
-    :func:`capacity_of` its probes.
+    packet session's ``auto`` policy (logs under ``out/emulation``), which halves the rate until
+    one passes, then probe up to :data:`BISECT_PROBES` rates between the fastest that passed and
+    the slowest that missed; give :func:`capacity_of` every probe.
 
     :raises emulation.emulator.calibration.CalibrationError: no rate reaches the target.
     :raises emulation.emulator.net.EmulationError: the fabric could not be brought up.
@@ -154,9 +157,23 @@ def capacity(out: Path) -> dict:
     from emulation.scenario.schema import EmulationSpec
     from topologies import ocs_star
 
+    from emulation.emulator.calibration import measure_headroom
+    from emulation.scale import Scale
+
     fabric = ocs_star(PROBE_GPUS, PROBE_PORTS, 400, 10e-6, "ring")
     with PacketSession(fabric, out, EmulationSpec(link_mbps="auto")) as session:
-        return capacity_of(session.meta["calibration"], available_memory())
+        cal = dict(session.meta["calibration"])
+        probes, target = list(cal["probes"]), cal["target"]
+        for _ in range(BISECT_PROBES):  # the session halves the rate; narrow the ceiling down
+            lo = max(p["link_mbps"] for p in probes if p["efficiency"] >= target)
+            hi = min((p["link_mbps"] for p in probes if p["efficiency"] < target and p["link_mbps"] > lo), default=None)
+            if hi is None or hi < 1.2 * lo:
+                break
+            rate = round((lo + hi) / 2, 3)
+            session.emu.set_link_mbps(rate)
+            probes.append(measure_headroom(session.emu, Scale(rate, session.scale.byte_scale, fabric.port_gbps),
+                                           out / "emulation" / "doctor" / f"probe-{rate:g}mbps"))
+        return capacity_of({**cal, "probes": probes}, available_memory())
 
 
 def capacity_of(calibration: dict, memory: int) -> dict:
