@@ -258,15 +258,15 @@ def test_hostile_commands_get_one_line_each_and_the_session_goes_on(run_dir):
         assert re.search(r"│ ring\s+│\s+1MiB .* ok │", again), again
         iperf = s.ask("iperf g0 g1 2")
         print(f"ocslab> iperf g0 g1 2\n{iperf}")
-        rate = float(re.search(r"([\d.]+) Mbit/s emulated", iperf).group(1))
+        delivered = float(re.search(r"([\d.]+) Mbit/s delivered, emulated", iperf).group(1))
+        assert re.search(r"g0's client wrote \d+ bytes over [\d.-]+ s \([\d.]+ Mbit/s\), g1 received \d+ bytes", iperf)
         assert re.search(r"g0 retransmitted \d+ segments, \d+ on a timeout", iperf), iperf
-        delivered = float(re.search(r"g1 received \d+ bytes over [\d.]+-[\d.]+ s \(([\d.]+) Mbit/s\)", iperf).group(1))
         # One TCP flow on a 10 Mbit/s link, measured where it is delivered: the server's bytes over
         # its connection's life (9.99-10.01 Mbit/s in 17 runs here). The client's figure counts the
         # bytes written into its socket (its per-second rows read 12.6-15.7 Mbit/s on this link) over
         # an interval that ends with iperf's own close handshake: 9.87-10.00 in 80 runs here, but
         # 7.04 and 7.05 in two CI runs with no segment retransmitted; it is printed, not judged.
-        assert 8.0 < delivered <= 10.5 and rate > 0, iperf
+        assert 8.0 < delivered <= 10.5, iperf
         # the controller killed under the session: every ocslab command says so in one line
         def argv(pid: int) -> list[bytes]:
             try:

@@ -414,17 +414,19 @@ class FabricSession:
         rows = [r.split(",") for r in out.splitlines() if r.count(",") >= 8]
         if not rows:
             raise SessionError(f"iperf {src} {dst}: {(err or out).strip().splitlines()[-1:] or ['no report']}")
-        bps = float(rows[-1][-1])
-        real = bps * self.scale.port_gbps * 1e3 / self.scale.link_mbps
+        sent_bps = float(rows[-1][-1])
         after = tcp_counters(hosts[src])
         lost = {k: after.get(k, 0) - before.get(k, 0) for k in ("RetransSegs", "TCPTimeouts")}
         got = [r.split(",") for r in server_csv.read_text().splitlines() if r.count(",") >= 8]
-        received = (f"{dst} received {int(got[-1][7])} bytes over {got[-1][6]} s ({float(got[-1][8]) / 1e6:.2f} "
-                    f"Mbit/s)" if got else f"{dst}'s server gave no report")
-        return (f"iperf {src} -> {dst}: {bps / 1e6:.2f} Mbit/s emulated over {seconds:g} s = {real / 1e9:.1f} Gbit/s "
+        # The headline is the delivered rate (the server's bytes over its connection); the client's
+        # counts the bytes written into its socket, over an interval ending with iperf's close.
+        bps, what = (float(got[-1][8]), "delivered") if got else (sent_bps, "sent (the server gave no report)")
+        real = bps * self.scale.port_gbps * 1e3 / self.scale.link_mbps
+        received = f", {dst} received {int(got[-1][7])} bytes over {got[-1][6]} s" if got else ""
+        return (f"iperf {src} -> {dst}: {bps / 1e6:.2f} Mbit/s {what}, emulated = {real / 1e9:.1f} Gbit/s "
                 f"real-equivalent (links at {self.scale.link_mbps:g} Mbit/s = {self.scale.port_gbps:g} Gbit/s); "
-                f"{src} sent {int(rows[-1][7])} bytes over {rows[-1][6]} s, {received}; "
-                f"{src} retransmitted {lost['RetransSegs']} segments, {lost['TCPTimeouts']} on a timeout")
+                f"{src}'s client wrote {int(rows[-1][7])} bytes over {rows[-1][6]} s ({sent_bps / 1e6:.2f} Mbit/s)"
+                f"{received}; {src} retransmitted {lost['RetransSegs']} segments, {lost['TCPTimeouts']} on a timeout")
 
     def envelope(self) -> ResultEnvelope:
         """The session's result: every collective run so far."""
