@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -201,6 +202,16 @@ def test_a_rate_one_server_cannot_carry_is_refused_naming_the_slowest_server(run
     line = [x for x in r.stderr.strip().splitlines() if not x.startswith("ocslab: progress: ")]  # heartbeats
     assert len(line) == 1 and "emulation.link_mbps: 400 Mbit/s" in line[0] and "slowest server" in line[0], line
     assert _censuses() == before
+
+
+@pytest.mark.emulation
+def test_doctor_reads_each_lab_server_over_ssh(lab):
+    """``ocslab doctor --server``: each lab server's cores, memory and Open vSwitch, read there."""
+    r = _ocslab("doctor", "--no-probe", "--server", *NAMES)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name in NAMES:
+        assert re.search(rf"^ +{name} cores: \d+$", r.stdout, re.M), r.stdout
+        assert re.search(rf"^ +{name} Open vSwitch: \d+\.\d+\.\d+, answering$", r.stdout, re.M), r.stdout
 
 
 @pytest.mark.emulation
