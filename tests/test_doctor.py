@@ -70,3 +70,15 @@ def test_doctor_finds_this_machines_packet_backend_and_calibrates_it(run_dir):
     counts = dict((float(rate), int(n)) for n, rate in re.findall(r"(\d+) at ([\d.]+)", r.stdout.split("capacity:")[1]))
     assert counts[10.0] == int(faithful / 10 // 2) and counts[2.5] >= 4 * counts[10.0]
     assert lines[-1] == "doctor: nothing blocks the packet backend"
+
+
+def test_without_open_vswitch_the_finding_blocks_and_names_its_fix(monkeypatch):
+    import shutil
+
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name.startswith("ovs") else real(name, *a, **k))
+    found = {f.topic: f for f in doctor.machine_findings()}
+    assert found["Open vSwitch"].blocking and found["Open vSwitch"].line() == (
+        "Open vSwitch: not installed -> make setup (installs openvswitch-switch)")
+    assert found["userspace TSO"].found == "no Open vSwitch" and not found["userspace TSO"].blocking
+    assert found["PMD thread (AF_XDP)"].found == "no"

@@ -99,9 +99,10 @@ def machine_findings() -> list[Finding]:
                        "no: Open vSwitch forwards in userspace (the netdev datapath), on the CPU"))
     out.append(Finding("PMD thread (AF_XDP)", "yes" if caps.afxdp else "no"))
     version = ovs_version_tuple(caps.ovs_version)
-    tso = _out(["ovs-vsctl", "--timeout=5", "--if-exists", "get", "Open_vSwitch", ".",
-                "other_config:userspace-tso-enable"]).stdout.strip().strip('"')
-    out.append(Finding("userspace TSO", ("available" if version and version >= TSO_SINCE else "not in this version")
+    tso = "" if version is None else _out(["ovs-vsctl", "--timeout=5", "--if-exists", "get", "Open_vSwitch", ".",
+                                           "other_config:userspace-tso-enable"]).stdout.strip().strip('"')
+    out.append(Finding("userspace TSO", "no Open vSwitch" if version is None else
+                       ("available" if version >= TSO_SINCE else "not in this version")
                        + f" (other_config:userspace-tso-enable={tso or 'unset'}); no ocslab datapath uses it yet"))
     out.append(Finding("HTB", "yes" if caps.htb else "no", None if caps.htb else
                        "the kernel's sch_htb module (linux-modules-extra on Ubuntu)", blocking=not caps.htb))
