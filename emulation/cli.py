@@ -388,7 +388,7 @@ def _doctor(args) -> int:
     if out is None:
         print("doctor: nothing blocks the packet backend (calibration skipped)")
         return 0
-    phase("calibrating a 16-GPU x 2-port OCS star (about 20 s)")
+    phase(f"calibrating a {doctor.PROBE_GPUS}-GPU x {doctor.PROBE_PORTS}-port OCS star (about 20 s)")
     return guarded(out, lambda: _show_capacity(doctor.capacity(out)))
 
 
@@ -399,7 +399,7 @@ def _show_capacity(cap: dict) -> int:
           f"{'' if cap['ceiling'] else ' (at least: the first rate passed)'}")
     counts = ", ".join(f"{n} at {r:g}" + (" (memory)" if cap["bound"][r] == "memory" else "")
                        for r, n in cap["gpus"].items())
-    print(f"        capacity: GPUs with 2 ports each, at Mbit/s per link: {counts}")
+    print(f"        capacity: GPUs with {cap['ports']} ports each, at Mbit/s per link: {counts}")
     print("doctor: nothing blocks the packet backend")
     return 0
 

@@ -460,14 +460,11 @@ class FabricSession:
 
 def tcp_counters(host) -> dict[str, int]:
     """The TCP counters of ``host``'s network namespace (``/proc/net/snmp``'s ``Tcp:`` and
-    ``/proc/net/netstat``'s ``TcpExt:`` rows, by name: ``RetransSegs``, ``TCPTimeouts``, ...);
+    ``/proc/net/netstat``'s ``TcpExt:`` groups, by name: ``RetransSegs``, ``TCPTimeouts``, ...);
     empty where the host cannot read them."""
-    out: dict[str, int] = {}
-    rows = [r.split() for r in host.cmd("cat /proc/net/snmp /proc/net/netstat").splitlines()]
-    for names, values in zip(rows, rows[1:]):
-        if names and names[0] in ("Tcp:", "TcpExt:") and values[:1] == names[:1] and not names[1].isdigit():
-            out.update({k: int(v) for k, v in zip(names[1:], values[1:]) if v.lstrip("-").isdigit()})
-    return out
+    from emulation.emulator.counters import snmp_counters
+
+    return snmp_counters(host.cmd("cat /proc/net/snmp /proc/net/netstat"), ("Tcp:", "TcpExt:"))
 
 
 class FabricCLI(CLI):

@@ -194,10 +194,7 @@ class DropCounters:
         for site in self._all_sites():
             if not site.remote:
                 continue
-            lines = [x.split() for x in site.read(["/proc/net/snmp"]).get("/proc/net/snmp", "").splitlines()
-                     if x.startswith("Udp:")]
-            if len(lines) >= 2 and "InErrors" in lines[0]:
-                total += int(lines[1][lines[0].index("InErrors")])
+            total += snmp_counters(site.read(["/proc/net/snmp"]).get("/proc/net/snmp", ""), ("Udp:",)).get("InErrors", 0)
         return total
 
     def _softnet_drops(self) -> int:
@@ -352,3 +349,15 @@ class DropCounters:
 
 
 __all__ = ["DropCounters", "Ports", "Snapshot"]
+
+
+def snmp_counters(text: str, groups: tuple[str, ...]) -> dict[str, int]:
+    """The counters of ``groups`` (``"Tcp:"``, ``"TcpExt:"``, ``"Udp:"``...) in ``text``, the
+    contents of ``/proc/net/snmp`` and/or ``/proc/net/netstat`` (a row of names, then a row of
+    values, per group), by name; a group absent from ``text`` gives nothing."""
+    out: dict[str, int] = {}
+    rows = [r.split() for r in text.splitlines()]
+    for names, values in zip(rows, rows[1:]):
+        if names[:1] and names[0] in groups and values[:1] == names[:1] and not names[1].lstrip("-").isdigit():
+            out.update({k: int(v) for k, v in zip(names[1:], values[1:]) if v.lstrip("-").isdigit()})
+    return out

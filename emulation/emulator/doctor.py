@@ -187,7 +187,7 @@ def capacity_of(calibration: dict, memory: int) -> dict:
     :data:`RATES_MBPS` the GPUs with :data:`PROBE_PORTS` ports that load gives
     (:func:`~emulation.emulator.limits.gpus_per_machine`), or fewer where memory binds.
 
-    :returns: ``{"probes", "target", "rate_mbps" (the passing probe's), "faithful_mbps", "ceiling" (a faster rate was probed and
+    :returns: ``{"probes", "target", "rate_mbps" (the passing probe's), "faithful_mbps", "ports", "ceiling" (a faster rate was probed and
         missed: the load is the machine's ceiling, not a floor), "gpus": {rate: n},
         "bound": {rate: "CPU" or "memory"}}``.
     :raises ValueError: no probe reached the target.
@@ -203,6 +203,6 @@ def capacity_of(calibration: dict, memory: int) -> dict:
         by_cpu = limits.gpus_per_machine(faithful, rate, PROBE_PORTS, efficiency=1.0)
         gpus[rate], bound[rate] = (by_cpu, "CPU") if by_cpu <= by_memory else (by_memory, "memory")
     return {"probes": calibration["probes"], "target": calibration["target"], "rate_mbps": best["link_mbps"],
-            "faithful_mbps": faithful,
+            "faithful_mbps": faithful, "ports": PROBE_PORTS,
             "ceiling": any(p["link_mbps"] > best["link_mbps"] for p in calibration["probes"]),
             "gpus": gpus, "bound": bound}
