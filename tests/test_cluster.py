@@ -174,6 +174,11 @@ def test_a_fabric_spread_over_two_servers_runs_like_the_flow_model_and_leaves_ev
     # cores, 65 reconfigurations in 13 runs at R = 40 ms emulated (2026-11-27): flush 1.0-8.2 ms,
     # barrier 1.2-4.1 ms, R held 40.1-40.3 ms; the total 42.7-50.5 ms (10.7-12.6 us real), so a
     # fixed bound on the total (it was R + 20% + 2 ms) failed once in 18 runs.
+    # R is held from the flush, never less; the controller's sleep wakes a little after it. Woken
+    # late (held - R), R = 76.3 ms (2026-11-28): 0.11-0.83 ms in 25 reconfigurations of 5 runs,
+    # each run's median 0.15-0.19 ms; one fresh-clone CI run had one wake-up 2.3 ms late (a busy
+    # 2-core VM), so the bound is on the run's median: counting R from anything later than the
+    # flush (the routes, 2.9-7.5 ms after it) moves every wake-up, not one.
     dark = [s["dark_window_measured_s"] for s in runs["rhd-circuits"]["steps"] if s["action"] == "reconfigure"]
     # the run's own TDF: its byte scale may be raised above the scenario's (its steps' wall clock)
     tdf = res["scale"]["tdf"] * runs["rhd-circuits"]["byte_scale"] / res["scale"]["byte_scale"]
@@ -182,9 +187,10 @@ def test_a_fabric_spread_over_two_servers_runs_like_the_flow_model_and_leaves_ev
     done = [e for e in events if e["kind"] == "reconfigured" and e["changed"]][-5:]
     assert sorted(e["dark_window_measured_s"] / tdf for e in done) == pytest.approx(sorted(dark), rel=1e-9)
     R = 10e-6 * tdf
+    late = sorted(e["t_install"] - e["t_dark_flushed"] - R for e in done)
+    assert late[0] >= 0, done  # every port dark at least R after the flush
+    assert late[2] <= 0.001, late  # the median wake-up within 1 ms of R after the flush
     for e in done:
-        held = e["t_install"] - e["t_dark_flushed"]
-        assert R <= held <= R + 0.002, e  # R from the flush, within 2 ms of a sleep's wake-up
         assert e["t_dark"] <= e["t_dark_flushed"] <= e["t_dark"] + 0.5 * R, e  # the flush: 1-8 ms
         assert e["t_live"] - e["t_install"] <= 0.5 * R, e  # the new circuits' barrier: 1-4 ms
     assert _censuses() == before
