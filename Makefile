@@ -17,14 +17,14 @@ demo: setup
 test:
 	OCSLAB_EXTRAS=test,torch,ryu bash scripts/setup.sh
 	@a=0; b=0; \
-	$(OCSLAB_VENV)/bin/python -m pytest -q -n auto -m "not emulation" --durations=10 tests $(PYTEST_ARGS) || a=$$?; \
+	$(OCSLAB_VENV)/bin/python -m pytest -q -n auto -m "not emulation" --dist worksteal --durations=10 tests $(PYTEST_ARGS) || a=$$?; \
 	$(OCSLAB_VENV)/bin/python -m pytest -q -m emulation --durations=10 tests $(PYTEST_ARGS) || b=$$?; \
 	[ $$a -eq 5 ] && a=0; [ $$b -eq 5 ] && b=0; \
 	echo "make test: without packets exit $$a, emulation exit $$b"; [ $$a -eq 0 ] && [ $$b -eq 0 ]
 
 test-unit:
 	OCSLAB_EXTRAS=test bash scripts/setup.sh
-	$(OCSLAB_VENV)/bin/python -m pytest -q -n auto -m "not emulation" tests
+	$(OCSLAB_VENV)/bin/python -m pytest -q -n auto -m "not emulation" --dist worksteal tests
 
 docs:
 	OCSLAB_EXTRAS=docs bash scripts/setup.sh

@@ -99,6 +99,7 @@ def _provision(checkout: Path, machine: str, env: dict[str, str]) -> tuple[subpr
 
 
 @needs_root
+@pytest.mark.long
 def test_provisioning_makes_the_vms_own_environments_and_leaves_the_hosts_venv_alone(tmp_path, request):
     checkout = _checkout_with_a_host_venv(tmp_path)
     host = {v: _snapshot(checkout / v) for v in (".venv", ".venv-ryu")}
@@ -207,7 +208,7 @@ def test_the_makefile_runs_the_venv_in_ocslab_venv_and_dot_venv_without_it():
         return [line for line in r.stdout.splitlines() if "/bin/" in line]
 
     assert dry("demo", "test") == [".venv/bin/ocslab run experiments/demo.yaml",
-                                   '.venv/bin/python -m pytest -q -n auto -m "not emulation" --durations=10 tests  || a=$?; \\',
+                                   '.venv/bin/python -m pytest -q -n auto -m "not emulation" --dist worksteal --durations=10 tests  || a=$?; \\',
                                    ".venv/bin/python -m pytest -q -m emulation --durations=10 tests  || b=$?; \\"]
     assert dry("demo", OCSLAB_VENV="/home/vagrant/venvs/ocslab/venv") == [
         "/home/vagrant/venvs/ocslab/venv/bin/ocslab run experiments/demo.yaml"]

@@ -342,6 +342,7 @@ def test_the_docs_tolerance_table_is_the_claims_table():
     assert claims_markdown() in text, "docs/papers/index.md: paste emulation.reproduce.suite.claims_markdown()"
 
 
+@pytest.mark.long
 def test_ocslab_reproduce_quick_gives_the_docs_verdicts_and_exits_with_them(out_dir):
     """``ocslab reproduce --quick`` runs every reproduction's flow form (smaller sweeps that
     measure every headline as the full form does): no script fails, every flow headline gets the
