@@ -161,6 +161,15 @@ def test_a_fabric_spread_over_two_servers_runs_like_the_flow_model_and_leaves_ev
     assert set(res["calibration"]["probes"][0]["servers"]) == set(NAMES)
     runs = {x["name"]: x for x in res["runs"]}
     assert all(x["checks"]["ok"] for x in runs.values()), [x["checks"] for x in runs.values()]
+    # every server's clock is its own (a time namespace, 1000 s x its address's last number ahead):
+    # each agent's offset was measured over the control channel, to within half a round trip
+    ahead = {server_lab.clock_offset_s(s) for s in lab}
+    paths = sorted((run_dir / "out" / "emulation").glob("*/clocks.json"))
+    assert {p.parent.name for p in paths} >= {"ring-25MiB", "rhd-circuits-25MiB"}, paths
+    for path in paths:
+        clocks = json.loads(path.read_text()).values()
+        assert len(clocks) == 8 and {round(c["offset_s"]) for c in clocks} == ahead, (path, clocks)
+        assert all(abs(c["offset_s"] - round(c["offset_s"])) <= c["uncertainty_s"] + 1e-6 for c in clocks), clocks
     flow = _ocslab("run", str(scen), "--out", str(run_dir / "flow"), "--backend", "flow")
     assert flow.returncode == 0, flow.stderr
     model = {x["name"]: x["time_s"] for x in json.loads((run_dir / "flow" / "result.json").read_text())["result"]["runs"]}

@@ -264,8 +264,9 @@ def test_an_agent_that_dies_mid_step_fails_the_run_naming_it_and_keeps_what_was_
     p = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", str(scen), "--out", str(out)],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for_agents(p, out)
+    agent_g2 = [b"emulation.emulator.agent", b"ctl.sock", b"2", b""]  # python -m emulation.emulator.agent CONTROL RANK
     victim = [pid for pid in census.descendants(p.pid)
-              if b"agent-g2.json" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+              if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[-4:] == agent_g2]
     assert len(victim) == 1, victim
     os.kill(victim[0], signal.SIGKILL)
     _, err = p.communicate(timeout=120)

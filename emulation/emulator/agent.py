@@ -1,15 +1,18 @@
-"""GPU agent: ``python -m emulation.emulator.agent SCHEDULE.json`` inside one Mininet host.
+"""GPU agent: ``python -m emulation.emulator.agent CONTROL RANK`` inside one Mininet host.
 
-Executes its rank's transfers over TCP on the fabric and synchronises steps with the
-orchestrator over a Unix socket (the control channel never crosses the fabric; all namespaces
-share the filesystem and CLOCK_MONOTONIC).
+Executes rank ``RANK``'s transfers over TCP on the fabric and synchronises steps with the
+orchestrator over the Unix socket ``CONTROL`` (the control channel never crosses the fabric). The
+agent reads nothing else from the orchestrator's files and keeps no clock in common with it: its
+schedule comes over the control channel, and so does the offset between the two CLOCK_MONOTONICs,
+measured when it connects (a server in a time namespace of its own, or another machine, has its
+own clock).
 
-Schedule file (written by :mod:`emulation.emulator.orchestrator`)::
+Schedule (sent by :mod:`emulation.emulator.orchestrator`, also written to its run directory as
+``agent-gR.json``)::
 
     {"rank": r, "ips": [ip of every rank], "port": 5001, "alpha_s": emulated s,
      "later": [[dst, channel], ...] connections the initial configuration cannot carry,
      "arrival_s": emulated s after the run's start before this rank sends (a straggler),
-     "control": "ctl.sock" (relative to the working directory),
      "steps": [{"send": [[tid, dst, [[channel, bytes], ...]], ...],
                 "recv": [[tid, src, bytes], ...], "drain": true if the next step reconfigures,
                 "relay": [[in_tid, out_tid, dst, bytes], ...]}, ...],
@@ -54,7 +57,11 @@ each on the TCP connection of its channel; connection ``c`` carries IP DSCP ``c`
 routes channels separately (parallel circuits, ECMP). Each part is framed as ``!QQ``
 (transfer id, part bytes) followed by the payload.
 
-Control protocol (newline-delimited JSON), agent -> orchestrator: ``{"listening": r}``, then
+Control protocol (newline-delimited JSON). On connecting the agent says ``{"hello": r}``; the
+orchestrator asks ``{"sync": k}`` a few times, each answered at once with ``{"clock": this
+agent's CLOCK_MONOTONIC}``, then sends ``{"schedule": {...}, "clock_offset_s": o}``, where ``o``
+is the agent's clock minus the orchestrator's (from the exchange with the shortest round trip,
+whose half is the offset's uncertainty). Then, agent -> orchestrator: ``{"listening": r}``, then
 ``{"ready": r, "tcp_congestion": [the congestion controls its connections run]}`` after
 connecting to its peers, ``{"done": step, "send": {tid: [t_start,
 t_sent]}, "recv": {tid: t_end}, "retrans": segments retransmitted so far, "retrans_by_conn":
@@ -64,7 +71,8 @@ that retransmitted}, "stalls": stalled windows so far, "t_go", "t_heard", "t_don
 connections now, answered by ``{"opened": r}``), ``{"go": step}`` (with ``"t0"`` in a rotor run;
 ``"at"``: release the step at that instant, not on hearing it; ``"origin"``: when the run's
 clock, which leaves out the time spent between steps, read 0: a straggler arrives at
-``origin + arrival_s``), ``{"exit": true}``. Times are CLOCK_MONOTONIC seconds.
+``origin + arrival_s``), ``{"exit": true}``. Times are the orchestrator's CLOCK_MONOTONIC
+seconds (:func:`clock`).
 """
 
 from __future__ import annotations
@@ -95,6 +103,16 @@ RCV_WINDOW = 64 << 10
 #: the emulated fabric is lossless by construction, like a credit-based RDMA fabric.
 RCV_BUDGET = 512 << 10
 RCV_MIN = 8 << 10
+
+
+#: This agent's CLOCK_MONOTONIC minus the orchestrator's (s), set once from the control channel.
+_clock_offset_s = 0.0
+
+
+def clock() -> float:
+    """The orchestrator's CLOCK_MONOTONIC (s), read on this agent's clock: every instant the agent
+    waits for or reports is on it."""
+    return time.monotonic() - _clock_offset_s
 
 
 def receive_window(fan_in: int) -> int:
@@ -210,7 +228,7 @@ class Receiver:
                 if not k:
                     return
                 n -= k
-            now = time.monotonic()
+            now = clock()
             hooks = []
             with self.cond:
                 self.got[tid] = self.got.get(tid, 0) + part
@@ -411,12 +429,12 @@ class Channel:
     def _write(self, data) -> None:
         self.sock.sendall(data)
         self._written += len(data)
-        self._last_write = time.monotonic()
+        self._last_write = clock()
 
     def _nudge_if_stalled(self) -> None:
         """Between transfers (module doc): an empty frame as the new data, which the receiver
         ignores."""
-        now = time.monotonic()
+        now = clock()
         on, off = self.gate.window(now)
         if on <= now < off and self._nudge_due(now, on):
             self._write(HEADER.pack(NUDGE_TID, 0))
@@ -432,10 +450,10 @@ class Channel:
             else:
                 job = self.jobs.get()
             tid, nbytes, not_before, report = job
-            delay = not_before - time.monotonic()
+            delay = not_before - clock()
             if delay > 0:
                 time.sleep(delay)
-            t_start = time.monotonic()
+            t_start = clock()
             if isinstance(nbytes, Pool):
                 t_start = self._send_pooled(tid, nbytes)
             elif self.gate is not None:
@@ -448,7 +466,7 @@ class Channel:
                     k = min(left, len(PAYLOAD))
                     self.sock.sendall(PAYLOAD[:k])
                     left -= k
-            report(tid, t_start, time.monotonic())
+            report(tid, t_start, clock())
 
     def _send_pooled(self, tid: int, pool: Pool) -> float:
         """Draw pieces of transfer ``tid`` from ``pool`` inside this channel's windows until the
@@ -456,7 +474,7 @@ class Channel:
         when the first byte was written (or now, if another channel took everything)."""
         gate, t_first, said = self.gate, None, False
         while pool.left > 0:
-            now = time.monotonic()
+            now = clock()
             on, off = gate.window(now)
             if now < on:  # a later window (or none: the pool empties through the other channels)
                 if on - gate.t0 >= gate.cycle_s and not said:  # this connection's windows are over
@@ -477,14 +495,14 @@ class Channel:
             if t_first is None:
                 t_first = now
             self._write(HEADER.pack(tid, k) + PAYLOAD[:k])
-        return t_first if t_first is not None else time.monotonic()
+        return t_first if t_first is not None else clock()
 
     def _send_gated(self, tid: int, nbytes: int) -> float:
         """Send one transfer inside the gate's windows (module doc); returns when the first byte
         was written."""
         gate, left, t_first = self.gate, nbytes, None
         while left:
-            now = time.monotonic()
+            now = clock()
             on, off = gate.window(now)
             if now < on:
                 time.sleep(on - now)
@@ -502,32 +520,16 @@ class Channel:
             else:
                 self._write(PAYLOAD[:k])
             left -= k
-        return t_first if t_first is not None else time.monotonic()
+        return t_first if t_first is not None else clock()
 
 
-def run_schedule(schedule: dict) -> None:
-    """Execute ``schedule`` (see module doc); returns when told to exit, every connection
-    aborted (:func:`abort`)."""
-    # Peers sending at once; in a rotor run one at a time (a slot joins each GPU to one peer).
-    fan_in = schedule["rotor"].get("fan_in", 1) if schedule.get("rotor") else max((len({src for _tid, src, _b in st["recv"]})
-                                                  for st in schedule["steps"]), default=1)
-    receiver = Receiver(schedule["ips"][schedule["rank"]], schedule["port"], receive_window(fan_in))
-    conns: dict = {}
-    try:
-        _run(schedule, receiver, conns)
-    finally:
-        for c in conns.values():
-            abort(c.sock)
-        for c in list(receiver.conns):
-            abort(c)
-
-
-def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
-    rank, ips, port = schedule["rank"], schedule["ips"], schedule["port"]
-    alpha = schedule["alpha_s"]
-    timeout = schedule.get("step_timeout_s", 600.0)
+def run_schedule(control: str, rank: int) -> None:
+    """Connect to the orchestrator at ``control`` (a Unix socket's path) as ``rank``, take the
+    schedule and the clock offset it sends (module doc) and execute the schedule; returns when
+    told to exit, every connection aborted (:func:`abort`)."""
+    global _clock_offset_s
     ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    ctl.connect(schedule["control"])
+    ctl.connect(control)
     rfile = ctl.makefile("r")
 
     def say(msg: dict) -> None:
@@ -539,6 +541,30 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
             raise SystemExit(0)  # orchestrator went away
         return json.loads(line)
 
+    say({"hello": rank})
+    msg = hear()
+    while "sync" in msg:
+        say({"clock": time.monotonic()})
+        msg = hear()
+    schedule, _clock_offset_s = msg["schedule"], msg["clock_offset_s"]
+    # Peers sending at once; in a rotor run one at a time (a slot joins each GPU to one peer).
+    fan_in = schedule["rotor"].get("fan_in", 1) if schedule.get("rotor") else max((len({src for _tid, src, _b in st["recv"]})
+                                                  for st in schedule["steps"]), default=1)
+    receiver = Receiver(schedule["ips"][schedule["rank"]], schedule["port"], receive_window(fan_in))
+    conns: dict = {}
+    try:
+        _run(schedule, receiver, conns, say, hear)
+    finally:
+        for c in conns.values():
+            abort(c.sock)
+        for c in list(receiver.conns):
+            abort(c)
+
+
+def _run(schedule: dict, receiver: Receiver, conns: dict, say, hear) -> None:
+    rank, ips, port = schedule["rank"], schedule["ips"], schedule["port"]
+    alpha = schedule["alpha_s"]
+    timeout = schedule.get("step_timeout_s", 600.0)
     say({"listening": rank})
     assert hear().get("connect")
     used = sorted({(dst, ch) for step in schedule["steps"] for _tid, dst, parts in step["send"]
@@ -565,7 +591,7 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
         if msg.get("exit"):
             return
         assert msg.get("go") == index, msg
-        t_heard = time.monotonic()
+        t_heard = clock()
         # Every agent releases the step at the same instant ``at`` (a little after the broadcast)
         # so the step is not measured from whichever agent heard of it first.
         t_go = max(t_heard, msg.get("at", t_heard))
@@ -587,7 +613,7 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
         for in_tid, out_tid, dst, nbytes in step.get("relay", []):
             log.expect()
             receiver.on_arrival(in_tid, lambda ch=conns[(dst, 0)], o=out_tid, b=nbytes, done=log.report:
-                                ch.jobs.put((o, b, time.monotonic() + alpha, done)))
+                                ch.jobs.put((o, b, clock() + alpha, done)))
         what = f"rank {rank} step {index}"
         log.wait(timeout, what)
         recv = receiver.wait([tid for tid, _s, _b in step["recv"]], timeout)
@@ -595,7 +621,7 @@ def _run(schedule: dict, receiver: Receiver, conns: dict) -> None:
             _drain([conns[(dst, c)] for _tid, dst, parts in step["send"] for c, _b in parts], timeout, what)
         stalls = sum(c.stalls for c in conns.values())
         say({"done": index, "rank": rank, "t_go": t_go, "t_heard": t_heard, "send": log.sent, "recv": recv,
-             **_retransmissions(conns), "stalls": stalls, "t_done": time.monotonic()})
+             **_retransmissions(conns), "stalls": stalls, "t_done": clock()})
     hear()  # exit
 
 
@@ -643,7 +669,7 @@ def _run_epochs(schedule: dict, receiver: Receiver, conns: dict, gates: dict, sa
         msg = _hear_go(hear, say, conns, ips, port, gates, rank, e)
         if msg is None:
             return
-        t_heard = time.monotonic()
+        t_heard = clock()
         t_go = max(t_heard, msg["at"])
         t_release = max(t_go, msg["origin"] + arrival)
         steps = schedule["steps"][first:end]
@@ -693,18 +719,17 @@ def _run_epochs(schedule: dict, receiver: Receiver, conns: dict, gates: dict, sa
             _drain([conns[(dst, c)] for st in steps for _tid, dst, parts in st["send"] for c, _b in parts],
                    timeout, what)
         say({"done": e, "rank": rank, "t_go": t_go, "t_heard": t_heard, "send": log.sent, "recv": recv,
-             "ready": ready, **_retransmissions(conns), "stalls": 0, "t_done": time.monotonic()})
+             "ready": ready, **_retransmissions(conns), "stalls": 0, "t_done": clock()})
     hear()  # exit
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``python -m emulation.emulator.agent SCHEDULE.json``."""
+    """Entry point: ``python -m emulation.emulator.agent CONTROL RANK`` (module doc)."""
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m emulation.emulator.agent SCHEDULE.json", file=sys.stderr)
+    if len(argv) != 2 or not argv[1].isdigit():
+        print("usage: python -m emulation.emulator.agent CONTROL RANK", file=sys.stderr)
         return 2
-    with open(argv[0]) as fh:
-        run_schedule(json.load(fh))
+    run_schedule(argv[0], int(argv[1]))
     return 0
 
 

@@ -29,7 +29,7 @@ class AgentSchedules:
         ips = [dpn.gpu_ip(g) for g in range(ranks)]
         self.ranks: list[dict] = []
         for r in range(ranks):
-            sched = {"rank": r, "ips": ips, "port": dpn.AGENT_PORT, "alpha_s": alpha_s, "control": "ctl.sock",
+            sched = {"rank": r, "ips": ips, "port": dpn.AGENT_PORT, "alpha_s": alpha_s,
                      "steps": []}
             if arrivals_s is not None:
                 sched["arrival_s"] = arrivals_s[r]

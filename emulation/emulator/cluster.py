@@ -29,9 +29,10 @@ server) is never called: ocslab removes only what its run made, by name and pid.
 server's run lock is held by a process on that server for as long as the run's ssh connection
 lasts (:meth:`Site.hold_lock`).
 
-Agents reach the orchestrator by a Unix socket in the run directory and time their transfers
-with CLOCK_MONOTONIC: the servers must share the run directory's filesystem and that clock,
-which the lab's servers (:mod:`emulation.emulator.server_lab`), namespaces of one machine, do.
+Agents reach the orchestrator by a Unix socket in the run directory, so the servers must share
+the run directory's filesystem, which the lab's servers (:mod:`emulation.emulator.server_lab`),
+namespaces of one machine, do. Their clocks need not agree: each agent measures its offset from
+the orchestrator's (:mod:`emulation.emulator.agent`, control protocol).
 Docs: docs/cluster.md.
 """
 

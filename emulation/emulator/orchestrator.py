@@ -79,13 +79,23 @@ RELEASE_LEAD_S = 0.005
 MAX_RELEASE_LEAD_S = 0.2
 
 
-class _Coordinator:
-    """Unix-socket step barrier: one line-JSON connection per agent."""
+#: Round trips of the clock exchange with each agent as it connects (the shortest one counts).
+CLOCK_ROUNDS = 5
 
-    def __init__(self, path: Path, ranks: int):
+
+class _Coordinator:
+    """Unix-socket step barrier: one line-JSON connection per agent, each handed its schedule and
+    the offset of its clock (:mod:`emulation.emulator.agent`, control protocol) as it connects.
+
+    :ivar clocks: ``{rank: {"offset_s", "uncertainty_s"}}``: each agent's CLOCK_MONOTONIC minus
+        this process's, and half the round trip it was measured in (s)."""
+
+    def __init__(self, path: Path, schedules: list[dict]):
         path.unlink(missing_ok=True)
         self.path = path
-        self.ranks = ranks
+        self.schedules = schedules
+        self.ranks = len(schedules)
+        self.clocks: dict[int, dict[str, float]] = {}
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         # AF_UNIX paths are limited to 108 bytes: bind through the directory's fd alias;
         # agents connect by the relative name from the run directory (their cwd).
@@ -94,17 +104,40 @@ class _Coordinator:
             self.sock.bind(f"/proc/self/fd/{dfd}/{path.name}")
         finally:
             os.close(dfd)
-        self.sock.listen(ranks)
+        self.sock.listen(self.ranks)
         self.inbox: queue.Queue = queue.Queue()
         self.conns: dict[int, socket.socket] = {}
 
-    def _reader(self, conn: socket.socket) -> None:
-        for line in conn.makefile("r"):
+    def _reader(self, rfile) -> None:
+        for line in rfile:
             self.inbox.put(json.loads(line))
         self.inbox.put({"eof": True})
 
+    def _welcome(self, conn: socket.socket, rfile) -> int:
+        """An agent's ``hello``, the clock exchange, its schedule; returns its rank once it
+        listens (:mod:`emulation.emulator.agent`, control protocol)."""
+        def hear() -> dict:
+            line = rfile.readline()
+            if not line:
+                raise EmulationError("an agent closed its control connection while it was being set up")
+            return json.loads(line)
+
+        rank = int(hear()["hello"])
+        best = (math.inf, 0.0)  # (round trip, offset)
+        for k in range(CLOCK_ROUNDS):
+            t1 = time.monotonic()
+            conn.sendall((json.dumps({"sync": k}) + "\n").encode())
+            theirs = float(hear()["clock"])
+            t2 = time.monotonic()
+            best = min(best, (t2 - t1, theirs - (t1 + t2) / 2))
+        self.clocks[rank] = {"offset_s": best[1], "uncertainty_s": best[0] / 2}
+        conn.sendall((json.dumps({"schedule": self.schedules[rank], "clock_offset_s": best[1]}) + "\n").encode())
+        if hear().get("listening") != rank:
+            raise EmulationError(f"the agent of GPU {rank} did not listen after taking its schedule")
+        return rank
+
     def accept_all(self, timeout: float, alive) -> None:
-        """Accept every agent and read its ``listening`` line."""
+        """Accept every agent: its clock measured, its schedule sent, its ``listening`` read."""
         self.sock.settimeout(0.2)
         deadline = time.monotonic() + timeout
         while len(self.conns) < self.ranks:
@@ -115,10 +148,16 @@ class _Coordinator:
                 if time.monotonic() > deadline:
                     raise EmulationError(f"only {len(self.conns)}/{self.ranks} agents connected in {timeout} s") from None
                 continue
+            conn.settimeout(30)  # an agent answers the set-up at once, or died
+            rfile = conn.makefile("r")
+            try:
+                rank = self._welcome(conn, rfile)
+            except (OSError, ValueError, KeyError, EmulationError) as e:
+                alive()
+                raise EmulationError(f"an agent's set-up on the control channel failed: {e}") from None
             conn.settimeout(None)
-            first = json.loads(conn.makefile("r").readline())
-            self.conns[first["listening"]] = conn
-            threading.Thread(target=self._reader, args=(conn,), daemon=True).start()
+            self.conns[rank] = conn
+            threading.Thread(target=self._reader, args=(rfile,), daemon=True).start()
 
     def broadcast(self, msg: dict) -> None:
         data = (json.dumps(msg) + "\n").encode()
@@ -237,13 +276,12 @@ def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path):
     raises :class:`EmulationError` if an agent died. On leaving, the agents are told to exit and
     waited for (killed on an error) and the coordinator is closed.
     """
-    coord = _Coordinator(run_dir / "ctl.sock", len(schedules))
+    coord = _Coordinator(run_dir / "ctl.sock", schedules)
     procs = []
     try:
         for r, sched in enumerate(schedules):
-            path = run_dir / f"agent-g{r}.json"
-            path.write_text(json.dumps(sched))
-            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.emulator.agent", path.name],
+            (run_dir / f"agent-g{r}.json").write_text(json.dumps(sched))  # what it is sent, for the record
+            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.emulator.agent", coord.path.name, str(r)],
                                    run_dir / f"agent-g{r}.log", cwd=run_dir))
 
         def alive() -> None:
@@ -255,6 +293,7 @@ def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path):
                                          f"(see {run_dir}/agent-g{r}.log)")
 
         coord.accept_all(60, alive)
+        (run_dir / "clocks.json").write_text(json.dumps({str(r): coord.clocks[r] for r in sorted(coord.clocks)}))
         coord.broadcast({"connect": True})
         for m in coord.gather("ready", 60, alive):
             emu.tcp_congestion.update(m.get("tcp_congestion", []))

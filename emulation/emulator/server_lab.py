@@ -10,6 +10,9 @@ Each lab server is what a real server of Mininet's cluster edition is, reached t
 - its own **sshd** (this machine's ``/usr/sbin/sshd``, listening on the server's address only,
   root by a key made for the lab), so every command ocslab runs there goes through ssh exactly
   as it would to another machine;
+- its own **clock**: the sshd runs in a time namespace of its own, so every command it runs reads
+  a CLOCK_MONOTONIC :func:`clock_offset_s` seconds ahead of this machine's (another machine's
+  clock has nothing in common with this one's either);
 - its own **Open vSwitch** (``ovsdb-server`` and ``ovs-vswitchd``, userspace datapath), whose
   run directory ``/run/ocslab/servers/<name>`` the sshd hands every session as ``OVS_RUNDIR``:
   ``ovs-vsctl``, ``ovs-ofctl`` and ``ovs-appctl`` run over ssh reach that server's switch.
@@ -160,6 +163,12 @@ def _sshd_config(s: LabServer) -> Path:
     return conf
 
 
+def clock_offset_s(s: LabServer) -> int:
+    """Seconds server ``s``'s CLOCK_MONOTONIC runs ahead of this machine's (module doc): 1000
+    times its address's last number, a different offset on every server."""
+    return 1000 * int(s.ip.rsplit(".", 1)[1])
+
+
 def _bridge() -> None:
     if not Path("/sys/class/net", BRIDGE).exists():
         _run(["ip", "link", "add", BRIDGE, "mtu", str(UNDERLAY_MTU), "type", "bridge"], "underlay bridge")
@@ -198,7 +207,8 @@ def _start(s: LabServer, core: int | None) -> None:
         _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(run / "ssh_host_ed25519_key")], f"server {s.name}: host key")
     if s.pid("sshd") is None or not Path(f"/proc/{s.pid('sshd')}").exists():
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
-        _run(["/usr/sbin/sshd", "-f", str(_sshd_config(s)), "-E", str(run / "sshd.log")], f"server {s.name}: sshd", s.netns)
+        _run(["unshare", "--time", f"--monotonic={clock_offset_s(s)}", "/usr/sbin/sshd", "-f", str(_sshd_config(s)),
+              "-E", str(run / "sshd.log")], f"server {s.name}: sshd", s.netns)
 
 
 def ssh_args(server: str, config: Path | None = None) -> list[str]:
