@@ -112,9 +112,13 @@ def lab():
 def _server_census(name: str) -> dict[str, list[str]]:
     """The census of server ``name`` (its bridges, ports, interfaces, qdiscs and run processes),
     taken there over ssh."""
-    r = subprocess.run(server_lab.ssh_args(name) + [shlex.join(
-        ["sh", "-c", f"cd {shlex.quote(str(ROOT))} && exec {shlex.quote(sys.executable)} -m emulation.emulator.census"])],
-        capture_output=True, text=True, timeout=60)
+    site = Site(name, server_lab.ssh_config())
+    try:
+        # ocslab is elsewhere there (the server's own files): site.module runs it from its root
+        r = subprocess.run(server_lab.ssh_args(name) + [shlex.join(site.module("emulation.emulator.census"))],
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        site.close()
     assert r.returncode == 0, r.stderr
     c = json.loads(r.stdout)
     return {k: c[k] for k in ("bridges", "ports", "interfaces", "qdiscs", "processes")}

@@ -382,7 +382,7 @@ class EmulatedFabric(Lifecycle):
             raise MachineUnfit(f"--ofctl-rest: {ofctl_rest_unavailable(controller)}")
         self.caps = capabilities
         self.cluster = servers
-        self.servers = ServerRun(servers, project_root()) if servers is not None else None
+        self.servers = ServerRun(servers) if servers is not None else None
         try:
             self.dp = Datapath(datapath, on_servers=servers is not None)
         except ValueError as e:
@@ -476,6 +476,20 @@ class EmulatedFabric(Lifecycle):
         if self.cluster is None:
             return LOCAL
         return self.cluster.sites[self.cluster.server_of(node_name, self.fabric.gpus)]
+
+    def reach(self, gpu: int, sock: Path) -> str:
+        """The path at which a process of GPU ``gpu`` reaches the Unix socket ``sock`` of this
+        machine: its name, for a process started in its directory here; on a server, a path
+        there that ssh forwards to it (:meth:`ServerRun.reach`, until :meth:`unreach`)."""
+        host = self.host(gpu)
+        if not getattr(host, "isRemote", False):
+            return sock.name
+        return self.servers.reach(host.server, sock)
+
+    def unreach(self) -> None:
+        """Undo every forwarding :meth:`reach` made."""
+        if self.servers is not None:
+            self.servers.unreach()
 
     def sites(self) -> list[Site]:
         """Every place this emulation's bridges live."""
@@ -752,11 +766,15 @@ class EmulatedFabric(Lifecycle):
     def popen(self, gpu: int, args: list[str], log: Path, cwd: Path | None = None,
               env: dict[str, str] | None = None) -> subprocess.Popen:
         """Start ``args`` inside GPU ``gpu``'s namespace (working directory ``cwd``, default the
-        project; our environment plus ``env``), output to ``log``; ended on exit."""
+        project; our environment plus ``env``), output to ``log`` here; ended on exit. On a
+        server it runs in ocslab's directory there, ``cwd`` being a path of this machine, and
+        this Python (``args[0]``) is the server's (:meth:`~emulation.emulator.sites.Site.python`)."""
         with open(log, "w") as fh:
             host = self.host(gpu)
             if getattr(host, "isRemote", False):  # ssh passes neither the directory nor the environment
-                wrapped = remote_env(args, str(cwd or project_root()), env or {})
+                site = self.site_of(host.name)
+                args = [site.python() if a == sys.executable else a for a in args[:1]] + args[1:]
+                wrapped = remote_env(args, site.root, env or {})
                 p = host.popen([shlex.quote(a) for a in wrapped], stdout=fh, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL)
             else:

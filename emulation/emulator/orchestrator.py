@@ -80,7 +80,10 @@ MAX_RELEASE_LEAD_S = 0.2
 
 
 #: Round trips of the clock exchange with each agent as it connects (the shortest one counts).
-CLOCK_ROUNDS = 5
+CLOCK_ROUNDS = 8
+#: The largest clock error a run accepts, as a fraction of its shortest step (or window) of wall
+#: clock: an agent reads the orchestrator's clock to within its offset's uncertainty.
+CLOCK_ERROR_FRACTION = 0.01
 
 
 class _Coordinator:
@@ -196,6 +199,8 @@ class _Coordinator:
 
     def close(self) -> None:
         for c in self.conns.values():
+            with contextlib.suppress(OSError):  # the reader's file keeps the socket open: shut it down
+                c.shutdown(socket.SHUT_RDWR)
             c.close()
         self.sock.close()
         self.path.unlink(missing_ok=True)
@@ -269,19 +274,37 @@ class RunLedger:
         return self.counters.drops(self.first, self.counters.quiet_snapshot(), quiet=True)
 
 
+def check_clocks(clocks: dict[int, dict[str, float]], shortest_s: float) -> None:
+    """Stop a run whose agents read the orchestrator's clock less well than
+    :data:`CLOCK_ERROR_FRACTION` of its shortest step or window (``shortest_s``, wall s).
+
+    :param clocks: ``{rank: {"offset_s", "uncertainty_s"}}`` (:attr:`_Coordinator.clocks`).
+    :raises EmulationError: naming the agent whose clock is known least well, and by how much."""
+    worst = max(clocks, key=lambda r: clocks[r]["uncertainty_s"], default=None)
+    if worst is not None and clocks[worst]["uncertainty_s"] > CLOCK_ERROR_FRACTION * shortest_s:
+        raise EmulationError(f"the clock of GPU {worst}'s agent is known to within "
+                             f"{clocks[worst]['uncertainty_s'] * 1e3:.3g} ms (half the shortest round trip of its "
+                             f"control channel), more than {CLOCK_ERROR_FRACTION:.0%} of the run's shortest step "
+                             f"({shortest_s * 1e3:.3g} ms of wall clock): emulate it at a larger byte scale")
+
+
 @contextlib.contextmanager
-def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path):
+def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path, shortest_s: float = math.inf):
     """Start one agent per schedule (``run_dir/agent-gR.json``, log ``agent-gR.log``), accept
-    them, have them connect to their peers and yield ``(coordinator, alive)``; ``alive()``
-    raises :class:`EmulationError` if an agent died. On leaving, the agents are told to exit and
-    waited for (killed on an error) and the coordinator is closed.
+    them (their clocks' offsets in ``run_dir/clocks.json``), have them connect to their peers and
+    yield ``(coordinator, alive)``; ``alive()`` raises :class:`EmulationError` if an agent died.
+    On leaving, the agents are told to exit and waited for (killed on an error) and the
+    coordinator is closed.
+
+    :param shortest_s: the run's shortest step or window (wall s): an agent whose clock is known
+        less well than :data:`CLOCK_ERROR_FRACTION` of it stops the run (:class:`EmulationError`).
     """
     coord = _Coordinator(run_dir / "ctl.sock", schedules)
     procs = []
     try:
         for r, sched in enumerate(schedules):
             (run_dir / f"agent-g{r}.json").write_text(json.dumps(sched))  # what it is sent, for the record
-            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.emulator.agent", coord.path.name, str(r)],
+            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.emulator.agent", emu.reach(r, coord.path), str(r)],
                                    run_dir / f"agent-g{r}.log", cwd=run_dir))
 
         def alive() -> None:
@@ -294,6 +317,7 @@ def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path):
 
         coord.accept_all(60, alive)
         (run_dir / "clocks.json").write_text(json.dumps({str(r): coord.clocks[r] for r in sorted(coord.clocks)}))
+        check_clocks(coord.clocks, shortest_s)
         coord.broadcast({"connect": True})
         for m in coord.gather("ready", 60, alive):
             emu.tcp_congestion.update(m.get("tcp_congestion", []))
@@ -303,6 +327,7 @@ def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path):
             p.wait(10)
     finally:
         coord.close()
+        emu.unreach()
         for p in procs:
             if p in emu.children:
                 emu.children.remove(p)
@@ -432,6 +457,7 @@ class CompiledRun:
     :ivar warmup: ``(configuration, {rank: [[dst, channel], ...]})``: connections opened, untimed,
         under a configuration that carries them before the run.
     :ivar step_timeout_s: wall seconds a step may take.
+    :ivar shortest_step_s: wall seconds the shortest step with bytes takes at the emulated rate.
     """
 
     tids: list[tuple[int, Transfer]]
@@ -441,6 +467,7 @@ class CompiledRun:
     routed: list[tuple[Routes, object]]
     warmup: list[tuple[Configuration, dict[int, list]]]
     step_timeout_s: float
+    shortest_step_s: float = math.inf
 
 
 def compile_run(fabric, workload: Workload, plan: Plan, scale: Scale, alpha_s: float,
@@ -498,10 +525,12 @@ def compile_run(fabric, workload: Workload, plan: Plan, scale: Scale, alpha_s: f
                 opens.setdefault(r, []).append([d, c])
             warmup.append((plan.steps[si].configuration, opens))
             pending -= set(todo)
-    bound = max(step_loads, default=0.0) * scale.byte_scale * 8 / (scale.link_mbps * 1e6)
+    wire_s = scale.byte_scale * 8 / (scale.link_mbps * 1e6)  # wall seconds a real byte takes on a link
+    bound = max(step_loads, default=0.0) * wire_s
     timeout = step_timeout_s or 20 * bound + 30 + plan.reconfiguration_delay_s * tdf + max(arrivals_s or [0.0]) * tdf
     schedules.timeout(timeout + AGENT_TIMEOUT_MARGIN_S)  # the orchestrator's decides; the agents' is a backstop
-    return CompiledRun(tids, schedules, step_loads, totals, routed, warmup, timeout)
+    return CompiledRun(tids, schedules, step_loads, totals, routed, warmup, timeout,
+                       min((x * wire_s for x in step_loads if x > 0), default=math.inf))
 
 
 @contextlib.contextmanager
@@ -511,7 +540,7 @@ def planned_agents(emu: EmulatedFabric, plan: Plan, job: CompiledRun, run_dir: P
     under one that does (``job.warmup``), the initial configuration back, and the controller
     told every configuration of the run (``reconfigured``: those it will switch to) so that
     each switch is a lookup. Yields ``(coord, alive)``."""
-    with agents(emu, job.schedules.ranks, run_dir) as (coord, alive):
+    with agents(emu, job.schedules.ranks, run_dir, job.shortest_step_s) as (coord, alive):
         for config, opens in job.warmup:  # untimed
             open_under(emu, coord, alive, config, opens)
         if job.warmup:

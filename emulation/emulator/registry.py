@@ -47,7 +47,7 @@ from pathlib import Path
 
 from emulation import dataplane as dpn
 from emulation.emulator.ovs_sockets import restore_send_buffers
-from emulation.emulator.sites import MARKER, ClusterError, Site, remote_env
+from emulation.emulator.sites import MARKER, ClusterError, Site
 from emulation.poll import poll_until
 
 LOCK_NAME = "ocslab-emulation"
@@ -289,7 +289,8 @@ def _end_ssh_masters() -> list[str]:
     """Ask every multiplexed ssh connection a dead run left (its control socket
     ``/run/ocslab/ssh-<pid>-<server>``, :class:`emulation.emulator.sites.Site`) to exit. A master
     rewrites its own environment (its process title), so the run marker cannot find it; its
-    socket's name says whose it was."""
+    socket's name says whose it was. The same for the aliases of the control sockets it forwarded,
+    and, on a server, for the forwarded sockets sshd left in ``/tmp`` (nobody answers them)."""
     done = []
     for sock in sorted(REGISTRY_DIR.glob("ssh-*-*")) if REGISTRY_DIR.is_dir() else []:
         pid = sock.name.split("-")[1]
@@ -299,6 +300,22 @@ def _end_ssh_masters() -> list[str]:
                        timeout=10)
         sock.unlink(missing_ok=True)
         done.append(f"ssh connection {sock.name}")
+    # the short aliases of control sockets forwarded to servers (ServerRun.reach), by their run's pid
+    for alias in sorted(REGISTRY_DIR.glob("ctl-*-*.sock")) if REGISTRY_DIR.is_dir() else []:
+        pid = alias.name.split("-")[1]
+        if not (pid.isdigit() and _start_time(int(pid)) is not None):
+            alias.unlink(missing_ok=True)
+            done.append(f"control socket alias {alias.name}")
+    # on a server: the ends of those forwardings, which sshd leaves when the connection ends
+    for end in sorted(Path("/tmp").glob("ocslab-ctl-*.sock")):
+        probe = socket.socket(socket.AF_UNIX)
+        try:
+            probe.connect(str(end))
+        except OSError:  # nobody forwards it any more
+            end.unlink(missing_ok=True)
+            done.append(f"forwarded control socket {end}")
+        finally:
+            probe.close()
     return done
 
 
@@ -307,14 +324,13 @@ def _clean_servers(servers: dict) -> list[str]:
     the server's name (a server that cannot be reached says so)."""
     if not servers.get("names"):
         return []
-    root = str(Path(__file__).resolve().parents[2])
     out = []
     for name in servers["names"]:
         if name == "localhost":
             continue
         site = Site(name, Path(servers["ssh_config"]) if servers.get("ssh_config") else None)
         try:
-            r = site.run(remote_env([sys.executable, "-m", "emulation.emulator.registry", "clean"], root, {}), timeout=120)
+            r = site.run(site.module("emulation.emulator.registry", "clean"), timeout=120)
             lines = json.loads(r.stdout) if r.returncode == 0 else [f"not cleaned: {(r.stderr or r.stdout).strip()[:160]}"]
         except (ClusterError, ValueError) as e:
             lines = [f"not cleaned: {e}"]

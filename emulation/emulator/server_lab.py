@@ -13,6 +13,10 @@ Each lab server is what a real server of Mininet's cluster edition is, reached t
 - its own **clock**: the sshd runs in a time namespace of its own, so every command it runs reads
   a CLOCK_MONOTONIC :func:`clock_offset_s` seconds ahead of this machine's (another machine's
   clock has nothing in common with this one's either);
+- its own **files**: the sshd runs in a mount namespace of its own, where this checkout of
+  ocslab is at another path (``<run directory>/ocslab``, which the sshd hands every session as
+  ``OCSLAB_ROOT``), its ``runs/`` and ``/tmp`` are empty and private, and this checkout's own path
+  is empty: nothing a run does there can lean on a file of this machine's;
 - its own **Open vSwitch** (``ovsdb-server`` and ``ovs-vswitchd``, userspace datapath), whose
   run directory ``/run/ocslab/servers/<name>`` the sshd hands every session as ``OVS_RUNDIR``:
   ``ovs-vsctl``, ``ovs-ofctl`` and ``ovs-appctl`` run over ssh reach that server's switch.
@@ -34,12 +38,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from emulation.emulator.sites import PROJECT_ROOT
 from emulation.poll import poll_until
 
 #: Every lab interface, namespace and bridge name starts with this (not ocslab's run prefix).
@@ -158,7 +164,7 @@ def _sshd_config(s: LabServer) -> Path:
         "MaxSessions 200", "MaxStartups 200:30:400", "AcceptEnv OCSLAB_RUN", "LogLevel ERROR",
         # HOME: a clean one, so that root's shell rc files (bash reads ~/.bashrc under sshd) stay out
         f"SetEnv HOME={s.run_dir} OVS_RUNDIR={s.run_dir} OVS_DBDIR={s.run_dir} OVS_LOGDIR={s.run_dir} "
-        f"OCSLAB_REGISTRY_DIR={s.run_dir}/registry OCSLAB_SERVER={s.name}",
+        f"OCSLAB_REGISTRY_DIR={s.run_dir}/registry OCSLAB_SERVER={s.name} OCSLAB_ROOT={server_root(s)}",
     ]) + "\n")
     return conf
 
@@ -167,6 +173,19 @@ def clock_offset_s(s: LabServer) -> int:
     """Seconds server ``s``'s CLOCK_MONOTONIC runs ahead of this machine's (module doc): 1000
     times its address's last number, a different offset on every server."""
     return 1000 * int(s.ip.rsplit(".", 1)[1])
+
+
+def server_root(s: LabServer) -> str:
+    """Where ocslab is on server ``s`` (module doc): this checkout, mounted at another path."""
+    return str(Path(s.run_dir, "ocslab"))
+
+
+def _private_files(s: LabServer) -> str:
+    """The shell commands that give the sshd of ``s`` its own files (module doc), in the mount
+    namespace it is started in."""
+    here, there = shlex.quote(PROJECT_ROOT), shlex.quote(server_root(s))
+    return (f"mount --bind {here} {there} && mount -t tmpfs ocslab-runs {there}/runs && "
+            f"mount -t tmpfs ocslab-tmp /tmp && mount -t tmpfs ocslab-here {here}")
 
 
 def _bridge() -> None:
@@ -207,8 +226,13 @@ def _start(s: LabServer, core: int | None) -> None:
         _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(run / "ssh_host_ed25519_key")], f"server {s.name}: host key")
     if s.pid("sshd") is None or not Path(f"/proc/{s.pid('sshd')}").exists():
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
-        _run(["unshare", "--time", f"--monotonic={clock_offset_s(s)}", "/usr/sbin/sshd", "-f", str(_sshd_config(s)),
-              "-E", str(run / "sshd.log")], f"server {s.name}: sshd", s.netns)
+        Path(server_root(s)).mkdir(exist_ok=True)
+        Path(PROJECT_ROOT, "runs").mkdir(exist_ok=True)
+        sshd = shlex.join(["/usr/sbin/sshd", "-f", str(_sshd_config(s)), "-E", str(run / "sshd.log")])
+        _run(["unshare", "--mount", "--propagation", "private", "--time", f"--monotonic={clock_offset_s(s)}",
+              "sh", "-c", f"{_private_files(s)} && exec {sshd}"], f"server {s.name}: sshd", s.netns)
+        if os.path.ismount(server_root(s)):
+            raise LabError(f"server {s.name}: its private mounts reached this machine's namespace")
 
 
 def ssh_args(server: str, config: Path | None = None) -> list[str]:
@@ -317,7 +341,10 @@ def lab_down(names: list[str] | None = None) -> list[str]:
         if Path("/run/netns", s.netns).exists():
             subprocess.run(["ip", "netns", "del", s.netns], capture_output=True)
             done.append(f"server {s.name}: namespace {s.netns}")
-        shutil.rmtree(s.run_dir, ignore_errors=True)
+        if os.path.ismount(server_root(s)):  # never here (module doc); if it were, rmtree would empty the checkout
+            done.append(f"server {s.name}: kept {s.run_dir} ({server_root(s)} is mounted here)")
+        else:
+            shutil.rmtree(s.run_dir, ignore_errors=True)
     kept = [s for s in servers if names is not None and s.name not in names]
     if kept:
         _save(kept)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from emulation.emulator import registry
 from emulation.emulator.cluster import Cluster
 from emulation.emulator.errors import EmulationError, MachineBusy, MachineUnfit
 from emulation.emulator.ovs_sockets import SEND_BUFFER
-from emulation.emulator.sites import ClusterError, Site, remote_env
+from emulation.emulator.sites import ClusterError, Site
 
 log = logging.getLogger(__name__)
 
@@ -33,15 +32,17 @@ SWITCH_PROBE_EVERY_S = 5.0
 
 
 class ServerRun:
-    """This run on the servers of ``cluster`` (module doc); ``root`` the project's path there
-    (ocslab runs on every server from the same path)."""
+    """This run on the servers of ``cluster`` (module doc); ocslab runs on each server from where
+    that server says it is (:attr:`emulation.emulator.sites.Site.root`)."""
 
-    def __init__(self, cluster: Cluster, root: str):
-        self.cluster, self.root = cluster, root
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
         self._claimed: set[str] = set()  # servers whose run lock this run holds
         #: ``{server: socket record}`` of the servers' Open vSwitch sockets this run resized
         self._remote_sockets: dict[str, list] = {}
         self._probed = time.monotonic()
+        #: ``{(server, socket here): (path there, its short alias here)}`` (:meth:`reach`)
+        self._reached: dict[tuple[str, str], tuple[str, Path]] = {}
 
     def sites(self) -> list[Site]:
         """Every server's site (this machine's among them)."""
@@ -55,7 +56,7 @@ class ServerRun:
         """Check every server and take its run lock; recorded in ``registration``.
 
         :raises MachineUnfit: a server cannot be reached, lacks a tool or
-            does not run ocslab at :attr:`root`.
+            does not run ocslab where it says (its ``OCSLAB_ROOT``).
         :raises MachineBusy: another emulation holds a server, or left
             state there.
         """
@@ -72,12 +73,11 @@ class ServerRun:
                 refused = site.hold_lock()
                 if refused:
                     raise MachineBusy(refused)
-                left = site.run(remote_env([sys.executable, "-m", "emulation.emulator.registry", "leftovers"],
-                                           self.root, {}), timeout=60)
+                left = site.run(site.module("emulation.emulator.registry", "leftovers"), timeout=60)
             except ClusterError as e:
                 raise MachineUnfit(str(e)) from None
             if left.returncode:
-                raise MachineUnfit(f"server {site.name}: ocslab does not run there at {self.root} "
+                raise MachineUnfit(f"server {site.name}: ocslab does not run there at {site.root} "
                                    f"({(left.stderr or left.stdout).strip()[-160:]})")
             if left.stdout.strip():
                 raise MachineBusy(f"server {site.name}: an ocslab run left {left.stdout.strip()} behind "
@@ -140,11 +140,41 @@ class ServerRun:
                 hosts.setdefault(h.server, []).append(str(h.pid))
         for server, pids in hosts.items():
             try:
-                self.cluster.sites[server].run(remote_env(
-                    [sys.executable, "-m", "emulation.emulator.registry", "end", os.environ.get(registry.MARKER, ""),
-                     *pids], self.root, {}))
+                site = self.cluster.sites[server]
+                site.run(site.module("emulation.emulator.registry", "end", os.environ.get(registry.MARKER, ""), *pids))
             except ClusterError as e:
                 log.warning("%s", e)
+
+    def reach(self, server: str, sock: Path) -> str:
+        """The path on ``server`` at which the Unix socket ``sock`` of this machine answers,
+        forwarded over the run's ssh connection the first time it is asked for (ssh connects to
+        it through a short alias, a symbolic link in ``/run/ocslab``: a socket's path is at most
+        107 bytes); undone by :meth:`unreach`.
+
+        :raises EmulationError: ssh refused the forwarding."""
+        key = (server, str(sock))
+        if key not in self._reached:
+            n = len(self._reached)
+            alias = Path("/run/ocslab") / f"ctl-{os.getpid()}-{n}.sock"
+            alias.parent.mkdir(parents=True, exist_ok=True)
+            alias.unlink(missing_ok=True)
+            alias.symlink_to(sock.resolve())
+            there = f"/tmp/ocslab-ctl-{os.getpid()}-{n}.sock"
+            try:
+                self.cluster.sites[server].forward(alias, there)
+            except ClusterError as e:
+                alias.unlink(missing_ok=True)
+                raise EmulationError(str(e)) from None
+            self._reached[key] = (there, alias)
+        return self._reached[key][0]
+
+    def unreach(self) -> None:
+        """Cancel every forwarding :meth:`reach` made, on every server, and remove the aliases."""
+        for site in self.cluster.sites.values():
+            site.unforward()
+        for _there, alias in self._reached.values():
+            alias.unlink(missing_ok=True)
+        self._reached.clear()
 
     def release(self) -> None:
         """At teardown: give each server's Open vSwitch its socket sizes back, release the
@@ -158,11 +188,11 @@ class ServerRun:
                 except (ClusterError, EmulationError) as e:
                     log.warning("%s", e)
         self._remote_sockets.clear()
+        self.unreach()
         self.cluster.close()
 
     def _sockets(self, site: Site, args: list[str]) -> str:
-        r = site.run(remote_env([sys.executable, "-m", "emulation.emulator.ovs_sockets", *args], self.root, {}),
-                     timeout=60)
+        r = site.run(site.module("emulation.emulator.ovs_sockets", *args), timeout=60)
         if r.returncode:
             raise EmulationError(f"server {site.name}: cannot size Open vSwitch's packet sockets: "
                                  f"{(r.stderr or r.stdout).strip()[-200:]}")

@@ -21,8 +21,11 @@ from pathlib import Path
 MARKER = "OCSLAB_RUN"
 #: How long a server has to answer that it holds its run lock (s).
 LOCK_TIMEOUT_S = 30.0
-#: Where ocslab is, here and on every server (the same path: agents run from it).
+#: Where ocslab is here, and on a server that does not say otherwise (:data:`ROOT_VARIABLE`).
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+#: The environment variable that names where ocslab is on a server (its sshd's ``SetEnv``, or
+#: ``~/.ssh/environment`` with ``PermitUserEnvironment``); unset there: :data:`PROJECT_ROOT`.
+ROOT_VARIABLE = "OCSLAB_ROOT"
 
 
 class ClusterError(RuntimeError):
@@ -43,14 +46,51 @@ class Site:
     ``localhost``) or a server over ssh (``config``: ssh client configuration, ``-F``). Over ssh
     the connection is multiplexed (a ControlMaster per run, ended by :meth:`close`), so a
     command costs a few milliseconds (the Mininet nodes on that server share it:
-    :attr:`control_path`)."""
+    :attr:`control_path`).
+
+    """
 
     def __init__(self, name: str, config: Path | None = None, control_dir: Path | None = None):
         self.name = name
         self.config = config
         self.remote = name != "localhost"
         self.control_path = str((control_dir or Path("/run/ocslab")) / f"ssh-{os.getpid()}-{name}")
+        self._root: str | None = None if self.remote else PROJECT_ROOT
         self._lock: subprocess.Popen | None = None
+        self._forwarded: list[str] = []
+
+    @property
+    def root(self) -> str:
+        """Where ocslab is on the server: its :data:`ROOT_VARIABLE`, else :data:`PROJECT_ROOT`
+        (asked once).
+
+        :raises ClusterError: ssh could not reach the server."""
+        if self._root is None:
+            self._root = self.run(["sh", "-c", f'printf %s "${ROOT_VARIABLE}"']).stdout.strip() or PROJECT_ROOT
+        return self._root
+
+    def python(self) -> str:
+        """The Python that runs ocslab on the server: this one's path under its :attr:`root` when
+        it lies in this checkout (its virtual environment), else the same path."""
+        rel = os.path.relpath(sys.executable, PROJECT_ROOT)
+        return sys.executable if rel.startswith("..") else str(Path(self.root) / rel)
+
+    def module(self, module: str, *args: str, env: dict[str, str] | None = None) -> list[str]:
+        """``python -m module args`` in ocslab's directory on the server (:attr:`root`, its
+        :meth:`python`), with ``env`` and the run marker (:func:`remote_env`)."""
+        return remote_env([self.python(), "-m", module, *args], self.root, env or {})
+
+    def forward(self, local: Path, remote: str) -> None:
+        """Make the Unix socket ``local`` of this machine answer at ``remote`` on the server, over
+        the run's ssh connection (``ssh -O forward -R``); undone by :meth:`close`.
+
+        :raises ClusterError: ssh refused the forwarding."""
+        r = subprocess.run([*self.ssh()[:-1], "-O", "forward", "-R", f"{remote}:{local}", self.name],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode:
+            raise ClusterError(f"server {self.name}: cannot forward the control socket to {remote}: "
+                               f"{r.stderr.strip()[:160]}")
+        self._forwarded.append(f"{remote}:{local}")
 
     def ssh(self) -> list[str]:
         """The ssh command line reaching this server (empty for this machine)."""
@@ -109,8 +149,7 @@ class Site:
         ssh connection closes, however the run ends. None if held, else the refusal."""
         if not self.remote:
             return None
-        cmd = remote_env([sys.executable, "-m", "emulation.emulator.registry", "hold", os.environ.get(MARKER, "")],
-                         PROJECT_ROOT, {})
+        cmd = self.module("emulation.emulator.registry", "hold", os.environ.get(MARKER, ""))
         self._lock = subprocess.Popen([*self.ssh()[:-1], "-T", self.name, shlex.join(cmd)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         ready, _, _ = select.select([self._lock.stdout], [], [], LOCK_TIMEOUT_S)
@@ -142,8 +181,21 @@ class Site:
                 f.close()
             self._lock = None
 
+    def unforward(self) -> None:
+        """Cancel the forwardings :meth:`forward` made and remove their sockets on the server."""
+        if self._forwarded and Path(self.control_path).exists():
+            for spec in self._forwarded:
+                subprocess.run([*self.ssh()[:-1], "-O", "cancel", "-R", spec, self.name], capture_output=True, timeout=30)
+            try:
+                self.run(["rm", "-f", *(spec.rsplit(":", 1)[0] for spec in self._forwarded)])
+            except ClusterError:
+                pass
+        self._forwarded.clear()
+
     def close(self) -> None:
-        """Release the lock and end the multiplexed ssh connection (if any)."""
+        """Cancel the forwardings, release the lock and end the multiplexed ssh connection (if
+        any)."""
+        self.unforward()
         self.release_lock()
         if self.remote and Path(self.control_path).exists():
             subprocess.run([*self.ssh()[:-1], "-O", "exit", self.name], capture_output=True, timeout=10)
@@ -160,4 +212,4 @@ def remote_env(args: list[str], cwd: str, env: dict[str, str]) -> list[str]:
     return ["env", *assigns, "sh", "-c", 'cd "$0" && exec "$@"', str(Path(cwd).resolve()), *args]
 
 
-__all__ = ["ClusterError", "LOCAL", "MARKER", "PROJECT_ROOT", "Result", "Site", "remote_env"]
+__all__ = ["ClusterError", "LOCAL", "MARKER", "PROJECT_ROOT", "ROOT_VARIABLE", "Result", "Site", "remote_env"]

@@ -102,16 +102,17 @@ def gate_windows(schedule: SlotSchedule, gpus: int, tdf: float, margin_s: float 
 
 
 @contextlib.contextmanager
-def clocked_agents(emu: EmulatedFabric, ranks: list, run_dir: Path, rto_min_ms: float):
+def clocked_agents(emu: EmulatedFabric, ranks: list, run_dir: Path, rto_min_ms: float, shortest_s: float):
     """The agents of a run on the switch's clock (a rotor, parallel OCSes' sequences): the
     circuits emptied, TCP's ``rto_min`` raised to ``rto_min_ms`` (a segment lost in the dark is
     resumed at its pair's next window, before the timer fires and backs off), the agents started
-    (:func:`~emulation.emulator.orchestrator.agents`); yields ``(coord, alive)``. On leaving, what
-    the switch still runs is stopped and ``rto_min`` restored."""
+    (:func:`~emulation.emulator.orchestrator.agents`; ``shortest_s``: the shortest window, wall s);
+    yields ``(coord, alive)``. On leaving, what the switch still runs is stopped and ``rto_min``
+    restored."""
     emu.client.apply(Configuration({}), 0.0)
     emu.set_rto_min(rto_min_ms)
     try:
-        with agents(emu, ranks, run_dir) as (coord, alive):
+        with agents(emu, ranks, run_dir, shortest_s) as (coord, alive):
             yield coord, alive
     except BaseException:
         with contextlib.suppress(ControllerError):  # a dead controller: the error in flight says so
@@ -208,13 +209,14 @@ def run_slotted(emu: EmulatedFabric, name: str, workload: Workload, schedule: Sl
             raise EmulationError(f"GPUs {a} and {b} are never connected by the schedule")
     schedules.later((r, d, 0) for r, d in pairs)
     # Bound: every step within (its busiest GPU's bytes / the bytes one turn gives a pair) turns.
-    per_turn = min(off - on for w in windows for ws in w.values() for on, off in ws) * rate
+    shortest = min(off - on for w in windows for ws in w.values() for on, off in ws)  # emulated s (wall)
+    per_turn = shortest * rate
     worst = float(load.max()) if load.size else 0.0
     turns = len(workload.steps) * (math.ceil(worst / per_turn) + 2) * 3 + 4
     step_timeout = turns * cycle + 30
     schedules.timeout(step_timeout + AGENT_TIMEOUT_MARGIN_S)
 
-    with clocked_agents(emu, schedules.ranks, run_dir, max(FAST_RTO_MIN_MS, 2e3 * cycle)) as (coord, alive):
+    with clocked_agents(emu, schedules.ranks, run_dir, max(FAST_RTO_MIN_MS, 2e3 * cycle), shortest) as (coord, alive):
         connect_under(emu, coord, alive, [(c, set(m), 0) for c, m in zip(configs, matchings)],
                       [(a, b, 0) for a, b in pairs])
         ledger = RunLedger(emu)

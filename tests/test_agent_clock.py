@@ -1,0 +1,67 @@
+"""The agents' control channel: each agent is handed its schedule and the offset of its clock as
+it connects (emulation/emulator/agent.py, control protocol), and a run whose agents' clocks are
+known too loosely for its shortest step stops."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from emulation.emulator.errors import EmulationError
+from emulation.emulator.orchestrator import CLOCK_ERROR_FRACTION, CLOCK_ROUNDS, _Coordinator, check_clocks
+
+
+def _fake_agent(path: str, rank: int, ahead_s: float, delay_s: float, got: dict) -> None:
+    """An agent whose CLOCK_MONOTONIC runs ``ahead_s`` ahead, answering each clock question
+    ``delay_s`` late (before reading its clock, as a slow channel would)."""
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    f = s.makefile("r")
+    s.sendall((json.dumps({"hello": rank}) + "\n").encode())
+    while True:
+        msg = json.loads(f.readline())
+        if "sync" not in msg:
+            break
+        time.sleep(delay_s)
+        s.sendall((json.dumps({"clock": time.monotonic() + ahead_s}) + "\n").encode())
+    got[rank] = msg
+    s.sendall((json.dumps({"listening": rank}) + "\n").encode())
+    f.readline()  # until the coordinator closes
+
+
+def test_each_agent_gets_its_schedule_and_its_clock_offset_within_half_a_round_trip(tmp_path):
+    schedules = [{"rank": 0, "steps": []}, {"rank": 1, "steps": [{"send": []}]}]
+    coord = _Coordinator(tmp_path / "ctl.sock", schedules)
+    got: dict = {}
+    agents = [threading.Thread(target=_fake_agent, args=(str(tmp_path / "ctl.sock"), r, ahead, delay, got), daemon=True)
+              for r, ahead, delay in ((0, 1000.0, 0.0), (1, -250.5, 0.002))]
+    for a in agents:
+        a.start()
+    try:
+        coord.accept_all(10, lambda: None)
+    finally:
+        coord.close()
+    for a in agents:
+        a.join(5)
+    assert [got[r]["schedule"] for r in (0, 1)] == schedules
+    for r, ahead in ((0, 1000.0), (1, -250.5)):
+        c = coord.clocks[r]
+        assert got[r]["clock_offset_s"] == c["offset_s"]
+        # the offset is right to within half the round trip it was measured in
+        assert abs(c["offset_s"] - ahead) <= c["uncertainty_s"] + 1e-6, (r, c)
+    # an answer 2 ms late makes every round trip at least 2 ms long: the uncertainty says so
+    assert coord.clocks[1]["uncertainty_s"] >= 0.001 > coord.clocks[0]["uncertainty_s"]
+    assert CLOCK_ROUNDS >= 5
+
+
+def test_a_run_whose_clocks_are_known_too_loosely_for_its_shortest_step_stops_naming_the_agent():
+    clocks = {0: {"offset_s": 1000.0, "uncertainty_s": 20e-6}, 3: {"offset_s": 2000.0, "uncertainty_s": 0.004}}
+    assert CLOCK_ERROR_FRACTION == 0.01
+    check_clocks(clocks, 0.5)  # 4 ms is within 1% of a 500 ms step
+    check_clocks({}, 0.001)
+    with pytest.raises(EmulationError, match=r"GPU 3's agent is known to within 4 ms .* shortest step \(250 ms"):
+        check_clocks(clocks, 0.25)
