@@ -1,6 +1,7 @@
 """The agents' control channel: each agent is handed its schedule and the offset of its clock as
-it connects (emulation/emulator/agent.py, control protocol), and a run whose agents' clocks are
-known too loosely for its shortest step stops."""
+it connects (emulation/emulator/agent.py, control protocol), a connection that is not an agent of
+the run is refused in one line, and a run whose agents' clocks are known too loosely for its
+shortest step stops."""
 
 from __future__ import annotations
 
@@ -56,6 +57,31 @@ def test_each_agent_gets_its_schedule_and_its_clock_offset_within_half_a_round_t
     # an answer 2 ms late makes every round trip at least 2 ms long: the uncertainty says so
     assert coord.clocks[1]["uncertainty_s"] >= 0.001 > coord.clocks[0]["uncertainty_s"]
     assert CLOCK_ROUNDS >= 5
+
+
+def test_a_connection_that_is_not_an_agent_of_the_run_is_refused_in_one_line_and_the_run_goes_on(tmp_path, caplog):
+    path = str(tmp_path / "ctl.sock")
+    coord = _Coordinator(tmp_path / "ctl.sock", [{"rank": 0, "steps": []}])
+    strangers = []
+    for first in (b"GET / HTTP/1.0\r\n\r\n", b'{"hello": 7}\n'):  # queued before the agent
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+        s.sendall(first)
+        strangers.append(s)
+    got: dict = {}
+    agent = threading.Thread(target=_fake_agent, args=(path, 0, 0.0, 0.0, got), daemon=True)
+    agent.start()
+    try:
+        coord.accept_all(10, lambda: None)
+        answers = [s.recv(100) for s in strangers]  # b"": closed without a word
+    finally:
+        coord.close()
+        for s in strangers:
+            s.close()
+    agent.join(5)
+    assert answers == [b"", b""] and got[0]["schedule"] == {"rank": 0, "steps": []}
+    refusals = [r.getMessage() for r in caplog.records if "refused a connection" in r.getMessage()]
+    assert len(refusals) == 2 and "hello 7" in refusals[1], refusals
 
 
 def test_a_run_whose_clocks_are_known_too_loosely_for_its_shortest_step_stops_naming_the_agent():

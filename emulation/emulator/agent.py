@@ -61,7 +61,9 @@ Control protocol (newline-delimited JSON). On connecting the agent says ``{"hell
 orchestrator asks ``{"sync": k}`` a few times, each answered at once with ``{"clock": this
 agent's CLOCK_MONOTONIC}``, then sends ``{"schedule": {...}, "clock_offset_s": o}``, where ``o``
 is the agent's clock minus the orchestrator's (from the exchange with the shortest round trip,
-whose half is the offset's uncertainty). Then, agent -> orchestrator: ``{"listening": r}``, then
+whose half is the offset's uncertainty). A connection whose first line is not the hello of a rank
+the orchestrator still expects is closed, with one line in its log, and the run goes on. Then,
+agent -> orchestrator: ``{"listening": r}``, then
 ``{"ready": r, "tcp_congestion": [the congestion controls its connections run]}`` after
 connecting to its peers, ``{"done": step, "send": {tid: [t_start,
 t_sent]}, "recv": {tid: t_end}, "retrans": segments retransmitted so far, "retrans_by_conn":

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import queue
@@ -77,6 +78,13 @@ from emulation.workloads.model import Transfer, Workload
 #: agent has heard of it and all start together (doubled, up to the maximum, when one was late).
 RELEASE_LEAD_S = 0.005
 MAX_RELEASE_LEAD_S = 0.2
+
+
+log = logging.getLogger(__name__)
+
+
+class _Stranger(Exception):
+    """A connection to the control socket that did not open as an agent of this run."""
 
 
 #: Round trips of the clock exchange with each agent as it connects (the shortest one counts).
@@ -118,14 +126,24 @@ class _Coordinator:
 
     def _welcome(self, conn: socket.socket, rfile) -> int:
         """An agent's ``hello``, the clock exchange, its schedule; returns its rank once it
-        listens (:mod:`emulation.emulator.agent`, control protocol)."""
+        listens (:mod:`emulation.emulator.agent`, control protocol).
+
+        :raises _Stranger: the connection did not open with the hello of a rank still expected.
+        :raises EmulationError: an agent's set-up broke off after its hello."""
         def hear() -> dict:
             line = rfile.readline()
             if not line:
                 raise EmulationError("an agent closed its control connection while it was being set up")
             return json.loads(line)
 
-        rank = int(hear()["hello"])
+        try:
+            hello = hear()
+            rank = hello["hello"]
+            if not isinstance(rank, int) or not 0 <= rank < self.ranks or rank in self.conns:
+                raise ValueError(f"hello {rank!r}")
+        except (OSError, ValueError, KeyError, TypeError, EmulationError) as e:
+            raise _Stranger(str(e)) from None
+        conn.settimeout(30)  # an agent answers the rest of its set-up at once, or died
         best = (math.inf, 0.0)  # (round trip, offset)
         for k in range(CLOCK_ROUNDS):
             t1 = time.monotonic()
@@ -151,10 +169,15 @@ class _Coordinator:
                 if time.monotonic() > deadline:
                     raise EmulationError(f"only {len(self.conns)}/{self.ranks} agents connected in {timeout} s") from None
                 continue
-            conn.settimeout(30)  # an agent answers the set-up at once, or died
+            conn.settimeout(5)  # an agent says hello at once
             rfile = conn.makefile("r")
             try:
                 rank = self._welcome(conn, rfile)
+            except _Stranger as e:  # not an agent of this run: refused, the run goes on
+                log.warning("control channel: refused a connection that is not an agent of this run (%s)", e)
+                rfile.close()
+                conn.close()
+                continue
             except (OSError, ValueError, KeyError, EmulationError) as e:
                 alive()
                 raise EmulationError(f"an agent's set-up on the control channel failed: {e}") from None
