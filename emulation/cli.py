@@ -418,7 +418,8 @@ def _servers(args) -> int:
         except server_lab.LabError as e:
             return fail(str(e))
         for s in made:
-            print(f"server {s.name}: {s.ip} (namespace {s.netns}), ssh -F {server_lab.ssh_config()} {s.name}")
+            print(f"server {s.name}: {s.ip} (namespace {s.netns}; ocslab at {server_lab.server_root(s)}, clock "
+                  f"+{server_lab.clock_offset_s(s)} s), ssh -F {server_lab.ssh_config()} {s.name}")
         print(f"servers: {len(made)} up; name them in a scenario: emulation: {{servers: [{', '.join(args.names)}]}}")
         return 0
     if args.names:
