@@ -1,7 +1,7 @@
 """OS-Ken app serving the controller's JSON API on 127.0.0.1 for the orchestrator.
 
-Endpoints (JSON bodies and answers; times are CLOCK_MONOTONIC seconds, shared by every
-network namespace on the machine):
+Endpoints (JSON bodies and answers; times are CLOCK_MONOTONIC seconds of this machine, shared
+by every network namespace on it):
 
 - ``GET /status``: ``{"switches": {name: programmed}, "ready": bool}``: a switch counts once it
   is connected and its initial rules (circuits, routes) are barrier-acknowledged

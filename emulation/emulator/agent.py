@@ -57,11 +57,11 @@ each on the TCP connection of its channel; connection ``c`` carries IP DSCP ``c`
 routes channels separately (parallel circuits, ECMP). Each part is framed as ``!QQ``
 (transfer id, part bytes) followed by the payload.
 
-Control protocol (newline-delimited JSON). On connecting the agent says ``{"hello": r}``; the
-orchestrator asks ``{"sync": k}`` a few times, each answered at once with ``{"clock": this
-agent's CLOCK_MONOTONIC}``, then sends ``{"schedule": {...}, "clock_offset_s": o}``, where ``o``
+Control protocol (newline-delimited JSON). On connecting the agent says ``{"hello": r}``; if the
+agent runs on a server (another clock), the orchestrator asks ``{"sync": k}`` a few times, each
+answered at once with ``{"clock": this agent's CLOCK_MONOTONIC}``; then it sends ``{"schedule": {...}, "clock_offset_s": o}``, where ``o``
 is the agent's clock minus the orchestrator's (from the exchange with the shortest round trip,
-whose half is the offset's uncertainty). A connection whose first line is not the hello of a rank
+whose half is the offset's uncertainty; 0 on the orchestrator's machine). A connection whose first line is not the hello of a rank
 the orchestrator still expects is closed, with one line in its log, and the run goes on. Then,
 agent -> orchestrator: ``{"listening": r}``, then
 ``{"ready": r, "tcp_congestion": [the congestion controls its connections run]}`` after
@@ -273,8 +273,8 @@ class Receiver:
 
 
 class SendLog:
-    """A step's (or epoch's) sends: ``sent`` ``{tid: [first byte, last byte]}`` (CLOCK_MONOTONIC
-    s), filled by :meth:`report`, which the channels call as each part expected (:meth:`expect`)
+    """A step's (or epoch's) sends: ``sent`` ``{tid: [first byte, last byte]}`` (the
+    orchestrator's clock, s: :func:`clock`), filled by :meth:`report`, which the channels call as each part expected (:meth:`expect`)
     is written; :meth:`wait` blocks until none is pending, or a launcher failed (:meth:`fail`)."""
 
     def __init__(self):
@@ -543,11 +543,17 @@ def run_schedule(control: str, rank: int) -> None:
             raise SystemExit(0)  # orchestrator went away
         return json.loads(line)
 
+    def setup() -> dict:
+        line = rfile.readline()
+        if not line:  # refused, or the run ended before it started: an error the run can see
+            raise SystemExit(f"agent of GPU {rank}: the control channel closed before the schedule came")
+        return json.loads(line)
+
     say({"hello": rank})
-    msg = hear()
+    msg = setup()
     while "sync" in msg:
         say({"clock": time.monotonic()})
-        msg = hear()
+        msg = setup()
     schedule, _clock_offset_s = msg["schedule"], msg["clock_offset_s"]
     # Peers sending at once; in a rotor run one at a time (a slot joins each GPU to one peer).
     fan_in = schedule["rotor"].get("fan_in", 1) if schedule.get("rotor") else max((len({src for _tid, src, _b in st["recv"]})

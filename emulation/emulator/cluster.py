@@ -29,10 +29,12 @@ server) is never called: ocslab removes only what its run made, by name and pid.
 server's run lock is held by a process on that server for as long as the run's ssh connection
 lasts (:meth:`Site.hold_lock`).
 
-Agents reach the orchestrator by a Unix socket in the run directory, so the servers must share
-the run directory's filesystem, which the lab's servers (:mod:`emulation.emulator.server_lab`),
-namespaces of one machine, do. Their clocks need not agree: each agent measures its offset from
-the orchestrator's (:mod:`emulation.emulator.agent`, control protocol).
+The servers share neither files nor a clock with this machine: an agent there reaches the
+orchestrator's control socket through the run's ssh connection
+(:meth:`emulation.emulator.server_run.ServerRun.reach`), runs from ocslab's directory there
+(:attr:`emulation.emulator.sites.Site.root`) and measures its clock's offset
+(:mod:`emulation.emulator.agent`, control protocol); the lab's servers
+(:mod:`emulation.emulator.server_lab`) are made that way.
 Docs: docs/cluster.md.
 """
 

@@ -98,14 +98,17 @@ class _Coordinator:
     """Unix-socket step barrier: one line-JSON connection per agent, each handed its schedule and
     the offset of its clock (:mod:`emulation.emulator.agent`, control protocol) as it connects.
 
+    :param measure: the ranks whose clocks are measured (agents on servers); the others share
+        this machine's clock and are told offset 0 (none: measure every one).
     :ivar clocks: ``{rank: {"offset_s", "uncertainty_s"}}``: each agent's CLOCK_MONOTONIC minus
-        this process's, and half the round trip it was measured in (s)."""
+        this process's, and half the round trip it was measured in (s; 0 and 0 where not measured)."""
 
-    def __init__(self, path: Path, schedules: list[dict]):
+    def __init__(self, path: Path, schedules: list[dict], measure: set[int] | None = None):
         path.unlink(missing_ok=True)
         self.path = path
         self.schedules = schedules
         self.ranks = len(schedules)
+        self.measure = set(range(self.ranks)) if measure is None else set(measure)
         self.clocks: dict[int, dict[str, float]] = {}
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         # AF_UNIX paths are limited to 108 bytes: bind through the directory's fd alias;
@@ -115,7 +118,7 @@ class _Coordinator:
             self.sock.bind(f"/proc/self/fd/{dfd}/{path.name}")
         finally:
             os.close(dfd)
-        self.sock.listen(self.ranks)
+        self.sock.listen(self.ranks + 8)
         self.inbox: queue.Queue = queue.Queue()
         self.conns: dict[int, socket.socket] = {}
 
@@ -139,13 +142,13 @@ class _Coordinator:
         try:
             hello = hear()
             rank = hello["hello"]
-            if not isinstance(rank, int) or not 0 <= rank < self.ranks or rank in self.conns:
+            if type(rank) is not int or not 0 <= rank < self.ranks or rank in self.conns:
                 raise ValueError(f"hello {rank!r}")
         except (OSError, ValueError, KeyError, TypeError, EmulationError) as e:
             raise _Stranger(str(e)) from None
         conn.settimeout(30)  # an agent answers the rest of its set-up at once, or died
-        best = (math.inf, 0.0)  # (round trip, offset)
-        for k in range(CLOCK_ROUNDS):
+        best = (math.inf, 0.0) if rank in self.measure else (0.0, 0.0)  # (round trip, offset)
+        for k in range(CLOCK_ROUNDS if rank in self.measure else 0):
             t1 = time.monotonic()
             conn.sendall((json.dumps({"sync": k}) + "\n").encode())
             theirs = float(hear()["clock"])
@@ -178,7 +181,9 @@ class _Coordinator:
                 rfile.close()
                 conn.close()
                 continue
-            except (OSError, ValueError, KeyError, EmulationError) as e:
+            except Exception as e:  # noqa: BLE001 - an agent's set-up broke off: named below
+                rfile.close()
+                conn.close()
                 alive()
                 raise EmulationError(f"an agent's set-up on the control channel failed: {e}") from None
             conn.settimeout(None)
@@ -313,8 +318,9 @@ def check_clocks(clocks: dict[int, dict[str, float]], shortest_s: float) -> None
 
 @contextlib.contextmanager
 def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path, shortest_s: float = math.inf):
-    """Start one agent per schedule (``run_dir/agent-gR.json``, log ``agent-gR.log``), accept
-    them (their clocks' offsets in ``run_dir/clocks.json``), have them connect to their peers and
+    """Start one agent per schedule (sent on its control channel, recorded as
+    ``run_dir/agent-gR.json``; log ``agent-gR.log``), accept them (the offsets of the clocks of
+    those on servers in ``run_dir/clocks.json``), have them connect to their peers and
     yield ``(coordinator, alive)``; ``alive()`` raises :class:`EmulationError` if an agent died.
     On leaving, the agents are told to exit and waited for (killed on an error) and the
     coordinator is closed.
@@ -322,7 +328,8 @@ def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path, shortest_s
     :param shortest_s: the run's shortest step or window (wall s): an agent whose clock is known
         less well than :data:`CLOCK_ERROR_FRACTION` of it stops the run (:class:`EmulationError`).
     """
-    coord = _Coordinator(run_dir / "ctl.sock", schedules)
+    coord = _Coordinator(run_dir / "ctl.sock", schedules,
+                         {r for r in range(len(schedules)) if getattr(emu.host(r), "isRemote", False)})
     procs = []
     try:
         for r, sched in enumerate(schedules):
@@ -350,13 +357,16 @@ def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path, shortest_s
             p.wait(10)
     finally:
         coord.close()
-        emu.unreach()
         for p in procs:
             if p in emu.children:
                 emu.children.remove(p)
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        try:
+            emu.unreach()
+        except Exception as e:  # noqa: BLE001 - best effort; the error in flight, if any, matters more
+            log.warning("control channel: forwarding not undone: %s", e)
 
 
 def open_under(emu: EmulatedFabric, coord: _Coordinator, alive, config: Configuration,

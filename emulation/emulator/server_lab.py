@@ -185,7 +185,17 @@ def _private_files(s: LabServer) -> str:
     namespace it is started in."""
     here, there = shlex.quote(PROJECT_ROOT), shlex.quote(server_root(s))
     return (f"mount --bind {here} {there} && mount -t tmpfs ocslab-runs {there}/runs && "
-            f"mount -t tmpfs ocslab-tmp /tmp && mount -t tmpfs ocslab-here {here}")
+            f"mount -t tmpfs ocslab-here {here} && mount -t tmpfs ocslab-tmp /tmp")
+
+
+def _mounted(path: str) -> bool:
+    """Something is mounted at ``path`` in this mount namespace (``/proc/self/mountinfo``: a bind
+    mount within one file system too, which :func:`os.path.ismount` does not see)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return os.path.ismount(path)
+    return any(line.split()[4] == path for line in lines if len(line.split()) > 4)
 
 
 def _bridge() -> None:
@@ -231,7 +241,7 @@ def _start(s: LabServer, core: int | None) -> None:
         sshd = shlex.join(["/usr/sbin/sshd", "-f", str(_sshd_config(s)), "-E", str(run / "sshd.log")])
         _run(["unshare", "--mount", "--propagation", "private", "--time", f"--monotonic={clock_offset_s(s)}",
               "sh", "-c", f"{_private_files(s)} && exec {sshd}"], f"server {s.name}: sshd", s.netns)
-        if os.path.ismount(server_root(s)):
+        if _mounted(server_root(s)):
             raise LabError(f"server {s.name}: its private mounts reached this machine's namespace")
 
 
@@ -341,7 +351,7 @@ def lab_down(names: list[str] | None = None) -> list[str]:
         if Path("/run/netns", s.netns).exists():
             subprocess.run(["ip", "netns", "del", s.netns], capture_output=True)
             done.append(f"server {s.name}: namespace {s.netns}")
-        if os.path.ismount(server_root(s)):  # never here (module doc); if it were, rmtree would empty the checkout
+        if _mounted(server_root(s)):  # never here (module doc); if it were, rmtree would empty the checkout
             done.append(f"server {s.name}: kept {s.run_dir} ({server_root(s)} is mounted here)")
         else:
             shutil.rmtree(s.run_dir, ignore_errors=True)

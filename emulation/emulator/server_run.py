@@ -148,14 +148,15 @@ class ServerRun:
     def reach(self, server: str, sock: Path) -> str:
         """The path on ``server`` at which the Unix socket ``sock`` of this machine answers,
         forwarded over the run's ssh connection the first time it is asked for (ssh connects to
-        it through a short alias, a symbolic link in ``/run/ocslab``: a socket's path is at most
+        it through a short alias, a symbolic link in the registry's directory, ``/run/ocslab``: a
+        socket's path is at most
         107 bytes); undone by :meth:`unreach`.
 
         :raises EmulationError: ssh refused the forwarding."""
         key = (server, str(sock))
         if key not in self._reached:
             n = len(self._reached)
-            alias = Path("/run/ocslab") / f"ctl-{os.getpid()}-{n}.sock"
+            alias = registry.REGISTRY_DIR / f"ctl-{os.getpid()}-{n}.sock"
             alias.parent.mkdir(parents=True, exist_ok=True)
             alias.unlink(missing_ok=True)
             alias.symlink_to(sock.resolve())

@@ -85,8 +85,11 @@ class Site:
         the run's ssh connection (``ssh -O forward -R``); undone by :meth:`close`.
 
         :raises ClusterError: ssh refused the forwarding."""
-        r = subprocess.run([*self.ssh()[:-1], "-O", "forward", "-R", f"{remote}:{local}", self.name],
-                           capture_output=True, text=True, timeout=30)
+        try:
+            r = subprocess.run([*self.ssh()[:-1], "-O", "forward", "-R", f"{remote}:{local}", self.name],
+                               capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            raise ClusterError(f"server {self.name}: ssh did not forward the control socket in 30 s") from None
         if r.returncode:
             raise ClusterError(f"server {self.name}: cannot forward the control socket to {remote}: "
                                f"{r.stderr.strip()[:160]}")
@@ -184,12 +187,13 @@ class Site:
     def unforward(self) -> None:
         """Cancel the forwardings :meth:`forward` made and remove their sockets on the server."""
         if self._forwarded and Path(self.control_path).exists():
-            for spec in self._forwarded:
-                subprocess.run([*self.ssh()[:-1], "-O", "cancel", "-R", spec, self.name], capture_output=True, timeout=30)
             try:
+                for spec in self._forwarded:
+                    subprocess.run([*self.ssh()[:-1], "-O", "cancel", "-R", spec, self.name], capture_output=True,
+                                   timeout=30)
                 self.run(["rm", "-f", *(spec.rsplit(":", 1)[0] for spec in self._forwarded)])
-            except ClusterError:
-                pass
+            except (ClusterError, subprocess.TimeoutExpired):
+                pass  # best effort: ocslab clean removes what is left there
         self._forwarded.clear()
 
     def close(self) -> None:
@@ -205,11 +209,11 @@ LOCAL = Site("localhost")
 
 
 def remote_env(args: list[str], cwd: str, env: dict[str, str]) -> list[str]:
-    """``args`` wrapped to run on a server in directory ``cwd`` with ``env`` (plus the run
-    marker): ssh passes neither a working directory nor an environment."""
+    """``args`` wrapped to run on a server in directory ``cwd`` (a path there, as given) with
+    ``env`` (plus the run marker): ssh passes neither a working directory nor an environment."""
     marker = {MARKER: os.environ[MARKER]} if MARKER in os.environ else {}
     assigns = [f"{k}={v}" for k, v in {**env, **marker}.items()]
-    return ["env", *assigns, "sh", "-c", 'cd "$0" && exec "$@"', str(Path(cwd).resolve()), *args]
+    return ["env", *assigns, "sh", "-c", 'cd "$0" && exec "$@"', str(cwd), *args]
 
 
 __all__ = ["ClusterError", "LOCAL", "MARKER", "PROJECT_ROOT", "ROOT_VARIABLE", "Result", "Site", "remote_env"]
