@@ -59,11 +59,12 @@ routes channels separately (parallel circuits, ECMP). Each part is framed as ``!
 
 Control protocol (newline-delimited JSON). On connecting the agent says ``{"hello": r}``; if the
 agent runs on a server (another clock), the orchestrator asks ``{"sync": k}`` a few times, each
-answered at once with ``{"clock": this agent's CLOCK_MONOTONIC}``; then it sends ``{"schedule": {...}, "clock_offset_s": o}``, where ``o``
-is the agent's clock minus the orchestrator's (from the exchange with the shortest round trip,
-whose half is the offset's uncertainty; 0 on the orchestrator's machine). A connection whose first line is not the hello of a rank
-the orchestrator still expects is closed, with one line in its log, and the run goes on. Then,
-agent -> orchestrator: ``{"listening": r}``, then
+answered at once with ``{"clock": this agent's CLOCK_MONOTONIC}``; then it sends
+``{"schedule": {...}, "clock_offset_s": o}``, where ``o`` is the agent's clock minus the
+orchestrator's (from the exchange with the shortest round trip, whose half is the offset's
+uncertainty; 0 on the orchestrator's machine). A connection whose first line is not the hello of
+a rank the orchestrator still expects is closed, with one line in its log, and the run goes on.
+Then, agent -> orchestrator: ``{"listening": r}``, then
 ``{"ready": r, "tcp_congestion": [the congestion controls its connections run]}`` after
 connecting to its peers, ``{"done": step, "send": {tid: [t_start,
 t_sent]}, "recv": {tid: t_end}, "retrans": segments retransmitted so far, "retrans_by_conn":
@@ -274,8 +275,8 @@ class Receiver:
 
 class SendLog:
     """A step's (or epoch's) sends: ``sent`` ``{tid: [first byte, last byte]}`` (the
-    orchestrator's clock, s: :func:`clock`), filled by :meth:`report`, which the channels call as each part expected (:meth:`expect`)
-    is written; :meth:`wait` blocks until none is pending, or a launcher failed (:meth:`fail`)."""
+    orchestrator's clock, s: :func:`clock`), filled by :meth:`report`, which the channels call as
+    each part expected (:meth:`expect`) is written; :meth:`wait` blocks until none is pending, or a launcher failed (:meth:`fail`)."""
 
     def __init__(self):
         self.sent: dict[int, list[float]] = {}

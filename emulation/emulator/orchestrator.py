@@ -334,7 +334,8 @@ def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path, shortest_s
     try:
         for r, sched in enumerate(schedules):
             (run_dir / f"agent-g{r}.json").write_text(json.dumps(sched))  # what it is sent, for the record
-            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.emulator.agent", emu.reach(r, coord.path), str(r)],
+            control = emu.reach(r, coord.path)  # its name here; a forwarded path on a server
+            procs.append(emu.popen(r, [sys.executable, "-m", "emulation.emulator.agent", control, str(r)],
                                    run_dir / f"agent-g{r}.log", cwd=run_dir))
 
         def alive() -> None:

@@ -166,7 +166,8 @@ def run_parallel_ocs(emu: EmulatedFabric, name: str, workload: Workload, schedul
     # window. One that fires in the dark backs off, and the agents' stall nudge resumes the
     # connection at its next window.
     shortest = min((b - a for w in windows for ws in w.values() for a, b in ws), default=1.0)
-    with clocked_agents(emu, schedules.ranks, run_dir, max(FAST_RTO_MIN_MS, 1e3 * shortest / 4), shortest) as (coord, alive):
+    rto_min_ms = max(FAST_RTO_MIN_MS, 1e3 * shortest / 4)
+    with clocked_agents(emu, schedules.ranks, run_dir, rto_min_ms, shortest) as (coord, alive):
         connect_under(emu, coord, alive, [(config, {(c.a.gpu, c.b.gpu) for c in config[fabric.ocs[k].name]}, k)
                                           for k, seq in enumerate(configs) for config in seq], conns)
         ledger = RunLedger(emu)
