@@ -187,8 +187,13 @@ def run_dependency_driven(emu: EmulatedFabric, name: str, workload: Workload, pl
                 if opens and res is not None and res.get("changed"):
                     # The changed circuits went dark before the release (module doc): the dark
                     # window the run sees starts at the release.
-                    rec.reconfiguration_delay_s = res["reconfiguration_delay_s"] / tdf
-                    rec.dark_window_measured_s = (opened_until + origin - max(at, res["t_dark"])) / tdf
+                    # t_live - max(at, t_dark), taken apart so that a window of exactly R (the
+                    # switch live before at + R) is R, not R less the rounding of two clock readings
+                    # some 10^4 s large (a fifth of such windows came out under R: a CI run failed on one)
+                    late = max(0.0, res["t_dark"] - at)
+                    past = res.get("t_live_flushed", res["t_live"]) - max(at, res["t_dark"])
+                    rec.reconfiguration_delay_s = plan.reconfiguration_delay_s
+                    rec.dark_window_measured_s = max(plan.reconfiguration_delay_s - late / tdf, past / tdf)
                     rec.timing = {**control_timing(res, tdf),
                                   "removed_before_release_s": (at - res["t_dark"]) / tdf,
                                   "live_before_window_end_s": (at + R - res.get("t_live_flushed", res["t_live"])) / tdf,
