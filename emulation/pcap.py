@@ -10,12 +10,14 @@ wrote them during ``ocslab run --pcap``), read with scapy.
   that entered it before ``t_dark``, the first at or after ``t_live``, and the frames that entered
   it while it was dark (lost at the OCS).
 - TCP, per connection (both directions of a 4-tuple): retransmissions (a data segment or SYN
-  that does not advance the highest sequence number its port has seen, :func:`retransmitted`), duplicate ACKs (a pure ACK repeating the previous one's number and window),
-  and the largest silence between two of its frames; beside each, the agents' own count of the
-  connection's retransmissions (TCP_INFO), and the total beside the runs' (``result.json``).
-  Where segments enter the fabric (each sender's OCS input ports), the retransmissions counted
-  here and by a second reader, Wireshark's dissector (``tshark``, :data:`TSHARK_FILTER`), side by
-  side with the agents' TCP_INFO total.
+  carrying sequence space its port has carried before) and segments out of order (behind the
+  highest sequence number, into space not seen there yet; :func:`sequence_kinds`), duplicate ACKs
+  (a pure ACK repeating the previous one's number and window), and the largest silence between
+  two of its frames; beside each, the agents' own count of the connection's retransmissions
+  (TCP_INFO), and the total beside the runs' (``result.json``). Where segments enter the fabric
+  (each sender's OCS input ports), the two kinds counted here and by a second reader,
+  Wireshark's dissector (``tshark``, :data:`TSHARK_FILTER`), side by side with the agents'
+  TCP_INFO total.
 - Throughput of every captured port in :data:`BIN_S` bins (``pcap.png``), dark windows shaded.
 
 Times are real seconds of the emulation (CLOCK_MONOTONIC, like the controller's); divide by the
@@ -261,50 +263,86 @@ def dark_windows(frames: dict[str, list[tuple]], recon: list[dict]) -> list[dict
 _SYN, _ACK, _FIN, _RST = 0x02, 0x10, 0x01, 0x04
 
 
-def _before(a: int, b: int) -> bool:
-    """Sequence number ``a`` lies before ``b`` (modulo 2**32, RFC 9293 section 3.4)."""
-    return (a - b) & 0xFFFFFFFF >= 0x80000000
+class _Sequence:
+    """The sequence space one direction of a connection has carried past a port: everything
+    below ``top`` (unwrapped, RFC 9293 section 3.4 arithmetic relative to it) except ``holes``,
+    disjoint ``[start, end)`` ranges not seen yet (the space below the first segment is one)."""
+
+    def __init__(self, seq: int):
+        self.top, self.top_wrapped, self.holes = seq, seq, [(-(1 << 62), seq)]
+
+    def add(self, seq: int, length: int) -> str:
+        """Carry ``length`` sequence numbers from ``seq``; what the segment was: ``"new"`` (it
+        advances ``top`` over space not seen here), ``"resent"`` (some of it was already carried
+        here) or ``"out of order"`` (behind ``top``, into space not seen here yet)."""
+        start = self.top + ((seq - self.top_wrapped + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+        end = start + length
+        old = min(end, self.top)
+        kind = "new"
+        if start < old:
+            unseen = any(a <= start and old <= b for a, b in self.holes)
+            kind = "out of order" if unseen else "resent"
+            self.holes = [(a2, b2) for a, b in self.holes
+                          for a2, b2 in ((a, min(b, start)), (max(a, old), b)) if a2 < b2]
+        if start > self.top:
+            self.holes.append((self.top, start))
+        if end > self.top:
+            self.top, self.top_wrapped = end, (seq + length) & 0xFFFFFFFF
+        return kind
 
 
-def retransmitted(rows: list[tuple]) -> dict[tuple, int]:
-    """Retransmitted segments per direction (the TCP 4-tuple ``key``) among one port's frames
-    (rows of :func:`read_frames`, in time order): a segment that sends what its sender counts as
-    a retransmission, data or a connecting SYN (not a SYN-ACK: the listener counts those, and no
-    agent reads the listener), whose first sequence number lies before the highest one the port
-    has already seen in that direction. Counting sequence space, not repeats of the same segment,
-    is what makes a retransmission that Linux merged from several small segments
-    (``tcp_retrans_try_collapse``) or trimmed to its unacknowledged tail count once, as
-    ``tcpi_total_retrans`` counts it (one per segment sent, MSS-sized frames: offloads are off)."""
-    nxt: dict[tuple, int] = {}
-    out: dict[tuple, int] = defaultdict(int)
+def sequence_kinds(rows: list[tuple]) -> dict[tuple, dict[str, int]]:
+    """Per direction (the TCP 4-tuple ``key``) among one port's frames (rows of
+    :func:`read_frames`, in time order), the segments that go back in sequence, by kind:
+    ``{"resent": n, "out of order": m}``. Only what a sender's TCP counts as a retransmission
+    when it resends it is looked at: data segments and connecting SYNs (not a SYN-ACK: the
+    listener counts those, and no agent reads the listener).
+
+    - ``resent``: the segment carries sequence space this port has carried before, in whole or in
+      part: a retransmission. Counting sequence space, not repeats of the same segment, counts a
+      retransmission Linux merged from several small segments (``tcp_retrans_try_collapse``) or
+      trimmed to its unacknowledged tail once, as ``tcpi_total_retrans`` counts it (one per
+      segment sent, MSS-sized frames: offloads are off).
+    - ``out of order``: it lies behind the highest sequence number seen but only fills space this
+      port has not carried: reordered on its way here (two veths' per-CPU backlogs deliver a
+      sender's consecutive frames out of order when the qdisc that sends them runs on different
+      CPUs; a CI capture held one, 0.2 ms late), or a retransmission whose original was lost
+      before this port. Which of the two, the port cannot tell; Wireshark's dissector guesses by
+      time (its ``tcp.analysis.out_of_order``: within an RTT, or 3 ms, of the highest segment)."""
+    seen: dict[tuple, _Sequence] = {}
+    out: dict[tuple, dict[str, int]] = defaultdict(lambda: {"resent": 0, "out of order": 0})
     for _t, _len, key, seq, _ack, payload, flags, _win in rows:
         syn = flags & _SYN and not flags & _ACK
         if key is None or not (payload > 0 or syn):
             continue
-        end = (seq + payload + bool(flags & _SYN)) & 0xFFFFFFFF
-        if key in nxt and _before(seq, nxt[key]):
-            out[key] += 1
-        if key not in nxt or _before(nxt[key], end):
-            nxt[key] = end
-    return out
+        length = payload + bool(flags & _SYN)
+        if key not in seen:
+            seen[key] = _Sequence(seq)
+        kind = seen[key].add(seq, length)
+        if kind != "new":
+            out[key][kind] += 1
+    return dict(out)
 
 
 def tcp_connections(frames: dict[str, list[tuple]]) -> list[dict]:
-    """Per TCP connection: frames, data bytes, retransmitted segments (:func:`retransmitted`, on
-    the port that saw most of them: a segment lost after the first hop is resent through it
-    too), duplicate ACKs, the largest silence (s) between two of its frames (on any port), first
-    and last frame time."""
+    """Per TCP connection: frames, data bytes, retransmitted and out-of-order segments
+    (:func:`sequence_kinds`, each on the port that saw most of them: a segment lost after the
+    first hop is resent through it too), duplicate ACKs, the largest silence (s) between two of
+    its frames (on any port), first and last frame time."""
     retrans: dict[tuple, int] = defaultdict(int)
+    reordered: dict[tuple, int] = defaultdict(int)
     last_ack: dict[tuple, tuple] = {}
     dup: dict[tuple, int] = defaultdict(int)
     when: dict[tuple, list[float]] = defaultdict(list)
     data: dict[tuple, int] = defaultdict(int)
     for dev, rows in frames.items():
-        per_port: dict[tuple, int] = defaultdict(int)
-        for key, n in retransmitted(rows).items():
-            per_port[min(key, (key[2], key[3], key[0], key[1]))] += n
-        for conn, n in per_port.items():
-            retrans[conn] = max(retrans[conn], n)
+        per_port: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+        for key, k in sequence_kinds(rows).items():
+            counts = per_port[min(key, (key[2], key[3], key[0], key[1]))]
+            counts[0] += k["resent"]
+            counts[1] += k["out of order"]
+        for conn, (n, m) in per_port.items():
+            retrans[conn], reordered[conn] = max(retrans[conn], n), max(reordered[conn], m)
         for t, _, key, seq, ack, payload, flags, window in rows:
             if key is None:
                 continue
@@ -322,7 +360,7 @@ def tcp_connections(frames: dict[str, list[tuple]]) -> list[dict]:
         ts.sort()
         gaps = np.diff(ts) if len(ts) > 1 else np.zeros(1)
         out.append({"connection": dpn.tcp_connection(*conn), "frames": len(ts), "data_bytes": data[conn],
-                    "retransmissions": retrans[conn], "dup_acks": dup[conn], "largest_gap_s": float(gaps.max()),
+                    "retransmissions": retrans[conn], "out_of_order": reordered[conn], "dup_acks": dup[conn], "largest_gap_s": float(gaps.max()),
                     "first_s": ts[0], "last_s": ts[-1]})
     return sorted(out, key=lambda c: c["first_s"])
 
@@ -343,26 +381,41 @@ def first_hop_complete(pcap_dir: Path) -> bool:
     return bool(json.loads((Path(pcap_dir) / "clock.json").read_text()).get("first_hop_complete"))
 
 
-def first_hop_retransmissions(frames: dict[str, list[tuple]], first_hop: dict[str, str]) -> int:
-    """Retransmitted TCP segments where they entered the fabric: on every port of ``first_hop``
-    (:func:`first_hop_ports`), those :func:`retransmitted` counts that the port's GPU sent."""
-    return sum(n for dev, ip in first_hop.items()
-               for key, n in retransmitted(frames.get(dev, [])).items() if key[0] == ip)
+def first_hop_kinds(frames: dict[str, list[tuple]], first_hop: dict[str, str]) -> dict[str, int]:
+    """TCP segments that went back in sequence where they entered the fabric, by kind
+    (:func:`sequence_kinds`: ``{"resent": n, "out of order": m}``), on every port of
+    ``first_hop`` (:func:`first_hop_ports`), sent by the port's own GPU."""
+    out = {"resent": 0, "out of order": 0}
+    for dev, ip in first_hop.items():
+        for key, k in sequence_kinds(frames.get(dev, [])).items():
+            if key[0] == ip:
+                out["resent"] += k["resent"]
+                out["out of order"] += k["out of order"]
+    return out
 
 
-#: Wireshark's display filter of a retransmitted segment, as a sender's TCP counts one (its TCP
-#: analysis: a data segment or connecting SYN that does not advance the highest sequence number
-#: seen on its stream). Wireshark files a retransmission it judges spurious (already
-#: acknowledged) or out of order (sent within an RTT of the highest segment) under those names
-#: instead; the sender's TCP counts them all, and at the sender's own port nothing else goes
-#: back in sequence. Pure ACKs, SYN-ACKs and keep-alives carry no data and do not match.
+def tcp_info_explained(resent: int, out_of_order: int, tcp_info: int) -> bool:
+    """Whether the agents' TCP_INFO count of retransmissions (``tcp_info``) is what the wire
+    allows: at least the segments ``resent`` on it, at most those plus the ones that came
+    ``out_of_order`` (each of which may be a retransmission of a segment lost before the port,
+    :func:`sequence_kinds`)."""
+    return resent <= tcp_info <= resent + out_of_order
+
+
+#: Wireshark's display filter of a segment that goes back in sequence (its TCP analysis: a data
+#: segment or connecting SYN that does not advance the highest sequence number seen on its
+#: stream), under any of the names it files one: retransmission, spurious (already
+#: acknowledged) or out of order (within an RTT, or 3 ms, of the highest segment: a quick
+#: retransmission or a reordered frame alike). It matches what :func:`sequence_kinds` finds
+#: ``resent`` or ``out of order``. Pure ACKs, SYN-ACKs and keep-alives carry no data and do not
+#: match.
 TSHARK_FILTER = ("(tcp.analysis.retransmission || tcp.analysis.spurious_retransmission || tcp.analysis.out_of_order)"
                  " && (tcp.len > 0 || (tcp.flags.syn == 1 && tcp.flags.ack == 0))")
 
 
-def tshark_retransmissions(pcap_dir: Path, first_hop: dict[str, str]) -> int | None:
-    """Retransmitted segments as Wireshark's dissector counts them (``tshark``, a second reader
-    of the same captures): frames matching :data:`TSHARK_FILTER` sent by the port's own GPU, over
+def tshark_back_in_sequence(pcap_dir: Path, first_hop: dict[str, str]) -> int | None:
+    """Segments that went back in sequence as Wireshark's dissector finds them (``tshark``, a
+    second reader of the same captures): frames matching :data:`TSHARK_FILTER` sent by the port's own GPU, over
     every port of ``first_hop`` and its capture files; None when ``tshark`` is not installed.
 
     :raises PcapError: tshark failed on a capture file.
@@ -446,6 +499,7 @@ class Connection(_Model):
     frames: int
     data_bytes: int
     retransmissions: int
+    out_of_order: int = 0
     dup_acks: int
     largest_gap_s: float
     first_s: float
@@ -455,20 +509,23 @@ class Connection(_Model):
 
 class TcpSummary(_Model):
     """Every connection's totals: retransmitted segments on the wire and by TCP_INFO (the
-    agents'; None without a ``result.json``), the connections where the two disagree, duplicate
-    ACKs, the largest silence (s), and each connection. Where segments enter the fabric (the
-    senders' OCS input ports, :func:`first_hop_ports`), the retransmissions counted by this
-    analysis (``retransmissions_first_hop``, every repeat) and by Wireshark's dissector
-    (``retransmissions_tshark``, None without tshark), beside the agents' TCP_INFO total; both
-    None when the capture does not hold every sender's OCS input port (``first_hop_complete``
-    false: some ports only, or a capture made before ocslab recorded them), since a count over
-    part of the senders cannot be held against the agents' whole one."""
+    agents'; None without a ``result.json``), the connections where the two disagree
+    (:func:`tcp_info_explained`), duplicate ACKs, the largest silence (s), and each connection.
+    Where segments enter the fabric (the senders' OCS input ports, :func:`first_hop_ports`), the
+    segments this analysis finds resent (``retransmissions_first_hop``) and out of order
+    (``out_of_order_first_hop``, :func:`sequence_kinds`), and those Wireshark's dissector finds
+    going back in sequence (``back_in_sequence_tshark``, the sum of the two; None without
+    tshark), beside the agents' TCP_INFO total; all None when the capture does not hold every
+    sender's OCS input port (``first_hop_complete`` false: some ports only, or a capture made
+    before ocslab recorded them), since a count over part of the senders cannot be held against
+    the agents' whole one."""
 
     connections: int
     retransmissions: int
     retransmissions_tcp_info: Optional[int]
     retransmissions_first_hop: Optional[int] = None
-    retransmissions_tshark: Optional[int] = None
+    out_of_order_first_hop: Optional[int] = None
+    back_in_sequence_tshark: Optional[int] = None
     connections_disagreeing: list[str]
     dup_acks: int
     largest_gap_s: float
@@ -495,9 +552,10 @@ def capture_checks(probe: list[ProbeWindow], tcp: TcpSummary) -> list[FailedChec
       a dark window (R > 0) was seen by the wire probes of those ports, inside the controller's
       bracket and no shorter than R on any port (:func:`probe_windows`' ``agrees``); one the
       probes never crossed fails too;
-    - ``retransmissions``: where the capture holds every sender's OCS input port, the
-      retransmitted segments entering the fabric equal the agents' TCP_INFO count, and
-      Wireshark's dissector (when installed) counts the same as this analysis.
+    - ``retransmissions``: where the capture holds every sender's OCS input port, the agents'
+      TCP_INFO count is what the segments entering the fabric allow (:func:`tcp_info_explained`:
+      at least those resent, at most those plus the ones out of order), and Wireshark's dissector
+      (when installed) finds as many going back in sequence as this analysis.
 
     A capture with no reconfiguration has no dark window to check (:func:`summary_lines` says so)."""
     out = []
@@ -512,15 +570,19 @@ def capture_checks(probe: list[ProbeWindow], tcp: TcpSummary) -> list[FailedChec
             out.append(FailedCheck(check="dark window", where=where,
                                    detail=f"wire {p.wire_s * 1e3:.2f} ms (shortest gap {p.gap_min_s * 1e3:.2f} ms), "
                                           f"requested {p.requested_s * 1e3:.2f} ms{bracket}"))
-    if tcp.retransmissions_first_hop is not None and tcp.retransmissions_tcp_info is not None \
-            and tcp.retransmissions_first_hop != tcp.retransmissions_tcp_info:
-        out.append(FailedCheck(check="retransmissions", detail=f"{tcp.retransmissions_first_hop} on the wire where "
-                               f"segments enter the fabric, {tcp.retransmissions_tcp_info} by the agents' TCP_INFO"))
-    if tcp.retransmissions_first_hop is not None and tcp.retransmissions_tshark is not None \
-            and tcp.retransmissions_first_hop != tcp.retransmissions_tshark:
-        out.append(FailedCheck(check="retransmissions", detail=f"tshark (emulation.pcap.TSHARK_FILTER) counts "
-                               f"{tcp.retransmissions_tshark} where segments enter the fabric, this analysis "
-                               f"{tcp.retransmissions_first_hop}"))
+    resent, reordered = tcp.retransmissions_first_hop, tcp.out_of_order_first_hop
+    if resent is None or reordered is None:
+        return out
+    if tcp.retransmissions_tcp_info is not None and not tcp_info_explained(resent, reordered,
+                                                                           tcp.retransmissions_tcp_info):
+        out.append(FailedCheck(check="retransmissions", detail=f"{resent} resent and {reordered} out of order on the "
+                               f"wire where segments enter the fabric, {tcp.retransmissions_tcp_info} "
+                               f"retransmitted by the agents' TCP_INFO"))
+    if tcp.back_in_sequence_tshark is not None and tcp.back_in_sequence_tshark != resent + reordered:
+        out.append(FailedCheck(check="retransmissions", detail=f"tshark (emulation.pcap.TSHARK_FILTER) finds "
+                               f"{tcp.back_in_sequence_tshark} segments going back in sequence where segments "
+                               f"enter the fabric, this analysis {resent + reordered} ({resent} resent, "
+                               f"{reordered} out of order)"))
     return out
 
 
@@ -549,15 +611,18 @@ def analyse(run_dir: Path, png: Path | None = None) -> PcapReport:
     tcp_info = agents_retransmissions(run_dir / "emulation")
     for c in conns:
         c["retransmissions_tcp_info"] = tcp_info.pop(c["connection"], 0)
-    disagree = [c["connection"] for c in conns if c["retransmissions"] != c["retransmissions_tcp_info"]]
+    disagree = [c["connection"] for c in conns
+                if not tcp_info_explained(c["retransmissions"], c["out_of_order"], c["retransmissions_tcp_info"])]
     disagree += sorted(k for k, n in tcp_info.items() if n)  # retransmitted, yet not on the wire
     first_hop = first_hop_ports(pcap_dir) if first_hop_complete(pcap_dir) else {}
+    kinds = first_hop_kinds(frames, first_hop)
     report = {"ports": {d: len(rows) for d, rows in frames.items()}, "dark_windows": dark_windows(frames, recon),
               "frame_s": frame_s, "probe_windows": probe_windows(read_probes(pcap_dir), recon, frame_s),
               "tcp": {"connections": len(conns), "retransmissions": sum(c["retransmissions"] for c in conns),
                       "retransmissions_tcp_info": agents, "connections_disagreeing": disagree,
-                      "retransmissions_first_hop": first_hop_retransmissions(frames, first_hop) if first_hop else None,
-                      "retransmissions_tshark": tshark_retransmissions(pcap_dir, first_hop) if first_hop else None,
+                      "retransmissions_first_hop": kinds["resent"] if first_hop else None,
+                      "out_of_order_first_hop": kinds["out of order"] if first_hop else None,
+                      "back_in_sequence_tshark": tshark_back_in_sequence(pcap_dir, first_hop) if first_hop else None,
                       "dup_acks": sum(c["dup_acks"] for c in conns),
                       "largest_gap_s": max((c["largest_gap_s"] for c in conns), default=0.0), "per_connection": conns}}
     if png is not None:
@@ -597,10 +662,10 @@ def summary_lines(rep: PcapReport) -> list[str]:
         out.append("retransmitted segments where they enter the fabric: not counted (the capture does not hold every "
                    "sender's OCS input port, or was made before ocslab recorded them), so not held against TCP_INFO")
     else:
-        tshark = "not installed" if t.retransmissions_tshark is None else t.retransmissions_tshark
-        out.append(f"retransmitted segments where they enter the fabric (the senders' OCS inputs): scapy "
-                   f"{t.retransmissions_first_hop}, tshark {tshark}, agents' TCP_INFO "
-                   f"{t.retransmissions_tcp_info}")
+        tshark = "not installed" if t.back_in_sequence_tshark is None else t.back_in_sequence_tshark
+        out.append(f"segments going back in sequence where they enter the fabric (the senders' OCS inputs): "
+                   f"scapy {t.retransmissions_first_hop} resent + {t.out_of_order_first_hop} out of order, tshark "
+                   f"{tshark}; retransmitted by the agents' TCP_INFO {t.retransmissions_tcp_info}")
     return out
 
 

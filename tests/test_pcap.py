@@ -12,8 +12,8 @@ import pytest
 
 import numpy as np
 
-from emulation.pcap import (PcapError, dark_windows, first_hop_retransmissions, probe_windows, reconfigurations,
-                            read_frames, tcp_connections, tshark_retransmissions)
+from emulation.pcap import (PcapError, dark_windows, first_hop_kinds, probe_windows, reconfigurations, read_frames,
+                            tcp_connections, tcp_info_explained, tshark_back_in_sequence)
 
 ROOT = Path(__file__).resolve().parents[1]
 A, B = ("10.0.0.1", 40000, "10.0.0.2", 5001), ("10.0.0.2", 5001, "10.0.0.1", 40000)
@@ -114,7 +114,8 @@ def _capture(tmp_path: Path) -> Path:
     does: segment 1001 resent as it was; two small segments (3001+100, 3101+200) resent merged
     into one (``tcp_retrans_try_collapse``); the unacknowledged tail (3801+500) of a partly
     acknowledged segment; 3301 after its ACK came (Wireshark: spurious); 4301 within 3 ms of the
-    highest segment (Wireshark: out of order); and its SYN of a second connection. GPU 2's
+    highest segment (Wireshark: out of order); and its SYN of a second connection. It also sends
+    7301 before 6301 (reordered before the port: not a retransmission). GPU 2's
     segments cross p1 in transit, one seen twice (a transit repeat is not where it entered the
     fabric), and GPU 1 resends a SYN-ACK (its listener counts that, not an agent)."""
     from scapy.layers.inet import IP, TCP
@@ -138,6 +139,7 @@ def _capture(tmp_path: Path) -> Path:
           out(2.4, 3301, 1000), back(2.45, 3801), out(2.6, 3801, 500),  # its unacknowledged tail
           back(2.7, 4301), out(2.8, 3301, 1000),  # already acknowledged
           out(2.9, 4301, 1000), out(2.901, 5301, 1000), out(2.902, 4301, 1000),  # 1 ms after the highest
+          out(2.95, 7301, 1000), out(2.9502, 6301, 1000),  # reordered: space not seen before
           seg(3.0, g0, g1, 40001, 5001, 9000, 0, 0, "S"), seg(4.0, g0, g1, 40001, 5001, 9000, 0, 0, "S"),
           seg(1.6, g2, g1, 41000, 5001, 1, 1, 800), seg(1.7, g2, g1, 41000, 5001, 1, 1, 800)]
     p2 = [seg(1.05, g1, g0, 5001, 40000, 1, 1001, 0), seg(1.15, g1, g0, 5001, 40000, 1, 1001, 0),
@@ -153,24 +155,33 @@ def _capture(tmp_path: Path) -> Path:
 
 def test_retransmissions_where_segments_enter_the_fabric_count_each_segment_linux_resends(tmp_path):
     """Sequence space, not repeats of a segment: a merged or trimmed retransmission counts, as
-    ``tcpi_total_retrans`` counts it (one CI run's capture held 1 exact repeat and 3 such)."""
+    ``tcpi_total_retrans`` counts it (one CI run's capture held 1 exact repeat and 3 such), and a
+    segment that only fills space the port has not seen is out of order, not resent (a CI
+    capture held one such, 0.2 ms behind its successor, which TCP never retransmitted)."""
     d = _capture(tmp_path)
     first_hop = {"p1": "10.0.0.1", "p2": "10.0.0.2"}
-    assert first_hop_retransmissions(read_frames(d), first_hop) == 6
-    by_conn = {c["connection"]: c["retransmissions"] for c in tcp_connections(read_frames(d))}
-    assert by_conn == {"10.0.0.1:40000-10.0.0.2:5001": 5, "10.0.0.1:40001-10.0.0.2:5001": 1,
-                       "10.0.0.2:5001-10.0.0.3:41000": 1}  # the transit repeat, on the wire
+    assert first_hop_kinds(read_frames(d), first_hop) == {"resent": 6, "out of order": 1}
+    by_conn = {c["connection"]: (c["retransmissions"], c["out_of_order"]) for c in tcp_connections(read_frames(d))}
+    assert by_conn == {"10.0.0.1:40000-10.0.0.2:5001": (5, 1), "10.0.0.1:40001-10.0.0.2:5001": (1, 0),
+                       "10.0.0.2:5001-10.0.0.3:41000": (1, 0)}  # the transit repeat, on the wire
+
+
+def test_tcp_info_may_count_an_out_of_order_segment_as_a_retransmission_but_no_more():
+    """A segment out of order at the port is a reordered frame or a retransmission of one lost
+    before the port: TCP_INFO lies between the segments resent and those plus the out of order."""
+    assert tcp_info_explained(2, 0, 2) and tcp_info_explained(2, 1, 2) and tcp_info_explained(2, 1, 3)
+    assert not tcp_info_explained(2, 1, 1) and not tcp_info_explained(2, 1, 4) and not tcp_info_explained(0, 0, 1)
 
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed (make test installs it)")
 def test_wiresharks_dissector_counts_the_same_retransmissions_as_the_analysis(tmp_path):
     """A second reader of the same capture: Wireshark's TCP analysis on the senders' ports finds
-    GPU 0's six retransmissions (three of them under its spurious and out-of-order names) and
-    nothing else."""
+    GPU 0's six retransmissions (two of them under its spurious and out-of-order names) and the
+    reordered segment (out of order) going back in sequence, and nothing else."""
     d = _capture(tmp_path)
     first_hop = {"p1": "10.0.0.1", "p2": "10.0.0.2"}
-    assert tshark_retransmissions(d, first_hop) == first_hop_retransmissions(read_frames(d), first_hop) == 6
-    assert tshark_retransmissions(d, {}) == 0
+    assert tshark_back_in_sequence(d, first_hop) == sum(first_hop_kinds(read_frames(d), first_hop).values()) == 7
+    assert tshark_back_in_sequence(d, {}) == 0
 
 
 @pytest.mark.emulation
@@ -207,10 +218,12 @@ def test_a_captured_run_shows_every_dark_window_and_the_agents_retransmissions(r
     assert all(run["checks"]["ok"] for run in res["runs"]), [run["checks"] for run in res["runs"]]
     # every reconfiguration with a dark window, as the controller recorded it, is analysed on the wire
     assert len(windows) == len([e for e in made if e["reconfiguration_delay_s"] > 0])
-    assert rep["tcp"]["retransmissions"] == rep["tcp"]["retransmissions_tcp_info"]
-    assert rep["tcp"]["retransmissions_tshark"] == rep["tcp"]["retransmissions_first_hop"] \
-        == rep["tcp"]["retransmissions_tcp_info"], rep["tcp"]
-    assert rep["tcp"]["connections_disagreeing"] == []  # per connection too
+    # no drop before the OCS inputs (the runs' checks): every retransmission TCP_INFO counted was
+    # resent on the wire where it entered the fabric, and nothing else was resent there
+    tcp = rep["tcp"]
+    assert tcp["retransmissions"] == tcp["retransmissions_first_hop"] == tcp["retransmissions_tcp_info"], tcp
+    assert tcp["back_in_sequence_tshark"] == tcp["retransmissions_first_hop"] + tcp["out_of_order_first_hop"], tcp
+    assert tcp["connections_disagreeing"] == [] and rep["failed_checks"] == []  # per connection too
     assert sum(c["retransmissions_tcp_info"] for c in rep["tcp"]["per_connection"]) == rep["tcp"]["retransmissions"]
     assert (out / "pcap.png").stat().st_size > 10_000
     # wire probes: every rewired port's probes fall silent across each reconfiguration, never for
