@@ -96,7 +96,8 @@ class CircuitSwitch(OcsLabApp):
             self.logger.warning("ignoring unknown datapath %#x", dp.id)
             return
         parser, ofp = dp.ofproto_parser, dp.ofproto
-        k = self._ocs_index(dp.id)
+        where = self.state.shards.of_dpid(dp.id)
+        k = where[0] if where is not None else None
         # Lowest priority: what no other rule takes (an OCS port without a circuit is dark; a NIC
         # or EPS without a route is a hole) goes to the bridge's own port, which is down, so Open
         # vSwitch drops it there and counts it exactly (emulation/drops.py). Secure
@@ -108,7 +109,10 @@ class CircuitSwitch(OcsLabApp):
             ocs = self.state.fabric.ocs[k]
             with self.state.lock:
                 current = self.state.circuits[ocs.name]
-            msgs += [m for c in sorted(current) for m in self.circuit_mods(dp, k, c, add=True)]
+                lanes = {c: self.state.lanes.held(k, c) for c in current}
+            rules = [r for c in sorted(current) for r in self.state.shards.rules(
+                k, ocs.port_number(c.a), ocs.port_number(c.b), lanes[c]).get(dp.id, [])]
+            msgs += self._rule_mods(dp, rules, add=True)
         self.send_with_barrier(dp, msgs)
         with self.state.lock:
             self.state.datapaths[dp.id] = dp
@@ -159,10 +163,6 @@ class CircuitSwitch(OcsLabApp):
                 self.add_flow(dp, PRIO_PROBE - 1, parser.OFPMatch(**probe), [parser.OFPActionOutput(dpn.NIC_HOST_PORT)])]
 
     # ---- circuits --------------------------------------------------------------------------
-    def _ocs_index(self, dpid: int) -> int | None:
-        k = dpid - dpn.DPID_OCS
-        return k if 0 <= k < len(self.state.fabric.ocs) else None
-
     def _program_routes(self, dp=None) -> None:
         """Have the routing app reprogram forwarding (:mod:`controllers.events`) and wait for it."""
         if app_manager.lookup_service_brick(ROUTING_APP) is not None:
@@ -186,22 +186,40 @@ class CircuitSwitch(OcsLabApp):
         self.state.log_event("prepared", **out)
         return out
 
-    def circuit_mods(self, dp, k: int, c: Circuit, add: bool) -> list:
-        """The two FlowMods (one per direction) adding or deleting circuit ``c`` on OCS ``k``."""
+    def _crossing(self, k: int, circuits) -> int:
+        """How many of ``circuits`` on OCS ``k`` join two shards (:mod:`emulation.ocs_shards`)."""
         ocs = self.state.fabric.ocs[k]
-        parser = dp.ofproto_parser
-        pa, pb = ocs.port_number(c.a), ocs.port_number(c.b)
-        return [self.add_flow(dp, PRIO_CIRCUIT, parser.OFPMatch(in_port=src), [parser.OFPActionOutput(dpn.ocs_out_port(dst))])
-                if add else self.delete_flow(dp, PRIO_CIRCUIT, parser.OFPMatch(in_port=src))
-                for src, dst in ((pa, pb), (pb, pa))]
+        return sum(self.state.shards.crossing(k, ocs.port_number(c.a), ocs.port_number(c.b)) for c in circuits)
 
-    def ocs_dp(self, k: int):
-        """The OCS bridge of OCS ``k`` (its datapath). :raises RuntimeError: it is not connected."""
+    def _rule_mods(self, dp, rules: list[tuple[int, int]], add: bool) -> list:
+        """FlowMods adding (``add``) or deleting circuit rules ``[(in_port, out_port), ...]`` on ``dp``."""
+        parser = dp.ofproto_parser
+        return [self.add_flow(dp, PRIO_CIRCUIT, parser.OFPMatch(in_port=i), [parser.OFPActionOutput(o)])
+                if add else self.delete_flow(dp, PRIO_CIRCUIT, parser.OFPMatch(in_port=i)) for i, o in rules]
+
+    def circuit_batches(self, k: int, circuits, add: bool) -> list[tuple[object, list]]:
+        """``[(bridge, FlowMods), ...]`` adding (``add``) or deleting ``circuits`` on OCS ``k``,
+        for :meth:`send_with_barriers`: two rules per circuit on one bridge, or on each of the
+        two shards it joins through a lane (:mod:`emulation.ocs_shards`), which it takes when
+        added and gives back when deleted.
+
+        :raises RuntimeError: a bridge of the OCS is not connected.
+        :raises ValueError: no lane is free between two shards."""
+        ocs, shards = self.state.fabric.ocs[k], self.state.shards
+        ends = [(c, ocs.port_number(c.a), ocs.port_number(c.b)) for c in sorted(circuits)]
+        need = {dpn.ocs_shard_dpid(k, shards.shard(k, p)) for _c, a, b in ends for p in (a, b)}
         with self.state.lock:
-            dp = self.state.datapaths.get(dpn.DPID_OCS + k)
-        if dp is None:
-            raise RuntimeError(f"OCS {self.state.fabric.ocs[k].name} is not connected")
-        return dp
+            dps = {dpid: self.state.datapaths.get(dpid) for dpid in need}
+            missing = sorted(dpid for dpid, dp in dps.items() if dp is None)
+            if missing:
+                raise RuntimeError(f"OCS {ocs.name}: bridge {self.state.expected_dpids().get(missing[0], missing[0])} "
+                                   f"is not connected")
+            lanes = [self.state.lanes.take(k, c, a, b) if add else self.state.lanes.give(k, c, a, b) for c, a, b in ends]
+        per: dict[int, list[tuple[int, int]]] = {}
+        for (_c, a, b), lane in zip(ends, lanes):
+            for dpid, rules in shards.rules(k, a, b, lane).items():
+                per.setdefault(dpid, []).extend(rules)
+        return [(dps[dpid], self._rule_mods(dps[dpid], rules, add)) for dpid, rules in sorted(per.items())]
 
     def _refused(self, by: str, what: str, t_request: float) -> dict:
         """Refuse ``by``'s request (:meth:`apply`, :meth:`rewire`): one log line and event
@@ -254,11 +272,10 @@ class CircuitSwitch(OcsLabApp):
                         "reconfiguration_delay_s": 0.0, "dark_window_measured_s": 0.0,
                         "removed": 0, "added": 0}
             t_dark = t_request
-            for k, ocs in enumerate(self.state.fabric.ocs):
-                if removed[ocs.name]:
-                    dp = self.ocs_dp(k)
-                    mods = [m for c in sorted(removed[ocs.name]) for m in self.circuit_mods(dp, k, c, add=False)]
-                    t_dark = max(t_dark, self.send_with_barrier(dp, mods))
+            batches = [b for k, ocs in enumerate(self.state.fabric.ocs)
+                       for b in self.circuit_batches(k, removed[ocs.name], add=False)]
+            if batches:  # every bridge at once: one round trip, each side of a crossing circuit dark together
+                t_dark = max(t_dark, self.send_with_barriers(batches))
             t_dark_flushed = self.in_datapath(t_dark)
             with self.state.lock:
                 self.state.circuits = config
@@ -269,20 +286,20 @@ class CircuitSwitch(OcsLabApp):
                 time.sleep(wait)
             t_install = time.monotonic()
             t_live = t_install
-            for k, ocs in enumerate(self.state.fabric.ocs):
-                if added[ocs.name]:
-                    dp = self.ocs_dp(k)
-                    mods = [m for c in sorted(added[ocs.name]) for m in self.circuit_mods(dp, k, c, add=True)]
-                    t_live = max(t_live, self.send_with_barrier(dp, mods))
+            batches = [b for k, ocs in enumerate(self.state.fabric.ocs)
+                       for b in self.circuit_batches(k, added[ocs.name], add=True)]
+            if batches:
+                t_live = max(t_live, self.send_with_barriers(batches))
             t_live_flushed = self.in_datapath(t_live)
             ends = [{e for cs in circuits.values() for c in cs for e in (c.a, c.b)} for circuits in (removed, added)]
+            crossing = sum(self._crossing(k, added[ocs.name]) for k, ocs in enumerate(self.state.fabric.ocs))
             out = {
                 "changed": True, "t_request": t_request, "t_dark": t_dark, "t_routed": t_routed,
                 "t_install": t_install, "t_live": t_live, "t_dark_flushed": t_dark_flushed,
                 "t_live_flushed": t_live_flushed,
                 "reconfiguration_delay_s": reconfiguration_delay_s,
                 "dark_window_measured_s": t_live - t_dark,
-                "removed": n_rm, "added": n_add,
+                "removed": n_rm, "added": n_add, "added_crossing": crossing,
                 "rewired": [[e.gpu, e.port] for e in sorted(ends[0] & ends[1])], "by": by,
             }
             self.state.log_event("reconfigured", **out)
@@ -321,10 +338,9 @@ class CircuitSwitch(OcsLabApp):
         if not remove and not add:
             return {"changed": False, "ocs": ocs_name, "t_request": t_request, "t_live": time.monotonic(),
                     "reconfiguration_delay_s": 0.0, "dark_window_measured_s": 0.0, "removed": 0, "added": 0}
-        dp = self.ocs_dp(k)
         t_dark = t_request
         if remove:
-            t_dark = self.send_with_barrier(dp, [m for c in sorted(remove) for m in self.circuit_mods(dp, k, c, False)])
+            t_dark = self.send_with_barriers(self.circuit_batches(k, remove, add=False))
         t_dark_flushed = self.in_datapath(t_dark)
         with self.state.lock:
             cur = self.state.circuits
@@ -338,7 +354,7 @@ class CircuitSwitch(OcsLabApp):
             time.sleep(wait)
         t_install = t_live = time.monotonic()
         if add:
-            t_live = self.send_with_barrier(dp, [m for c in sorted(add) for m in self.circuit_mods(dp, k, c, True)])
+            t_live = self.send_with_barriers(self.circuit_batches(k, add, add=True))
         t_live_flushed = self.in_datapath(t_live)
         ends = [{e for c in cs for e in (c.a, c.b)} for cs in (remove, add)]
         out = {
@@ -346,7 +362,7 @@ class CircuitSwitch(OcsLabApp):
             "t_install": t_install, "t_live": t_live, "t_dark_flushed": t_dark_flushed,
             "t_live_flushed": t_live_flushed, "reconfiguration_delay_s": reconfiguration_delay_s,
             "dark_window_measured_s": t_live - t_dark, "removed": len(remove), "added": len(add),
-            "rewired": [[e.gpu, e.port] for e in sorted(ends[0] & ends[1])], "by": by,
+            "added_crossing": self._crossing(k, add), "rewired": [[e.gpu, e.port] for e in sorted(ends[0] & ends[1])], "by": by,
         }
         self.state.log_event("reconfigured", **out)
         with self.state.lock:

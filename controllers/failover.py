@@ -80,9 +80,9 @@ class FailoverApp(OcsLabApp):
     # ---- detection ---------------------------------------------------------------------------
     def _gpu_of(self, dpid: int, port: int) -> int | None:
         fabric = self.state.fabric
-        k = dpid - dpn.DPID_OCS
-        if 0 <= k < len(fabric.ocs) and 1 <= port <= len(fabric.ocs[k].ports):
-            return fabric.ocs[k].ports[port - 1].gpu
+        where = self.state.shards.of_dpid(dpid)
+        if where is not None and 1 <= port <= len(fabric.ocs[where[0]].ports):
+            return fabric.ocs[where[0]].ports[port - 1].gpu
         k = dpid - dpn.DPID_EPS
         if 0 <= k < len(fabric.eps) and 1 <= port <= len(fabric.eps[k].ports):
             return fabric.eps[k].ports[port - 1].gpu

@@ -1,6 +1,7 @@
 """ocslab's controller options (group ``ocslab``), registered on the ``CONF`` of the framework
 the apps run on (:mod:`controllers.sdn`; OS-Ken and Ryu each have their own oslo.config one): ``--ocslab-fabric FILE``, ``--ocslab-wan FILE``,
-``--ocslab-api-port N``, ``--ocslab-events FILE``, ``--ocslab-ovs-ctl SOCKET``.
+``--ocslab-api-port N``, ``--ocslab-events FILE``, ``--ocslab-ocs-shards N``,
+``--ocslab-ovs-ctl SOCKET``.
 
 Ryu registers user options before it parses the command line from a file named by
 ``--user-flags``, so that ``ryu-manager --user-flags controllers/flags.py --ocslab-fabric F ...``
@@ -20,6 +21,8 @@ OPTS = [
     cfg.IntOpt("api-port", default=0, help="port of the JSON API on 127.0.0.1"),
     cfg.StrOpt("events", help="file the controller appends every event to, one JSON object per line "
                               "(controllers.state.FabricState.log_event), whatever the framework's log format"),
+    cfg.IntOpt("ocs-shards", default=1, help="servers every OCS is sharded over (emulation.ocs_shards): one bridge "
+                                           "per server, joined by lanes; 1: one bridge per OCS"),
     cfg.StrOpt("ovs-ctl", help="ovs-vswitchd's control socket (comma-separated: one per ovs-vswitchd holding our bridges): the circuit switch flushes the cached datapath "
                                "flows after every barrier, so that its timestamps hold on the wire "
                                "(controllers.ovs_datapath)"),

@@ -97,8 +97,7 @@ class ParallelOcs(TimingEngine):
             change = circuits if add else old
             t_barrier = t_ack = t_sent
             if change:
-                dp = cs.ocs_dp(k)
-                t_barrier = cs.send_with_barrier(dp, [m for c in sorted(change) for m in cs.circuit_mods(dp, k, c, add=add)])
+                t_barrier = cs.send_with_barriers(cs.circuit_batches(k, change, add=add))
                 t_ack = cs.in_datapath(t_barrier)
                 if add:
                     lead_add = 0.8 * lead_add + 0.2 * (t_ack - t_sent)

@@ -22,6 +22,7 @@ from controllers.events import OWNER_APP, OWNERS
 from controllers.sdn import cfg
 from emulation import dataplane as dpn
 from emulation.fabric import Configuration, Fabric
+from emulation.ocs_shards import Lanes, OcsShards
 
 LOG = logging.getLogger("ocslab.controller")
 
@@ -29,9 +30,12 @@ LOG = logging.getLogger("ocslab.controller")
 
 class FabricState:
     """Everything the apps share. Created once by OS-Ken from ``_CONTEXTS`` (then from the file
-    of ``--ocslab-fabric``), or with ``fabric`` given (a controller-less test)."""
+    of ``--ocslab-fabric`` and the shard count of ``--ocslab-ocs-shards``), or with ``fabric``
+    (and ``shards``) given (a controller-less test).
 
-    def __init__(self, fabric: Fabric | None = None, events_file: str | None = None) -> None:
+    :raises SystemExit: no fabric file, or a shard count the fabric cannot be split into."""
+
+    def __init__(self, fabric: Fabric | None = None, events_file: str | None = None, shards: int | None = None) -> None:
         if fabric is None:
             events_file = events_file or cfg.CONF.ocslab.events
             path = cfg.CONF.ocslab.fabric
@@ -39,9 +43,20 @@ class FabricState:
                 raise SystemExit("controllers: --ocslab-fabric FILE is required")
             with open(path) as fh:
                 fabric = Fabric.from_json(json.load(fh))
+            shards = cfg.CONF.ocslab.ocs_shards
         self.fabric = fabric
+        try:
+            #: where each OCS's ports live (one bridge per OCS unless sharded over servers)
+            self.shards = OcsShards(fabric, shards or 1)
+        except ValueError as e:
+            raise SystemExit(f"controllers: --ocslab-ocs-shards: {e}") from None
+        #: the lane each circuit crossing two shards holds (guarded by ``lock``)
+        self.lanes = Lanes(self.shards)
         self.lock = threading.RLock()
         self.circuits: Configuration = self.fabric.initial
+        for k, ocs in enumerate(fabric.ocs):
+            for c in sorted(self.circuits[ocs.name]):
+                self.lanes.take(k, c, ocs.port_number(c.a), ocs.port_number(c.b))
         self.datapaths: dict[int, object] = {}
         #: dpids whose initial rules (circuits or routes) are installed and barrier-acknowledged
         self.programmed: set[int] = set()
@@ -77,7 +92,7 @@ class FabricState:
     def expected_dpids(self) -> dict[int, str]:
         """``{dpid: bridge name}`` of every bridge the fabric has."""
         out = {dpn.DPID_NIC + g: dpn.nic_name(g) for g in range(self.fabric.gpus)}
-        out.update({dpn.DPID_OCS + k: dpn.ocs_name(k) for k in range(len(self.fabric.ocs))})
+        out.update(self.shards.bridges())
         out.update({dpn.DPID_EPS + k: dpn.eps_name(k) for k in range(len(self.fabric.eps))})
         return out
 

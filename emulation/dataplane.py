@@ -17,6 +17,10 @@ Shared by the Mininet topology adapter (which builds the bridges) and the contro
   Patch ports cost nothing in the userspace datapath, so a circuit hop costs one packet
   receive in ovs-vswitchd instead of two (the switch's CPU, not the links, is the limit of a
   small machine).
+- A sharded OCS (a fabric spread over servers, :mod:`emulation.ocs_shards`) is one bridge per
+  server holding the ports of that server's GPUs: shard ``j`` of OCS ``k`` is ``ocl-o<k>s<j>``
+  (shard 0 keeps ``ocl-o<k>``), dpid ``DPID_OCS + k + (j << 16)``, its ports numbered as on the
+  whole OCS; lane ``l`` to shard ``p`` is OpenFlow port ``OCS_LANE_BASE + p * OCS_LANE_STRIDE + l``.
 - EPS ``k`` is bridge ``ocl-e<k>``; switch port ``m`` is ``eps.ports[m-1]``.
 - Traffic on channel ``c`` (one TCP connection per channel, like NCCL channels) carries IP DSCP
   ``c``; the routing app forwards on (destination address, DSCP).
@@ -27,6 +31,11 @@ from __future__ import annotations
 NIC_HOST_PORT = 1
 NIC_RX_BASE = 100
 OCS_OUT_OFFSET = 32768
+#: OpenFlow port numbers of a sharded OCS's lanes (module doc), below :data:`OCS_OUT_OFFSET`:
+#: at most :data:`MAX_OCS_SHARDS` shards of at most :data:`OCS_LANE_STRIDE` lanes each way.
+OCS_LANE_BASE = 16384
+OCS_LANE_STRIDE = 1024
+MAX_OCS_SHARDS = (OCS_OUT_OFFSET - OCS_LANE_BASE) // OCS_LANE_STRIDE
 DPID_NIC = 0x0001_0000_0000
 DPID_OCS = 0x0002_0000_0000
 DPID_EPS = 0x0003_0000_0000
@@ -105,6 +114,29 @@ def ocs_name(k: int) -> str:
     return f"{PREFIX}o{k}"
 
 
+def ocs_shard_name(k: int, shard: int) -> str:
+    """Bridge name of shard ``shard`` of OCS ``k`` (shard 0 is :func:`ocs_name`)."""
+    return ocs_name(k) if shard == 0 else f"{PREFIX}o{k}s{shard}"
+
+
+def ocs_shard_dpid(k: int, shard: int) -> int:
+    """Datapath id of shard ``shard`` of OCS ``k`` (shard 0: ``DPID_OCS + k``)."""
+    return DPID_OCS + k + (shard << 16)
+
+
+def ocs_lane_port(peer: int, lane: int) -> int:
+    """OpenFlow port number, on a shard of a sharded OCS, of its lane ``lane`` (0-based) to shard
+    ``peer``."""
+    return OCS_LANE_BASE + peer * OCS_LANE_STRIDE + lane
+
+
+def ocs_lane_name(k: int, peer: int, lane: int) -> str:
+    """Interface name of lane ``lane`` of OCS ``k`` toward shard ``peer``, on the server of the
+    shard it leaves from (one shard of an OCS per server, so the name is unique there; at most 15
+    characters for fewer than 100 OCSes, :data:`MAX_OCS_SHARDS` shards and 10,000 lanes)."""
+    return f"{PREFIX}x{k}-{peer}-{lane}"
+
+
 def eps_name(k: int) -> str:
     """Bridge name of EPS number ``k``."""
     return f"{PREFIX}e{k}"
@@ -119,14 +151,20 @@ def node_kind(name: str) -> str:
 
 
 def node_index(name: str) -> int:
-    """Index of a node of ours (``ocl-o3`` -> 3, ``g7`` -> 7).
+    """Index of a node of ours (``ocl-o3`` -> 3, ``ocl-o3s1`` -> 3, ``g7`` -> 7).
 
     :raises ValueError: not a name of ours.
     """
     kind = node_kind(name)
     if not kind:
         raise ValueError(f"{name!r} is not an ocslab node name")
-    return int(name[len(PREFIX) + 1:] if kind != "g" else name[1:])
+    return int(name[len(PREFIX) + 1:].split("s")[0] if kind != "g" else name[1:])
+
+
+def node_shard(name: str) -> int:
+    """Shard of an OCS bridge's name (``ocl-o3s1`` -> 1, ``ocl-o3`` -> 0); 0 for any other node."""
+    rest = name[len(PREFIX) + 1:] if node_kind(name) == "o" else ""
+    return int(rest.split("s")[1]) if "s" in rest else 0
 
 
 def nic_port(fabric_port: int) -> int:

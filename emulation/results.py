@@ -308,8 +308,10 @@ class CollectiveResult(_Record):
     app name), the link-rate ``calibration`` and chosen ``headroom`` probe, ``slotted_rate_cap_mbps`` (the
     highest rate at which every time-slotted run's guard band, and every parallel-OCS run's guard,
     suffices; the calibration stays under it), the ``scale`` model, the ``servers`` the fabric was
-    spread over (empty: one machine; docs/cluster.md) (an incomplete run holds the runs measured
-    before it failed)."""
+    spread over (empty: one machine; docs/cluster.md), whether its ``ocs`` was ``central`` or
+    ``sharded`` over them, and (sharded) ``cross_server_circuits``: ``{"added", "crossing"}``, the
+    circuits the controller set up over the whole session and those of them joining two shards
+    (an incomplete run holds the runs measured before it failed)."""
 
     fabric: FabricRecord
     cost: dict[str, float]
@@ -324,6 +326,8 @@ class CollectiveResult(_Record):
     mtu: Optional[int] = None
     datapath: Optional[Literal["packet", "pmd", "steer", "kernel"]] = None
     servers: list[str] = Field(default_factory=list)
+    ocs: Optional[Literal["central", "sharded"]] = None
+    cross_server_circuits: Optional[dict[str, int]] = None
     tcp_congestion: list[str] = Field(default_factory=list)
     circuits_changed_by: dict[str, int] = Field(default_factory=dict)
     slotted_rate_cap_mbps: Optional[float] = None

@@ -212,6 +212,47 @@ def test_a_fabric_spread_over_two_servers_runs_like_the_flow_model_and_leaves_ev
 
 
 @pytest.mark.emulation
+def test_an_ocs_sharded_over_two_servers_carries_crossing_circuits_through_lanes_like_the_flow_model(run_dir, lab):
+    """``emulation.ocs: sharded``: one OCS bridge per server holding its GPUs' ports; a circuit
+    between the servers runs through a lane (a tunnel of its own), removed and installed on both
+    shards together, so both sides are dark for at least R."""
+    scen = run_dir / "sharded.yaml"
+    _scenario(scen, "25MiB", "{name: ring, algorithm: ring, planner: none}, "
+              "{name: rhd-circuits, algorithm: rhd, planner: always}", "link_mbps: 10, headroom: warn, ocs: sharded")
+    before, here = _censuses(), census.take()
+    r = _ocslab("run", str(scen), "--out", str(run_dir / "out"))
+    print(r.stdout[-1500:])
+    assert r.returncode == 0, r.stderr
+    res = json.loads((run_dir / "out" / "result.json").read_text())["result"]
+    assert res["servers"] == NAMES and res["ocs"] == "sharded"
+    runs = {x["name"]: x for x in res["runs"]}
+    assert all(x["checks"]["ok"] for x in runs.values()), [x["checks"] for x in runs.values()]
+    events = [json.loads(line) for line in (run_dir / "out" / "emulation" / "events.jsonl").read_text().splitlines()]
+    shards = {e["name"] for e in events if e["kind"] == "switch-connected" and e["name"].startswith("ocl-o")}
+    assert shards == {"ocl-o0", "ocl-o0s1"}, shards
+    # RHD on 8 GPUs in blocks of 4: the step at distance 4 joins every GPU to one on the other
+    # server (all 8 circuits cross), the steps at distance 1 and 2 none
+    done = [e for e in events if e["kind"] == "reconfigured" and e["changed"]][-5:]
+    assert [e["added_crossing"] for e in done] == [0, 0, 8, 0, 0], [(e["added"], e["added_crossing"]) for e in done]
+    assert res["cross_server_circuits"]["crossing"] >= 8
+    # both shards' barriers are waited for before R starts and before the circuits count as live
+    dark = [s["dark_window_measured_s"] for s in runs["rhd-circuits"]["steps"] if s["action"] == "reconfigure"]
+    tdf = res["scale"]["tdf"] * runs["rhd-circuits"]["byte_scale"] / res["scale"]["byte_scale"]
+    assert len(dark) == 5 and all(d >= 10e-6 for d in dark), dark
+    assert all(e["t_install"] - e["t_dark_flushed"] >= 10e-6 * tdf for e in done), done
+    flow = _ocslab("run", str(scen), "--out", str(run_dir / "flow"), "--backend", "flow")
+    assert flow.returncode == 0, flow.stderr
+    model = {x["name"]: x["time_s"] for x in json.loads((run_dir / "flow" / "result.json").read_text())["result"]["runs"]}
+    for name, x in runs.items():
+        # the same bound as the central OCS's above (two lab servers, sharded, 2026-11-29:
+        # Ring +1.1%, RHD with circuits see docs/cluster.md)
+        assert abs(x["time_s"] / model[name] - 1) < 0.10, (name, x["time_s"], model[name])
+    assert _censuses() == before  # both shards and every lane gone from both servers
+    assert census.take().diff(here) == {}
+    assert poll_until(lambda: not any(_strays().values()), 5.0), _strays()
+
+
+@pytest.mark.emulation
 def test_a_rate_one_server_cannot_carry_is_refused_naming_the_slowest_server(run_dir, lab):
     scen = run_dir / "fast.yaml"
     _scenario(scen, "1MiB", "{name: ring, algorithm: ring}", "link_mbps: 400")

@@ -22,12 +22,13 @@ APP = str(ROOT / "controllers" / "examples" / "static_schedule.py")
 
 #: A value of each key unlike its default, and how it shows in what the session was given.
 GIVEN = {"link_mbps": 7.0, "mtu": 9000, "controller": "ryu", "apps": [APP], "byte_scale": 0.05,
-         "headroom": "warn", "headroom_target": 0.9, "servers": ["lab-a", "lab-b"], "ssh_config": "/nonexistent/cfg"}
+         "headroom": "warn", "headroom_target": 0.9, "servers": ["lab-a", "lab-b"], "ssh_config": "/nonexistent/cfg",
+         "ocs": "sharded"}
 
 #: Kind -> (its shipped scenario, the keys it honours). Every other key must be refused.
 KINDS = {
     "collective": ("demo.yaml", set(GIVEN)),
-    "tenancy": ("tenancy_packets.yaml", set(GIVEN) - {"servers", "ssh_config"}),
+    "tenancy": ("tenancy_packets.yaml", set(GIVEN) - {"servers", "ssh_config", "ocs"}),
     "training": ("lumion.yaml", {"link_mbps", "mtu", "controller", "apps", "headroom", "headroom_target"}),
     "wan": ("wan_abilene_packet.yaml", {"link_mbps", "controller"}),
     "rails": ("rails_torch.yaml", {"link_mbps", "mtu", "controller", "apps", "headroom", "headroom_target"}),
@@ -65,7 +66,7 @@ def _data(kind: str, key: str) -> dict:
     data = yaml.safe_load((ROOT / "experiments" / name).read_text())
     em = dict(data.get("emulation") or {})
     em[key] = GIVEN[key]
-    if key == "ssh_config" and "servers" in KINDS[kind][1]:
+    if key in ("ssh_config", "ocs") and "servers" in KINDS[kind][1]:
         em["servers"] = GIVEN["servers"]
     if key == "headroom":
         em["link_mbps"] = 7.0  # warn probes a given rate
@@ -171,6 +172,8 @@ def test_each_kind_honours_or_refuses_each_emulation_key(kind, key, recorded, tm
         assert recorded["cluster"] == [{"servers": GIVEN["servers"],
                                         "ssh_config": GIVEN["ssh_config"] if key == "ssh_config" else None}]
         assert made["servers"].servers == GIVEN["servers"]
+    elif key == "ocs":  # sharded over both servers
+        assert made["servers"].servers == GIVEN["servers"] and made["ocs_shards"] == 2
 
 
 def test_a_rails_scenario_takes_its_torch_jobs_link_rate_from_emulation_and_the_old_spelling_with_a_warning(caplog):

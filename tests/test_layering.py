@@ -272,10 +272,13 @@ def test_the_layers_that_run_each_kind_load_no_kind():
 
 def test_a_topology_module_is_data():
     """topologies/ builds fabrics and describes them; it runs nothing: it imports only the
-    fabric model, the data plane's names and the section base (a rail's time model is the flow
-    backend's, emulation/flowsim/rail_times.py)."""
+    fabric model, the data plane's names and where a sharded OCS's ports live (both pure
+    mappings), and the section base (a rail's time model is the flow backend's,
+    emulation/flowsim/rail_times.py)."""
     edges, _ = _graph()
-    allowed = ("topologies", "emulation.fabric", "emulation.dataplane", "emulation.sections", "emulation.units")
+    allowed = ("topologies", "emulation.fabric", "emulation.dataplane", "emulation.ocs_shards", "emulation.sections",
+               "emulation.units")
+    assert _loaded(["emulation.ocs_shards"], ("emulation.fabric", "numpy")) == []  # names and numbers only
     wrong = sorted((m, t) for m, ts in edges.items() if _under(m, ("topologies",)) for t in ts
                    if not _under(t, allowed))
     assert wrong == []

@@ -29,6 +29,7 @@ from mininet.topo import Topo  # noqa: E402
 
 from emulation import dataplane as dpn  # noqa: E402
 from emulation.fabric import Fabric  # noqa: E402
+from emulation.ocs_shards import OcsShards  # noqa: E402
 from topologies.builders import eps_star, ocs_star, parallel_ocs, rack, rails, static_ring, static_torus  # noqa: E402
 from topologies.torus_rack import TorusRack  # noqa: E402
 
@@ -44,9 +45,11 @@ class FabricTopo(Topo):
 
     :param link_mbps: HTB rate of every fabric port (Mbit/s, Mininet ``bw``), or None.
     :param delay: per-link propagation delay for netem (e.g. ``"2ms"``), or None.
+    :param shards: servers every OCS is sharded over (:mod:`emulation.ocs_shards`): one bridge
+        per server with its GPUs' OCS ports, joined by unshaped lanes; 1: one bridge per OCS.
     """
 
-    def build(self, fabric: Fabric, link_mbps: float | None = None, delay: str | None = None):
+    def build(self, fabric: Fabric, link_mbps: float | None = None, delay: str | None = None, shards: int = 1):
         shaped = {}
         if link_mbps is not None:
             shaped["bw"] = link_mbps
@@ -60,13 +63,19 @@ class FabricTopo(Topo):
             # socket buffers would otherwise overflow (a drop TCP pays for with timeouts).
             inject = {"bw": link_mbps * fabric.ports_per_gpu * HOST_LINK_HEADROOM} if link_mbps is not None else {}
             self.addLink(dpn.host_name(g), dpn.nic_name(g), port1=0, port2=dpn.NIC_HOST_PORT, **inject)
+        split = OcsShards(fabric, shards)
         for k, ocs in enumerate(fabric.ocs):
-            name = dpn.ocs_name(k)
-            self.addSwitch(name, dpid=dpn.dpid_hex(dpn.DPID_OCS + k), **sw)
+            for j in split.shards(k):
+                self.addSwitch(dpn.ocs_shard_name(k, j), dpid=dpn.dpid_hex(dpn.ocs_shard_dpid(k, j)), **sw)
             for m, ref in enumerate(ocs.ports, start=1):
+                name = dpn.ocs_shard_name(k, split.shard(k, m))
                 self.addLink(dpn.nic_name(ref.gpu), name, port1=dpn.nic_port(ref.port), port2=m, **shaped)
                 self.addLink(name, dpn.nic_name(ref.gpu), port1=dpn.ocs_out_port(m),
                              port2=dpn.nic_rx_port(ref.port), cls=OVSLink)
+            for a, b, lane in split.lane_links(k):  # a circuit's path between two shards: not shaped
+                self.addLink(dpn.ocs_shard_name(k, a), dpn.ocs_shard_name(k, b), port1=dpn.ocs_lane_port(b, lane),
+                             port2=dpn.ocs_lane_port(a, lane), intfName1=dpn.ocs_lane_name(k, b, lane),
+                             intfName2=dpn.ocs_lane_name(k, a, lane))
         for k, eps in enumerate(fabric.eps):
             name = dpn.eps_name(k)
             self.addSwitch(name, dpid=dpn.dpid_hex(dpn.DPID_EPS + k), **sw)

@@ -6,9 +6,9 @@ a ``MininetCluster``:
 
 - **Placement** (:class:`FabricPlacer`, a cluster-edition ``Placer``): GPU ``i`` and its NIC
   bridge go to server ``floor(i S / N)`` (N GPUs, S servers: contiguous blocks, so a Ring's
-  neighbours share a server), every OCS and EPS to the first server. The OCS is not split: its
-  circuits are one table that the controller rewrites at once, and its dark window is measured
-  on one switch.
+  neighbours share a server), every EPS to the first server, and every OCS there too unless it
+  is sharded (``emulation.ocs: sharded``, :mod:`emulation.ocs_shards`): then shard ``j`` goes to
+  server ``j``, and its lanes to the other shards are tunnels like the links below.
 - **Nodes**: hosts are ``RemoteHost`` and bridges ``RemoteOVSSwitch`` (userspace datapath, one
   batch of ``ovs-vsctl`` per server), driven over ssh with the cluster's ssh configuration.
 - **Links**: within a server as on one machine (veths; the OCS-to-NIC direction an Open vSwitch
@@ -46,6 +46,7 @@ from pathlib import Path
 
 from emulation import dataplane as dpn
 from emulation.emulator.sites import LOCAL, MARKER, ClusterError, Site
+from emulation.ocs_shards import server_of_gpu
 
 #: UDP port of every VXLAN tunnel (IANA's).
 VXLAN_PORT = 4789
@@ -138,11 +139,12 @@ def _mininet_cluster():
 
 def place_node(node: str, servers: list[str], gpus: int) -> str:
     """The placement rule (module doc): GPU ``i`` (host ``g<i>``, NIC bridge ``ocl-n<i>``) on
-    ``servers[floor(i S / N)]`` of ``gpus`` = N GPUs, every other bridge on ``servers[0]``."""
+    ``servers[floor(i S / N)]`` of ``gpus`` = N GPUs (:func:`emulation.ocs_shards.server_of_gpu`),
+    shard ``j`` of a sharded OCS on ``servers[j]``, every other bridge on ``servers[0]``."""
     kind = dpn.node_kind(node)
     if kind in ("g", "n"):
-        return servers[dpn.node_index(node) * len(servers) // max(1, gpus)]
-    return servers[0]
+        return servers[server_of_gpu(dpn.node_index(node), gpus, len(servers))]
+    return servers[dpn.node_shard(node)]
 
 
 def FabricPlacer(servers: list[str], hosts: list[str], **kwargs):

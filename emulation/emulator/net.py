@@ -43,6 +43,7 @@ from emulation.emulator.lifecycle import Lifecycle
 from emulation.emulator.agent import RCV_BUDGET
 from emulation.emulator.ovs_sockets import SocketBuffers
 from emulation.fabric import Fabric
+from emulation.ocs_shards import OcsShards
 from emulation.poll import wait_until
 
 log = logging.getLogger(__name__)
@@ -74,11 +75,12 @@ def _free_port_but(taken: set) -> int:
     return port
 
 
-def bridge_names(fabric: Fabric) -> list[str]:
-    """Names of every bridge the fabric uses."""
+def bridge_names(fabric: Fabric, ocs_shards: int = 1) -> list[str]:
+    """Names of every bridge the fabric uses, its OCSes sharded over ``ocs_shards`` servers
+    (:mod:`emulation.ocs_shards`)."""
     return (
         [dpn.nic_name(g) for g in range(fabric.gpus)]
-        + [dpn.ocs_name(k) for k in range(len(fabric.ocs))]
+        + sorted(OcsShards(fabric, ocs_shards).bridges().values())
         + [dpn.eps_name(k) for k in range(len(fabric.eps))]
     )
 
@@ -351,6 +353,8 @@ class EmulatedFabric(Lifecycle):
         emulates faithfully").
     :param servers: spread the fabric over these servers with Mininet's cluster edition
         (:mod:`emulation.emulator.cluster`); None: all on this machine. No PMD ports there.
+    :param ocs_shards: shard every OCS over the first this many servers (one bridge each, joined
+        by lanes, :mod:`emulation.ocs_shards`); 1: one bridge per OCS.
     :param datapath: ``pmd`` (the GPUs' own links polled over AF_XDP by a PMD thread on a core of
         its own, :mod:`emulation.emulator.pmd`), ``steer`` (ovs-vswitchd pinned to one core and
         the GPUs' receive steered to the others, :mod:`emulation.emulator.steering`) or
@@ -365,7 +369,7 @@ class EmulatedFabric(Lifecycle):
     def __init__(self, fabric: Fabric, run_dir: Path, *, link_mbps: float,
                  delay_s: float = 0.0, capabilities: Capabilities | None = None, controller: str = "os-ken",
                  apps: tuple[str, ...] = (), mtu: int = dpn.MTU, ofctl_rest: int | None = None,
-                 datapath: str | None = None, servers: Cluster | None = None):
+                 datapath: str | None = None, servers: Cluster | None = None, ocs_shards: int = 1):
         if not 0 < link_mbps <= 1000:
             raise EmulationError(f"link_mbps: the emulated port rate must be in (0, 1000] Mbit/s, got {link_mbps}")
         if not dpn.MTU <= mtu <= dpn.MAX_MTU:
@@ -382,6 +386,9 @@ class EmulatedFabric(Lifecycle):
             raise MachineUnfit(f"--ofctl-rest: {ofctl_rest_unavailable(controller)}")
         self.caps = capabilities
         self.cluster = servers
+        if ocs_shards > 1 and (servers is None or len(servers.servers) < ocs_shards):
+            raise EmulationError(f"ocs: sharded over {ocs_shards} servers needs that many emulation.servers")
+        self.ocs_shards = ocs_shards
         self.servers = ServerRun(servers) if servers is not None else None
         try:
             self.dp = Datapath(datapath, on_servers=servers is not None)
@@ -460,7 +467,7 @@ class EmulatedFabric(Lifecycle):
         if self.ofctl_rest_port is not None:
             log.info("ofctl_rest serves http://127.0.0.1:%d (e.g. GET /stats/flow/<dpid>)", self.ofctl_rest_port)
         log.info("building %d GPU hosts and %d switches at %s Mbit/s per link", self.fabric.gpus,
-                 len(bridge_names(self.fabric)), self.link_mbps)
+                 len(bridge_names(self.fabric, self.ocs_shards)), self.link_mbps)
         self._build_net()
         self.client.wait_ready(timeout=60)
         log.info("every switch connected to the controller")
@@ -506,7 +513,7 @@ class EmulatedFabric(Lifecycle):
         args = ["--ofp-listen-host", self.ofp_host, "--ofp-tcp-listen-port", str(self.ofp_port),
                 "--ocslab-fabric", str(fabric_json), "--ocslab-api-port", str(api_port),
                 "--log-file", str(self.run_dir / "controller.log"),
-                "--ocslab-events", str(self.run_dir / dpn.EVENTS_FILE)]
+                "--ocslab-events", str(self.run_dir / dpn.EVENTS_FILE), "--ocslab-ocs-shards", str(self.ocs_shards)]
         ctl = ovs_ctl_path() if self.cluster is None else self.servers.ctl_paths()
         if ctl:  # the circuit switch flushes the datapath's cache after each barrier
             args += ["--ocslab-ovs-ctl", ctl]
@@ -535,7 +542,7 @@ class EmulatedFabric(Lifecycle):
         from topologies.mininet_topos import FabricTopo
 
         setLogLevel("warning")
-        topo = FabricTopo(self.fabric)  # unshaped here: _shaped_links() sets every queue after the build
+        topo = FabricTopo(self.fabric, shards=self.ocs_shards)  # unshaped here: _shaped_links() sets every queue after the build
         if self.cluster is not None:
             from emulation.emulator.cluster import FabricPlacer, fabric_cluster, remote_classes
 
@@ -648,7 +655,7 @@ class EmulatedFabric(Lifecycle):
     def _delete_leftovers(self) -> None:
         """Delete any of our bridges that survived ``net.stop()`` (e.g. a build that failed
         half-way). Only names this fabric owns."""
-        for b in bridge_names(self.fabric):
+        for b in bridge_names(self.fabric, self.ocs_shards):
             site = self.site_of(b)
             if self.servers is not None and not self.servers.holds(site):
                 continue  # a server this run did not take: its bridges may be another run's

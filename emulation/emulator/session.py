@@ -108,10 +108,12 @@ class PacketSession:
         servers = cluster_of(spec)
         if servers is not None:
             self.meta["servers"] = servers.servers
+            self.meta["ocs"] = spec.ocs
+        shards = len(servers.servers) if servers is not None and spec.ocs == "sharded" else 1
         self.emu = EmulatedFabric(self.fabric, self.out / "emulation", link_mbps=start,
                                   delay_s=self.delta_s * self.scale_at(start).tdf, capabilities=caps,
                                   controller=spec.controller, apps=spec.apps, mtu=spec.mtu,
-                                  ofctl_rest=self.ofctl_rest, servers=servers)
+                                  ofctl_rest=self.ofctl_rest, servers=servers, ocs_shards=shards)
         self.emu.__enter__()
         try:
             self.meta["datapath"] = self.emu.datapath
@@ -152,13 +154,18 @@ class PacketSession:
     def record(self) -> dict:
         """The packet-backend record of the session so far: :attr:`meta` with the ``scale``
         model, the TCP congestion controls the agents' connections ran (``tcp_congestion``), who
-        changed the circuits (``circuits_changed_by``) and the warnings on the user's apps'
-        requests (:func:`ownership`)."""
+        changed the circuits (``circuits_changed_by``), the warnings on the user's apps'
+        requests (:func:`ownership`) and, with a sharded OCS, the circuits set up and those
+        joining two shards (``cross_server_circuits``)."""
         try:
             events = self.emu.client.events()
         except Exception:  # noqa: BLE001 - a dead controller: its failure is the run's error already
             events = []
         changed_by, warnings = ownership(events)
+        if self.meta.get("ocs") == "sharded":  # which circuits joined two shards (through a lane)
+            made = [e for e in events if e.get("kind") == "reconfigured" and e.get("changed")]
+            self.meta["cross_server_circuits"] = {"added": sum(e.get("added", 0) for e in made),
+                                                  "crossing": sum(e.get("added_crossing", 0) for e in made)}
         return {**self.meta, "warnings": list(dict.fromkeys([*self.meta["warnings"], *warnings])),
                 "scale": self.scale.to_json() if self.scale else None,
                 "tcp_congestion": sorted(self.emu.tcp_congestion), "circuits_changed_by": changed_by}

@@ -69,7 +69,7 @@ class TenancyScenario(NamedScenario):
     @classmethod
     def _emulation(cls, data):
         # a fabric spread over servers runs collective scenarios only
-        return EmulationSpec.defaulted(data, set(EmulationSpec.model_fields) - {"servers", "ssh_config"}, "tenancy",
+        return EmulationSpec.defaulted(data, set(EmulationSpec.model_fields) - {"servers", "ssh_config", "ocs"}, "tenancy",
                                          byte_scale=0.001)
 
     @model_validator(mode="after")

@@ -202,11 +202,22 @@ class EmulationSpec(StrictModel):
     once."""
     servers: tuple[str, ...] = ()
     """Spread the fabric over these servers (ssh destinations) with Mininet's cluster edition:
-    GPUs and their NICs in blocks per server, the OCS on the first, links between servers as
-    VXLAN tunnels (docs/cluster.md). Empty: everything on this machine."""
+    GPUs and their NICs in blocks per server, the OCS on the first (or sharded, ``ocs``), links
+    between servers as VXLAN tunnels (docs/cluster.md). Empty: everything on this machine."""
     ssh_config: str | None = None
     """The ssh client configuration (``ssh -F``) reaching ``servers``; default: the lab's
     (``ocslab servers up``) while it is up and has them, else your own."""
+    ocs: Literal["central", "sharded"] = "central"
+    """Where each OCS of a fabric spread over ``servers`` lives: ``central``, one bridge on the
+    first server that every frame between servers crosses; ``sharded``, one bridge per server
+    holding its GPUs' ports, a circuit between two servers through a tunnel of its own between
+    them (docs/cluster.md, Sharded OCS). ``sharded`` needs two or more servers."""
+
+    @model_validator(mode="after")
+    def _sharded(self):
+        if self.ocs == "sharded" and len(self.servers) < 2:
+            raise ValueError("ocs: sharded needs two or more emulation.servers to shard the OCS over")
+        return self
 
     @field_validator("servers")
     @classmethod
