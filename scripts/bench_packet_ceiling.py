@@ -36,9 +36,14 @@ its own (:mod:`emulation.emulator.pmd`); above it, where jumbo frames do not fit
 ovs-vswitchd pinned to one core and the GPUs' receive steered to the others
 (:mod:`emulation.emulator.steering`). ``--datapath all`` measures all three.
 
+With ``--servers A B ...`` (lab servers, ``ocslab servers up``, or machines your ssh reaches)
+each count is instead spread over the servers (docs/cluster.md) and measured twice, with one
+central OCS on the first server and with the OCS sharded over all of them
+(``emulation.ocs: sharded``), on the servers' packet-socket datapath.
+
 Usage (root, Open vSwitch running): ``.venv/bin/python scripts/bench_packet_ceiling.py
 [--gpus 8 16 32 64] [--start-mbps 20] [--min-mbps 0.625] [--mtu 1500|9000] [--datapath both|all|packet|pmd|steer]
-[--byte-scale-rule run|fixed] [--machines 16] [--json runs/ceiling.json] [--markdown]``. Results and logs under ``runs/bench_packet_ceiling/``.
+[--byte-scale-rule run|fixed] [--servers A B ...] [--machines 16] [--json runs/ceiling.json] [--markdown]``. Results and logs under ``runs/bench_packet_ceiling/``.
 """
 
 from __future__ import annotations
@@ -59,13 +64,18 @@ from emulation.emulator.limits import PROBE_PASS as PROBE_TARGET  # noqa: E402
 RING_TOLERANCE = 0.10
 #: the datapaths measured, before first
 DATAPATHS = ("packet", "pmd", "steer")
+#: the OCS layouts measured on servers (``--servers``), central first
+LAYOUTS = ("central", "sharded")
 
 
 def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s: float, probe_s: float,
-            out: Path, mtu: int, datapath: str = "pmd", rule: str = "run") -> list[dict]:
+            out: Path, mtu: int, datapath: str = "pmd", rule: str = "run", servers=None,
+            ocs: str = "central") -> list[dict]:
     """Probe and Ring at each of ``rates`` (descending) on n GPUs until one passes; every row.
     ``rule``: Ring's byte scale, ``run`` (as ``ocslab run`` raises it for short steps) or
-    ``fixed`` (``byte_scale``)."""
+    ``fixed`` (``byte_scale``). ``servers``: a :class:`~emulation.emulator.cluster.Cluster` to
+    spread the fabric over, its OCS ``ocs`` (``central`` or ``sharded``); the row's ``datapath``
+    is then ``ocs``."""
     from emulation.emulator.calibration import measure_headroom
     from emulation.emulator.execute import step_scale
     from emulation.emulator.limits import carried_mbps
@@ -83,10 +93,14 @@ def measure(n: int, rates: list[float], nbytes: int, byte_scale: float, alpha_s:
     flow = simulate(f, w, plan, alpha_s=alpha_s, record_transfers=False).time_s
     rows = []
     t0 = time.monotonic()
-    where = out / f"gpus{n}-{datapath}"
-    with EmulatedFabric(f, where, link_mbps=rates[0], mtu=mtu, datapath=datapath) as emu:
+    shards = len(servers.servers) if servers is not None and ocs == "sharded" else 1
+    where = out / f"gpus{n}-{datapath if servers is None else ocs}"
+    with EmulatedFabric(f, where, link_mbps=rates[0], mtu=mtu, datapath=datapath, servers=servers,
+                        ocs_shards=shards) as emu:
         setup_s = time.monotonic() - t0
-        if emu.datapath != datapath:  # refused here: the fabric fell back (pmd: no AF_XDP; steer: no pinning)
+        if servers is not None:
+            datapath = ocs
+        elif emu.datapath != datapath:  # refused here: the fabric fell back (pmd: no AF_XDP; steer: no pinning)
             raise EmulationError(f"--datapath {datapath}: this machine runs the fabric on {emu.datapath} instead")
         for rate in rates:
             emu.set_link_mbps(rate)
@@ -123,11 +137,13 @@ def _cell(rows: list[dict]) -> tuple[str, float | None]:
 def markdown(rows: list[dict], gpus: list[int], where: str) -> str:
     """The ceiling table: per GPU count, the highest link rate on each datapath measured (packet
     sockets only: before; a PMD thread over AF_XDP, or steering: after) and each after's gain."""
-    paths = [d for d in DATAPATHS if any(r["datapath"] == d for r in rows)]
+    paths = [d for d in (*DATAPATHS, *LAYOUTS) if any(r["datapath"] == d for r in rows)]
     names = {"packet": "before: packet sockets, one thread", "pmd": "after: PMD thread over AF_XDP + main thread",
-             "steer": "after: Open vSwitch on one core, the GPUs' receive steered to the other"}
+             "steer": "after: Open vSwitch on one core, the GPUs' receive steered to the other",
+             "central": "one central OCS", "sharded": "the OCS sharded over the servers"}
     mtu = rows[0]["mtu"] if rows else 1500
-    gains = [d for d in paths if d != "packet"] if "packet" in paths else []
+    base = "central" if "central" in paths else "packet"
+    gains = [d for d in paths if d != base] if base in paths else []
     out = [f"{where}; MTU {mtu}; OCS star, 2 ports per GPU, ring of circuits; the highest link rate at which the "
            "headroom probe reaches 90% and Ring AllReduce is within 10% of alpha-beta.", "",
            "| GPUs | " + " | ".join(names[d] for d in paths) + "".join(f" | gain ({d})" for d in gains) + " |",
@@ -136,7 +152,7 @@ def markdown(rows: list[dict], gpus: list[int], where: str) -> str:
         cells = {d: _cell([r for r in rows if r["gpus"] == n and r["datapath"] == d]) for d in paths}
         line = f"| {n} | " + " | ".join(c for c, _ in cells.values()) + " |"
         for d in gains:
-            a, b = cells["packet"][1], cells[d][1]
+            a, b = cells[base][1], cells[d][1]
             line += f" {b / a:g}x |" if a and b else " - |"
         out.append(line)
     return "\n".join(out)
@@ -185,6 +201,9 @@ def parser() -> argparse.ArgumentParser:
                    help="Ring's byte scale: run (raised for short steps, as ocslab run does; default) or fixed "
                         "(--byte-scale)")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_packet_ceiling")
+    p.add_argument("--servers", nargs="+", default=[],
+                   help="spread each fabric over these servers (ssh destinations; the lab's while it has them) "
+                        "and measure a central and a sharded OCS instead of the datapaths")
     p.add_argument("--machines", type=int, default=16, help="machines of the lab the capacity model sizes (default 16)")
     p.add_argument("--json", type=Path)
     p.add_argument("--markdown", action="store_true")
@@ -225,15 +244,36 @@ def main(argv: list[str] | None = None) -> int:
             args.datapath, [args.datapath])
         if args.mtu > dpn.MTU and "pmd" in paths:
             paths.remove("pmd")  # jumbo frames do not fit an XDP socket's frames
-        for n in args.gpus:
+        cluster = None
+        if args.servers:
+            from emulation.emulator.session import cluster_of
+            from emulation.scenario.schema import EmulationSpec
+
+            from pydantic import ValidationError
+
             try:
-                for d in paths:
-                    rows += measure(n, rates, nbytes, args.byte_scale, args.alpha_us * 1e-6, args.probe_s, args.out,
-                                    args.mtu, d, args.byte_scale_rule)
-            except EmulationError as e:
-                print(f"bench_packet_ceiling: {e}", file=sys.stderr)
+                cluster = cluster_of(EmulationSpec(servers=tuple(args.servers), ocs="sharded"))
+            except ValidationError as e:
+                print(f"bench_packet_ceiling: --servers: {e.errors()[0]['msg'].removeprefix('Value error, ')}",
+                      file=sys.stderr)
                 return 2
-        where = machine()
+            except EmulationError as e:
+                print(f"bench_packet_ceiling: --servers: {e}", file=sys.stderr)
+                return 2
+            paths = ["packet"]
+        try:
+            for n in args.gpus:
+                for d in paths:
+                    for ocs in LAYOUTS if cluster is not None else ("central",):
+                        rows += measure(n, rates, nbytes, args.byte_scale, args.alpha_us * 1e-6, args.probe_s,
+                                        args.out, args.mtu, d, args.byte_scale_rule, cluster, ocs)
+        except EmulationError as e:
+            print(f"bench_packet_ceiling: {e}", file=sys.stderr)
+            return 2
+        finally:
+            if cluster is not None:
+                cluster.close()
+        where = machine() + (f"; spread over {', '.join(args.servers)}" if cluster is not None else "")
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps({"machine": where, "rows": rows}, indent=1))
