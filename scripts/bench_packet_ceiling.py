@@ -173,7 +173,8 @@ def capacity(rows: list[dict], machines: int) -> str:
         best = max(passed, key=lambda r: r["carried_mbps"])
         cap = best["carried_mbps"]
         per = ", ".join(f"{gpus_per_machine(cap, r)} at {r:g}" for r in (5, 10, 20, 40))
-        out.append(f"capacity model ({d}): this machine carried at most {cap:.0f} Mbit/s of link load ({best['gpus']} "
+        who = "the servers together" if d in LAYOUTS else "this machine"
+        out.append(f"capacity model ({d}): {who} carried at most {cap:.0f} Mbit/s of link load ({best['gpus']} "
                    f"GPUs at {best['link_mbps']:g} Mbit/s, probe {best['probe_efficiency']:.1%}); GPUs per machine "
                    f"(2 ports, probe >= 90%): {per} Mbit/s; {machines} machines at 10 Mbit/s: "
                    f"{lab_gpus(machines, cap, 10.0)} GPUs with the OCS sharded per machine, "
