@@ -484,14 +484,17 @@ class EmulatedFabric(Lifecycle):
             return LOCAL
         return self.cluster.sites[self.cluster.server_of(node_name, self.fabric.gpus)]
 
+    def remote(self, gpu: int) -> bool:
+        """Whether GPU ``gpu``'s host runs on a server (a fabric spread over servers), not here."""
+        return bool(getattr(self.host(gpu), "isRemote", False))
+
     def reach(self, gpu: int, sock: Path) -> str:
         """The path at which a process of GPU ``gpu`` reaches the Unix socket ``sock`` of this
         machine: its name, for a process started in its directory here; on a server, a path
         there that ssh forwards to it (:meth:`ServerRun.reach`, until :meth:`unreach`)."""
-        host = self.host(gpu)
-        if not getattr(host, "isRemote", False):
+        if not self.remote(gpu):
             return sock.name
-        return self.servers.reach(host.server, sock)
+        return self.servers.reach(self.host(gpu).server, sock)
 
     def unreach(self) -> None:
         """Undo every forwarding :meth:`reach` made."""
@@ -778,7 +781,7 @@ class EmulatedFabric(Lifecycle):
         this Python (``args[0]``) is the server's (:meth:`~emulation.emulator.sites.Site.python`)."""
         with open(log, "w") as fh:
             host = self.host(gpu)
-            if getattr(host, "isRemote", False):  # ssh passes neither the directory nor the environment
+            if self.remote(gpu):  # ssh passes neither the directory nor the environment
                 site = self.site_of(host.name)
                 args = [site.python() if a == sys.executable else a for a in args[:1]] + args[1:]
                 wrapped = remote_env(args, site.root, env or {})

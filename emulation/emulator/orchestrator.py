@@ -329,7 +329,7 @@ def agents(emu: EmulatedFabric, schedules: list[dict], run_dir: Path, shortest_s
         less well than :data:`CLOCK_ERROR_FRACTION` of it stops the run (:class:`EmulationError`).
     """
     coord = _Coordinator(run_dir / "ctl.sock", schedules,
-                         {r for r in range(len(schedules)) if getattr(emu.host(r), "isRemote", False)})
+                         {r for r in range(len(schedules)) if emu.remote(r)})
     procs = []
     try:
         for r, sched in enumerate(schedules):
