@@ -300,8 +300,10 @@ def _end_ssh_masters() -> list[str]:
                        timeout=10)
         sock.unlink(missing_ok=True)
         done.append(f"ssh connection {sock.name}")
-    # the short aliases of control sockets forwarded to servers (ServerRun.reach), by their run's pid
-    for alias in sorted(REGISTRY_DIR.glob("ctl-*-*.sock")) if REGISTRY_DIR.is_dir() else []:
+    # the short aliases of control sockets forwarded to servers (ServerRun.reach), and the servers'
+    # ovs-vswitchd control sockets forwarded here (ServerRun.ctl_paths), by their run's pid
+    for alias in sorted([*REGISTRY_DIR.glob("ctl-*-*.sock"), *REGISTRY_DIR.glob("ovs-*-*.sock")]
+                        if REGISTRY_DIR.is_dir() else []):
         pid = alias.name.split("-")[1]
         if not (pid.isdigit() and _start_time(int(pid)) is not None):
             alias.unlink(missing_ok=True)

@@ -108,14 +108,30 @@ class ServerRun:
             self._remote_sockets[server] = json.loads(out)["restore"]
 
     def ctl_paths(self) -> str:
-        """Comma-separated control sockets of the servers' ovs-vswitchd that this machine's
-        controller can reach (servers sharing this machine's filesystem, such as the lab's)."""
+        """Comma-separated paths on this machine of every server's ovs-vswitchd control socket,
+        for the controller's datapath flushes (:mod:`controllers.ovs_datapath`): each forwarded
+        over the run's ssh connection to that server (``ssh -O forward -L``, to a socket in the
+        registry's directory named by this run's pid; undone at teardown, :meth:`release`), so
+        nothing is read from a server's files; this machine's own, directly.
+
+        :raises EmulationError: a server has no control socket, or ssh refused to forward it."""
         paths = []
-        for site in self.sites():
+        for n, site in enumerate(self.sites()):
             out = site.out(["sh", "-c", 'd=${OVS_RUNDIR:-/var/run/openvswitch}; '
                                         'echo "$d/ovs-vswitchd.$(cat "$d/ovs-vswitchd.pid").ctl"']).strip()
-            if out and Path(out).exists():
+            if not site.remote:
                 paths.append(out)
+                continue
+            if not out.endswith(".ctl"):
+                raise EmulationError(f"server {site.name}: no control socket of ovs-vswitchd found ({out[:120]!r})")
+            here = registry.REGISTRY_DIR / f"ovs-{os.getpid()}-{n}.sock"
+            here.parent.mkdir(parents=True, exist_ok=True)
+            here.unlink(missing_ok=True)
+            try:
+                site.forward_here(here, out)
+            except ClusterError as e:
+                raise EmulationError(str(e)) from None
+            paths.append(str(here))
         return ",".join(paths)
 
     def check(self) -> None:

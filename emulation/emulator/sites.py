@@ -58,6 +58,7 @@ class Site:
         self._root: str | None = None if self.remote else PROJECT_ROOT
         self._lock: subprocess.Popen | None = None
         self._forwarded: list[str] = []
+        self._fetched: list[str] = []  # -L forwardings: "local:remote"
 
     @property
     def root(self) -> str:
@@ -94,6 +95,21 @@ class Site:
             raise ClusterError(f"server {self.name}: cannot forward the control socket to {remote}: "
                                f"{r.stderr.strip()[:160]}")
         self._forwarded.append(f"{remote}:{local}")
+
+    def forward_here(self, local: Path, remote: str) -> None:
+        """Make the server's Unix socket ``remote`` answer at ``local`` on this machine, over the
+        run's ssh connection (``ssh -O forward -L``); undone by :meth:`unforward_here` (and
+        :meth:`close`).
+
+        :raises ClusterError: ssh refused the forwarding."""
+        try:
+            r = subprocess.run([*self.ssh()[:-1], "-O", "forward", "-L", f"{local}:{remote}", self.name],
+                               capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            raise ClusterError(f"server {self.name}: ssh did not forward {remote} in 30 s") from None
+        if r.returncode:
+            raise ClusterError(f"server {self.name}: cannot forward {remote} here: {r.stderr.strip()[:160]}")
+        self._fetched.append(f"{local}:{remote}")
 
     def ssh(self) -> list[str]:
         """The ssh command line reaching this server (empty for this machine)."""
@@ -184,6 +200,15 @@ class Site:
                 f.close()
             self._lock = None
 
+    def unforward_here(self) -> None:
+        """Cancel the forwardings :meth:`forward_here` made and remove their sockets here."""
+        for spec in self._fetched:
+            if Path(self.control_path).exists():
+                subprocess.run([*self.ssh()[:-1], "-O", "cancel", "-L", spec, self.name], capture_output=True,
+                               timeout=30)
+            Path(spec.split(":", 1)[0]).unlink(missing_ok=True)
+        self._fetched.clear()
+
     def unforward(self) -> None:
         """Cancel the forwardings :meth:`forward` made and remove their sockets on the server."""
         if self._forwarded and Path(self.control_path).exists():
@@ -200,6 +225,7 @@ class Site:
         """Cancel the forwardings, release the lock and end the multiplexed ssh connection (if
         any)."""
         self.unforward()
+        self.unforward_here()
         self.release_lock()
         if self.remote and Path(self.control_path).exists():
             subprocess.run([*self.ssh()[:-1], "-O", "exit", self.name], capture_output=True, timeout=10)
