@@ -88,6 +88,29 @@ def test_a_bad_lab_server_name_is_refused_before_anything_is_made():
         server_lab.lab_up(["x1", "x1"])
 
 
+@pytest.mark.emulation  # serial: clean takes the machine's emulation lock
+@pytest.mark.skipif(os.geteuid() != 0, reason="/run/ocslab is root's")
+def test_ocslab_clean_removes_the_forwarded_sockets_a_dead_run_left_and_keeps_a_live_runs():
+    """The aliases of agents' control sockets (``ctl-PID-n.sock``) and the servers' forwarded
+    ovs-vswitchd control sockets (``ovs-PID-n.sock``) in /run/ocslab are named by their run's pid."""
+    from emulation.emulator import registry
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    registry.REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
+    left = [registry.REGISTRY_DIR / f"{kind}-{dead.pid}-0.sock" for kind in ("ctl", "ovs")]
+    live = registry.REGISTRY_DIR / f"ovs-{os.getpid()}-7.sock"
+    try:
+        for path in [*left, live]:
+            path.write_text("")
+        done = registry.clean()
+        assert not any(path.exists() for path in left) and live.exists(), done
+        assert {f"control socket alias {path.name}" for path in left} <= set(done)
+    finally:
+        for path in [*left, live]:
+            path.unlink(missing_ok=True)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="ocslab servers needs root")
 @pytest.mark.parametrize("args, words", [(["up"], "name at least one server"), (["down", "x"], "takes no names"),
                                          (["up", "Bad"], "not a server name")])
