@@ -310,7 +310,8 @@ class CollectiveResult(_Record):
     suffices; the calibration stays under it), the ``scale`` model, the ``servers`` the fabric was
     spread over (empty: one machine; docs/cluster.md), whether its ``ocs`` was ``central`` or
     ``sharded`` over them, and (sharded) ``cross_server_circuits``: ``{"added", "crossing"}``, the
-    circuits the controller set up over the whole session and those of them joining two shards
+    circuits the session's reconfigurations set up (the initial ones not counted) and those of
+    them joining two shards
     (an incomplete run holds the runs measured before it failed)."""
 
     fabric: FabricRecord
