@@ -86,14 +86,7 @@ class Site:
         the run's ssh connection (``ssh -O forward -R``); undone by :meth:`close`.
 
         :raises ClusterError: ssh refused the forwarding."""
-        try:
-            r = subprocess.run([*self.ssh()[:-1], "-O", "forward", "-R", f"{remote}:{local}", self.name],
-                               capture_output=True, text=True, timeout=30)
-        except subprocess.TimeoutExpired:
-            raise ClusterError(f"server {self.name}: ssh did not forward the control socket in 30 s") from None
-        if r.returncode:
-            raise ClusterError(f"server {self.name}: cannot forward the control socket to {remote}: "
-                               f"{r.stderr.strip()[:160]}")
+        self._ssh_forward("-R", f"{remote}:{local}", f"the control socket to {remote}")
         self._forwarded.append(f"{remote}:{local}")
 
     def forward_here(self, local: Path, remote: str) -> None:
@@ -102,14 +95,19 @@ class Site:
         :meth:`close`).
 
         :raises ClusterError: ssh refused the forwarding."""
+        self._ssh_forward("-L", f"{local}:{remote}", f"{remote} here")
+        self._fetched.append(f"{local}:{remote}")
+
+    def _ssh_forward(self, flag: str, spec: str, what: str) -> None:
+        """``ssh -O forward FLAG SPEC`` on the run's connection. :raises ClusterError: refused or
+        not done in 30 s (``what`` names the socket)."""
         try:
-            r = subprocess.run([*self.ssh()[:-1], "-O", "forward", "-L", f"{local}:{remote}", self.name],
+            r = subprocess.run([*self.ssh()[:-1], "-O", "forward", flag, spec, self.name],
                                capture_output=True, text=True, timeout=30)
         except subprocess.TimeoutExpired:
-            raise ClusterError(f"server {self.name}: ssh did not forward {remote} in 30 s") from None
+            raise ClusterError(f"server {self.name}: ssh did not forward {what} in 30 s") from None
         if r.returncode:
-            raise ClusterError(f"server {self.name}: cannot forward {remote} here: {r.stderr.strip()[:160]}")
-        self._fetched.append(f"{local}:{remote}")
+            raise ClusterError(f"server {self.name}: cannot forward {what}: {r.stderr.strip()[:160]}")
 
     def ssh(self) -> list[str]:
         """The ssh command line reaching this server (empty for this machine)."""
